@@ -1,0 +1,3 @@
+//! Unit tests of the replica calculator's edge arithmetic.
+
+use super::*;
