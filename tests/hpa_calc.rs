@@ -5,7 +5,7 @@
 //! is the conformance runner's business.
 
 use std::{
-    collections::{BTreeMap, BTreeSet},
+    collections::BTreeMap,
     path::{Path, PathBuf},
     time::Duration,
 };
@@ -212,7 +212,7 @@ fn observation(step: &Value) -> Observation {
                     .map(|x| x.as_str().expect("metric name").to_string())
                     .collect()
             })
-            .unwrap_or_else(BTreeSet::new),
+            .unwrap_or_default(),
     }
 }
 
