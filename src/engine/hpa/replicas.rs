@@ -178,6 +178,37 @@ pub fn group_pods(
     group(&observation.pods, &samples, resource, settings, now).to_pod_groups()
 }
 
+/// The error `computeReplicasForMetric` returns for a failed metric: the condition's error
+/// (`failure.message`) with the wrapping horizontal.go adds per type. The reconciliation
+/// quotes the first one in "invalid metrics (N invalid out of M), first error is: ...".
+pub fn metric_error(metric: &MetricSpec, failure: &MetricFailure) -> String {
+    let message = &failure.message;
+    match metric {
+        // computeStatusForObjectMetric wraps only the AverageValue path, and
+        // computeReplicasForMetric wraps every Object error once more.
+        MetricSpec::Object { name, target } => match target.target_type {
+            MetricTargetType::AverageValue if target.average_value.is_some() => {
+                format!(
+                    "failed to get object metric value: failed to get {name} object metric: {message}"
+                )
+            }
+            _ => format!("failed to get object metric value: {message}"),
+        },
+        MetricSpec::Pods { .. } => format!("failed to get pods metric value: {message}"),
+        // computeStatusForExternalMetric wraps the calculation errors of each path.
+        MetricSpec::External { name, target } if target.average_value.is_some() => {
+            format!("failed to get {name} external metric: {message}")
+        }
+        MetricSpec::External { name, target } if target.value.is_some() => {
+            format!("failed to get external metric {name}: {message}")
+        }
+        MetricSpec::Resource { .. }
+        | MetricSpec::ContainerResource { .. }
+        | MetricSpec::External { .. }
+        | MetricSpec::Unknown { .. } => message.clone(),
+    }
+}
+
 fn fail(reason: ConditionReason, message: String) -> MetricFailure {
     MetricFailure { reason, message }
 }

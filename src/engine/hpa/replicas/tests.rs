@@ -694,3 +694,32 @@ proptest! {
         prop_assert_eq!(listed, o.pods.len(), "every pod falls in exactly one group");
     }
 }
+
+#[test]
+fn metric_error_wraps_as_compute_replicas_for_metric() {
+    let o = obs(1, vec![pod("a", Some(1000), Some(10))]);
+    let pods = MetricSpec::Pods {
+        name: "qps".into(),
+        target: value_target(MetricTargetType::AverageValue, 10),
+    };
+    let out = run(&pods, &o, tol(0.1));
+    assert_eq!(
+        metric_error(&pods, failure(&out)),
+        "failed to get pods metric value: unable to get metric qps: no metrics returned from custom metrics API"
+    );
+    let external = MetricSpec::External {
+        name: "q".into(),
+        target: value_target(MetricTargetType::AverageValue, 10),
+    };
+    let out = run(&external, &o, tol(0.1));
+    assert_eq!(
+        metric_error(&external, failure(&out)),
+        "failed to get q external metric: unable to get external metric q: no metrics returned from external metrics API"
+    );
+    let invalid = MetricSpec::External {
+        name: "q".into(),
+        target: MetricTarget::default(),
+    };
+    let out = run(&invalid, &o, tol(0.1));
+    assert_eq!(metric_error(&invalid, failure(&out)), failure(&out).message);
+}
