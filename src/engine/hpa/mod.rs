@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{condition::Condition, history::History};
 
+pub mod replicas;
+
 /// The result of one evaluation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Evaluation {
