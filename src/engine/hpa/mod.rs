@@ -14,6 +14,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{condition::Condition, history::History};
 
+pub mod replicas;
+
 /// The result of one evaluation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Evaluation {
