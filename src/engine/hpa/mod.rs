@@ -14,8 +14,6 @@ use serde::{Deserialize, Serialize};
 
 use super::{condition::Condition, history::History};
 
-pub mod replicas;
-
 /// The result of one evaluation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Evaluation {
@@ -468,12 +466,16 @@ fn compute_replicas_for_metrics(
     let mut replicas = 0;
     let mut metric = String::new();
     let mut invalid = 0usize;
-    let mut first_invalid: Option<&MetricFailure> = None;
+    let mut first_invalid: Option<(&MetricFailure, String)> = None;
     for outcome in outcomes {
         match &outcome.result {
             Err(failure) => {
                 if invalid == 0 {
-                    first_invalid = Some(failure);
+                    let error = match specs.get(outcome.index) {
+                        Some(spec) => replicas::metric_error(spec, failure),
+                        None => failure.message.clone(),
+                    };
+                    first_invalid = Some((failure, error));
                 }
                 invalid += 1;
             }
@@ -488,16 +490,15 @@ fn compute_replicas_for_metrics(
             }
         }
     }
-    let error = first_invalid.map(|f| {
+    let error = first_invalid.as_ref().map(|(_, error)| {
         format!(
-            "invalid metrics ({invalid} invalid out of {}), first error is: {}",
+            "invalid metrics ({invalid} invalid out of {}), first error is: {error}",
             specs.len(),
-            f.message
         )
     });
     if invalid >= specs.len() || (invalid > 0 && replicas < spec_replicas) {
-        let (reason, message) = match first_invalid {
-            Some(f) => (f.reason, f.message.as_str()),
+        let (reason, message) = match &first_invalid {
+            Some((f, _)) => (f.reason, f.message.as_str()),
             // Only reachable without metrics, which the defaults rule out.
             None => (
                 ConditionReason::InvalidMetricSourceType,
