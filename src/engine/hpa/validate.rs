@@ -32,16 +32,18 @@ pub fn validate_settings(settings: &Settings) -> Result<(), InvalidInput> {
     if !settings.tolerance.is_finite() || settings.tolerance < 0.0 {
         return Err(err("settings.tolerance", "must be a finite number >= 0"));
     }
-    if !settings.scale_up_limit_factor.is_finite() || settings.scale_up_limit_factor < 0.0 {
+    // Below 1 the legacy "scale-up limit" would sit below the current count and scale down
+    // (or to zero) a target whose metrics ask for more.
+    if !settings.scale_up_limit_factor.is_finite() || settings.scale_up_limit_factor < 1.0 {
         return Err(err(
             "settings.scale_up_limit_factor",
-            "must be a finite number >= 0",
+            "must be a finite number >= 1",
         ));
     }
-    if !settings.scale_up_limit_minimum.is_finite() || settings.scale_up_limit_minimum < 0.0 {
+    if !settings.scale_up_limit_minimum.is_finite() || settings.scale_up_limit_minimum < 1.0 {
         return Err(err(
             "settings.scale_up_limit_minimum",
-            "must be a finite number >= 0",
+            "must be a finite number >= 1",
         ));
     }
     Ok(())
