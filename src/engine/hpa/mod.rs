@@ -39,10 +39,12 @@ pub struct Decision {
     pub prenormalized_replicas: Option<i32>,
     /// The value after the stabilization step.
     pub stabilized_replicas: Option<i32>,
-    /// The scale-up limit in force (behavior: `calculateScaleUpLimitWithScalingRules`;
-    /// legacy: `calculateScaleUpLimit`).
+    /// The scale-up limit in force for the current count, the stored scale events and the
+    /// defaulted rules, before this evaluation stores its own event (behavior:
+    /// `calculateScaleUpLimitWithScalingRules`; legacy: `calculateScaleUpLimit`). Reported
+    /// on every path, also where no normalization runs.
     pub scale_up_limit: Option<i32>,
-    /// The scale-down limit in force (behavior path only).
+    /// The scale-down limit in force (`calculateScaleDownLimitWithBehaviors`), behavior only.
     pub scale_down_limit: Option<i32>,
     /// The error Kubernetes' reconciliation returns, if any (scaling may still proceed when
     /// only some metrics failed).
@@ -217,10 +219,29 @@ impl<'a> Reconciliation<'a> {
         let mut history = history.clone();
         record_initial_recommendation(&mut history, current, now);
         let spec = defaults::set_defaults(spec, settings);
-        let path = if spec.behavior.is_some() {
-            DecisionPath::Behavior
-        } else {
-            DecisionPath::Legacy
+        let (path, scale_up_limit, scale_down_limit) = match &spec.behavior {
+            Some(b) => (
+                DecisionPath::Behavior,
+                normalize::calculate_scale_up_limit_with_scaling_rules(
+                    current,
+                    &history.scale_up_events,
+                    &history.scale_down_events,
+                    &b.scale_up,
+                    now,
+                ),
+                Some(normalize::calculate_scale_down_limit_with_behaviors(
+                    current,
+                    &history.scale_up_events,
+                    &history.scale_down_events,
+                    &b.scale_down,
+                    now,
+                )),
+            ),
+            None => (
+                DecisionPath::Legacy,
+                normalize::calculate_scale_up_limit(settings, current),
+                None,
+            ),
         };
         Reconciliation {
             settings,
@@ -236,8 +257,8 @@ impl<'a> Reconciliation<'a> {
                 path,
                 prenormalized_replicas: None,
                 stabilized_replicas: None,
-                scale_up_limit: None,
-                scale_down_limit: None,
+                scale_up_limit: Some(scale_up_limit),
+                scale_down_limit,
                 error: None,
                 rescale_reason: None,
             },
