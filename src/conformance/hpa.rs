@@ -917,8 +917,14 @@ fn check_metrics(case: &HpaCase, expected: &[ExpectMetric], d: &Decision) -> Res
             .iter()
             .find(|o| o.index == index)
             .ok_or_else(|| format!("{field}: not evaluated"))?;
+        let nothing_to_check = m.replicas.is_none()
+            && m.current_average_utilization.is_none()
+            && m.current_average_value.is_none()
+            && m.current_value.is_none();
         let proposal = match &outcome.result {
             Ok(p) => p,
+            // Listed by name only: upstream keeps an empty status for a failed metric.
+            Err(_) if nothing_to_check => continue,
             Err(f) => {
                 return Err(format!(
                     "{field}: expected a proposal, got {}: {}",
