@@ -7,16 +7,21 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::engine::vpa::aggregate::{AggregateContainerState, HistogramCall, HistogramKind, HistogramOp};
+use crate::engine::vpa::aggregate::{
+    AggregateContainerState, HistogramCall, HistogramKind, HistogramOp,
+};
 use crate::engine::vpa::amount::{self, Resource, Resources};
 use crate::engine::vpa::checkpoint::{AggregateCheckpoint, HistogramCheckpoint};
 use crate::engine::vpa::container::ContainerState;
 use crate::engine::vpa::decaying::DecayingHistogram;
 use crate::engine::vpa::estimator::{EstimatorBase, EstimatorChain, EstimatorStep, confidence};
 use crate::engine::vpa::histogram::HistogramOptions;
-use crate::engine::vpa::policy::{AggregationPolicy, ContainerResourcePolicy, ContainerScalingMode, PodResourcePolicy};
+use crate::engine::vpa::policy::{
+    AggregationPolicy, ContainerResourcePolicy, ContainerScalingMode, PodResourcePolicy,
+};
 use crate::engine::vpa::recommender::{
-    PodEstimators, RecommendedContainerResources, RecommendedPodResources, post_process, round_output,
+    PodEstimators, RecommendedContainerResources, RecommendedPodResources, post_process,
+    round_output,
 };
 use crate::engine::vpa::settings::VpaSettings;
 use crate::engine::vpa::target::{Observation, OomEvent, UsageSample, VpaTarget};
@@ -36,16 +41,32 @@ type R = Result<(), String>;
 /// Run one case file.
 pub fn run_vpa_case(path: impl AsRef<Path>) -> CaseOutcome {
     let path = path.as_ref();
-    let fallback = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let fallback = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let value = match std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))
-        .and_then(|text| serde_json::from_str::<Value>(&text).map_err(|e| format!("invalid JSON: {e}")))
-    {
+        .and_then(|text| {
+            serde_json::from_str::<Value>(&text).map_err(|e| format!("invalid JSON: {e}"))
+        }) {
         Ok(v) => v,
-        Err(e) => return CaseOutcome { name: fallback, result: Err(e) },
+        Err(e) => {
+            return CaseOutcome {
+                name: fallback,
+                result: Err(e),
+            };
+        }
     };
-    let name = value.get("name").and_then(Value::as_str).map(str::to_owned).unwrap_or(fallback);
-    CaseOutcome { name, result: run_vpa_case_value(&value) }
+    let name = value
+        .get("name")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .unwrap_or(fallback);
+    CaseOutcome {
+        name,
+        result: run_vpa_case_value(&value),
+    }
 }
 
 /// Every `*.json` file of `dir`, sorted by file name.
@@ -86,17 +107,24 @@ fn field<'a>(v: &'a Value, key: &str) -> Result<&'a Value, String> {
 }
 
 fn str_field<'a>(v: &'a Value, key: &str) -> Result<&'a str, String> {
-    field(v, key)?.as_str().ok_or_else(|| format!("{key}: not a string"))
+    field(v, key)?
+        .as_str()
+        .ok_or_else(|| format!("{key}: not a string"))
 }
 
 fn f64_field(v: &Value, key: &str) -> Result<f64, String> {
-    field(v, key)?.as_f64().ok_or_else(|| format!("{key}: not a number"))
+    field(v, key)?
+        .as_f64()
+        .ok_or_else(|| format!("{key}: not a number"))
 }
 
 fn opt_f64(v: &Value, key: &str) -> Result<Option<f64>, String> {
     match v.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(x) => x.as_f64().map(Some).ok_or_else(|| format!("{key}: not a number")),
+        Some(x) => x
+            .as_f64()
+            .map(Some)
+            .ok_or_else(|| format!("{key}: not a number")),
     }
 }
 
@@ -117,21 +145,30 @@ fn opt_i64(v: &Value, key: &str) -> Result<Option<i64>, String> {
 fn opt_bool(v: &Value, key: &str) -> Result<Option<bool>, String> {
     match v.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(x) => x.as_bool().map(Some).ok_or_else(|| format!("{key}: not a boolean")),
+        Some(x) => x
+            .as_bool()
+            .map(Some)
+            .ok_or_else(|| format!("{key}: not a boolean")),
     }
 }
 
 fn array<'a>(v: &'a Value, key: &str) -> Result<&'a [Value], String> {
     match v.get(key) {
         None | Some(Value::Null) => Ok(&[]),
-        Some(x) => x.as_array().map(Vec::as_slice).ok_or_else(|| format!("{key}: not a list")),
+        Some(x) => x
+            .as_array()
+            .map(Vec::as_slice)
+            .ok_or_else(|| format!("{key}: not a list")),
     }
 }
 
 fn object<'a>(v: &'a Value, key: &str) -> Result<Option<&'a Map<String, Value>>, String> {
     match v.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(x) => x.as_object().map(Some).ok_or_else(|| format!("{key}: not an object")),
+        Some(x) => x
+            .as_object()
+            .map(Some)
+            .ok_or_else(|| format!("{key}: not an object")),
     }
 }
 
@@ -140,7 +177,11 @@ fn secs(s: f64) -> Duration {
 }
 
 fn check_eq<T: PartialEq + std::fmt::Debug>(what: &str, expected: T, got: T) -> R {
-    if expected == got { Ok(()) } else { Err(format!("{what}: expected {expected:?}, got {got:?}")) }
+    if expected == got {
+        Ok(())
+    } else {
+        Err(format!("{what}: expected {expected:?}, got {got:?}"))
+    }
 }
 
 fn check_f64(what: &str, expected: f64, got: f64, tolerance: Option<f64>) -> R {
@@ -148,7 +189,11 @@ fn check_f64(what: &str, expected: f64, got: f64, tolerance: Option<f64>) -> R {
         Some(t) => (expected - got).abs() <= t * expected.abs(),
         None => expected == got,
     };
-    if ok { Ok(()) } else { Err(format!("{what}: expected {expected:?}, got {got:?}")) }
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{what}: expected {expected:?}, got {got:?}"))
+    }
 }
 
 fn prefix(what: impl std::fmt::Display) -> impl FnOnce(String) -> String {
@@ -164,8 +209,13 @@ fn resource(v: &Value, key: &str) -> Result<Resource, String> {
 }
 
 fn resources(v: Option<&Value>) -> Result<Resources, String> {
-    let Some(v) = v.filter(|v| !v.is_null()) else { return Ok(Resources::default()) };
-    Ok(Resources { cpu: opt_i64(v, "cpu")?, memory: opt_i64(v, "memory")? })
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return Ok(Resources::default());
+    };
+    Ok(Resources {
+        cpu: opt_i64(v, "cpu")?,
+        memory: opt_i64(v, "memory")?,
+    })
 }
 
 fn resource_list(v: &Value) -> Result<Vec<Resource>, String> {
@@ -189,7 +239,9 @@ struct Ctx {
 
 impl Ctx {
     fn new(case: &Value) -> Result<Self, String> {
-        let t0_ns = opt_i64(case, "t0_unix_s")?.unwrap_or(0).saturating_mul(NANOS_PER_SECOND);
+        let t0_ns = opt_i64(case, "t0_unix_s")?
+            .unwrap_or(0)
+            .saturating_mul(NANOS_PER_SECOND);
         let settings = parse_settings(case.get("settings")).map_err(prefix("settings"))?;
         settings.validate().map_err(|e| format!("settings: {e}"))?;
         Ok(Self { settings, t0_ns })
@@ -214,7 +266,9 @@ impl Ctx {
 
 fn parse_settings(v: Option<&Value>) -> Result<VpaSettings, String> {
     let mut s = VpaSettings::default();
-    let Some(v) = v.filter(|v| !v.is_null()) else { return Ok(s) };
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return Ok(s);
+    };
     let obj = v.as_object().ok_or("not an object")?;
     for (key, x) in obj {
         let num = || x.as_f64().ok_or_else(|| format!("{key}: not a number"));
@@ -231,18 +285,27 @@ fn parse_settings(v: Option<&Value>) -> Result<VpaSettings, String> {
             "confidence_interval_cpu_s" => s.confidence_interval_cpu = secs(num()?),
             "confidence_interval_memory_s" => s.confidence_interval_memory = secs(num()?),
             "cpu_histogram_decay_half_life_s" => s.cpu_histogram_decay_half_life = secs(num()?),
-            "memory_histogram_decay_half_life_s" => s.memory_histogram_decay_half_life = secs(num()?),
+            "memory_histogram_decay_half_life_s" => {
+                s.memory_histogram_decay_half_life = secs(num()?)
+            }
             "memory_aggregation_interval_s" => s.memory_aggregation_interval = secs(num()?),
-            "memory_aggregation_interval_count" => s.memory_aggregation_interval_count = i64_field(v, key)?,
+            "memory_aggregation_interval_count" => {
+                s.memory_aggregation_interval_count = i64_field(v, key)?
+            }
             "oom_bump_up_ratio" => s.oom_bump_up_ratio = num()?,
             "oom_min_bump_up_bytes" => s.oom_min_bump_up_bytes = num()?,
             "round_cpu_millicores" => s.round_cpu_millicores = i64_field(v, key)?,
             "round_memory_bytes" => s.round_memory_bytes = i64_field(v, key)?,
-            "container_recommendation_max_allowed" => s.container_recommendation_max_allowed = resources(Some(x))?,
-            "per_vpa_config" => s.per_vpa_config = x.as_bool().ok_or("per_vpa_config: not a boolean")?,
+            "container_recommendation_max_allowed" => {
+                s.container_recommendation_max_allowed = resources(Some(x))?
+            }
+            "per_vpa_config" => {
+                s.per_vpa_config = x.as_bool().ok_or("per_vpa_config: not a boolean")?
+            }
             "cpu_integer_post_processor_enabled" => {
-                s.cpu_integer_post_processor_enabled =
-                    x.as_bool().ok_or("cpu_integer_post_processor_enabled: not a boolean")?
+                s.cpu_integer_post_processor_enabled = x
+                    .as_bool()
+                    .ok_or("cpu_integer_post_processor_enabled: not a boolean")?
             }
             other => return Err(format!("{other}: unknown setting")),
         }
@@ -258,7 +321,11 @@ fn parse_container_policy(v: &Value) -> Result<ContainerResourcePolicy, String> 
         Some(other) => return Err(format!("mode: unknown mode {other:?}")),
     };
     Ok(ContainerResourcePolicy {
-        container_name: v.get("container_name").and_then(Value::as_str).unwrap_or_default().to_owned(),
+        container_name: v
+            .get("container_name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
         mode,
         min_allowed: resources(v.get("min_allowed"))?,
         max_allowed: resources(v.get("max_allowed"))?,
@@ -274,9 +341,13 @@ fn parse_container_policy(v: &Value) -> Result<ContainerResourcePolicy, String> 
 }
 
 fn parse_pod_policy(v: Option<&Value>) -> Result<Option<PodResourcePolicy>, String> {
-    let Some(v) = v.filter(|v| !v.is_null()) else { return Ok(None) };
-    let container_policies =
-        array(v, "container_policies")?.iter().map(parse_container_policy).collect::<Result<Vec<_>, _>>()?;
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let container_policies = array(v, "container_policies")?
+        .iter()
+        .map(parse_container_policy)
+        .collect::<Result<Vec<_>, _>>()?;
     let policy = PodResourcePolicy { container_policies };
     policy.validate().map_err(|e| format!("policy: {e}"))?;
     Ok(Some(policy))
@@ -310,7 +381,10 @@ impl HistogramSpec {
         }
         .map_err(|e| e.to_string())?;
         let half_life_ns = opt_f64(v, "half_life_s")?.map_or(0, |s| duration_nanos(secs(s)));
-        Ok(Self { options, half_life_ns })
+        Ok(Self {
+            options,
+            half_life_ns,
+        })
     }
 
     fn fresh(&self) -> DecayingHistogram {
@@ -336,7 +410,9 @@ fn parse_histogram_checkpoint(ctx: &Ctx, v: &Value) -> Result<HistogramCheckpoin
     let mut bucket_weights = BTreeMap::new();
     if let Some(obj) = object(v, "bucket_weights")? {
         for (k, w) in obj {
-            let bucket: i64 = k.parse().map_err(|_| format!("bucket_weights: bad index {k:?}"))?;
+            let bucket: i64 = k
+                .parse()
+                .map_err(|_| format!("bucket_weights: bad index {k:?}"))?;
             let weight = w
                 .as_u64()
                 .and_then(|w| u32::try_from(w).ok())
@@ -365,7 +441,12 @@ fn run_histogram(ctx: &Ctx, case: &Value) -> R {
     let mut h = spec.fresh();
     let mut last_save: Option<HistogramCheckpoint> = None;
     for (i, step) in array(case, "steps")?.iter().enumerate() {
-        let at = |what: String| format!("steps[{i}] ({}): {what}", step.get("op").and_then(Value::as_str).unwrap_or("?"));
+        let at = |what: String| {
+            format!(
+                "steps[{i}] ({}): {what}",
+                step.get("op").and_then(Value::as_str).unwrap_or("?")
+            )
+        };
         histogram_step(ctx, &spec, &mut h, &mut last_save, step).map_err(at)?;
     }
     Ok(())
@@ -393,8 +474,14 @@ fn histogram_step(
                 }
                 if let Some(obj) = object(e, "bucket_weights")? {
                     for (k, w) in obj {
-                        let bucket: i64 = k.parse().map_err(|_| format!("bucket_weights: bad index {k:?}"))?;
-                        check_eq(&format!("bucket_weights[{k}]"), w.as_u64(), cp.bucket_weights.get(&bucket).map(|w| u64::from(*w)))?;
+                        let bucket: i64 = k
+                            .parse()
+                            .map_err(|_| format!("bucket_weights: bad index {k:?}"))?;
+                        check_eq(
+                            &format!("bucket_weights[{k}]"),
+                            w.as_u64(),
+                            cp.bucket_weights.get(&bucket).map(|w| u64::from(*w)),
+                        )?;
                     }
                 }
                 if let Some(n) = opt_i64(e, "bucket_count")? {
@@ -403,13 +490,20 @@ fn histogram_step(
                 if let Some(n) = opt_i64(e, "bucket_count_min")?
                     && (cp.bucket_weights.len() as i64) < n
                 {
-                    return Err(format!("bucket_count_min: expected at least {n}, got {}", cp.bucket_weights.len()));
+                    return Err(format!(
+                        "bucket_count_min: expected at least {n}, got {}",
+                        cp.bucket_weights.len()
+                    ));
                 }
                 if let Some(b) = opt_bool(e, "total_weight_nonzero")? {
                     check_eq("total_weight_nonzero", b, cp.total_weight != 0.0)?;
                 }
                 if let Some(b) = opt_bool(e, "reference_equals_histogram")? {
-                    check_eq("reference_equals_histogram", b, cp.reference == h.reference())?;
+                    check_eq(
+                        "reference_equals_histogram",
+                        b,
+                        cp.reference == h.reference(),
+                    )?;
                 }
             }
             *last_save = Some(cp);
@@ -418,7 +512,11 @@ fn histogram_step(
         "load_checkpoint" => {
             let from_last = opt_bool(step, "from_last_save")?.unwrap_or(false);
             let checkpoint = if from_last {
-                Some(last_save.clone().ok_or("from_last_save: nothing saved yet")?)
+                Some(
+                    last_save
+                        .clone()
+                        .ok_or("from_last_save: nothing saved yet")?,
+                )
             } else {
                 match step.get("checkpoint") {
                     None | Some(Value::Null) => None,
@@ -436,7 +534,11 @@ fn histogram_step(
             } else {
                 h.load_checkpoint(checkpoint.as_ref()).err()
             };
-            check_error_expectation("load_checkpoint", step.get("expect"), failed.map(|e| e.to_string()))
+            check_error_expectation(
+                "load_checkpoint",
+                step.get("expect"),
+                failed.map(|e| e.to_string()),
+            )
         }
         "expect" => histogram_expect(ctx, spec, h, step),
         other => Err(format!("unknown op {other:?}")),
@@ -449,23 +551,44 @@ fn histogram_expect(ctx: &Ctx, spec: &HistogramSpec, h: &DecayingHistogram, e: &
     }
     for p in array(e, "percentiles")? {
         let pct = f64_field(p, "p")?;
-        check_f64(&format!("percentile({pct})"), f64_field(p, "value")?, h.percentile(pct), opt_f64(p, "tolerance")?)?;
+        check_f64(
+            &format!("percentile({pct})"),
+            f64_field(p, "value")?,
+            h.percentile(pct),
+            opt_f64(p, "tolerance")?,
+        )?;
     }
     if let Some(t) = opt_f64(e, "total_weight")? {
-        check_f64("total_weight", t, h.histogram().total_weight(), opt_f64(e, "tolerance")?)?;
+        check_f64(
+            "total_weight",
+            t,
+            h.histogram().total_weight(),
+            opt_f64(e, "tolerance")?,
+        )?;
     }
     if let Some(obj) = object(e, "bucket_weights")? {
         for (k, w) in obj {
-            let bucket: usize = k.parse().map_err(|_| format!("bucket_weights: bad index {k:?}"))?;
-            let w = w.as_f64().ok_or_else(|| format!("bucket_weights[{k}]: not a number"))?;
-            check_f64(&format!("bucket_weights[{k}]"), w, h.histogram().bucket_weight(bucket), opt_f64(e, "tolerance")?)?;
+            let bucket: usize = k
+                .parse()
+                .map_err(|_| format!("bucket_weights: bad index {k:?}"))?;
+            let w = w
+                .as_f64()
+                .ok_or_else(|| format!("bucket_weights[{k}]: not a number"))?;
+            check_f64(
+                &format!("bucket_weights[{k}]"),
+                w,
+                h.histogram().bucket_weight(bucket),
+                opt_f64(e, "tolerance")?,
+            )?;
         }
     }
     if let Some(eq) = e.get("equals") {
         let mut other = spec.fresh();
         apply_adds(ctx, &mut other, array(eq, "steps")?).map_err(prefix("equals"))?;
         if !h.equals(&other) {
-            return Err(format!("equals: expected a histogram equal to {other:?}, got {h:?}"));
+            return Err(format!(
+                "equals: expected a histogram equal to {other:?}, got {h:?}"
+            ));
         }
     }
     let options = h.histogram().options();
@@ -477,14 +600,27 @@ fn histogram_expect(ctx: &Ctx, spec: &HistogramSpec, h: &DecayingHistogram, e: &
     }
     if let Some(obj) = object(e, "bucket_starts")? {
         for (k, v) in obj {
-            let bucket: usize = k.parse().map_err(|_| format!("bucket_starts: bad index {k:?}"))?;
-            let v = v.as_f64().ok_or_else(|| format!("bucket_starts[{k}]: not a number"))?;
-            check_f64(&format!("bucket_starts[{k}]"), v, options.bucket_start(bucket), opt_f64(e, "tolerance")?)?;
+            let bucket: usize = k
+                .parse()
+                .map_err(|_| format!("bucket_starts: bad index {k:?}"))?;
+            let v = v
+                .as_f64()
+                .ok_or_else(|| format!("bucket_starts[{k}]: not a number"))?;
+            check_f64(
+                &format!("bucket_starts[{k}]"),
+                v,
+                options.bucket_start(bucket),
+                opt_f64(e, "tolerance")?,
+            )?;
         }
     }
     for f in array(e, "find_bucket")? {
         let v = f64_field(f, "value")?;
-        check_eq(&format!("find_bucket({v})"), i64_field(f, "bucket")?, options.find_bucket(v) as i64)?;
+        check_eq(
+            &format!("find_bucket({v})"),
+            i64_field(f, "bucket")?,
+            options.find_bucket(v) as i64,
+        )?;
     }
     if let Some(b) = opt_bool(e, "reference_is_set")? {
         check_eq("reference_is_set", b, h.reference().is_some())?;
@@ -508,9 +644,18 @@ fn run_container(ctx: &Ctx, case: &Value) -> R {
         let accepted = match str_field(step, "op")? {
             "sample" => match resource(step, "resource")? {
                 Resource::Cpu => container.add_cpu_sample(&mut aggregate, at, value, &mut calls),
-                Resource::Memory => container.add_memory_sample(&mut aggregate, at, value, false, &policy, &mut calls),
+                Resource::Memory => container.add_memory_sample(
+                    &mut aggregate,
+                    at,
+                    value,
+                    false,
+                    &policy,
+                    &mut calls,
+                ),
             },
-            "oom" => container.record_oom(&mut aggregate, at, value, &policy, &mut calls).is_ok(),
+            "oom" => container
+                .record_oom(&mut aggregate, at, value, &policy, &mut calls)
+                .is_ok(),
             other => return Err(format!("steps[{i}]: unknown op {other:?}")),
         };
         if let Some(b) = opt_bool(step, "expect_accepted")? {
@@ -543,7 +688,10 @@ fn run_container(ctx: &Ctx, case: &Value) -> R {
 
 fn describe_call(ctx: &Ctx, c: &HistogramCall) -> String {
     let at_s = (c.at.unix_nanos() - ctx.t0_ns) as f64 / 1e9;
-    format!("{:?} {:?} value={} weight={} at_s={}", c.histogram, c.op, c.value, c.weight, at_s)
+    format!(
+        "{:?} {:?} value={} weight={} at_s={}",
+        c.histogram, c.op, c.value, c.weight, at_s
+    )
 }
 
 /// Multiset comparison (upstream mocks check the calls as a set).
@@ -556,12 +704,19 @@ fn compare_calls(ctx: &Ctx, expected: &[HistogramCall], got: &[HistogramCall]) -
             }
             None => {
                 let made: Vec<String> = got.iter().map(|c| describe_call(ctx, c)).collect();
-                return Err(format!("histogram_calls: expected [{}], got calls [{}]", describe_call(ctx, e), made.join("; ")));
+                return Err(format!(
+                    "histogram_calls: expected [{}], got calls [{}]",
+                    describe_call(ctx, e),
+                    made.join("; ")
+                ));
             }
         }
     }
     if let Some(extra) = unmatched.first() {
-        return Err(format!("histogram_calls: expected no further call, got [{}]", describe_call(ctx, extra)));
+        return Err(format!(
+            "histogram_calls: expected no further call, got [{}]",
+            describe_call(ctx, extra)
+        ));
     }
     Ok(())
 }
@@ -571,15 +726,18 @@ fn compare_calls(ctx: &Ctx, expected: &[HistogramCall], got: &[HistogramCall]) -
 fn pod_and_container(step: &Value) -> (&str, &str) {
     (
         step.get("pod").and_then(Value::as_str).unwrap_or("pod-1"),
-        step.get("container").and_then(Value::as_str).unwrap_or("app"),
+        step.get("container")
+            .and_then(Value::as_str)
+            .unwrap_or("app"),
     )
 }
 
 fn default_decaying(ctx: &Ctx, kind: HistogramKind) -> DecayingHistogram {
     match kind {
-        HistogramKind::Cpu => {
-            DecayingHistogram::new(HistogramOptions::cpu(), duration_nanos(ctx.settings.cpu_histogram_decay_half_life))
-        }
+        HistogramKind::Cpu => DecayingHistogram::new(
+            HistogramOptions::cpu(),
+            duration_nanos(ctx.settings.cpu_histogram_decay_half_life),
+        ),
         HistogramKind::Memory => DecayingHistogram::new(
             HistogramOptions::memory(),
             duration_nanos(ctx.settings.memory_histogram_decay_half_life),
@@ -603,7 +761,11 @@ fn parse_aggregate_checkpoint(ctx: &Ctx, v: &Value) -> Result<AggregateCheckpoin
         }
     };
     Ok(AggregateCheckpoint {
-        version: v.get("version").and_then(Value::as_str).unwrap_or_default().to_owned(),
+        version: v
+            .get("version")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
         first_sample_start: ctx.opt_at(v, "first_sample_at_s")?,
         last_sample_start: ctx.opt_at(v, "last_sample_at_s")?,
         total_samples_count: opt_i64(v, "total_samples_count")?.unwrap_or(0).max(0) as u64,
@@ -617,7 +779,12 @@ fn observation_from_step(ctx: &Ctx, step: &Value, oom: bool) -> Result<Observati
     let at = ctx.at_field(step, "at_s")?;
     let value = i64_field(step, "value")?;
     Ok(if oom {
-        Observation::Oom(OomEvent { pod: pod.to_owned(), container: container.to_owned(), at, memory_bytes: value })
+        Observation::Oom(OomEvent {
+            pod: pod.to_owned(),
+            container: container.to_owned(),
+            at,
+            memory_bytes: value,
+        })
     } else {
         Observation::Usage(UsageSample {
             pod: pod.to_owned(),
@@ -640,7 +807,13 @@ fn run_aggregate(ctx: &Ctx, case: &Value) -> R {
     Ok(())
 }
 
-fn aggregate_step(ctx: &Ctx, settings: &VpaSettings, target: &mut VpaTarget, op: &str, step: &Value) -> R {
+fn aggregate_step(
+    ctx: &Ctx,
+    settings: &VpaSettings,
+    target: &mut VpaTarget,
+    op: &str,
+    step: &Value,
+) -> R {
     let (_, container) = pod_and_container(step);
     match op {
         "sample" | "oom" => {
@@ -677,29 +850,50 @@ fn aggregate_step(ctx: &Ctx, settings: &VpaSettings, target: &mut VpaTarget, op:
                 HistogramKind::Cpu => &mut agg.cpu,
                 HistogramKind::Memory => &mut agg.memory,
             };
-            h.add_sample(f64_field(step, "value")?, f64_field(step, "weight")?, at).map_err(|e| e.to_string())
+            h.add_sample(f64_field(step, "value")?, f64_field(step, "weight")?, at)
+                .map_err(|e| e.to_string())
         }
         "save_checkpoint" => {
-            let cp = target.aggregate_mut(container, settings, ctx.at(0.0)).save_checkpoint();
-            let Some(e) = step.get("expect") else { return Ok(()) };
+            let cp = target
+                .aggregate_mut(container, settings, ctx.at(0.0))
+                .save_checkpoint();
+            let Some(e) = step.get("expect") else {
+                return Ok(());
+            };
             check_error_expectation("save_checkpoint", Some(e), None)?;
             if let Some(v) = e.get("version").and_then(Value::as_str) {
                 check_eq("version", v, cp.version.as_str())?;
             }
             if e.get("first_sample_at_s").is_some() {
-                check_eq("first_sample_at_s", ctx.opt_at(e, "first_sample_at_s")?, cp.first_sample_start)?;
+                check_eq(
+                    "first_sample_at_s",
+                    ctx.opt_at(e, "first_sample_at_s")?,
+                    cp.first_sample_start,
+                )?;
             }
             if e.get("last_sample_at_s").is_some() {
-                check_eq("last_sample_at_s", ctx.opt_at(e, "last_sample_at_s")?, cp.last_sample_start)?;
+                check_eq(
+                    "last_sample_at_s",
+                    ctx.opt_at(e, "last_sample_at_s")?,
+                    cp.last_sample_start,
+                )?;
             }
             if let Some(n) = opt_i64(e, "total_samples_count")? {
                 check_eq("total_samples_count", n, cp.total_samples_count as i64)?;
             }
             if let Some(n) = opt_i64(e, "cpu_bucket_count")? {
-                check_eq("cpu_bucket_count", n, cp.cpu_histogram.bucket_weights.len() as i64)?;
+                check_eq(
+                    "cpu_bucket_count",
+                    n,
+                    cp.cpu_histogram.bucket_weights.len() as i64,
+                )?;
             }
             if let Some(n) = opt_i64(e, "memory_bucket_count")? {
-                check_eq("memory_bucket_count", n, cp.memory_histogram.bucket_weights.len() as i64)?;
+                check_eq(
+                    "memory_bucket_count",
+                    n,
+                    cp.memory_histogram.bucket_weights.len() as i64,
+                )?;
             }
             Ok(())
         }
@@ -727,7 +921,9 @@ fn aggregate_step(ctx: &Ctx, settings: &VpaSettings, target: &mut VpaTarget, op:
             let view = target.checkpoint_view(now);
             if let Some(obj) = object(step, "expect")? {
                 for (name, e) in obj {
-                    let agg = view.get(name).ok_or_else(|| format!("{name}: no aggregation"))?;
+                    let agg = view
+                        .get(name)
+                        .ok_or_else(|| format!("{name}: no aggregation"))?;
                     if let Some(b) = opt_bool(e, "memory_is_empty")? {
                         check_eq(&format!("{name}.memory_is_empty"), b, agg.memory.is_empty())?;
                     }
@@ -743,37 +939,81 @@ fn aggregate_step(ctx: &Ctx, settings: &VpaSettings, target: &mut VpaTarget, op:
     }
 }
 
-fn histogram_equals(ctx: &Ctx, what: &str, kind: HistogramKind, got: &DecayingHistogram, spec: &Value) -> R {
+fn histogram_equals(
+    ctx: &Ctx,
+    what: &str,
+    kind: HistogramKind,
+    got: &DecayingHistogram,
+    spec: &Value,
+) -> R {
     let mut want = default_decaying(ctx, kind);
     for a in array(spec, "adds")? {
-        want.add_sample(f64_field(a, "value")?, f64_field(a, "weight")?, ctx.at_field(a, "at_s")?)
-            .map_err(|e| format!("{what}: {e}"))?;
+        want.add_sample(
+            f64_field(a, "value")?,
+            f64_field(a, "weight")?,
+            ctx.at_field(a, "at_s")?,
+        )
+        .map_err(|e| format!("{what}: {e}"))?;
     }
-    if got.equals(&want) { Ok(()) } else { Err(format!("{what}: expected {want:?}, got {got:?}")) }
+    if got.equals(&want) {
+        Ok(())
+    } else {
+        Err(format!("{what}: expected {want:?}, got {got:?}"))
+    }
 }
 
 fn aggregate_expect(ctx: &Ctx, target: &VpaTarget, e: &Value) -> R {
     if let Some(by_name) = object(e, "by_container_name")? {
         for (name, x) in by_name {
-            let agg = target.aggregates.get(name).ok_or_else(|| format!("by_container_name.{name}: no aggregation"))?;
+            let agg = target
+                .aggregates
+                .get(name)
+                .ok_or_else(|| format!("by_container_name.{name}: no aggregation"))?;
             if let Some(n) = opt_i64(x, "total_samples_count")? {
-                check_eq(&format!("{name}.total_samples_count"), n, agg.total_samples_count as i64)?;
+                check_eq(
+                    &format!("{name}.total_samples_count"),
+                    n,
+                    agg.total_samples_count as i64,
+                )?;
             }
             if let Some(spec) = x.get("cpu_histogram_equals") {
-                histogram_equals(ctx, &format!("{name}.cpu_histogram"), HistogramKind::Cpu, &agg.cpu, spec)?;
+                histogram_equals(
+                    ctx,
+                    &format!("{name}.cpu_histogram"),
+                    HistogramKind::Cpu,
+                    &agg.cpu,
+                    spec,
+                )?;
             }
             if let Some(spec) = x.get("memory_histogram_equals") {
-                histogram_equals(ctx, &format!("{name}.memory_histogram"), HistogramKind::Memory, &agg.memory, spec)?;
+                histogram_equals(
+                    ctx,
+                    &format!("{name}.memory_histogram"),
+                    HistogramKind::Memory,
+                    &agg.memory,
+                    spec,
+                )?;
             }
         }
     }
     if let Some(name) = e.get("container").and_then(Value::as_str) {
-        let agg = target.aggregates.get(name).ok_or_else(|| format!("{name}: no aggregation"))?;
+        let agg = target
+            .aggregates
+            .get(name)
+            .ok_or_else(|| format!("{name}: no aggregation"))?;
         if e.get("first_sample_at_s").is_some() {
-            check_eq("first_sample_at_s", ctx.opt_at(e, "first_sample_at_s")?, agg.first_sample_start)?;
+            check_eq(
+                "first_sample_at_s",
+                ctx.opt_at(e, "first_sample_at_s")?,
+                agg.first_sample_start,
+            )?;
         }
         if e.get("last_sample_at_s").is_some() {
-            check_eq("last_sample_at_s", ctx.opt_at(e, "last_sample_at_s")?, agg.last_sample_start)?;
+            check_eq(
+                "last_sample_at_s",
+                ctx.opt_at(e, "last_sample_at_s")?,
+                agg.last_sample_start,
+            )?;
         }
         if let Some(n) = opt_i64(e, "total_samples_count")? {
             check_eq("total_samples_count", n, agg.total_samples_count as i64)?;
@@ -788,7 +1028,11 @@ fn aggregate_expect(ctx: &Ctx, target: &VpaTarget, e: &Value) -> R {
         for x in array(e, "is_expired_at")? {
             let at_s = f64_field(x, "at_s")?;
             let expired = opt_bool(x, "expired")?.ok_or("is_expired_at.expired: missing")?;
-            check_eq(&format!("is_expired_at({at_s})"), expired, agg.is_expired(ctx.at(at_s), window))?;
+            check_eq(
+                &format!("is_expired_at({at_s})"),
+                expired,
+                agg.is_expired(ctx.at(at_s), window),
+            )?;
         }
     }
     Ok(())
@@ -804,20 +1048,39 @@ fn run_policy(ctx: &Ctx, case: &Value) -> R {
     let resolved = AggregationPolicy::resolve(&ctx.settings, policy.as_ref());
     let e = field(case, "expect")?;
     if let Some(mode) = e.get("scaling_mode").and_then(Value::as_str) {
-        check_eq("scaling_mode", mode, if resolved.scaling_mode == ContainerScalingMode::Off { "Off" } else { "Auto" })?;
+        check_eq(
+            "scaling_mode",
+            mode,
+            if resolved.scaling_mode == ContainerScalingMode::Off {
+                "Off"
+            } else {
+                "Auto"
+            },
+        )?;
     }
     if let Some(list) = e.get("controlled_resources") {
         let mut want = resource_list(list)?;
         want.sort();
         want.dedup();
-        let got: Vec<Resource> = Resource::ALL.into_iter().filter(|r| resolved.controls(*r)).collect();
+        let got: Vec<Resource> = Resource::ALL
+            .into_iter()
+            .filter(|r| resolved.controls(*r))
+            .collect();
         check_eq("controlled_resources", want, got)?;
     }
     if let Some(s) = opt_f64(e, "memory_aggregation_interval_s")? {
-        check_eq("memory_aggregation_interval_s", duration_nanos(secs(s)), resolved.memory_aggregation_interval_ns)?;
+        check_eq(
+            "memory_aggregation_interval_s",
+            duration_nanos(secs(s)),
+            resolved.memory_aggregation_interval_ns,
+        )?;
     }
     if let Some(n) = opt_i64(e, "memory_aggregation_interval_count")? {
-        check_eq("memory_aggregation_interval_count", n, resolved.memory_aggregation_interval_count)?;
+        check_eq(
+            "memory_aggregation_interval_count",
+            n,
+            resolved.memory_aggregation_interval_count,
+        )?;
     }
     Ok(())
 }
@@ -831,13 +1094,17 @@ fn parse_chain(v: &[Value]) -> Result<EstimatorChain, String> {
     } else if let Some(p) = first.get("percentile") {
         EstimatorBase::Percentile(p.as_f64().ok_or("percentile: not a number")?)
     } else {
-        return Err(format!("estimator chain must start with const or percentile, got {first}"));
+        return Err(format!(
+            "estimator chain must start with const or percentile, got {first}"
+        ));
     };
     let steps = rest
         .iter()
         .map(|s| {
             if let Some(m) = s.get("margin") {
-                Ok(EstimatorStep::Margin(m.as_f64().ok_or("margin: not a number")?))
+                Ok(EstimatorStep::Margin(
+                    m.as_f64().ok_or("margin: not a number")?,
+                ))
             } else if let Some(c) = s.get("confidence_multiplier") {
                 Ok(EstimatorStep::ConfidenceMultiplier {
                     multiplier: f64_field(c, "multiplier")?,
@@ -887,9 +1154,15 @@ fn run_estimator(ctx: &Ctx, case: &Value) -> R {
     let tolerance = opt_f64(e, "tolerance")?;
     let estimators = object(case, "estimators")?.ok_or("estimators: missing")?;
     for (key, r) in [("cpu", Resource::Cpu), ("memory", Resource::Memory)] {
-        let Some(chain) = estimators.get(key) else { continue };
-        let chain = parse_chain(chain.as_array().ok_or_else(|| format!("estimators.{key}: not a list"))?)
-            .map_err(prefix(format!("estimators.{key}")))?;
+        let Some(chain) = estimators.get(key) else {
+            continue;
+        };
+        let chain = parse_chain(
+            chain
+                .as_array()
+                .ok_or_else(|| format!("estimators.{key}: not a list"))?,
+        )
+        .map_err(prefix(format!("estimators.{key}")))?;
         let got = chain.estimate(r, &state);
         if let Some(want) = opt_i64(e, key)? {
             check_f64(key, want as f64, got as f64, tolerance)?;
@@ -897,7 +1170,12 @@ fn run_estimator(ctx: &Ctx, case: &Value) -> R {
     }
     if let Some(c) = e.get("confidence") {
         let interval = duration_nanos(secs(f64_field(c, "interval_s")?));
-        check_f64("confidence", f64_field(c, "value")?, confidence(&state, interval), opt_f64(c, "tolerance")?.or(tolerance))?;
+        check_f64(
+            "confidence",
+            f64_field(c, "value")?,
+            confidence(&state, interval),
+            opt_f64(c, "tolerance")?.or(tolerance),
+        )?;
     }
     Ok(())
 }
@@ -916,8 +1194,10 @@ fn expand_observations(ctx: &Ctx, case: &Value) -> Result<Vec<Observation>, Stri
         let from = f64_field(s, "from_s")?;
         let step = f64_field(s, "step_s")?;
         let count = i64_field(s, "count")?;
-        let values: Vec<i64> =
-            array(s, "values")?.iter().map(|v| v.as_i64().ok_or("series.values: not an integer")).collect::<Result<_, _>>()?;
+        let values: Vec<i64> = array(s, "values")?
+            .iter()
+            .map(|v| v.as_i64().ok_or("series.values: not an integer"))
+            .collect::<Result<_, _>>()?;
         if values.is_empty() {
             return Err("series.values: empty".into());
         }
@@ -951,15 +1231,21 @@ fn run_recommender(ctx: &Ctx, case: &Value) -> R {
         None => PodEstimators::from_settings(settings),
     };
     for c in array(case, "containers")? {
-        let name = c.get("name").and_then(Value::as_str).ok_or("containers[].name: missing")?;
+        let name = c
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or("containers[].name: missing")?;
         let pod = c.get("pod").and_then(Value::as_str).unwrap_or("pod-1");
         target.observe_container(pod, name, settings, ctx.at(0.0));
         if let Some(list) = c.get("controlled_resources") {
-            policy.get_or_insert_with(PodResourcePolicy::default).container_policies.push(ContainerResourcePolicy {
-                container_name: name.to_owned(),
-                controlled_resources: Some(resource_list(list)?),
-                ..Default::default()
-            });
+            policy
+                .get_or_insert_with(PodResourcePolicy::default)
+                .container_policies
+                .push(ContainerResourcePolicy {
+                    container_name: name.to_owned(),
+                    controlled_resources: Some(resource_list(list)?),
+                    ..Default::default()
+                });
         }
     }
     for o in expand_observations(ctx, case)? {
@@ -975,7 +1261,9 @@ fn run_recommender(ctx: &Ctx, case: &Value) -> R {
         .collect::<Vec<_>>();
     let rec = target.recommend_with(&estimators, policy.as_ref(), &integer, settings);
     let e = field(case, "expect")?;
-    let Some(containers) = object(e, "containers")? else { return Ok(()) };
+    let Some(containers) = object(e, "containers")? else {
+        return Ok(());
+    };
     for (name, x) in containers {
         let got = rec
             .containers
@@ -990,8 +1278,16 @@ fn run_recommender(ctx: &Ctx, case: &Value) -> R {
                     Some("memory") => Resource::Memory,
                     _ => return Err(format!("{name}.{key}: unknown resource {r}")),
                 };
-                for (bound, res) in [("target", &got.target), ("lower_bound", &got.lower_bound), ("upper_bound", &got.upper_bound)] {
-                    check_eq(&format!("{name}.{bound}.{r:?} present"), want_present, res.get(r).is_some())?;
+                for (bound, res) in [
+                    ("target", &got.target),
+                    ("lower_bound", &got.lower_bound),
+                    ("upper_bound", &got.upper_bound),
+                ] {
+                    check_eq(
+                        &format!("{name}.{bound}.{r:?} present"),
+                        want_present,
+                        res.get(r).is_some(),
+                    )?;
                 }
             }
         }
@@ -1011,7 +1307,14 @@ fn check_container(name: &str, want: &Value, got: &RecommendedContainerResources
         let w = resources(Some(w)).map_err(prefix(format!("{name}.{key}")))?;
         for r in Resource::ALL {
             if let Some(v) = w.get(r) {
-                check_eq(&format!("{name}.{key}.{}", if r == Resource::Cpu { "cpu" } else { "memory" }), Some(v), res.get(r))?;
+                check_eq(
+                    &format!(
+                        "{name}.{key}.{}",
+                        if r == Resource::Cpu { "cpu" } else { "memory" }
+                    ),
+                    Some(v),
+                    res.get(r),
+                )?;
             }
         }
     }
@@ -1021,7 +1324,9 @@ fn check_container(name: &str, want: &Value, got: &RecommendedContainerResources
 // === kind: postprocess ===
 
 fn parse_recommendation(v: Option<&Value>) -> Result<Option<RecommendedPodResources>, String> {
-    let Some(v) = v.filter(|v| !v.is_null()) else { return Ok(None) };
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
     let containers = array(v, "containers")?
         .iter()
         .map(|c| {
@@ -1044,7 +1349,12 @@ fn run_postprocess(ctx: &Ctx, case: &Value) -> R {
         .iter()
         .filter_map(|v| v.as_str().map(str::to_owned))
         .collect::<Vec<_>>();
-    let got = post_process(rec, policy.as_ref(), &integer, &ctx.settings.container_recommendation_max_allowed);
+    let got = post_process(
+        rec,
+        policy.as_ref(),
+        &integer,
+        &ctx.settings.container_recommendation_max_allowed,
+    );
     let e = field(case, "expect")?;
     if e.get("recommendation").is_some_and(Value::is_null) {
         return match got {
@@ -1080,23 +1390,32 @@ fn run_amount(case: &Value) -> R {
         let f = str_field(c, "fn")?;
         let what = format!("checks[{i}] {f}");
         let r: R = match f {
-            "cpu_amount_from_cores" => {
-                check_eq(&what, i64_field(c, "expect")?, amount::cpu_amount_from_cores(f64_field(c, "input")?))
-            }
-            "cores_from_cpu_amount" => {
-                check_f64(&what, f64_field(c, "expect")?, amount::cores_from_cpu_amount(i64_field(c, "input")?), opt_f64(c, "tolerance")?)
-            }
-            "memory_amount_from_bytes" => {
-                check_eq(&what, i64_field(c, "expect")?, amount::memory_amount_from_bytes(f64_field(c, "input")?))
-            }
+            "cpu_amount_from_cores" => check_eq(
+                &what,
+                i64_field(c, "expect")?,
+                amount::cpu_amount_from_cores(f64_field(c, "input")?),
+            ),
+            "cores_from_cpu_amount" => check_f64(
+                &what,
+                f64_field(c, "expect")?,
+                amount::cores_from_cpu_amount(i64_field(c, "input")?),
+                opt_f64(c, "tolerance")?,
+            ),
+            "memory_amount_from_bytes" => check_eq(
+                &what,
+                i64_field(c, "expect")?,
+                amount::memory_amount_from_bytes(f64_field(c, "input")?),
+            ),
             "scale_resource" => check_eq(
                 &what,
                 i64_field(c, "expect")?,
                 amount::scale_resource(i64_field(c, "amount")?, f64_field(c, "factor")?),
             ),
-            "resource_amount_from_float" => {
-                check_eq(&what, i64_field(c, "expect")?, amount::resource_amount_from_float(f64_field(c, "input")?))
-            }
+            "resource_amount_from_float" => check_eq(
+                &what,
+                i64_field(c, "expect")?,
+                amount::resource_amount_from_float(f64_field(c, "input")?),
+            ),
             "round_up_to_scale" => {
                 let value = i64_field(c, "value")?;
                 let got = amount::round_up_to_scale(value, i64_field(c, "scale")?);
@@ -1111,7 +1430,10 @@ fn run_amount(case: &Value) -> R {
                 }
             }
             "output_rounding" => {
-                let input = Resources { cpu: opt_i64(c, "cpu")?, memory: opt_i64(c, "memory")? };
+                let input = Resources {
+                    cpu: opt_i64(c, "cpu")?,
+                    memory: opt_i64(c, "memory")?,
+                };
                 let got = round_output(
                     input,
                     opt_i64(c, "round_cpu_millicores")?.unwrap_or(1),
@@ -1119,9 +1441,11 @@ fn run_amount(case: &Value) -> R {
                 );
                 check_eq(&what, resources(c.get("expect"))?, got)
             }
-            "round_up_to_whole_cores" => {
-                check_eq(&what, i64_field(c, "expect")?, amount::round_up_to_whole_cores(i64_field(c, "input")?))
-            }
+            "round_up_to_whole_cores" => check_eq(
+                &what,
+                i64_field(c, "expect")?,
+                amount::round_up_to_whole_cores(i64_field(c, "input")?),
+            ),
             other => Err(format!("unknown fn {other:?}")),
         };
         r?;

@@ -8,6 +8,7 @@ use super::aggregate::AggregateContainerState;
 use super::amount::{
     Resource, ResourceAmount, cpu_amount_from_cores, memory_amount_from_bytes, scale_resource,
 };
+use super::gomath::go_pow;
 use super::time::go_sub;
 
 /// Nanoseconds in a minute.
@@ -24,140 +25,6 @@ pub fn confidence(state: &AggregateContainerState, interval_ns: i64) -> f64 {
         (interval_ns / NANOS_PER_MINUTE) as f64 + (interval_ns % NANOS_PER_MINUTE) as f64 / 60e9;
     let density = state.total_samples_count as f64 / minutes;
     lifespan.min(density)
-}
-
-/// Go's `math.Ldexp(frac, exp)` for the values `go_pow` produces.
-fn ldexp(mut frac: f64, mut exp: i64) -> f64 {
-    while exp > 1000 {
-        frac *= 2f64.powi(1000);
-        exp -= 1000;
-        if frac.is_infinite() {
-            return frac;
-        }
-    }
-    while exp < -1000 {
-        frac *= 2f64.powi(-1000);
-        exp += 1000;
-        if frac == 0.0 {
-            return frac;
-        }
-    }
-    frac * 2f64.powi(exp as i32)
-}
-
-/// Go's `math.Frexp`: `x = frac × 2^exp`, `frac` in [0.5, 1), for finite non-zero `x`.
-fn frexp(x: f64) -> (f64, i64) {
-    if x == 0.0 || !x.is_finite() {
-        return (x, 0);
-    }
-    let mut exp = 0_i64;
-    let mut f = x.abs();
-    // Normalize subnormals first.
-    if f < f64::MIN_POSITIVE {
-        f *= 2f64.powi(64);
-        exp -= 64;
-    }
-    let bits = f.to_bits();
-    exp += ((bits >> 52) & 0x7ff) as i64 - 1022;
-    let frac = f64::from_bits((bits & !(0x7ff << 52)) | (1022 << 52));
-    (frac.copysign(x), exp)
-}
-
-/// Go's `math.Pow`, ported so that integer exponents (the recommender's +1 and −2) give the
-/// same bits as upstream (repeated squaring, then `1 / a` for negative exponents); the
-/// fractional part uses `exp(yf × ln x)` as Go does.
-pub fn go_pow(x: f64, y: f64) -> f64 {
-    if y == 0.0 || x == 1.0 {
-        return 1.0;
-    }
-    if y == 1.0 {
-        return x;
-    }
-    if x.is_nan() || y.is_nan() {
-        return f64::NAN;
-    }
-    let is_odd_int = |v: f64| v.fract() == 0.0 && (v.abs() < 2f64.powi(53)) && (v as i64) & 1 == 1;
-    if x == 0.0 {
-        return if y < 0.0 {
-            if x.is_sign_negative() && is_odd_int(y) {
-                f64::NEG_INFINITY
-            } else {
-                f64::INFINITY
-            }
-        } else if x.is_sign_negative() && is_odd_int(y) {
-            x
-        } else {
-            0.0
-        };
-    }
-    if y.is_infinite() {
-        return if x == -1.0 {
-            1.0
-        } else if (x.abs() < 1.0) == (y > 0.0) {
-            0.0
-        } else {
-            f64::INFINITY
-        };
-    }
-    if x.is_infinite() {
-        if x < 0.0 {
-            return go_pow(1.0 / x, -y);
-        }
-        return if y < 0.0 { 0.0 } else { f64::INFINITY };
-    }
-    if y == 0.5 {
-        return x.sqrt();
-    }
-    if y == -0.5 {
-        return 1.0 / x.sqrt();
-    }
-    let mut yi = y.abs().trunc();
-    let mut yf = y.abs() - yi;
-    if yf != 0.0 && x < 0.0 {
-        return f64::NAN;
-    }
-    if yi >= 2f64.powi(63) {
-        return if x == -1.0 {
-            1.0
-        } else if (x.abs() < 1.0) == (y > 0.0) {
-            0.0
-        } else {
-            f64::INFINITY
-        };
-    }
-    let mut a1 = 1.0;
-    let mut ae: i64 = 0;
-    if yf != 0.0 {
-        if yf > 0.5 {
-            yf -= 1.0;
-            yi += 1.0;
-        }
-        a1 = (yf * x.ln()).exp();
-    }
-    let (mut x1, mut xe) = frexp(x);
-    let mut i = yi as i64;
-    while i != 0 {
-        if !(-(1 << 12)..=(1 << 12)).contains(&xe) {
-            ae += xe;
-            break;
-        }
-        if i & 1 == 1 {
-            a1 *= x1;
-            ae += xe;
-        }
-        x1 *= x1;
-        xe <<= 1;
-        if x1 < 0.5 {
-            x1 += x1;
-            xe -= 1;
-        }
-        i >>= 1;
-    }
-    if y < 0.0 {
-        a1 = 1.0 / a1;
-        ae = -ae;
-    }
-    ldexp(a1, ae)
 }
 
 /// The innermost estimator of a chain.
@@ -240,26 +107,5 @@ pub fn apply_step(
             scale_resource(x, go_pow(1.0 + multiplier / c, exponent))
         }
         EstimatorStep::Min(min) => x.max(min),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn go_pow_matches_simple_cases() {
-        assert_eq!(go_pow(3.0, 2.0), 9.0);
-        assert_eq!(go_pow(2.0, -2.0), 0.25);
-        assert_eq!(go_pow(f64::INFINITY, -2.0), 0.0);
-        assert_eq!(go_pow(f64::INFINITY, 1.0), f64::INFINITY);
-        assert!((go_pow(1.2, 1.5) - 1.2f64.powf(1.5)).abs() < 1e-15);
-        assert!((go_pow(1.002, -2.0) - 1.0 / (1.002 * 1.002)).abs() < 1e-16);
-    }
-
-    #[test]
-    fn frexp_normalizes() {
-        assert_eq!(frexp(8.0), (0.5, 4));
-        assert_eq!(frexp(0.75), (0.75, 0));
     }
 }

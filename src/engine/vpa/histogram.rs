@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::checkpoint::{HistogramCheckpoint, MAX_CHECKPOINT_WEIGHT};
+use super::gomath::go_pow;
 
 /// Upper bound on the number of buckets a scheme may have: protects the service from a
 /// caller-supplied scheme that would allocate gigabytes (the recommender's own have 176).
@@ -238,7 +239,7 @@ impl HistogramOptions {
                 if bucket == 0 {
                     0.0
                 } else {
-                    first_bucket_size * (ratio.powf(bucket as f64) - 1.0) / (ratio - 1.0)
+                    first_bucket_size * (go_pow(ratio, bucket as f64) - 1.0) / (ratio - 1.0)
                 }
             }
         }
@@ -553,6 +554,28 @@ mod tests {
         assert_eq!(cpu.find_bucket(0.5), 25);
         assert!((cpu.bucket_start(25) - 0.477271).abs() < 1e-6);
         assert_eq!(mem.find_bucket(268_435_456.0), 17);
+    }
+
+    #[test]
+    fn exponential_options_match_upstream_test() {
+        // TestExponentialHistogramOptions.
+        let o = HistogramOptions::exponential(500.0, 40.0, 1.5, 0.001).unwrap();
+        assert_eq!(o.num_buckets(), 6);
+        let starts: Vec<f64> = (0..6).map(|b| o.bucket_start(b)).collect();
+        assert_eq!(starts, [0.0, 40.0, 100.0, 190.0, 325.0, 527.5]);
+        for (v, b) in [(-1.0, 0), (39.99, 0), (40.0, 1), (100.0, 2), (900.0, 5)] {
+            assert_eq!(o.find_bucket(v), b, "find_bucket({v})");
+        }
+    }
+
+    #[test]
+    fn invalid_options_are_errors() {
+        assert!(HistogramOptions::linear(0.0, 1.0, 0.0).is_err());
+        assert!(HistogramOptions::exponential(10.0, 1.0, 1.0, 0.0).is_err());
+        assert!(matches!(
+            HistogramOptions::linear(1e9, 1.0, 0.0),
+            Err(HistogramError::TooManyBuckets(_))
+        ));
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! * [`container`]: `ContainerState` (CPU ordering, memory peaks per interval, OOM rule).
 //! * [`policy`]: container policies and what they set on an aggregation.
 //! * [`estimator`]: percentile, margin, confidence multiplier, minimum (`logic/estimator.go`).
+//! * [`gomath`]: Go's `math.Pow` (with `Frexp`/`Ldexp`), bit for bit.
 //! * [`recommender`]: per-pod recommendation, rounding, integer CPU, capping.
 //! * [`settings`]: [`VpaSettings`], the recommender's flags with Kubernetes defaults.
 //! * [`target`]: [`VpaTarget`], the serializable state of one target and the service's calls.
@@ -26,6 +27,7 @@ pub mod checkpoint;
 pub mod container;
 pub mod decaying;
 pub mod estimator;
+pub mod gomath;
 pub mod histogram;
 pub mod policy;
 pub mod recommender;
