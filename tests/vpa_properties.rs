@@ -3,7 +3,9 @@
 use autoscaled::engine::vpa::aggregate::AggregateContainerState;
 use autoscaled::engine::vpa::decaying::DecayingHistogram;
 use autoscaled::engine::vpa::histogram::{Histogram, HistogramOptions};
-use autoscaled::engine::vpa::{Observation, Resource, Timestamp, UsageSample, VpaSettings, VpaTarget};
+use autoscaled::engine::vpa::{
+    Observation, Resource, Timestamp, UsageSample, VpaSettings, VpaTarget,
+};
 use proptest::prelude::*;
 
 const DAY: i64 = 86_400;

@@ -902,18 +902,16 @@ fn aggregate_step(
                 None | Some(Value::Null) => None,
                 Some(c) => Some(parse_aggregate_checkpoint(ctx, c)?),
             };
-            let mut fresh = AggregateContainerState::new(settings, ctx.at(0.0));
+            // Upstream `LoadFromCheckpoint` on the aggregation itself (adds buckets, overwrites
+            // counters and reference, may fail half-way).
             let failed = match cp {
                 None => Some("missing checkpoint".to_owned()),
-                Some(cp) => fresh.load_checkpoint(&cp).err().map(|e| e.to_string()),
+                Some(cp) => target
+                    .aggregate_mut(container, settings, ctx.at(0.0))
+                    .load_checkpoint(&cp)
+                    .err()
+                    .map(|e| e.to_string()),
             };
-            if failed.is_none() {
-                let agg = target.aggregate_mut(container, settings, ctx.at(0.0));
-                agg.merge(&fresh).map_err(|e| e.to_string())?;
-                agg.first_sample_start = fresh.first_sample_start;
-                agg.last_sample_start = fresh.last_sample_start;
-                agg.total_samples_count = fresh.total_samples_count;
-            }
             check_error_expectation("load_checkpoint", step.get("expect"), failed)
         }
         "checkpoint_view" => {

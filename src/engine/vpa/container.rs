@@ -147,3 +147,46 @@ impl ContainerState {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::vpa::aggregate::{HistogramCall, HistogramOp};
+    use crate::engine::vpa::settings::VpaSettings;
+
+    #[test]
+    fn zero_first_peak_blocks_the_interval() {
+        // Specification section 14: a first sample of 0 bytes keeps the interval's peak at 0.
+        let settings = VpaSettings::default();
+        let policy = AggregationPolicy::resolve(&settings, None);
+        let t0 = Timestamp::from_unix_seconds(1_704_067_200);
+        let mut agg = AggregateContainerState::new(&settings, t0);
+        let mut c = ContainerState::default();
+        let mut calls: Vec<HistogramCall> = Vec::new();
+        assert!(c.add_memory_sample(&mut agg, t0, 0, false, &policy, &mut calls));
+        assert!(c.add_memory_sample(
+            &mut agg,
+            t0.saturating_add_nanos(1),
+            500,
+            false,
+            &policy,
+            &mut calls
+        ));
+        assert_eq!(calls.len(), 1);
+        assert_eq!((calls[0].op, calls[0].value), (HistogramOp::Add, 0.0));
+        assert_eq!(c.memory_peak, 0);
+    }
+
+    #[test]
+    fn equal_memory_timestamps_are_accepted_but_cpu_duplicates_are_not() {
+        let settings = VpaSettings::default();
+        let policy = AggregationPolicy::resolve(&settings, None);
+        let t0 = Timestamp::from_unix_seconds(1_704_067_200);
+        let mut agg = AggregateContainerState::new(&settings, t0);
+        let mut c = ContainerState::default();
+        assert!(c.add_memory_sample(&mut agg, t0, 10, false, &policy, &mut ()));
+        assert!(c.add_memory_sample(&mut agg, t0, 20, false, &policy, &mut ()));
+        assert!(c.add_cpu_sample(&mut agg, t0, 10, &mut ()));
+        assert!(!c.add_cpu_sample(&mut agg, t0, 20, &mut ()));
+    }
+}

@@ -357,7 +357,7 @@ impl Histogram {
     /// `AddSample`: add `weight` (≥ 0) to the bucket of `value`; widen the bracket if the
     /// bucket now reaches epsilon.
     pub fn add_sample(&mut self, value: f64, weight: f64) -> Result<(), HistogramError> {
-        if !(weight >= 0.0) {
+        if weight.is_nan() || weight < 0.0 {
             return Err(HistogramError::NegativeWeight(weight));
         }
         let bucket = self.options.find_bucket(value);
@@ -376,7 +376,7 @@ impl Histogram {
     /// `SubtractSample`: remove `weight` from the bucket of `value` and from the total; a
     /// bucket left below epsilon becomes exactly 0. Then shrink the bracket.
     pub fn subtract_sample(&mut self, value: f64, weight: f64) -> Result<(), HistogramError> {
-        if !(weight >= 0.0) {
+        if weight.is_nan() || weight < 0.0 {
             return Err(HistogramError::NegativeWeight(weight));
         }
         let bucket = self.options.find_bucket(value);
@@ -450,7 +450,7 @@ impl Histogram {
     /// `scale(f)`: multiply the bracketed buckets and the total by `factor` (≥ 0), then shrink
     /// the bracket. Buckets outside the bracket are left alone, as upstream.
     pub fn scale(&mut self, factor: f64) -> Result<(), HistogramError> {
-        if !(factor >= 0.0) {
+        if factor.is_nan() || factor < 0.0 {
             return Err(HistogramError::NegativeWeight(factor));
         }
         for bucket in self.min_bucket..=self.max_bucket {
@@ -510,7 +510,7 @@ impl Histogram {
         checkpoint: Option<&HistogramCheckpoint>,
     ) -> Result<(), HistogramError> {
         let checkpoint = checkpoint.ok_or(HistogramError::MissingCheckpoint)?;
-        if !(checkpoint.total_weight >= 0.0) {
+        if checkpoint.total_weight.is_nan() || checkpoint.total_weight < 0.0 {
             return Err(HistogramError::NegativeTotalWeight(checkpoint.total_weight));
         }
         let n = self.options.num_buckets();

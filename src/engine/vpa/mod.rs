@@ -43,5 +43,5 @@ pub use container::ContainerState;
 pub use policy::{ContainerResourcePolicy, ContainerScalingMode, PodResourcePolicy};
 pub use recommender::{RecommendedContainerResources, RecommendedPodResources};
 pub use settings::VpaSettings;
-pub use target::{IngestReport, Observation, OomEvent, UsageSample, VpaTarget};
+pub use target::{IngestReport, Observation, OomEvent, UsageSample, VpaTarget, VpaTargetError};
 pub use time::Timestamp;

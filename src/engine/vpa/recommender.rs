@@ -232,7 +232,7 @@ pub fn recommend_pod(
 /// target, bounds and uncapped target.
 pub fn apply_integer_cpu(rec: &mut RecommendedPodResources, opted_in: &[String]) {
     for c in &mut rec.containers {
-        if opted_in.iter().any(|n| *n == c.container_name) {
+        if opted_in.contains(&c.container_name) {
             for r in [
                 &mut c.target,
                 &mut c.lower_bound,

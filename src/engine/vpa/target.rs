@@ -10,10 +10,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::aggregate::{AggregateContainerState, HistogramObserver};
+use super::aggregate::{AggregateContainerState, AggregateError, HistogramObserver};
 use super::amount::{Resource, ResourceAmount};
 use super::checkpoint::AggregateCheckpoint;
 use super::container::ContainerState;
+use super::histogram::HistogramError;
 use super::policy::{AggregationPolicy, PodResourcePolicy};
 use super::recommender::{
     ContainerInput, PodEstimators, RecommendedPodResources, post_process, recommend_pod,
@@ -72,6 +73,17 @@ pub struct IngestReport {
     pub accepted_oom_events: u64,
     /// OOM events discarded (too old).
     pub discarded_oom_events: u64,
+}
+
+/// Errors of [`VpaTarget`] operations.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum VpaTargetError {
+    /// The checkpoint does not load.
+    #[error("checkpoint: {0}")]
+    Checkpoint(#[from] AggregateError),
+    /// The restored state cannot be merged (different half-life than the stored state).
+    #[error("checkpoint: cannot merge into the stored state: {0}")]
+    Merge(HistogramError),
 }
 
 /// The recommender state of one VPA target.
@@ -270,6 +282,28 @@ impl VpaTarget {
             .collect()
     }
 
+    /// Restore a container's state from an upstream checkpoint (`setVpaCheckpoint`): the
+    /// checkpoint is loaded into a fresh aggregation, which is then merged into the
+    /// container's (all or nothing: on error nothing changes).
+    pub fn load_checkpoint(
+        &mut self,
+        container: &str,
+        checkpoint: &AggregateCheckpoint,
+        settings: &VpaSettings,
+        now: Timestamp,
+    ) -> Result<(), VpaTargetError> {
+        let mut restored = AggregateContainerState::new(settings, now);
+        restored.load_checkpoint(checkpoint)?;
+        let mut merged = self
+            .aggregates
+            .get(container)
+            .cloned()
+            .unwrap_or_else(|| AggregateContainerState::new(settings, now));
+        merged.merge(&restored).map_err(VpaTargetError::Merge)?;
+        self.aggregates.insert(container.to_owned(), merged);
+        Ok(())
+    }
+
     /// Drop expired aggregations (`isExpired` with each container's window) and container
     /// instances whose latest sample is older than the window. Returns how many aggregations
     /// were removed.
@@ -299,5 +333,139 @@ impl VpaTarget {
         }
         self.containers.retain(|_, pod| !pod.is_empty());
         before - self.aggregates.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::vpa::amount::Resources;
+    use crate::engine::vpa::policy::{ContainerResourcePolicy, ContainerScalingMode};
+
+    const T0: i64 = 1_704_067_200;
+
+    fn usage(pod: &str, container: &str, resource: Resource, usage: i64, at_s: i64) -> Observation {
+        Observation::Usage(UsageSample {
+            pod: pod.into(),
+            container: container.into(),
+            resource,
+            usage,
+            at: Timestamp::from_unix_seconds(T0 + at_s),
+        })
+    }
+
+    #[test]
+    fn pod_minimum_is_split_over_recommended_containers_and_off_is_dropped() {
+        let settings = VpaSettings::default();
+        let now = Timestamp::from_unix_seconds(T0);
+        let mut target = VpaTarget::default();
+        for c in ["a", "b", "c"] {
+            target.observe_container("p", c, &settings, now);
+        }
+        let policy = PodResourcePolicy {
+            container_policies: vec![ContainerResourcePolicy {
+                container_name: "c".into(),
+                mode: Some(ContainerScalingMode::Off),
+                ..Default::default()
+            }],
+        };
+        let rec = target.recommend(Some(&policy), &[], &settings);
+        let names: Vec<&str> = rec
+            .containers
+            .iter()
+            .map(|c| c.container_name.as_str())
+            .collect();
+        assert_eq!(names, ["a", "b"]);
+        // 25m and 250Mi split over two containers: 12m and 131072000 B.
+        assert_eq!(rec.containers[0].target, Resources::new(12, 131_072_000));
+        assert_eq!(
+            rec.containers[1].upper_bound,
+            Resources::new(12, 131_072_000)
+        );
+    }
+
+    #[test]
+    fn each_pod_contributes_its_own_memory_peak() {
+        let settings = VpaSettings::default();
+        let mut target = VpaTarget::default();
+        let obs = [
+            usage("p1", "app", Resource::Memory, 100_000_000, 0),
+            usage("p2", "app", Resource::Memory, 300_000_000, 10),
+            usage("p1", "app", Resource::Memory, 200_000_000, 20),
+        ];
+        let report = target.record_samples(&obs, None, &settings, Timestamp::from_unix_seconds(T0));
+        assert_eq!(report.accepted_samples, 3);
+        let mem = &target.aggregates["app"].memory;
+        // Two peaks of weight ~1 (p1's 100M was replaced by 200M): total ≈ 2, not 3.
+        let total = mem.histogram().total_weight();
+        assert!((1.9..2.1).contains(&total), "total weight {total}");
+        assert_eq!(
+            target.aggregates["app"].total_samples_count, 0,
+            "memory samples are not counted"
+        );
+    }
+
+    #[test]
+    fn checkpoint_restore_merges_into_existing_state() {
+        let settings = VpaSettings::default();
+        let now = Timestamp::from_unix_seconds(T0);
+        let mut source = VpaTarget::default();
+        let obs: Vec<Observation> = (0..100)
+            .map(|i| usage("p", "app", Resource::Cpu, 500, i * 60))
+            .collect();
+        source.record_samples(&obs, None, &settings, now);
+        let checkpoints = source.save_checkpoints(now);
+        let mut restored = VpaTarget::default();
+        restored
+            .load_checkpoint("app", &checkpoints["app"], &settings, now)
+            .unwrap();
+        assert_eq!(restored.aggregates["app"].total_samples_count, 100);
+        assert_eq!(
+            restored.recommend(None, &[], &settings),
+            source.recommend(None, &[], &settings)
+        );
+        let bad = AggregateCheckpoint {
+            version: "v2".into(),
+            ..Default::default()
+        };
+        assert!(
+            restored
+                .load_checkpoint("app", &bad, &settings, now)
+                .is_err()
+        );
+        assert_eq!(
+            restored.aggregates["app"].total_samples_count, 100,
+            "failed load changes nothing"
+        );
+    }
+
+    #[test]
+    fn garbage_collection_drops_expired_state() {
+        let settings = VpaSettings::default();
+        let mut target = VpaTarget::default();
+        target.record_samples(
+            &[usage("p", "app", Resource::Cpu, 100, 0)],
+            None,
+            &settings,
+            Timestamp::from_unix_seconds(T0),
+        );
+        assert_eq!(
+            target.garbage_collect(
+                None,
+                &settings,
+                Timestamp::from_unix_seconds(T0 + 8 * 86_400 - 1)
+            ),
+            0
+        );
+        assert_eq!(
+            target.garbage_collect(
+                None,
+                &settings,
+                Timestamp::from_unix_seconds(T0 + 8 * 86_400)
+            ),
+            1
+        );
+        assert!(target.aggregates.is_empty());
+        assert!(target.containers.is_empty());
     }
 }
