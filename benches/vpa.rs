@@ -3,7 +3,9 @@
 
 use std::hint::black_box;
 
-use autoscaled::engine::vpa::{Observation, Resource, Timestamp, UsageSample, VpaSettings, VpaTarget};
+use autoscaled::engine::vpa::{
+    Observation, Resource, Timestamp, UsageSample, VpaSettings, VpaTarget,
+};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 
 /// 2024-01-01T00:00:00Z.
@@ -34,7 +36,10 @@ fn ingestion(c: &mut Criterion) {
     let now = Timestamp::from_unix_seconds(T0);
     let mut group = c.benchmark_group("vpa_ingest");
     group.throughput(Throughput::Elements(SAMPLES as u64));
-    for (name, resource) in [("cpu_samples", Resource::Cpu), ("memory_samples", Resource::Memory)] {
+    for (name, resource) in [
+        ("cpu_samples", Resource::Cpu),
+        ("memory_samples", Resource::Memory),
+    ] {
         let obs = series(resource);
         group.bench_function(name, |b| {
             b.iter_batched(

@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::checkpoint::HistogramCheckpoint;
+use super::gomath::go_exp2;
 use super::histogram::{Histogram, HistogramError, HistogramOptions};
 use super::time::{Timestamp, go_offset, go_round, go_sub};
 
@@ -47,7 +48,7 @@ impl DecayingHistogram {
 
     /// Whether this is a plain (non-decaying) histogram.
     pub const fn is_plain(&self) -> bool {
-        self.half_life_ns == 0
+        self.half_life_ns <= 0
     }
 
     /// The underlying histogram (weights already decayed relative to the reference).
@@ -159,7 +160,9 @@ impl DecayingHistogram {
         if go_offset(Some(t)) > max_allowed {
             self.shift_reference(t)?;
         }
-        Ok((go_sub(Some(t), self.reference) as f64 / self.half_life_ns as f64).exp2())
+        Ok(go_exp2(
+            go_sub(Some(t), self.reference) as f64 / self.half_life_ns as f64,
+        ))
     }
 
     /// `SaveToChekpoint`: the histogram's checkpoint plus the reference timestamp.

@@ -1,5 +1,6 @@
 //! Ports of the Go `math` functions whose last bit can change a VPA number: `Pow` (bucket
-//! starts, confidence multipliers), with the `Frexp`/`Ldexp` it is built on. Go computes
+//! starts, confidence multipliers) and `Exp2` (decay factors), with the `Frexp`/`Ldexp` they
+//! are built on (Go's own code on amd64: neither has an assembly version there). Go computes
 //! integer powers by repeated squaring, which can differ by an ulp from a C `pow`, and the
 //! estimators truncate, so an ulp can become one millicore.
 
@@ -137,6 +138,49 @@ pub fn go_pow(x: f64, y: f64) -> f64 {
     ldexp(a1, ae)
 }
 
+/// Go's `math.Exp2` (`exp2` + `expmulti`, the FreeBSD algorithm): the decay factor
+/// `2^((t − R) / H)` of every histogram sample.
+pub fn go_exp2(x: f64) -> f64 {
+    const LN2_HI: f64 = 6.931_471_803_691_238_164_90e-1;
+    const LN2_LO: f64 = 1.908_214_929_270_587_700_02e-10;
+    const OVERFLOW: f64 = 1.023_999_999_999_999_9e3;
+    const UNDERFLOW: f64 = -1.074e3;
+    if x.is_nan() || x == f64::INFINITY {
+        return x;
+    }
+    if x == f64::NEG_INFINITY || x < UNDERFLOW {
+        return 0.0;
+    }
+    if x > OVERFLOW {
+        return f64::INFINITY;
+    }
+    let k: i64 = if x > 0.0 {
+        (x + 0.5) as i64
+    } else if x < 0.0 {
+        (x - 0.5) as i64
+    } else {
+        0
+    };
+    let t = x - k as f64;
+    let hi = t * LN2_HI;
+    let lo = -t * LN2_LO;
+    expmulti(hi, lo, k)
+}
+
+/// Go's `expmulti`: `e^(hi − lo) × 2^k`.
+fn expmulti(hi: f64, lo: f64, k: i64) -> f64 {
+    const P1: f64 = 1.666_666_666_666_666_574_15e-1;
+    const P2: f64 = -2.777_777_777_701_559_338_42e-3;
+    const P3: f64 = 6.613_756_321_437_934_361_17e-5;
+    const P4: f64 = -1.653_390_220_546_525_153_90e-6;
+    const P5: f64 = 4.138_136_797_057_238_460_39e-8;
+    let r = hi - lo;
+    let t = r * r;
+    let c = r - t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))));
+    let y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi);
+    ldexp(y, k)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,6 +193,22 @@ mod tests {
         assert_eq!(go_pow(f64::INFINITY, 1.0), f64::INFINITY);
         assert!((go_pow(1.2, 1.5) - 1.2f64.powf(1.5)).abs() < 1e-15);
         assert!((go_pow(1.002, -2.0) - 1.0 / (1.002 * 1.002)).abs() < 1e-16);
+    }
+
+    #[test]
+    fn go_exp2_is_within_an_ulp_of_libm() {
+        assert_eq!(go_exp2(0.0), 1.0);
+        assert_eq!(go_exp2(-1.0), 0.5);
+        assert_eq!(go_exp2(10.0), 1024.0);
+        assert_eq!(go_exp2(-2000.0), 0.0);
+        for i in -1000..1000 {
+            let x = f64::from(i) * 0.0997;
+            let (a, b) = (go_exp2(x), x.exp2());
+            assert!(
+                (a - b).abs() <= 2.0 * f64::EPSILON * b,
+                "exp2({x}): {a} vs {b}"
+            );
+        }
     }
 
     #[test]

@@ -186,10 +186,18 @@ impl HistogramOptions {
         }
     }
 
-    /// Number of buckets.
+    /// Number of buckets (a hand-built or deserialized scheme is clamped to
+    /// `[1, MAX_BUCKETS]` so that no index computation can underflow or allocate unboundedly).
     pub const fn num_buckets(&self) -> usize {
-        match *self {
+        let n = match *self {
             Self::Linear { num_buckets, .. } | Self::Exponential { num_buckets, .. } => num_buckets,
+        };
+        if n == 0 {
+            1
+        } else if n > MAX_BUCKETS {
+            MAX_BUCKETS
+        } else {
+            n
         }
     }
 
