@@ -139,7 +139,8 @@ pub fn go_pow(x: f64, y: f64) -> f64 {
 }
 
 /// Go's `math.Exp2` (`exp2` + `expmulti`, the FreeBSD algorithm): the decay factor
-/// `2^((t − R) / H)` of every histogram sample.
+/// `2^((t − R) / H)` of every histogram sample. The constants are Go's, digit for digit.
+#[allow(clippy::excessive_precision)]
 pub fn go_exp2(x: f64) -> f64 {
     const LN2_HI: f64 = 6.931_471_803_691_238_164_90e-1;
     const LN2_LO: f64 = 1.908_214_929_270_587_700_02e-10;
@@ -168,6 +169,7 @@ pub fn go_exp2(x: f64) -> f64 {
 }
 
 /// Go's `expmulti`: `e^(hi − lo) × 2^k`.
+#[allow(clippy::excessive_precision)]
 fn expmulti(hi: f64, lo: f64, k: i64) -> f64 {
     const P1: f64 = 1.666_666_666_666_666_574_15e-1;
     const P2: f64 = -2.777_777_777_701_559_338_42e-3;
