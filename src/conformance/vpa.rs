@@ -172,6 +172,22 @@ fn object<'a>(v: &'a Value, key: &str) -> Result<Option<&'a Map<String, Value>>,
     }
 }
 
+/// Reject expectation keys this runner does not check, so that a new case cannot pass
+/// vacuously. `derived`/`note(s)` (provenance) are always allowed.
+fn only_keys(what: &str, v: &Value, allowed: &[&str]) -> R {
+    if let Some(obj) = v.as_object() {
+        for k in obj.keys() {
+            if !allowed.contains(&k.as_str()) && !matches!(k.as_str(), "derived" | "note" | "notes")
+            {
+                return Err(format!(
+                    "{what}: unsupported key {k:?} (runner does not check it)"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s.max(0.0))
 }
@@ -428,6 +444,11 @@ fn parse_histogram_checkpoint(ctx: &Ctx, v: &Value) -> Result<HistogramCheckpoin
 }
 
 fn check_error_expectation(what: &str, expect: Option<&Value>, failed: Option<String>) -> R {
+    if what == "load_checkpoint"
+        && let Some(e) = expect
+    {
+        only_keys("expect", e, &["error"])?;
+    }
     let expected_error = expect.map(|e| opt_bool(e, "error")).transpose()?.flatten();
     match (expected_error, failed) {
         (Some(true), None) => Err(format!("{what}: expected an error, got none")),
@@ -469,6 +490,18 @@ fn histogram_step(
         "save_checkpoint" => {
             let cp = h.save_checkpoint();
             if let Some(e) = step.get("expect") {
+                only_keys(
+                    "expect",
+                    e,
+                    &[
+                        "total_weight",
+                        "bucket_weights",
+                        "bucket_count",
+                        "bucket_count_min",
+                        "total_weight_nonzero",
+                        "reference_equals_histogram",
+                    ],
+                )?;
                 if let Some(t) = opt_f64(e, "total_weight")? {
                     check_f64("total_weight", t, cp.total_weight, None)?;
                 }
@@ -546,6 +579,25 @@ fn histogram_step(
 }
 
 fn histogram_expect(ctx: &Ctx, spec: &HistogramSpec, h: &DecayingHistogram, e: &Value) -> R {
+    only_keys(
+        "expect",
+        e,
+        &[
+            "op",
+            "is_empty",
+            "percentiles",
+            "total_weight",
+            "bucket_weights",
+            "equals",
+            "num_buckets",
+            "epsilon",
+            "bucket_starts",
+            "find_bucket",
+            "reference_is_set",
+            "reference_at_s",
+            "tolerance",
+        ],
+    )?;
     if let Some(b) = opt_bool(e, "is_empty")? {
         check_eq("is_empty", b, h.is_empty())?;
     }
@@ -663,6 +715,7 @@ fn run_container(ctx: &Ctx, case: &Value) -> R {
         }
     }
     if let Some(e) = case.get("expect") {
+        only_keys("expect", e, &["histogram_calls"])?;
         let mut expected = Vec::new();
         for c in array(e, "histogram_calls")? {
             expected.push(HistogramCall {
@@ -860,6 +913,19 @@ fn aggregate_step(
             let Some(e) = step.get("expect") else {
                 return Ok(());
             };
+            only_keys(
+                "expect",
+                e,
+                &[
+                    "error",
+                    "version",
+                    "first_sample_at_s",
+                    "last_sample_at_s",
+                    "total_samples_count",
+                    "cpu_bucket_count",
+                    "memory_bucket_count",
+                ],
+            )?;
             check_error_expectation("save_checkpoint", Some(e), None)?;
             if let Some(v) = e.get("version").and_then(Value::as_str) {
                 check_eq("version", v, cp.version.as_str())?;
@@ -919,6 +985,11 @@ fn aggregate_step(
             let view = target.checkpoint_view(now);
             if let Some(obj) = object(step, "expect")? {
                 for (name, e) in obj {
+                    only_keys(
+                        &format!("expect.{name}"),
+                        e,
+                        &["memory_is_empty", "cpu_is_empty"],
+                    )?;
                     let agg = view
                         .get(name)
                         .ok_or_else(|| format!("{name}: no aggregation"))?;
@@ -961,8 +1032,32 @@ fn histogram_equals(
 }
 
 fn aggregate_expect(ctx: &Ctx, target: &VpaTarget, e: &Value) -> R {
+    only_keys(
+        "expect",
+        e,
+        &[
+            "op",
+            "by_container_name",
+            "container",
+            "first_sample_at_s",
+            "last_sample_at_s",
+            "total_samples_count",
+            "cpu_is_empty",
+            "memory_is_empty",
+            "is_expired_at",
+        ],
+    )?;
     if let Some(by_name) = object(e, "by_container_name")? {
         for (name, x) in by_name {
+            only_keys(
+                &format!("by_container_name.{name}"),
+                x,
+                &[
+                    "total_samples_count",
+                    "cpu_histogram_equals",
+                    "memory_histogram_equals",
+                ],
+            )?;
             let agg = target
                 .aggregates
                 .get(name)
@@ -1045,6 +1140,16 @@ fn run_policy(ctx: &Ctx, case: &Value) -> R {
     };
     let resolved = AggregationPolicy::resolve(&ctx.settings, policy.as_ref());
     let e = field(case, "expect")?;
+    only_keys(
+        "expect",
+        e,
+        &[
+            "scaling_mode",
+            "controlled_resources",
+            "memory_aggregation_interval_s",
+            "memory_aggregation_interval_count",
+        ],
+    )?;
     if let Some(mode) = e.get("scaling_mode").and_then(Value::as_str) {
         check_eq(
             "scaling_mode",
@@ -1149,6 +1254,7 @@ fn run_estimator(ctx: &Ctx, case: &Value) -> R {
         }
     }
     let e = field(case, "expect")?;
+    only_keys("expect", e, &["cpu", "memory", "tolerance", "confidence"])?;
     let tolerance = opt_f64(e, "tolerance")?;
     let estimators = object(case, "estimators")?.ok_or("estimators: missing")?;
     for (key, r) in [("cpu", Resource::Cpu), ("memory", Resource::Memory)] {
@@ -1259,6 +1365,7 @@ fn run_recommender(ctx: &Ctx, case: &Value) -> R {
         .collect::<Vec<_>>();
     let rec = target.recommend_with(&estimators, policy.as_ref(), &integer, settings);
     let e = field(case, "expect")?;
+    only_keys("expect", e, &["containers"])?;
     let Some(containers) = object(e, "containers")? else {
         return Ok(());
     };
@@ -1268,6 +1375,18 @@ fn run_recommender(ctx: &Ctx, case: &Value) -> R {
             .iter()
             .find(|c| c.container_name == *name)
             .ok_or_else(|| format!("containers.{name}: expected a recommendation, got none"))?;
+        only_keys(
+            &format!("containers.{name}"),
+            x,
+            &[
+                "target",
+                "lower_bound",
+                "upper_bound",
+                "uncapped_target",
+                "present",
+                "absent",
+            ],
+        )?;
         check_container(name, x, got)?;
         for (key, want_present) in [("present", true), ("absent", false)] {
             for r in array(x, key)? {
@@ -1354,6 +1473,7 @@ fn run_postprocess(ctx: &Ctx, case: &Value) -> R {
         &ctx.settings.container_recommendation_max_allowed,
     );
     let e = field(case, "expect")?;
+    only_keys("expect", e, &["recommendation", "containers"])?;
     if e.get("recommendation").is_some_and(Value::is_null) {
         return match got {
             None => Ok(()),
