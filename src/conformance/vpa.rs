@@ -1148,7 +1148,7 @@ fn run_policy(ctx: &Ctx, case: &Value) -> R {
             "controlled_resources",
             "memory_aggregation_interval_s",
             "memory_aggregation_interval_count",
-        ],
+        , "oom_bump_up_ratio", "oom_min_bump_up_bytes"],
     )?;
     if let Some(mode) = e.get("scaling_mode").and_then(Value::as_str) {
         check_eq(
@@ -1177,6 +1177,12 @@ fn run_policy(ctx: &Ctx, case: &Value) -> R {
             duration_nanos(secs(s)),
             resolved.memory_aggregation_interval_ns,
         )?;
+    }
+    if let Some(r) = opt_f64(e, "oom_bump_up_ratio")? {
+        check_f64("oom_bump_up_ratio", r, resolved.oom_bump_up_ratio, None)?;
+    }
+    if let Some(b) = opt_f64(e, "oom_min_bump_up_bytes")? {
+        check_f64("oom_min_bump_up_bytes", b, resolved.oom_min_bump_up_bytes, None)?;
     }
     if let Some(n) = opt_i64(e, "memory_aggregation_interval_count")? {
         check_eq(
