@@ -1148,7 +1148,9 @@ fn run_policy(ctx: &Ctx, case: &Value) -> R {
             "controlled_resources",
             "memory_aggregation_interval_s",
             "memory_aggregation_interval_count",
-        , "oom_bump_up_ratio", "oom_min_bump_up_bytes"],
+            "oom_bump_up_ratio",
+            "oom_min_bump_up_bytes",
+        ],
     )?;
     if let Some(mode) = e.get("scaling_mode").and_then(Value::as_str) {
         check_eq(
@@ -1182,7 +1184,12 @@ fn run_policy(ctx: &Ctx, case: &Value) -> R {
         check_f64("oom_bump_up_ratio", r, resolved.oom_bump_up_ratio, None)?;
     }
     if let Some(b) = opt_f64(e, "oom_min_bump_up_bytes")? {
-        check_f64("oom_min_bump_up_bytes", b, resolved.oom_min_bump_up_bytes, None)?;
+        check_f64(
+            "oom_min_bump_up_bytes",
+            b,
+            resolved.oom_min_bump_up_bytes,
+            None,
+        )?;
     }
     if let Some(n) = opt_i64(e, "memory_aggregation_interval_count")? {
         check_eq(
