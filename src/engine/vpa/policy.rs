@@ -182,3 +182,61 @@ impl AggregationPolicy {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_need_per_vpa_config_but_mode_and_resources_do_not() {
+        let policy = ContainerResourcePolicy {
+            container_name: "app".into(),
+            mode: Some(ContainerScalingMode::Off),
+            controlled_resources: Some(vec![]),
+            oom_bump_up_ratio: Some(2.0),
+            memory_aggregation_interval: Some(Duration::from_secs(3600)),
+            ..Default::default()
+        };
+        let off = AggregationPolicy::resolve(&VpaSettings::default(), Some(&policy));
+        assert_eq!(off.scaling_mode, ContainerScalingMode::Off);
+        assert!(
+            !off.controls_cpu && !off.controls_memory,
+            "an empty list controls nothing"
+        );
+        assert_eq!(off.oom_bump_up_ratio, 1.2);
+        assert_eq!(off.memory_aggregation_interval_ns, 86_400_000_000_000);
+        let settings = VpaSettings {
+            per_vpa_config: true,
+            ..Default::default()
+        };
+        let on = AggregationPolicy::resolve(&settings, Some(&policy));
+        assert_eq!(on.oom_bump_up_ratio, 2.0);
+        assert_eq!(on.memory_aggregation_interval_ns, 3_600_000_000_000);
+        assert_eq!(on.window_length_ns(), 8 * 3_600_000_000_000);
+    }
+
+    #[test]
+    fn exact_name_wins_over_default_policy() {
+        let p = PodResourcePolicy {
+            container_policies: vec![
+                ContainerResourcePolicy {
+                    container_name: "*".into(),
+                    ..Default::default()
+                },
+                ContainerResourcePolicy {
+                    container_name: "app".into(),
+                    ..Default::default()
+                },
+            ],
+        };
+        assert_eq!(
+            p.for_container("app").map(|c| c.container_name.as_str()),
+            Some("app")
+        );
+        assert_eq!(
+            p.for_container("other").map(|c| c.container_name.as_str()),
+            Some("*")
+        );
+        assert!(PodResourcePolicy::default().for_container("app").is_none());
+    }
+}
