@@ -59,7 +59,18 @@ fn ingestion(c: &mut Criterion) {
         b.iter(|| black_box(target.recommend(None, &[], &settings)))
     });
 
-    let aggregate = serde_json::to_vec(&target.aggregates["app"]).expect("serializable");
+    let agg = &target.aggregates["app"];
+    let nonzero = |h: &autoscaled::engine::vpa::histogram::Histogram| {
+        (0..h.options().num_buckets())
+            .filter(|b| h.bucket_weight(*b) != 0.0)
+            .count()
+    };
+    println!(
+        "non-zero buckets stored: cpu {}, memory {}",
+        nonzero(agg.cpu.histogram()),
+        nonzero(agg.memory.histogram())
+    );
+    let aggregate = serde_json::to_vec(agg).expect("serializable");
     let instance = serde_json::to_vec(&target.containers["pod-1"]["app"]).expect("serializable");
     let whole = serde_json::to_vec(&target).expect("serializable");
     println!(

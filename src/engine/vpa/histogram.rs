@@ -269,10 +269,42 @@ pub struct Histogram {
     max_bucket: usize,
 }
 
-/// The persisted form of a [`Histogram`]: only the non-zero buckets, as `(index, weight)`.
+/// How a record names its scheme: the recommender's two by name, others in full.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum SchemeRecord {
+    Cpu,
+    Memory,
+    Custom(HistogramOptions),
+}
+
+impl From<HistogramOptions> for SchemeRecord {
+    fn from(o: HistogramOptions) -> Self {
+        if o == HistogramOptions::cpu() {
+            Self::Cpu
+        } else if o == HistogramOptions::memory() {
+            Self::Memory
+        } else {
+            Self::Custom(o)
+        }
+    }
+}
+
+impl From<SchemeRecord> for HistogramOptions {
+    fn from(r: SchemeRecord) -> Self {
+        match r {
+            SchemeRecord::Cpu => HistogramOptions::cpu(),
+            SchemeRecord::Memory => HistogramOptions::memory(),
+            SchemeRecord::Custom(o) => o,
+        }
+    }
+}
+
+/// The persisted form of a [`Histogram`]: the scheme (by name when it is a default one) and
+/// only the non-zero buckets, as `(index, weight)`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct HistogramRecord {
-    options: HistogramOptions,
+    options: SchemeRecord,
     total_weight: f64,
     min_bucket: u32,
     max_bucket: u32,
@@ -289,7 +321,7 @@ impl From<Histogram> for HistogramRecord {
             .map(|(i, w)| (i as u32, *w))
             .collect();
         Self {
-            options: h.options,
+            options: h.options.into(),
             total_weight: h.total_weight,
             min_bucket: h.min_bucket as u32,
             max_bucket: h.max_bucket as u32,
@@ -302,11 +334,9 @@ impl TryFrom<HistogramRecord> for Histogram {
     type Error = HistogramError;
 
     fn try_from(r: HistogramRecord) -> Result<Self, Self::Error> {
-        let n = r.options.num_buckets();
-        if n == 0 || n > MAX_BUCKETS {
-            return Err(HistogramError::InvalidRecord("num_buckets"));
-        }
-        let mut h = Histogram::new(r.options);
+        let options = HistogramOptions::from(r.options);
+        let n = options.num_buckets();
+        let mut h = Histogram::new(options);
         if r.min_bucket as usize >= n || r.max_bucket as usize >= n {
             return Err(HistogramError::InvalidRecord("min_bucket/max_bucket"));
         }
@@ -594,5 +624,10 @@ mod tests {
         let json = serde_json::to_string(&h).unwrap();
         let back: Histogram = serde_json::from_str(&json).unwrap();
         assert_eq!(back, h);
+        let mut cpu = Histogram::new(HistogramOptions::cpu());
+        cpu.add_sample(0.5, 0.1).unwrap();
+        let json = serde_json::to_string(&cpu).unwrap();
+        assert!(json.contains(r#""options":"cpu""#), "{json}");
+        assert_eq!(serde_json::from_str::<Histogram>(&json).unwrap(), cpu);
     }
 }
