@@ -8,10 +8,10 @@
 //!   from executing it ([`hpa::HpaExecutor`]); [`hpa::EngineExecutor`] runs steps through
 //!   `engine::hpa`, and a second executor (e.g. through the gRPC server) can reuse the loading
 //!   and the comparison ([`hpa::run_case`]).
-//! * VPA cases (files with a top-level `kind` field) are recognised here and handed to the VPA
-//!   runner once it is wired in (see [`run_case_file`]).
+//! * [`vpa`]: VPA cases (files with a top-level `kind` field), dispatched by [`run_case_file`].
 
 pub mod hpa;
+pub mod vpa;
 
 use std::{
     fmt,
@@ -130,17 +130,11 @@ pub fn run_case_file(path: &Path) -> CaseOutcome {
         .and_then(|n| n.as_str())
         .map_or(file_name, str::to_string);
     if value.get("kind").is_some() {
-        // TODO(lead): wire `conformance::vpa` (branch vpa-engine) here: add `pub mod vpa;`
-        // above and replace this return with
-        //     let status = match vpa::run_vpa_case_value(&value) {
-        //         Ok(()) => CaseStatus::Passed,
-        //         Err(e) => CaseStatus::Failed(e),
-        //     };
-        //     return outcome(name, status);
-        return outcome(
-            name,
-            CaseStatus::Skipped("VPA case: the VPA runner is not wired in".to_string()),
-        );
+        let status = match vpa::run_vpa_case_value(&value) {
+            Ok(()) => CaseStatus::Passed,
+            Err(e) => CaseStatus::Failed(e),
+        };
+        return outcome(name, status);
     }
     let status = match hpa::HpaCase::from_value(value) {
         Err(e) => CaseStatus::Failed(e),
@@ -260,20 +254,25 @@ mod tests {
     }
 
     #[test]
-    fn report_counts_and_skips_vpa_cases() {
+    fn report_counts_and_dispatches_vpa_cases() {
         let dir = tempfile::tempdir().unwrap();
         mutated(dir.path(), "controller-scale-up.json", |_| {});
         mutated(dir.path(), "calc-resource-scale-up.json", |v| {
             v["steps"][0]["expect"]["metrics"][0]["replicas"] = 1000.into();
         });
+        // A file with `kind` goes to the VPA runner, which rejects an unknown kind.
         std::fs::write(dir.path().join("vpa.json"), r#"{"kind": "x", "name": "v"}"#).unwrap();
         let report = run_dir(dir.path());
         assert_eq!(
             (report.passed(), report.failed(), report.skipped()),
-            (1, 1, 1)
+            (1, 2, 0)
+        );
+        assert!(
+            report.failing_lines().iter().any(|l| l.contains("vpa.json: kind: unknown kind")),
+            "{report}"
         );
         let text = report.to_string();
-        assert!(text.ends_with("\n1 passed, 1 failed"), "{text}");
+        assert!(text.ends_with("\n1 passed, 2 failed"), "{text}");
         assert!(text.starts_with("FAIL "), "{text}");
     }
 
