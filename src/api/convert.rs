@@ -1,0 +1,1 @@
+//! Proto ↔ engine conversion (filled in next).
