@@ -92,6 +92,7 @@ pub async fn serve_with_store(
             trust_request_time: config.trust_request_time,
             history_retention: config.history_retention,
         },
+        crate::engine::hpa::evaluate,
     );
 
     let (health_reporter, health_service) = tonic_health::server::health_reporter();

@@ -24,6 +24,9 @@ pub enum ApiError {
     /// The store failed; details are logged, not sent.
     #[error("store: {0}")]
     Store(#[from] StoreError),
+    /// A bug (e.g. the engine panicked); details are logged, not sent.
+    #[error("internal: {0}")]
+    Internal(String),
 }
 
 impl ApiError {
@@ -73,6 +76,10 @@ impl From<ApiError> for Status {
             }
             ApiError::TargetNotFound(key) => {
                 Status::not_found(format!("no history stored for target {key:?}"))
+            }
+            ApiError::Internal(message) => {
+                tracing::error!(error = %message, "internal error");
+                Status::internal("internal error (details in the server log)")
             }
             ApiError::Store(e) => {
                 let code = store_code(&e);

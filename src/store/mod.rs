@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::engine::{history::History, hpa::Decision, time::Time};
+use crate::engine::{history::History, hpa::Decision, spec::MetricSpec, time::Time};
 
 pub use self::sled::SledStore;
 
@@ -45,6 +45,10 @@ pub struct DecisionEntry {
     /// The evaluation instant (`now` of the evaluation).
     pub time: Time,
     pub decision: Decision,
+    /// The spec's metrics, so that a logged metric outcome (which carries only an index) can
+    /// be reported with its source type and name.
+    #[serde(default)]
+    pub metrics: Vec<MetricSpec>,
 }
 
 /// A page of target keys.

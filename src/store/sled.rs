@@ -260,7 +260,9 @@ mod tests {
                 scale_up_limit: None,
                 scale_down_limit: None,
                 error: None,
+                rescale_reason: None,
             },
+            metrics: vec![],
         }
     }
 

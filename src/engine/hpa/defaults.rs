@@ -223,7 +223,10 @@ mod tests {
         assert_eq!(b.scale_up.policies.len(), 2);
         assert_eq!(b.scale_down.stabilization_window_seconds, 120);
         assert_eq!(b.scale_down.policies.len(), 1);
-        assert_eq!(b.scale_down.policies[0].policy_type, ScalingPolicyType::Percent);
+        assert_eq!(
+            b.scale_down.policies[0].policy_type,
+            ScalingPolicyType::Percent
+        );
     }
 
     #[test]

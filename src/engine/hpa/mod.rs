@@ -293,7 +293,13 @@ impl<'a> Reconciliation<'a> {
                 format!("the HPA controller was able to update the target scale to {desired}"),
             );
             if let Some(behavior) = &self.spec.behavior {
-                normalize::store_scale_event(behavior, &mut self.history, self.now, current, desired);
+                normalize::store_scale_event(
+                    behavior,
+                    &mut self.history,
+                    self.now,
+                    current,
+                    desired,
+                );
             }
             self.decision.desired_replicas = desired;
             self.decision.rescale_reason = rescale_reason;
@@ -422,7 +428,10 @@ pub fn normalize_only(
     validate::validate_spec(spec)?;
     validate::validate_history(history)?;
     if current_replicas < 0 {
-        return Err(InvalidInput::new("current_replicas", "must not be negative"));
+        return Err(InvalidInput::new(
+            "current_replicas",
+            "must not be negative",
+        ));
     }
     if prenormalized < 0 {
         return Err(InvalidInput::new(

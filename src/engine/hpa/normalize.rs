@@ -26,8 +26,10 @@ pub mod messages {
     pub const SCALE_DOWN_STABILIZED: &str = "recent recommendations were higher than current one, applying the highest recent recommendation";
     pub const SCALE_UP_STABILIZED: &str = "recent recommendations were lower than current one, applying the lowest recent recommendation";
     pub const DESIRED_WITHIN_RANGE: &str = "the desired count is within the acceptable range";
-    pub const TOO_MANY_REPLICAS: &str = "the desired replica count is more than the maximum replica count";
-    pub const TOO_FEW_REPLICAS: &str = "the desired replica count is less than the minimum replica count";
+    pub const TOO_MANY_REPLICAS: &str =
+        "the desired replica count is more than the maximum replica count";
+    pub const TOO_FEW_REPLICAS: &str =
+        "the desired replica count is less than the minimum replica count";
     pub const SCALE_UP_LIMIT: &str =
         "the desired replica count is increasing faster than the maximum scale rate";
     pub const SCALE_DOWN_LIMIT: &str =
@@ -152,7 +154,10 @@ fn store_recommendation(
     replicas: i32,
     now: Time,
 ) {
-    let rec = Recommendation { replicas, time: now };
+    let rec = Recommendation {
+        replicas,
+        time: now,
+    };
     match slot.and_then(|i| recommendations.get_mut(i)) {
         Some(old) => *old = rec,
         None => recommendations.push(rec),
@@ -202,8 +207,8 @@ pub fn convert_desired_replicas_with_rules(
 /// `calculateScaleUpLimit`: `int32(max(factor × current, minimum))` (float, truncated;
 /// saturating where Go's conversion is undefined).
 pub fn calculate_scale_up_limit(settings: &Settings, current: i32) -> i32 {
-    let limit = (settings.scale_up_limit_factor * f64::from(current))
-        .max(settings.scale_up_limit_minimum);
+    let limit =
+        (settings.scale_up_limit_factor * f64::from(current)).max(settings.scale_up_limit_minimum);
     // `as` truncates toward zero and saturates (NaN → 0); settings are validated finite.
     limit as i32
 }
@@ -262,8 +267,12 @@ pub fn normalize_desired_replicas_with_behaviors(
             messages::READY_FOR_NEW_SCALE,
         )
     };
-    let (desired, reason, message) =
-        convert_desired_replicas_with_behavior_rate(bounds, stabilized, scale_up_limit, scale_down_limit);
+    let (desired, reason, message) = convert_desired_replicas_with_behavior_rate(
+        bounds,
+        stabilized,
+        scale_up_limit,
+        scale_down_limit,
+    );
     Normalized {
         desired,
         stabilized,
@@ -345,7 +354,11 @@ pub fn convert_desired_replicas_with_behavior_rate(
     if desired > bounds.current {
         let limit = scale_up_limit.max(bounds.current);
         let (maximum_allowed, reason, message) = if bounds.max > limit {
-            (limit, ConditionReason::ScaleUpLimit, messages::SCALE_UP_LIMIT)
+            (
+                limit,
+                ConditionReason::ScaleUpLimit,
+                messages::SCALE_UP_LIMIT,
+            )
         } else {
             (
                 bounds.max,
@@ -385,7 +398,11 @@ pub fn convert_desired_replicas_with_behavior_rate(
 /// `getReplicasChangePerPeriod`: the sum of the magnitudes of the events strictly after
 /// `now - period`. Outdated events still count while inside the period (only possible after
 /// the policies changed), as upstream.
-pub fn get_replicas_change_per_period(period_seconds: i32, events: &[ScaleEvent], now: Time) -> i64 {
+pub fn get_replicas_change_per_period(
+    period_seconds: i32,
+    events: &[ScaleEvent],
+    now: Time,
+) -> i64 {
     let cutoff = now.plus_secs(-i64::from(period_seconds));
     events
         .iter()
@@ -480,7 +497,11 @@ pub fn get_longest_policy_period(rules: &CompletedRules) -> i32 {
 
 /// `markScaleEventsOutdated`: events strictly before `now - longestPolicyPeriod` become
 /// reusable slots.
-pub fn mark_scale_events_outdated(events: &mut [ScaleEvent], longest_policy_period: i32, now: Time) {
+pub fn mark_scale_events_outdated(
+    events: &mut [ScaleEvent],
+    longest_policy_period: i32,
+    now: Time,
+) {
     let cutoff = now.plus_secs(-i64::from(longest_policy_period));
     for event in events.iter_mut() {
         if event.time < cutoff {
@@ -613,9 +634,15 @@ mod tests {
     #[test]
     fn percent_rounding_up_and_down() {
         let up = rules(0, SelectPolicy::Max, vec![percent(50, 15)]);
-        assert_eq!(calculate_scale_up_limit_with_scaling_rules(3, &[], &[], &up, NOW), 5);
+        assert_eq!(
+            calculate_scale_up_limit_with_scaling_rules(3, &[], &[], &up, NOW),
+            5
+        );
         let down = rules(0, SelectPolicy::Max, vec![percent(50, 15)]);
-        assert_eq!(calculate_scale_down_limit_with_behaviors(3, &[], &[], &down, NOW), 1);
+        assert_eq!(
+            calculate_scale_down_limit_with_behaviors(3, &[], &[], &down, NOW),
+            1
+        );
     }
 
     #[test]
@@ -671,6 +698,9 @@ mod tests {
         };
         assert_eq!(calculate_scale_up_limit(&settings, 3), 4);
         assert_eq!(calculate_scale_up_limit(&Settings::default(), 1), 4);
-        assert_eq!(calculate_scale_up_limit(&Settings::default(), i32::MAX), i32::MAX);
+        assert_eq!(
+            calculate_scale_up_limit(&Settings::default(), i32::MAX),
+            i32::MAX
+        );
     }
 }

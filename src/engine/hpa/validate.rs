@@ -30,10 +30,7 @@ fn err(field: impl Into<String>, description: &str) -> InvalidInput {
 /// Checks the controller settings.
 pub fn validate_settings(settings: &Settings) -> Result<(), InvalidInput> {
     if !settings.tolerance.is_finite() || settings.tolerance < 0.0 {
-        return Err(err(
-            "settings.tolerance",
-            "must be a finite number >= 0",
-        ));
+        return Err(err("settings.tolerance", "must be a finite number >= 0"));
     }
     if !settings.scale_up_limit_factor.is_finite() || settings.scale_up_limit_factor < 0.0 {
         return Err(err(
@@ -57,7 +54,10 @@ pub fn validate_spec(spec: &HorizontalSpec) -> Result<(), InvalidInput> {
         return Err(err("spec.min_replicas", MUST_NOT_BE_NEGATIVE));
     }
     if spec.max_replicas < 1 {
-        return Err(err("spec.max_replicas", "must be greater than or equal to 1"));
+        return Err(err(
+            "spec.max_replicas",
+            "must be greater than or equal to 1",
+        ));
     }
     if spec.max_replicas < min {
         return Err(err(
@@ -213,7 +213,10 @@ pub fn validate_observation(observation: &Observation) -> Result<(), InvalidInpu
             ));
         }
         for (metric, sample) in samples {
-            validate_sample(&format!("orphan_pod_metrics[{pod}].metrics[{metric}]"), sample)?;
+            validate_sample(
+                &format!("orphan_pod_metrics[{pod}].metrics[{metric}]"),
+                sample,
+            )?;
         }
     }
     Ok(())
@@ -293,7 +296,10 @@ mod tests {
             "spec.max_replicas: must be greater than or equal to min_replicas"
         );
         s.min_replicas = Some(-1);
-        assert_eq!(field(validate_spec(&s)), "spec.min_replicas: must not be negative");
+        assert_eq!(
+            field(validate_spec(&s)),
+            "spec.min_replicas: must not be negative"
+        );
     }
 
     #[test]
@@ -358,7 +364,10 @@ mod tests {
                 ..Pod::default()
             })
             .collect();
-        assert_eq!(field(validate_observation(&o)), "pods[2].name: duplicate pod name");
+        assert_eq!(
+            field(validate_observation(&o)),
+            "pods[2].name: duplicate pod name"
+        );
         let nan = Settings {
             tolerance: f64::NAN,
             ..Settings::default()
