@@ -747,3 +747,24 @@ async fn trusted_request_time_is_used_and_echoed() {
     assert_eq!(response.desired_replicas, 4);
     server.stop().await;
 }
+
+#[tokio::test]
+async fn an_oversized_request_is_resource_exhausted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(&dir);
+    c.limits.max_message_bytes = 4096;
+    let server = TestServer::start(c).await;
+    let mut client = server.client().await;
+    let mut req = scale_up_request("ns/big");
+    req.unavailable_metrics = (0..1000).map(|i| format!("metric-{i}")).collect();
+    let status = client.recommend(req).await.unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(
+        status.message().contains("limit is: 4096 bytes"),
+        "{status:?}"
+    );
+    // A request under the limit still works on the same server.
+    let ok = client.recommend(scale_up_request("ns/big")).await.unwrap();
+    assert!(ok.into_inner().recorded);
+    server.stop().await;
+}
