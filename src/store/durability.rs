@@ -1,0 +1,300 @@
+//! When a write is durable.
+//!
+//! **Strict** (default): group commit. A writer takes a ticket after its write returned
+//! ([`Durability::written`]) and waits with [`Durability::durable`] until a flush *that started
+//! after the write* has finished. One flusher task runs `flush` on a blocking thread
+//! (`spawn_blocking`: an fsync must not stall the async workers) and then wakes every waiter
+//! whose ticket it covers, so concurrent requests share one flush.
+//!
+//! **Relaxed**: writers do not wait; the flusher flushes every `interval`. A crash loses up to
+//! one interval of acknowledged decisions (see `config::Durability::Relaxed` for what that
+//! does to later decisions).
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use tokio::{
+    sync::{Notify, watch},
+    task::JoinHandle,
+};
+
+use super::{HistoryStore, StoreError};
+
+/// How writes become durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Wait for a covering flush (group commit).
+    Strict,
+    /// Do not wait; flush every `interval`.
+    Relaxed { interval: Duration },
+}
+
+#[derive(Clone, Debug, Default)]
+struct Flushed {
+    /// Every ticket up to this one is durable.
+    through: u64,
+    /// The last failed flush: tickets up to `.0` may be lost.
+    failed: Option<(u64, String)>,
+    /// Successful flushes so far.
+    count: u64,
+}
+
+/// The group-commit coordinator; the flusher task stops when this is dropped.
+pub struct Durability {
+    mode: Mode,
+    written: Arc<AtomicU64>,
+    wake: Arc<Notify>,
+    flushed: watch::Receiver<Flushed>,
+    task: JoinHandle<()>,
+    store: Arc<dyn HistoryStore>,
+}
+
+impl std::fmt::Debug for Durability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Durability")
+            .field("mode", &self.mode)
+            .field("written", &self.written)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Durability {
+    /// Starts the flusher for `store`. Must be called within a tokio runtime.
+    pub fn start(store: Arc<dyn HistoryStore>, mode: Mode) -> Self {
+        let wake = Arc::new(Notify::new());
+        let (tx, rx) = watch::channel(Flushed::default());
+        let written = Arc::new(AtomicU64::new(0));
+        let task = match mode {
+            Mode::Strict => tokio::spawn(strict_flusher(
+                Arc::clone(&store),
+                Arc::clone(&written),
+                Arc::clone(&wake),
+                tx,
+            )),
+            Mode::Relaxed { interval } => {
+                tokio::spawn(periodic_flusher(Arc::clone(&store), interval))
+            }
+        };
+        Durability {
+            mode,
+            written,
+            wake,
+            flushed: rx,
+            task,
+            store,
+        }
+    }
+
+    /// Registers a write that has returned; the ticket identifies it for [`Self::durable`].
+    pub fn written(&self) -> u64 {
+        self.written.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// Returns once the write of `ticket` is durable (strict) or at once (relaxed).
+    pub async fn durable(&self, ticket: u64) -> Result<(), StoreError> {
+        if let Mode::Relaxed { .. } = self.mode {
+            return Ok(());
+        }
+        let mut rx = self.flushed.clone();
+        self.wake.notify_one();
+        loop {
+            {
+                let state = rx.borrow_and_update();
+                if state.through >= ticket {
+                    return Ok(());
+                }
+                if let Some((upto, message)) = &state.failed
+                    && *upto >= ticket
+                {
+                    return Err(StoreError::Flush(message.clone()));
+                }
+            }
+            rx.changed().await.map_err(|_| StoreError::FlusherStopped)?;
+        }
+    }
+
+    /// A last flush of everything (shutdown), on a blocking thread.
+    pub async fn flush_all(&self) -> Result<(), StoreError> {
+        let store = Arc::clone(&self.store);
+        tokio::task::spawn_blocking(move || store.flush())
+            .await
+            .map_err(|e| StoreError::Flush(e.to_string()))?
+    }
+
+    /// Flushes completed so far by the strict flusher (each may cover many writes).
+    pub fn flushes(&self) -> u64 {
+        self.flushed.borrow().count
+    }
+}
+
+impl Drop for Durability {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Waits to be woken, notes the highest ticket handed out (every write with a ticket up to it
+/// has returned), flushes, and publishes that ticket as durable. Wakes that arrive during a
+/// flush leave a permit in the `Notify`, so the next round starts right after.
+async fn strict_flusher(
+    store: Arc<dyn HistoryStore>,
+    written: Arc<AtomicU64>,
+    wake: Arc<Notify>,
+    flushed: watch::Sender<Flushed>,
+) {
+    let mut through = 0;
+    loop {
+        wake.notified().await;
+        let target = written.load(Ordering::SeqCst);
+        if target <= through {
+            continue;
+        }
+        let store = Arc::clone(&store);
+        let result = tokio::task::spawn_blocking(move || store.flush()).await;
+        match result {
+            Ok(Ok(())) => {
+                through = target;
+                flushed.send_modify(|f| {
+                    f.through = target;
+                    f.count += 1;
+                });
+            }
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "flush failed");
+                flushed.send_modify(|f| f.failed = Some((target, e.to_string())));
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "flush task failed");
+                flushed.send_modify(|f| f.failed = Some((target, e.to_string())));
+            }
+        }
+    }
+}
+
+async fn periodic_flusher(store: Arc<dyn HistoryStore>, interval: Duration) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        let store = Arc::clone(&store);
+        match tokio::task::spawn_blocking(move || store.flush()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "periodic flush failed"),
+            Err(e) => tracing::error!(error = %e, "periodic flush task failed"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{
+        Mutex,
+        mpsc::{Receiver, SyncSender, sync_channel},
+    };
+
+    use super::*;
+    use crate::{
+        engine::history::History,
+        store::{DecisionEntry, KeyPage, TargetState},
+    };
+
+    /// A store whose flush announces itself and then blocks until the test releases it.
+    struct GatedStore {
+        started: SyncSender<()>,
+        release: Mutex<Receiver<()>>,
+    }
+
+    impl HistoryStore for GatedStore {
+        fn load(&self, _: &str) -> Result<Option<TargetState>, StoreError> {
+            Ok(None)
+        }
+        fn commit(&self, _: &str, _: &History, _: &DecisionEntry) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn decisions(&self, _: &str) -> Result<Vec<DecisionEntry>, StoreError> {
+            Ok(vec![])
+        }
+        fn list_keys(&self, _: Option<&str>, _: usize) -> Result<KeyPage, StoreError> {
+            Ok(KeyPage::default())
+        }
+        fn delete(&self, _: &str) -> Result<bool, StoreError> {
+            Ok(false)
+        }
+        fn flush(&self) -> Result<(), StoreError> {
+            self.started
+                .send(())
+                .map_err(|e| StoreError::Flush(e.to_string()))?;
+            let release = self
+                .release
+                .lock()
+                .map_err(|e| StoreError::Flush(e.to_string()))?;
+            release.recv().map_err(|e| StoreError::Flush(e.to_string()))
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writers_waiting_during_a_flush_share_the_next_one() {
+        let (started_tx, started_rx) = sync_channel(16);
+        let (release_tx, release_rx) = sync_channel(16);
+        let store = Arc::new(GatedStore {
+            started: started_tx,
+            release: Mutex::new(release_rx),
+        });
+        let d = Arc::new(Durability::start(store, Mode::Strict));
+
+        let started = Arc::new(Mutex::new(started_rx));
+        let wait_started = || {
+            let started = Arc::clone(&started);
+            tokio::task::spawn_blocking(move || started.lock().unwrap().recv().unwrap())
+        };
+
+        // Writer 1 starts flush #1, which blocks.
+        let t1 = d.written();
+        let d1 = Arc::clone(&d);
+        let w1 = tokio::spawn(async move { d1.durable(t1).await });
+        wait_started().await.unwrap();
+
+        // 19 more writes land while flush #1 runs: it does not cover them.
+        let waiters: Vec<_> = (0..19)
+            .map(|_| {
+                let t = d.written();
+                let d = Arc::clone(&d);
+                tokio::spawn(async move { d.durable(t).await })
+            })
+            .collect();
+        release_tx.send(()).unwrap();
+        w1.await.unwrap().unwrap();
+
+        // Flush #2 covers all 19 at once.
+        wait_started().await.unwrap();
+        release_tx.send(()).unwrap();
+        for w in waiters {
+            w.await.unwrap().unwrap();
+        }
+        assert_eq!(d.flushes(), 2);
+    }
+
+    #[tokio::test]
+    async fn relaxed_mode_does_not_wait() {
+        let (started_tx, _started_rx) = sync_channel(16);
+        let (_release_tx, release_rx) = sync_channel(16);
+        let store = Arc::new(GatedStore {
+            started: started_tx,
+            release: Mutex::new(release_rx),
+        });
+        let d = Durability::start(
+            store,
+            Mode::Relaxed {
+                interval: Duration::from_secs(3600),
+            },
+        );
+        let t = d.written();
+        d.durable(t).await.unwrap();
+        assert_eq!(d.flushes(), 0);
+    }
+}
