@@ -18,7 +18,7 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Serve the gRPC API (HorizontalAutoscaler, health, reflection).
+    /// Serve the gRPC API (HorizontalAutoscaler, VerticalAutoscaler, health, reflection).
     Serve(Box<ServeArgs>),
     /// Run the conformance cases of a folder through the engine; exit 1 on failures.
     Conformance(ConformanceArgs),
@@ -99,10 +99,14 @@ fn serve(args: ServeArgs) -> ExitCode {
     }
 }
 
+/// Runs every case of the folder (HPA, and VPA files by their `kind`) through the engines and
+/// prints the failing cases, then `N passed, M failed` as the last line.
 fn conformance(args: ConformanceArgs) -> ExitCode {
-    eprintln!(
-        "autoscaled: conformance {}: the case runner is not merged yet",
-        args.dir.display()
-    );
-    ExitCode::FAILURE
+    let report = crate::conformance::run_dir(&args.dir);
+    println!("{report}");
+    if report.success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }

@@ -41,6 +41,10 @@ pub const DEFAULT_MAX_PODS: usize = 10_000;
 pub const DEFAULT_MAX_METRICS: usize = 64;
 /// Default maximum length of a target key, in bytes.
 pub const DEFAULT_MAX_KEY_BYTES: usize = 512;
+/// Default bound on how far a VPA sample or OOM time may be ahead of the server clock.
+pub const DEFAULT_VPA_MAX_CLOCK_SKEW_SECS: u64 = 300;
+/// Default maximum number of usage samples plus OOM events in one RecordUsage.
+pub const DEFAULT_VPA_MAX_SAMPLES: usize = 100_000;
 /// Default log filter (tracing-subscriber `EnvFilter` syntax).
 pub const DEFAULT_LOG: &str = "info";
 /// Exit status for bad configuration (`EX_USAGE` of sysexits.h).
@@ -129,6 +133,13 @@ pub struct ServeArgs {
     /// Maximum target key length, in bytes. [default: 512]
     #[arg(long, env = "AUTOSCALED_MAX_KEY_BYTES", value_name = "BYTES")]
     pub max_key_bytes: Option<usize>,
+    /// VPA: how far a sample or OOM time may be ahead of the evaluation time (the server
+    /// clock, or the request's with --trust-request-time), in seconds. [default: 300]
+    #[arg(long, env = "AUTOSCALED_VPA_MAX_CLOCK_SKEW_SECS", value_name = "SECS")]
+    pub vpa_max_clock_skew_secs: Option<u64>,
+    /// VPA: maximum usage samples plus OOM events in one RecordUsage. [default: 100000]
+    #[arg(long, env = "AUTOSCALED_VPA_MAX_SAMPLES", value_name = "N")]
+    pub vpa_max_samples: Option<usize>,
     /// Log filter, tracing `EnvFilter` syntax (e.g. `info,autoscaled=debug`). [default: info]
     #[arg(long, env = "AUTOSCALED_LOG", value_name = "FILTER")]
     pub log: Option<String>,
@@ -191,6 +202,8 @@ struct FileConfig {
     max_pods: Option<usize>,
     max_metrics: Option<usize>,
     max_key_bytes: Option<usize>,
+    vpa_max_clock_skew_secs: Option<u64>,
+    vpa_max_samples: Option<usize>,
     log: Option<String>,
     log_format: Option<LogFormat>,
     hpa_tolerance: Option<f64>,
@@ -238,6 +251,10 @@ pub struct Config {
     pub log_format: LogFormat,
     /// Server defaults of the HPA controller flags; `spec.settings` overrides them per target.
     pub hpa: Settings,
+    /// VPA sample and OOM times may be at most this far ahead of the evaluation time.
+    pub vpa_max_clock_skew: Duration,
+    /// Maximum usage samples plus OOM events in one RecordUsage.
+    pub vpa_max_samples: usize,
 }
 
 impl Config {
@@ -374,6 +391,15 @@ impl ServeArgs {
                 .unwrap_or_else(|| DEFAULT_LOG.to_owned()),
             log_format: self.log_format.or(file.log_format).unwrap_or_default(),
             hpa,
+            vpa_max_clock_skew: secs(
+                self.vpa_max_clock_skew_secs
+                    .or(file.vpa_max_clock_skew_secs),
+                Duration::from_secs(DEFAULT_VPA_MAX_CLOCK_SKEW_SECS),
+            ),
+            vpa_max_samples: self
+                .vpa_max_samples
+                .or(file.vpa_max_samples)
+                .unwrap_or(DEFAULT_VPA_MAX_SAMPLES),
         };
         config.validate()?;
         Ok(config)
@@ -410,6 +436,7 @@ impl Config {
             ("max_pods", self.limits.max_pods),
             ("max_metrics", self.limits.max_metrics),
             ("max_key_bytes", self.limits.max_key_bytes),
+            ("vpa_max_samples", self.vpa_max_samples),
         ] {
             if v == 0 {
                 return Err(invalid(key, "must be greater than 0"));
@@ -470,6 +497,8 @@ mod tests {
         assert_eq!(c.decision_log_len, 100);
         assert!(!c.trust_request_time);
         assert_eq!(c.hpa, Settings::default());
+        assert_eq!(c.vpa_max_clock_skew, Duration::from_secs(300));
+        assert_eq!(c.vpa_max_samples, 100_000);
     }
 
     #[test]
@@ -501,6 +530,7 @@ mod tests {
             ("history_retention_secs = 60", "history_retention_secs"),
             ("hpa_tolerance = -1.0", "hpa_tolerance"),
             ("max_pods = 0", "max_pods"),
+            ("vpa_max_samples = 0", "vpa_max_samples"),
             ("log = \"[[[\"", "log"),
             (
                 "durability = \"relaxed\"\nflush_interval_ms = 0",

@@ -14,14 +14,17 @@ use tonic::codegen::http::{HeaderValue, Response as HttpResponse};
 use tonic_health::ServingStatus;
 
 use crate::{
-    api::{HorizontalService, ServiceOptions},
+    api::{HorizontalService, ServiceOptions, VerticalOptions, VerticalService},
     config::{Config, Durability as DurabilityMode},
     pb::{
         self,
-        v1::horizontal_autoscaler_server::{self, HorizontalAutoscalerServer},
+        v1::{
+            horizontal_autoscaler_server::{self, HorizontalAutoscalerServer},
+            vertical_autoscaler_server::{self, VerticalAutoscalerServer},
+        },
     },
     store::{
-        HistoryStore, SledStore, StoreError,
+        HistoryStore, SledStore, StoreError, VerticalStore,
         durability::{Durability, Mode},
         sled::SledOptions,
     },
@@ -45,7 +48,10 @@ pub enum ServeError {
 }
 
 /// gRPC service names served (health reports each, plus "").
-pub const SERVICE_NAMES: &[&str] = &[horizontal_autoscaler_server::SERVICE_NAME];
+pub const SERVICE_NAMES: &[&str] = &[
+    horizontal_autoscaler_server::SERVICE_NAME,
+    vertical_autoscaler_server::SERVICE_NAME,
+];
 
 /// tonic rejects a request above `max_decoding_message_size` with OUT_OF_RANGE ("decoded
 /// message length too large"); gRPC's convention (grpc-go, grpc-java) for a message over the
@@ -86,13 +92,16 @@ pub async fn serve(
 }
 
 /// Serves on `listener` with an opened store until `shutdown` completes, then drains for at
-/// most `config.shutdown_grace` and flushes the store.
-pub async fn serve_with_store(
+/// most `config.shutdown_grace` and flushes the store. The store holds both the horizontal
+/// history and the vertical state; one flush (group commit) covers both.
+pub async fn serve_with_store<S: HistoryStore + VerticalStore>(
     listener: TcpListener,
     config: Config,
-    store: Arc<dyn HistoryStore>,
+    store: Arc<S>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
+    let vertical_store: Arc<dyn VerticalStore> = store.clone();
+    let store: Arc<dyn HistoryStore> = store;
     let local: SocketAddr = listener.local_addr()?;
     let mode = match config.durability {
         DurabilityMode::Strict => Mode::Strict,
@@ -111,6 +120,17 @@ pub async fn serve_with_store(
             history_retention: config.history_retention,
         },
         crate::engine::hpa::evaluate,
+    );
+    let vertical = VerticalService::new(
+        vertical_store,
+        Arc::clone(&durability),
+        VerticalOptions {
+            defaults: crate::engine::vpa::VpaSettings::default(),
+            limits: config.limits.clone(),
+            trust_request_time: config.trust_request_time,
+            max_clock_skew: config.vpa_max_clock_skew,
+            max_samples: config.vpa_max_samples,
+        },
     );
 
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
@@ -144,6 +164,10 @@ pub async fn serve_with_store(
         .add_service(reflection_v1alpha)
         .add_service(
             HorizontalAutoscalerServer::new(service)
+                .max_decoding_message_size(config.limits.max_message_bytes),
+        )
+        .add_service(
+            VerticalAutoscalerServer::new(vertical)
                 .max_decoding_message_size(config.limits.max_message_bytes),
         );
     let server =

@@ -36,6 +36,8 @@ use crate::{
     store::DecisionEntry,
 };
 
+pub mod vertical;
+
 /// Kubernetes' `MaxStabilizationWindowSeconds`.
 pub const MAX_STABILIZATION_WINDOW_SECONDS: i32 = 3600;
 /// Kubernetes' `MaxPeriodSeconds` for scaling policies.

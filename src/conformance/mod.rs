@@ -268,7 +268,10 @@ mod tests {
             (1, 2, 0)
         );
         assert!(
-            report.failing_lines().iter().any(|l| l.contains("vpa.json: kind: unknown kind")),
+            report
+                .failing_lines()
+                .iter()
+                .any(|l| l.contains("vpa.json: kind: unknown kind")),
             "{report}"
         );
         let text = report.to_string();

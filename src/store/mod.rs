@@ -10,6 +10,7 @@
 //! * [`prune`]: which recommendations and scale events can go, and why no decision changes.
 //! * [`durability`]: group commit (strict) or periodic flush (relaxed).
 //! * [`locks`]: per-target async locks, so that Recommends on one target are serialized.
+//! * [`vertical`]: the VPA state of a target ([`VerticalStore`]), in its own tree.
 //!
 //! The store may use engine types, never `pb` or `api`.
 
@@ -19,6 +20,7 @@ pub mod locks;
 pub mod prune;
 pub mod record;
 pub mod sled;
+pub mod vertical;
 
 use std::path::PathBuf;
 
@@ -28,6 +30,7 @@ use thiserror::Error;
 use crate::engine::{history::History, hpa::Decision, spec::MetricSpec, time::Time};
 
 pub use self::sled::SledStore;
+pub use self::vertical::{VerticalOverrides, VerticalState, VerticalStore};
 
 /// What is kept per target between evaluations.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

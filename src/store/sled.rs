@@ -3,7 +3,9 @@
 //! * `meta`: `format` → the layout version (one byte), checked at open;
 //! * `hpa_state`: `target_key` → [`TargetState`] (versioned record);
 //! * `hpa_decisions`: `target_key ++ 0x00 ++ be(time) ++ be(seq)` → [`DecisionEntry`]
-//!   (versioned record), at most `decision_log_len` per target, oldest dropped first.
+//!   (versioned record), at most `decision_log_len` per target, oldest dropped first;
+//! * `vpa_state`: `target_key` → [`VerticalState`](super::vertical::VerticalState) (versioned
+//!   record; see [`vertical`](super::vertical)).
 //!
 //! State and decision log change in one sled transaction across both trees, so after a crash
 //! a target's history and its last logged decision agree.
@@ -50,6 +52,7 @@ pub struct SledStore {
     db: sled::Db,
     state: sled::Tree,
     decisions: sled::Tree,
+    vertical: sled::Tree,
     options: SledOptions,
     path: PathBuf,
 }
@@ -81,6 +84,7 @@ impl SledStore {
         let meta = tree(META_TREE)?;
         let state = tree(STATE_TREE)?;
         let decisions = tree(DECISION_TREE)?;
+        let vertical = tree(super::vertical::VERTICAL_TREE)?;
         match meta.get(FORMAT_KEY).map_err(|e| open_err(e.to_string()))? {
             None => {
                 meta.insert(FORMAT_KEY, &[FORMAT])
@@ -98,6 +102,7 @@ impl SledStore {
             db,
             state,
             decisions,
+            vertical,
             options,
             path: path.to_owned(),
         };
@@ -113,7 +118,16 @@ impl SledStore {
             let key = key_string(&k)?;
             record::decode::<TargetState>("state", &key, &v)?;
         }
+        for item in self.vertical.iter() {
+            let (k, v) = item?;
+            super::vertical::decode_vertical(&key_string(&k)?, &v)?;
+        }
         Ok(())
+    }
+
+    /// The `vpa_state` tree (used by [`super::vertical`]).
+    pub(super) fn vertical_tree(&self) -> &sled::Tree {
+        &self.vertical
     }
 
     /// The database folder.

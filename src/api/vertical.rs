@@ -1,0 +1,220 @@
+//! The `VerticalAutoscaler` service: thin handlers over `engine::vpa::VpaTarget` and the
+//! store's `vpa_state` tree; conversion in `convert::vertical`, errors through the one table
+//! in `status`.
+//!
+//! RecordUsage, step by step (as Recommend on the horizontal side):
+//! 1. read the server clock once (`now`; the request's `evaluation_time` only with
+//!    `--trust-request-time`), convert and validate the whole request: nothing is stored on
+//!    any error;
+//! 2. take the target's lock, so that concurrent RecordUsage calls on one target each build on
+//!    the state the previous one wrote;
+//! 3. load the state, replace the stored overrides if the request carries settings, feed the
+//!    samples then the OOM events (`VpaTarget::record_samples`), drop expired aggregations
+//!    (`garbage_collect`, upstream's `GarbageCollectAggregateCollectionStates`) and write the
+//!    record;
+//! 4. release the lock, then wait for a flush covering the write (group commit) before
+//!    answering.
+//!
+//! GetRecommendation only reads: the last committed record, with the per-call overrides.
+
+use std::{
+    panic::{AssertUnwindSafe, catch_unwind},
+    sync::Arc,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use tonic::{Request, Response, Status};
+use tracing::{Span, field::Empty};
+
+use super::{
+    convert::vertical::{self as convert, VerticalContext},
+    status::ApiError,
+};
+use crate::{
+    config::Limits,
+    engine::vpa::{settings::VpaSettings, time::Timestamp},
+    pb::v1::{
+        DeleteVerticalTargetRequest, GetRecommendationRequest, RecordUsageRequest,
+        RecordUsageResponse, VerticalRecommendation,
+        vertical_autoscaler_server::VerticalAutoscaler,
+    },
+    store::{VerticalState, VerticalStore, durability::Durability, locks::KeyLocks},
+};
+
+/// What the vertical service needs from the configuration.
+#[derive(Clone, Debug)]
+pub struct VerticalOptions {
+    /// Server defaults of the recommender flags (the VPA's own); targets override them.
+    pub defaults: VpaSettings,
+    pub limits: Limits,
+    /// Accept `evaluation_time` from requests.
+    pub trust_request_time: bool,
+    /// Sample and OOM times may be at most this far ahead of the evaluation time.
+    pub max_clock_skew: Duration,
+    /// Samples plus OOM events accepted in one RecordUsage.
+    pub max_samples: usize,
+}
+
+/// The VerticalAutoscaler service over a vertical store.
+pub struct VerticalService {
+    store: Arc<dyn VerticalStore>,
+    durability: Arc<Durability>,
+    locks: KeyLocks,
+    options: VerticalOptions,
+}
+
+impl VerticalService {
+    /// A service storing in `store` and waiting for durability through `durability` (which
+    /// flushes the same database).
+    pub fn new(
+        store: Arc<dyn VerticalStore>,
+        durability: Arc<Durability>,
+        options: VerticalOptions,
+    ) -> Self {
+        VerticalService {
+            store,
+            durability,
+            locks: KeyLocks::default(),
+            options,
+        }
+    }
+
+    /// The per-target locks (tests check that none leak).
+    pub fn locks(&self) -> &KeyLocks {
+        &self.locks
+    }
+
+    async fn do_record_usage(
+        &self,
+        req: RecordUsageRequest,
+    ) -> Result<RecordUsageResponse, ApiError> {
+        let input = convert::record_usage_request(
+            req,
+            &VerticalContext {
+                limits: &self.options.limits,
+                trust_request_time: self.options.trust_request_time,
+                server_now: server_now(),
+                max_clock_skew: self.options.max_clock_skew,
+                max_samples: self.options.max_samples,
+            },
+        )?;
+        let span = Span::current();
+        span.record("target.key", input.target_key.as_str());
+        span.record("samples", input.observations.len());
+        if let Some(overrides) = &input.settings {
+            overrides
+                .apply(&self.options.defaults)
+                .validate()
+                .map_err(convert::settings_invalid)?;
+        }
+
+        let guard = self.locks.lock(&input.target_key).await;
+        let mut state = self
+            .store
+            .load_vertical(&input.target_key)?
+            .unwrap_or_else(VerticalState::new);
+        if let Some(overrides) = input.settings {
+            state.overrides = overrides;
+        }
+        let settings = state.overrides.apply(&self.options.defaults);
+        let now = input.now;
+        let report = catch_unwind(AssertUnwindSafe(|| {
+            let report = state
+                .target
+                .record_samples(&input.observations, None, &settings, now);
+            state.target.garbage_collect(None, &settings, now);
+            report
+        }))
+        .map_err(|_| ApiError::Internal("the VPA engine panicked".to_owned()))?;
+        span.record("accepted", report.accepted_samples);
+        self.store.put_vertical(&input.target_key, &state)?;
+        let ticket = self.durability.written();
+        drop(guard);
+        self.durability.durable(ticket).await?;
+        Ok(convert::record_usage_response(&report))
+    }
+
+    fn do_get_recommendation(
+        &self,
+        req: GetRecommendationRequest,
+    ) -> Result<VerticalRecommendation, ApiError> {
+        let input = convert::get_recommendation_request(req, &self.options.limits)?;
+        Span::current().record("target.key", input.target_key.as_str());
+        let state = self
+            .store
+            .load_vertical(&input.target_key)?
+            .ok_or_else(|| ApiError::TargetNotFound(input.target_key.clone()))?;
+        let settings = input
+            .settings
+            .over(&state.overrides)
+            .apply(&self.options.defaults);
+        settings.validate().map_err(convert::settings_invalid)?;
+        let recommendation = catch_unwind(AssertUnwindSafe(|| {
+            state.target.recommend(
+                input.policy.as_ref(),
+                &input.integer_cpu_containers,
+                &settings,
+            )
+        }))
+        .map_err(|_| ApiError::Internal("the VPA engine panicked".to_owned()))?;
+        Ok(convert::vertical_recommendation(
+            &input.target_key,
+            &recommendation,
+        ))
+    }
+
+    async fn do_delete(&self, req: DeleteVerticalTargetRequest) -> Result<(), ApiError> {
+        super::convert::target_key(&req.target_key, &self.options.limits)?;
+        Span::current().record("target.key", req.target_key.as_str());
+        let guard = self.locks.lock(&req.target_key).await;
+        let existed = self.store.delete_vertical(&req.target_key)?;
+        let ticket = self.durability.written();
+        drop(guard);
+        if !existed {
+            return Err(ApiError::TargetNotFound(req.target_key));
+        }
+        self.durability.durable(ticket).await?;
+        Ok(())
+    }
+}
+
+/// The server clock in engine nanoseconds, read once per request (only `api` reads it).
+fn server_now() -> Timestamp {
+    let nanos = match SystemTime::now().duration_since(UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
+        Err(e) => i64::try_from(e.duration().as_nanos()).map_or(i64::MIN, |n| -n),
+    };
+    Timestamp::from_unix_nanos(nanos)
+}
+
+#[tonic::async_trait]
+impl VerticalAutoscaler for VerticalService {
+    #[tracing::instrument(name = "RecordUsage", skip_all, fields(target.key = Empty, samples = Empty, accepted = Empty))]
+    async fn record_usage(
+        &self,
+        request: Request<RecordUsageRequest>,
+    ) -> Result<Response<RecordUsageResponse>, Status> {
+        Ok(Response::new(
+            self.do_record_usage(request.into_inner()).await?,
+        ))
+    }
+
+    #[tracing::instrument(name = "GetRecommendation", skip_all, fields(target.key = Empty))]
+    async fn get_recommendation(
+        &self,
+        request: Request<GetRecommendationRequest>,
+    ) -> Result<Response<VerticalRecommendation>, Status> {
+        Ok(Response::new(
+            self.do_get_recommendation(request.into_inner())?,
+        ))
+    }
+
+    #[tracing::instrument(name = "DeleteVerticalTarget", skip_all, fields(target.key = Empty))]
+    async fn delete_vertical_target(
+        &self,
+        request: Request<DeleteVerticalTargetRequest>,
+    ) -> Result<Response<()>, Status> {
+        self.do_delete(request.into_inner()).await?;
+        Ok(Response::new(()))
+    }
+}

@@ -1,0 +1,254 @@
+//! The vertical (VPA) state of a target: the recommender's aggregations and container
+//! instances ([`VpaTarget`]) and the target's overrides of the recommender's parameters, as one
+//! versioned record in its own sled tree (`vpa_state`, keyed by the target key).
+//!
+//! One record per target keeps a RecordUsage atomic (one `insert`), and the group commit of
+//! [`durability`](super::durability) covers it: its flush is the whole database's.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{StoreError, record, sled::SledStore};
+use crate::engine::vpa::{
+    amount::Resources,
+    settings::VpaSettings,
+    target::{VPA_TARGET_FORMAT_VERSION, VpaTarget},
+};
+
+/// The `vpa_state` tree's name.
+pub const VERTICAL_TREE: &str = "vpa_state";
+
+/// Overrides of the recommender's flags ([`VpaSettings`]); `None` keeps the lower layer's
+/// value (server default, or the stored override for a per-call layer).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct VerticalOverrides {
+    pub target_cpu_percentile: Option<f64>,
+    pub target_memory_percentile: Option<f64>,
+    pub lower_bound_cpu_percentile: Option<f64>,
+    pub lower_bound_memory_percentile: Option<f64>,
+    pub upper_bound_cpu_percentile: Option<f64>,
+    pub upper_bound_memory_percentile: Option<f64>,
+    pub safety_margin_fraction: Option<f64>,
+    pub pod_min_cpu_millicores: Option<f64>,
+    pub pod_min_memory_mb: Option<f64>,
+    pub confidence_interval_cpu: Option<Duration>,
+    pub confidence_interval_memory: Option<Duration>,
+    pub cpu_histogram_decay_half_life: Option<Duration>,
+    pub memory_histogram_decay_half_life: Option<Duration>,
+    pub memory_aggregation_interval: Option<Duration>,
+    pub memory_aggregation_interval_count: Option<i64>,
+    pub oom_bump_up_ratio: Option<f64>,
+    pub oom_min_bump_up_bytes: Option<f64>,
+    pub round_cpu_millicores: Option<i64>,
+    pub round_memory_bytes: Option<i64>,
+    /// Replaces the lower layer's maximum as a whole when set.
+    pub container_recommendation_max_allowed: Option<Resources>,
+    pub cpu_integer_post_processor_enabled: Option<bool>,
+}
+
+macro_rules! each_override {
+    ($m:ident) => {
+        $m!(
+            target_cpu_percentile,
+            target_memory_percentile,
+            lower_bound_cpu_percentile,
+            lower_bound_memory_percentile,
+            upper_bound_cpu_percentile,
+            upper_bound_memory_percentile,
+            safety_margin_fraction,
+            pod_min_cpu_millicores,
+            pod_min_memory_mb,
+            confidence_interval_cpu,
+            confidence_interval_memory,
+            cpu_histogram_decay_half_life,
+            memory_histogram_decay_half_life,
+            memory_aggregation_interval,
+            memory_aggregation_interval_count,
+            oom_bump_up_ratio,
+            oom_min_bump_up_bytes,
+            round_cpu_millicores,
+            round_memory_bytes,
+            container_recommendation_max_allowed,
+            cpu_integer_post_processor_enabled
+        )
+    };
+}
+
+impl VerticalOverrides {
+    /// `base` with every present override applied.
+    pub fn apply(&self, base: &VpaSettings) -> VpaSettings {
+        let mut out = base.clone();
+        macro_rules! set {
+            ($($f:ident),*) => { $( if let Some(v) = self.$f { out.$f = v; } )* };
+        }
+        each_override!(set);
+        out
+    }
+
+    /// These overrides on top of `lower`, field by field (a per-call layer over the stored one).
+    pub fn over(&self, lower: &VerticalOverrides) -> VerticalOverrides {
+        let mut out = lower.clone();
+        macro_rules! set {
+            ($($f:ident),*) => { $( if self.$f.is_some() { out.$f = self.$f; } )* };
+        }
+        each_override!(set);
+        out
+    }
+}
+
+/// What is kept per target on the vertical side.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct VerticalState {
+    /// [`VPA_TARGET_FORMAT_VERSION`] of the engine that wrote `target`.
+    pub format: u32,
+    /// The target's stored overrides (the last RecordUsage that carried settings).
+    pub overrides: VerticalOverrides,
+    /// The recommender's state.
+    pub target: VpaTarget,
+}
+
+impl VerticalState {
+    /// An empty state in the current format.
+    pub fn new() -> Self {
+        VerticalState {
+            format: VPA_TARGET_FORMAT_VERSION,
+            ..VerticalState::default()
+        }
+    }
+}
+
+/// The vertical side of the store. Writers of one target must be serialized by the caller
+/// ([`locks::KeyLocks`](super::locks::KeyLocks)); durability comes from
+/// [`HistoryStore::flush`](super::HistoryStore::flush) (same database).
+pub trait VerticalStore: Send + Sync + 'static {
+    /// The target's vertical state, `None` if it has none.
+    fn load_vertical(&self, key: &str) -> Result<Option<VerticalState>, StoreError>;
+    /// Replaces the target's vertical state. Not durable until a later flush returns.
+    fn put_vertical(&self, key: &str, state: &VerticalState) -> Result<(), StoreError>;
+    /// Removes the target's vertical state; false if it had none.
+    fn delete_vertical(&self, key: &str) -> Result<bool, StoreError>;
+    /// The encoded size of the target's record in bytes (benchmarks and capacity planning).
+    fn vertical_record_bytes(&self, key: &str) -> Result<Option<usize>, StoreError>;
+}
+
+const KIND: &str = "vpa_state";
+
+/// Decodes a record and checks the engine format it was written with.
+pub fn decode_vertical(key: &str, bytes: &[u8]) -> Result<VerticalState, StoreError> {
+    let state: VerticalState = record::decode(KIND, key, bytes)?;
+    if state.format != VPA_TARGET_FORMAT_VERSION {
+        return Err(StoreError::UnknownVersion {
+            kind: KIND,
+            key: key.to_owned(),
+            version: u8::try_from(state.format).unwrap_or(u8::MAX),
+            supported: u8::try_from(VPA_TARGET_FORMAT_VERSION).unwrap_or(u8::MAX),
+        });
+    }
+    Ok(state)
+}
+
+impl VerticalStore for SledStore {
+    fn load_vertical(&self, key: &str) -> Result<Option<VerticalState>, StoreError> {
+        self.vertical_tree()
+            .get(key.as_bytes())?
+            .map(|v| decode_vertical(key, &v))
+            .transpose()
+    }
+
+    fn put_vertical(&self, key: &str, state: &VerticalState) -> Result<(), StoreError> {
+        let bytes = record::encode(KIND, key, state)?;
+        self.vertical_tree().insert(key.as_bytes(), bytes)?;
+        Ok(())
+    }
+
+    fn delete_vertical(&self, key: &str) -> Result<bool, StoreError> {
+        Ok(self.vertical_tree().remove(key.as_bytes())?.is_some())
+    }
+
+    fn vertical_record_bytes(&self, key: &str) -> Result<Option<usize>, StoreError> {
+        Ok(self.vertical_tree().get(key.as_bytes())?.map(|v| v.len()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::vpa::{
+        amount::Resource,
+        target::{Observation, UsageSample},
+        time::Timestamp,
+    };
+    use crate::store::{HistoryStore, sled::SledOptions};
+
+    #[test]
+    fn overrides_layer_field_by_field() {
+        let stored = VerticalOverrides {
+            target_cpu_percentile: Some(0.8),
+            safety_margin_fraction: Some(0.3),
+            ..Default::default()
+        };
+        let call = VerticalOverrides {
+            target_cpu_percentile: Some(0.99),
+            ..Default::default()
+        };
+        let s = call.over(&stored).apply(&VpaSettings::default());
+        assert_eq!(s.target_cpu_percentile, 0.99);
+        assert_eq!(s.safety_margin_fraction, 0.3);
+        assert_eq!(s.target_memory_percentile, 0.9);
+    }
+
+    #[test]
+    fn state_survives_reopen_and_delete_removes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = VpaSettings::default();
+        let mut state = VerticalState::new();
+        state.overrides.target_cpu_percentile = Some(0.5);
+        let obs: Vec<Observation> = (0..10)
+            .map(|i| {
+                Observation::Usage(UsageSample {
+                    pod: "p".into(),
+                    container: "c".into(),
+                    resource: Resource::Cpu,
+                    usage: 100 + i,
+                    at: Timestamp::from_unix_seconds(1_700_000_000 + i * 60),
+                })
+            })
+            .collect();
+        state.target.record_samples(
+            &obs,
+            None,
+            &settings,
+            Timestamp::from_unix_seconds(1_700_000_000),
+        );
+        {
+            let s = SledStore::open(dir.path(), SledOptions::default()).unwrap();
+            s.put_vertical("a", &state).unwrap();
+            s.flush().unwrap();
+        }
+        let s = SledStore::open(dir.path(), SledOptions::default()).unwrap();
+        assert_eq!(s.load_vertical("a").unwrap(), Some(state.clone()));
+        assert_eq!(s.load_vertical("b").unwrap(), None);
+        // The HPA side does not see vertical targets.
+        assert!(s.list_keys(None, 10).unwrap().keys.is_empty());
+        assert!(s.delete_vertical("a").unwrap());
+        assert!(!s.delete_vertical("a").unwrap());
+        assert_eq!(s.load_vertical("a").unwrap(), None);
+    }
+
+    #[test]
+    fn a_record_of_another_engine_format_is_refused_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let s = SledStore::open(dir.path(), SledOptions::default()).unwrap();
+            let mut state = VerticalState::new();
+            state.format = VPA_TARGET_FORMAT_VERSION + 1;
+            s.put_vertical("a", &state).unwrap();
+            s.flush().unwrap();
+        }
+        let err = SledStore::open(dir.path(), SledOptions::default()).unwrap_err();
+        assert!(err.to_string().contains("vpa_state"), "{err}");
+        assert!(err.to_string().contains("left untouched"), "{err}");
+    }
+}
