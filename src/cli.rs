@@ -100,9 +100,11 @@ fn serve(args: ServeArgs) -> ExitCode {
 }
 
 fn conformance(args: ConformanceArgs) -> ExitCode {
-    eprintln!(
-        "autoscaled: conformance {}: the case runner is not merged yet",
-        args.dir.display()
-    );
-    ExitCode::FAILURE
+    let report = crate::conformance::run_dir(&args.dir);
+    println!("{report}");
+    if report.success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
