@@ -801,3 +801,29 @@ async fn shutdown_drain_is_bounded_by_the_grace_period() {
         .expect("the server did not stop after its grace period");
     drop(tx);
 }
+
+#[tokio::test]
+async fn per_target_settings_override_the_server_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(&dir);
+    // Server default: a usage ratio of 2.0 is within tolerance, so nothing scales.
+    c.hpa.tolerance = 1.5;
+    let server = TestServer::start(c).await;
+    let mut client = server.client().await;
+    let default = client
+        .recommend(scale_up_request("ns/default"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(default.desired_replicas, 2);
+
+    // The target's own tolerance (Kubernetes' 0.1) wins.
+    let mut req = scale_up_request("ns/override");
+    req.spec.as_mut().unwrap().settings = Some(pb::ControllerSettings {
+        tolerance: Some(0.1),
+        ..Default::default()
+    });
+    let overridden = client.recommend(req).await.unwrap().into_inner();
+    assert_eq!(overridden.desired_replicas, 4);
+    server.stop().await;
+}
