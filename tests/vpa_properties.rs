@@ -151,3 +151,59 @@ proptest! {
         prop_assert_eq!(agg.total_samples_count, accepted);
     }
 }
+
+proptest! {
+    /// Arbitrary usage values and timestamps (the whole `i64` range, out of order, OOMs
+    /// included) never panic or overflow (tests build with overflow checks), and the
+    /// state still serializes.
+    #[test]
+    fn arbitrary_input_never_panics(
+        events in prop::collection::vec(
+            (0u8..3, 0usize..3, any::<i64>(), prop_oneof![any::<i64>(), (-(1i64 << 40))..(1i64 << 40)]),
+            1..80,
+        ),
+        interval_s in 1u64..(400 * 86_400),
+        count in 0i64..100,
+        half_life_s in 1u64..(400 * 86_400),
+    ) {
+        let settings = VpaSettings {
+            memory_aggregation_interval: std::time::Duration::from_secs(interval_s),
+            memory_aggregation_interval_count: count,
+            cpu_histogram_decay_half_life: std::time::Duration::from_secs(half_life_s),
+            memory_histogram_decay_half_life: std::time::Duration::from_secs(half_life_s),
+            ..Default::default()
+        };
+        prop_assert!(settings.validate().is_ok());
+        let mut target = VpaTarget::default();
+        let names = ["a", "b", "c"];
+        let obs: Vec<Observation> = events
+            .iter()
+            .map(|&(kind, who, value, at)| {
+                let at = Timestamp::from_unix_nanos(at);
+                let container = names[who].to_owned();
+                match kind {
+                    0 => Observation::Usage(UsageSample { pod: "p".into(), container, resource: Resource::Cpu, usage: value, at }),
+                    1 => Observation::Usage(UsageSample { pod: "p".into(), container, resource: Resource::Memory, usage: value, at }),
+                    _ => Observation::Oom(autoscaled::engine::vpa::OomEvent { pod: "p".into(), container, at, memory_bytes: value }),
+                }
+            })
+            .collect();
+        let now = Timestamp::from_unix_seconds(T0);
+        let report = target.record_samples(&obs, None, &settings, now);
+        prop_assert_eq!(
+            report.accepted_samples + report.discarded_samples + report.accepted_oom_events + report.discarded_oom_events,
+            obs.len() as u64
+        );
+        let rec = target.recommend(None, &[], &settings);
+        for c in &rec.containers {
+            for r in Resource::ALL {
+                for v in [c.target.get(r), c.lower_bound.get(r), c.upper_bound.get(r)].into_iter().flatten() {
+                    prop_assert!((0..=100_000_000_000_000).contains(&v), "{v} out of range");
+                }
+            }
+        }
+        let _ = target.save_checkpoints(now);
+        target.garbage_collect(None, &settings, now);
+        prop_assert!(serde_json::to_string(&target).is_ok());
+    }
+}
