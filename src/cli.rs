@@ -99,8 +99,6 @@ fn serve(args: ServeArgs) -> ExitCode {
     }
 }
 
-/// Runs every case of the folder (HPA, and VPA files by their `kind`) through the engines and
-/// prints the failing cases, then `N passed, M failed` as the last line.
 fn conformance(args: ConformanceArgs) -> ExitCode {
     let report = crate::conformance::run_dir(&args.dir);
     println!("{report}");
