@@ -190,7 +190,7 @@ async fn a_day_of_samples_gives_the_pure_engines_recommendation() {
                 target_key: "prod/web".into(),
                 samples: batch.iter().map(|(w, _)| w.clone()).collect(),
                 oom_events: if last { vec![oom.clone()] } else { vec![] },
-                settings: (i == 0).then(|| stored.clone()),
+                settings: (i == 0).then_some(stored),
                 evaluation_time: ts(T0),
             })
             .await
