@@ -154,7 +154,7 @@ pub async fn serve_with_store(
     });
     tokio::pin!(server);
     tokio::pin!(shutdown);
-    tracing::info!(%local, durability = %config.durability, data_dir = %config.data_dir.display(), "serving");
+    tracing::info!(%local, durability = %config.durability, trust_request_time = config.trust_request_time, data_dir = %config.data_dir.display(), "serving");
 
     let mut triggered = false;
     let mut drain_deadline = stop_rx.clone();
