@@ -12,6 +12,7 @@
 //!   runner once it is wired in (see [`run_case_file`]).
 
 pub mod hpa;
+pub mod vpa;
 
 use std::{
     fmt,
