@@ -541,11 +541,11 @@ async fn too_many_samples_are_resource_exhausted() {
 }
 
 #[tokio::test]
-async fn delete_forgets_the_target() {
+async fn delete_forgets_the_target_and_list_pages_through_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::start(Config::with_data_dir(dir.path().join("data"))).await;
     let mut client = server.client().await;
-    for key in ["ns/a", "ns/ab"] {
+    for key in ["ns/a", "ns/ab", "ns/b"] {
         client
             .record_usage(pb::RecordUsageRequest {
                 target_key: key.into(),
@@ -574,6 +574,38 @@ async fn delete_forgets_the_target() {
         Code::NotFound
     );
     assert!(client.get_recommendation(get("ns/ab")).await.is_ok());
+    let list = |page_size, page_token: &str| pb::ListVerticalTargetsRequest {
+        page_size,
+        page_token: page_token.into(),
+    };
+    let all = client
+        .list_vertical_targets(list(0, ""))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(all.target_keys, ["ns/ab", "ns/b"]);
+    assert!(all.next_page_token.is_empty());
+    let first = client
+        .list_vertical_targets(list(1, ""))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(first.target_keys, ["ns/ab"]);
+    let second = client
+        .list_vertical_targets(list(1, &first.next_page_token))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(second.target_keys, ["ns/b"]);
+    assert!(second.next_page_token.is_empty());
+    assert_eq!(
+        client
+            .list_vertical_targets(list(-1, ""))
+            .await
+            .unwrap_err()
+            .code(),
+        Code::InvalidArgument
+    );
     let again = client
         .delete_vertical_target(pb::DeleteVerticalTargetRequest {
             target_key: "ns/a".into(),

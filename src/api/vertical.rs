@@ -34,12 +34,16 @@ use crate::{
     config::Limits,
     engine::vpa::{settings::VpaSettings, time::Timestamp},
     pb::v1::{
-        DeleteVerticalTargetRequest, GetRecommendationRequest, RecordUsageRequest,
-        RecordUsageResponse, VerticalRecommendation,
-        vertical_autoscaler_server::VerticalAutoscaler,
+        DeleteVerticalTargetRequest, GetRecommendationRequest, ListVerticalTargetsRequest,
+        ListVerticalTargetsResponse, RecordUsageRequest, RecordUsageResponse,
+        VerticalRecommendation, vertical_autoscaler_server::VerticalAutoscaler,
     },
     store::{VerticalState, VerticalStore, durability::Durability, locks::KeyLocks},
 };
+
+/// Default and maximum page sizes of ListVerticalTargets (see the proto).
+const DEFAULT_PAGE_SIZE: usize = 100;
+const MAX_PAGE_SIZE: usize = 1000;
 
 /// What the vertical service needs from the configuration.
 #[derive(Clone, Debug)]
@@ -176,6 +180,27 @@ impl VerticalService {
         self.durability.durable(ticket).await?;
         Ok(())
     }
+
+    fn do_list(
+        &self,
+        req: ListVerticalTargetsRequest,
+    ) -> Result<ListVerticalTargetsResponse, ApiError> {
+        let page_size = match usize::try_from(req.page_size) {
+            Err(_) => return Err(ApiError::field("page_size", "must not be negative")),
+            Ok(0) => DEFAULT_PAGE_SIZE,
+            Ok(n) => n.min(MAX_PAGE_SIZE),
+        };
+        let after = super::convert::parse_page_token(&req.page_token)?;
+        let page = self.store.list_vertical_keys(after.as_deref(), page_size)?;
+        let next_page_token = match (page.more, page.keys.last()) {
+            (true, Some(last)) => super::convert::page_token(last),
+            _ => String::new(),
+        };
+        Ok(ListVerticalTargetsResponse {
+            target_keys: page.keys,
+            next_page_token,
+        })
+    }
 }
 
 /// The server clock in engine nanoseconds, read once per request (only `api` reads it).
@@ -216,6 +241,14 @@ impl VerticalAutoscaler for VerticalService {
     ) -> Result<Response<()>, Status> {
         self.do_delete(request.into_inner()).await?;
         Ok(Response::new(()))
+    }
+
+    #[tracing::instrument(name = "ListVerticalTargets", skip_all)]
+    async fn list_vertical_targets(
+        &self,
+        request: Request<ListVerticalTargetsRequest>,
+    ) -> Result<Response<ListVerticalTargetsResponse>, Status> {
+        Ok(Response::new(self.do_list(request.into_inner())?))
     }
 }
 

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{StoreError, record, sled::SledStore};
+use std::ops::Bound;
+
+use super::{KeyPage, StoreError, record, sled::SledStore};
 use crate::engine::vpa::{
     amount::Resources,
     settings::VpaSettings,
@@ -131,6 +133,9 @@ pub trait VerticalStore: Send + Sync + 'static {
     fn delete_vertical(&self, key: &str) -> Result<bool, StoreError>;
     /// The encoded size of the target's record in bytes (benchmarks and capacity planning).
     fn vertical_record_bytes(&self, key: &str) -> Result<Option<usize>, StoreError>;
+    /// Up to `limit` keys of targets with vertical state after `after` (exclusive), in byte
+    /// order.
+    fn list_vertical_keys(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError>;
 }
 
 const KIND: &str = "vpa_state";
@@ -169,6 +174,33 @@ impl VerticalStore for SledStore {
 
     fn vertical_record_bytes(&self, key: &str) -> Result<Option<usize>, StoreError> {
         Ok(self.vertical_tree().get(key.as_bytes())?.map(|v| v.len()))
+    }
+
+    fn list_vertical_keys(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError> {
+        let lower = match after {
+            Some(a) => Bound::Excluded(a.as_bytes().to_vec()),
+            None => Bound::Unbounded,
+        };
+        let mut keys = Vec::new();
+        let mut more = false;
+        for item in self
+            .vertical_tree()
+            .range::<Vec<u8>, _>((lower, Bound::Unbounded))
+        {
+            let (k, _) = item?;
+            if keys.len() == limit {
+                more = true;
+                break;
+            }
+            keys.push(
+                String::from_utf8(k.to_vec()).map_err(|_| StoreError::Corrupt {
+                    kind: KIND,
+                    key: String::from_utf8_lossy(&k).into_owned(),
+                    message: "key is not UTF-8".to_owned(),
+                })?,
+            );
+        }
+        Ok(KeyPage { keys, more })
     }
 }
 
@@ -232,6 +264,18 @@ mod tests {
         assert_eq!(s.load_vertical("b").unwrap(), None);
         // The HPA side does not see vertical targets.
         assert!(s.list_keys(None, 10).unwrap().keys.is_empty());
+        s.put_vertical("b/x", &VerticalState::new()).unwrap();
+        s.put_vertical("c", &VerticalState::new()).unwrap();
+        let page = s.list_vertical_keys(None, 2).unwrap();
+        assert_eq!(
+            (page.keys.as_slice(), page.more),
+            (&["a".to_owned(), "b/x".to_owned()][..], true)
+        );
+        let page = s.list_vertical_keys(Some("b/x"), 2).unwrap();
+        assert_eq!(
+            (page.keys.as_slice(), page.more),
+            (&["c".to_owned()][..], false)
+        );
         assert!(s.delete_vertical("a").unwrap());
         assert!(!s.delete_vertical("a").unwrap());
         assert_eq!(s.load_vertical("a").unwrap(), None);
