@@ -970,3 +970,51 @@ async fn vertical_record_usage_then_recommendation() {
     assert_eq!(gone.code(), Code::NotFound);
     server.stop().await;
 }
+
+#[tokio::test]
+async fn history_older_than_the_retention_is_pruned_on_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(&dir);
+    c.trust_request_time = true;
+    let server = TestServer::start(c).await;
+    let mut client = server.client().await;
+    let t0 = now_secs() - 3 * 3600;
+    let at = |secs: i64| {
+        let mut req = scale_up_request("ns/old");
+        req.evaluation_time = Some(ts(secs));
+        for p in &mut req.pods {
+            p.metrics.get_mut("cpu").unwrap().timestamp = Some(ts(secs));
+            p.start_time = Some(ts(secs - 3600));
+            p.ready_transition_time = Some(ts(secs - 3600));
+        }
+        req
+    };
+    client.recommend(at(t0)).await.unwrap();
+    let before = client
+        .get_history(pb::GetHistoryRequest {
+            target_key: "ns/old".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(before.recommendations.len(), 2);
+
+    // Two hours later (retention: one hour): the first call's entries are gone, the new
+    // proposal is kept, and both decisions stay in the log.
+    client.recommend(at(t0 + 7200)).await.unwrap();
+    let after = client
+        .get_history(pb::GetHistoryRequest {
+            target_key: "ns/old".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let times: Vec<_> = after
+        .recommendations
+        .iter()
+        .map(|r| r.time.unwrap().seconds)
+        .collect();
+    assert_eq!(times, [t0 + 7200]);
+    assert_eq!(after.decisions.len(), 2);
+    server.stop().await;
+}
