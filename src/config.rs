@@ -39,12 +39,12 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 pub const DEFAULT_MAX_PODS: usize = 10_000;
 /// Default maximum number of metrics in one spec.
 pub const DEFAULT_MAX_METRICS: usize = 64;
+/// Default maximum number of VPA usage samples plus OOM events in one RecordUsage.
+pub const DEFAULT_MAX_SAMPLES: usize = 100_000;
 /// Default maximum length of a target key, in bytes.
 pub const DEFAULT_MAX_KEY_BYTES: usize = 512;
 /// Default bound on how far a VPA sample or OOM time may be ahead of the server clock.
 pub const DEFAULT_VPA_MAX_CLOCK_SKEW_SECS: u64 = 300;
-/// Default maximum number of usage samples plus OOM events in one RecordUsage.
-pub const DEFAULT_VPA_MAX_SAMPLES: usize = 100_000;
 /// Default log filter (tracing-subscriber `EnvFilter` syntax).
 pub const DEFAULT_LOG: &str = "info";
 /// Exit status for bad configuration (`EX_USAGE` of sysexits.h).
@@ -140,13 +140,13 @@ pub struct ServeArgs {
     /// Maximum target key length, in bytes. [default: 512]
     #[arg(long, env = "AUTOSCALED_MAX_KEY_BYTES", value_name = "BYTES")]
     pub max_key_bytes: Option<usize>,
+    /// Maximum VPA usage samples plus OOM events in one RecordUsage. [default: 100000]
+    #[arg(long, env = "AUTOSCALED_MAX_SAMPLES", value_name = "N")]
+    pub max_samples: Option<usize>,
     /// VPA: how far a sample or OOM time may be ahead of the evaluation time (the server
     /// clock, or the request's with --trust-request-time), in seconds. [default: 300]
     #[arg(long, env = "AUTOSCALED_VPA_MAX_CLOCK_SKEW_SECS", value_name = "SECS")]
     pub vpa_max_clock_skew_secs: Option<u64>,
-    /// VPA: maximum usage samples plus OOM events in one RecordUsage. [default: 100000]
-    #[arg(long, env = "AUTOSCALED_VPA_MAX_SAMPLES", value_name = "N")]
-    pub vpa_max_samples: Option<usize>,
     /// Log filter, tracing `EnvFilter` syntax (e.g. `info,autoscaled=debug`). [default: info]
     #[arg(long, env = "AUTOSCALED_LOG", value_name = "FILTER")]
     pub log: Option<String>,
@@ -209,8 +209,8 @@ struct FileConfig {
     max_pods: Option<usize>,
     max_metrics: Option<usize>,
     max_key_bytes: Option<usize>,
+    max_samples: Option<usize>,
     vpa_max_clock_skew_secs: Option<u64>,
-    vpa_max_samples: Option<usize>,
     log: Option<String>,
     log_format: Option<LogFormat>,
     hpa_tolerance: Option<f64>,
@@ -228,6 +228,7 @@ pub struct Limits {
     pub max_pods: usize,
     pub max_metrics: usize,
     pub max_key_bytes: usize,
+    pub max_samples: usize,
 }
 
 impl Default for Limits {
@@ -237,6 +238,7 @@ impl Default for Limits {
             max_pods: DEFAULT_MAX_PODS,
             max_metrics: DEFAULT_MAX_METRICS,
             max_key_bytes: DEFAULT_MAX_KEY_BYTES,
+            max_samples: DEFAULT_MAX_SAMPLES,
         }
     }
 }
@@ -260,8 +262,6 @@ pub struct Config {
     pub hpa: Settings,
     /// VPA sample and OOM times may be at most this far ahead of the evaluation time.
     pub vpa_max_clock_skew: Duration,
-    /// Maximum usage samples plus OOM events in one RecordUsage.
-    pub vpa_max_samples: usize,
 }
 
 impl Config {
@@ -391,6 +391,10 @@ impl ServeArgs {
                     .max_key_bytes
                     .or(file.max_key_bytes)
                     .unwrap_or(DEFAULT_MAX_KEY_BYTES),
+                max_samples: self
+                    .max_samples
+                    .or(file.max_samples)
+                    .unwrap_or(DEFAULT_MAX_SAMPLES),
             },
             log: self
                 .log
@@ -403,10 +407,6 @@ impl ServeArgs {
                     .or(file.vpa_max_clock_skew_secs),
                 Duration::from_secs(DEFAULT_VPA_MAX_CLOCK_SKEW_SECS),
             ),
-            vpa_max_samples: self
-                .vpa_max_samples
-                .or(file.vpa_max_samples)
-                .unwrap_or(DEFAULT_VPA_MAX_SAMPLES),
         };
         config.validate()?;
         Ok(config)
@@ -443,7 +443,7 @@ impl Config {
             ("max_pods", self.limits.max_pods),
             ("max_metrics", self.limits.max_metrics),
             ("max_key_bytes", self.limits.max_key_bytes),
-            ("vpa_max_samples", self.vpa_max_samples),
+            ("max_samples", self.limits.max_samples),
         ] {
             if v == 0 {
                 return Err(invalid(key, "must be greater than 0"));
@@ -505,7 +505,7 @@ mod tests {
         assert!(!c.trust_request_time);
         assert_eq!(c.hpa, Settings::default());
         assert_eq!(c.vpa_max_clock_skew, Duration::from_secs(300));
-        assert_eq!(c.vpa_max_samples, 100_000);
+        assert_eq!(c.limits.max_samples, 100_000);
     }
 
     #[test]
@@ -537,7 +537,7 @@ mod tests {
             ("history_retention_secs = 60", "history_retention_secs"),
             ("hpa_tolerance = -1.0", "hpa_tolerance"),
             ("max_pods = 0", "max_pods"),
-            ("vpa_max_samples = 0", "vpa_max_samples"),
+            ("max_samples = 0", "max_samples"),
             ("log = \"[[[\"", "log"),
             (
                 "durability = \"relaxed\"\nflush_interval_ms = 0",

@@ -129,7 +129,6 @@ pub async fn serve_with_store<S: HistoryStore + VerticalStore>(
             limits: config.limits.clone(),
             trust_request_time: config.trust_request_time,
             max_clock_skew: config.vpa_max_clock_skew,
-            max_samples: config.vpa_max_samples,
         },
     );
 

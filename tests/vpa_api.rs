@@ -525,7 +525,7 @@ async fn every_invalid_field_is_invalid_argument_and_stores_nothing() {
 async fn too_many_samples_are_resource_exhausted() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config::with_data_dir(dir.path().join("data"));
-    config.vpa_max_samples = 3;
+    config.limits.max_samples = 3;
     let server = TestServer::start(config).await;
     let mut client = server.client().await;
     let status = client

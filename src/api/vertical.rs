@@ -55,8 +55,6 @@ pub struct VerticalOptions {
     pub trust_request_time: bool,
     /// Sample and OOM times may be at most this far ahead of the evaluation time.
     pub max_clock_skew: Duration,
-    /// Samples plus OOM events accepted in one RecordUsage.
-    pub max_samples: usize,
 }
 
 /// The VerticalAutoscaler service over a vertical store.
@@ -99,7 +97,6 @@ impl VerticalService {
                 trust_request_time: self.options.trust_request_time,
                 server_now: server_now(),
                 max_clock_skew: self.options.max_clock_skew,
-                max_samples: self.options.max_samples,
             },
         )?;
         let span = Span::current();
@@ -266,7 +263,6 @@ mod tests {
             limits: Limits::default(),
             trust_request_time: true,
             max_clock_skew: Duration::from_secs(300),
-            max_samples: 1000,
         }
     }
 

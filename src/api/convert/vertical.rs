@@ -34,8 +34,6 @@ pub struct VerticalContext<'a> {
     pub server_now: Timestamp,
     /// Sample and OOM times may be at most this far ahead of the evaluation time.
     pub max_clock_skew: Duration,
-    /// Samples plus OOM events accepted in one request.
-    pub max_samples: usize,
 }
 
 /// A validated RecordUsage.
@@ -67,12 +65,12 @@ pub fn record_usage_request(
     ctx: &VerticalContext<'_>,
 ) -> Result<RecordUsageInput, ApiError> {
     let count = req.samples.len().saturating_add(req.oom_events.len());
-    if count > ctx.max_samples {
+    if count > ctx.limits.max_samples {
         return Err(ApiError::ResourceExhausted {
             field: "samples".to_owned(),
             message: format!(
-                "{count} samples and OOM events exceed the limit of {} per request (vpa_max_samples)",
-                ctx.max_samples
+                "{count} samples and OOM events exceed the limit of {} per request (max_samples)",
+                ctx.limits.max_samples
             ),
         });
     }
@@ -556,7 +554,6 @@ mod tests {
             trust_request_time: false,
             server_now: Timestamp::from_unix_seconds(1_800_000_000),
             max_clock_skew: Duration::from_secs(300),
-            max_samples: 10,
         }
     }
 
@@ -602,7 +599,10 @@ mod tests {
 
     #[test]
     fn too_many_samples_are_resource_exhausted() {
-        let limits = Limits::default();
+        let limits = Limits {
+            max_samples: 10,
+            ..Limits::default()
+        };
         let req = pb::RecordUsageRequest {
             target_key: "k".into(),
             samples: vec![pb::UsageSample::default(); 11],

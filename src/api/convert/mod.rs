@@ -9,6 +9,8 @@
 //! and `validateMetricTarget` in `pkg/apis/autoscaling/validation`) plus what the wire format
 //! adds: enum values, required messages, timestamp and duration ranges.
 
+pub mod vertical;
+
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
     time::Duration,
@@ -35,8 +37,6 @@ use crate::{
     pb::v1 as pb,
     store::DecisionEntry,
 };
-
-pub mod vertical;
 
 /// Kubernetes' `MaxStabilizationWindowSeconds`.
 pub const MAX_STABILIZATION_WINDOW_SECONDS: i32 = 3600;
