@@ -12,5 +12,6 @@
 //! Dependencies point one way: engine ← store ← api ← server ← main.
 #![forbid(unsafe_code)]
 
+pub mod client;
 pub mod engine;
 pub mod pb;
