@@ -16,6 +16,7 @@ pub mod api;
 pub mod cli;
 pub mod client;
 pub mod config;
+pub mod conformance;
 pub mod engine;
 pub mod pb;
 pub mod server;
