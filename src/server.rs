@@ -9,7 +9,6 @@ use std::{future::Future, net::SocketAddr, sync::Arc};
 
 use thiserror::Error;
 use tokio::{net::TcpListener, sync::watch};
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic_health::ServingStatus;
 
 use crate::{
@@ -124,10 +123,12 @@ pub async fn serve_with_store(
             HorizontalAutoscalerServer::new(service)
                 .max_decoding_message_size(config.limits.max_message_bytes),
         );
-    let server =
-        router.serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
-            let _ = server_stop.wait_for(|stop| *stop).await;
-        });
+    // TCP_NODELAY: without it, delayed ACKs add about 40 ms to every unary call
+    // (benches/load.rs measured 44 ms p50 with one request in flight).
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    let server = router.serve_with_incoming_shutdown(incoming, async move {
+        let _ = server_stop.wait_for(|stop| *stop).await;
+    });
     tokio::pin!(server);
     tokio::pin!(shutdown);
     tracing::info!(%local, durability = %config.durability, data_dir = %config.data_dir.display(), "serving");
