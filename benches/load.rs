@@ -361,7 +361,7 @@ fn start_real_server(data_dir: &std::path::Path) -> anyhow::Result<Server> {
     command
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(data_dir.join("sled"))
-        .env("RUST_LOG", "warn");
+        .env("AUTOSCALED_LOG", "warn");
     let (child, addr) = spawn_and_read_addr(command, "autoscaled listening on ")?;
     Ok(Server {
         name: "real",

@@ -171,6 +171,28 @@ fn rpc_error(rpc: &'static str) -> impl FnOnce(tonic::Status) -> ClientError {
     }
 }
 
+/// Runs a client command to completion on a small runtime: its text on stdout and exit 0, or
+/// the error on stderr and exit 1.
+pub fn run(
+    command: impl std::future::Future<Output = Result<String, ClientError>>,
+) -> std::process::ExitCode {
+    let result = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
+        .and_then(|runtime| runtime.block_on(command).map_err(|e| e.to_string()));
+    match result {
+        Ok(text) => {
+            println!("{}", text.trim_end());
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("autoscaled: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// `autoscaled recommend`: sends the request in `file` and renders the decision.
 pub async fn recommend(
     addr: &str,
@@ -270,38 +292,43 @@ pub fn describe_recommendation(
 /// The stored history of a target: the latest decision in full, then the stored
 /// recommendations and scale events and one line per recorded decision.
 pub fn describe_history(history: &api::TargetHistory) -> String {
-    let mut out = aligned(&[("Name:".to_owned(), history.target_key.clone())]);
-    if let Some(last) = history.decisions.last() {
-        let rows = vec![
-            (
-                "Last evaluation:".to_owned(),
-                timestamp(last.evaluation_time.as_ref()),
-            ),
-            ("Metrics:".to_owned(), "( current )".to_owned()),
-        ];
-        let mut rows = rows;
-        for status in &last.metrics {
-            rows.push((
-                format!("  {}:", metric_label(status, None)),
-                metric_value(status, None),
-            ));
-        }
+    let mut rows = vec![("Name:".to_owned(), history.target_key.clone())];
+    let Some(last) = history.decisions.last() else {
+        rows.push(("Last evaluation:".to_owned(), "<none>".to_owned()));
+        return aligned(&rows) + &describe_stored(history);
+    };
+    rows.push((
+        "Last evaluation:".to_owned(),
+        timestamp(last.evaluation_time.as_ref()),
+    ));
+    rows.push(("Metrics:".to_owned(), "( current )".to_owned()));
+    for status in &last.metrics {
         rows.push((
-            "Current replicas:".to_owned(),
-            last.current_replicas.to_string(),
-        ));
-        rows.push((
-            "Desired replicas:".to_owned(),
-            last.desired_replicas.to_string(),
-        ));
-        out.push_str(&aligned(&rows));
-        out.push_str(&describe_conditions(&last.conditions));
-        out.push_str(&describe_explanation(
-            last.explanation.as_ref(),
-            &last.metrics,
+            format!("  {}:", metric_label(status, None)),
+            metric_value(status, None),
         ));
     }
-    out.push_str("Recommendations (storage order):\n");
+    rows.push((
+        "Current replicas:".to_owned(),
+        last.current_replicas.to_string(),
+    ));
+    rows.push((
+        "Desired replicas:".to_owned(),
+        last.desired_replicas.to_string(),
+    ));
+    let mut out = aligned(&rows);
+    out.push_str(&describe_conditions(&last.conditions));
+    out.push_str(&describe_explanation(
+        last.explanation.as_ref(),
+        &last.metrics,
+    ));
+    out.push_str(&describe_stored(history));
+    out
+}
+
+/// The stored recommendations and scale events, and one line per recorded decision.
+fn describe_stored(history: &api::TargetHistory) -> String {
+    let mut out = String::from("Recommendations (storage order):\n");
     out.push_str(&table(
         &["Time", "Replicas"],
         history
@@ -511,6 +538,7 @@ fn describe_explanation(
                 optional(e.scale_down_limit),
             ),
             ("  Limited by:".to_owned(), text(&e.limited_by)),
+            ("  Rescale reason:".to_owned(), text(&e.rescale_reason)),
             ("  Error:".to_owned(), text(&e.error)),
         ]));
     } else {
@@ -605,9 +633,9 @@ fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
         .chain(std::iter::once(&underline))
         .chain(&rows)
     {
-        let mut line = String::from(" ");
+        let mut line = String::from("  ");
         for (cell, width) in row.iter().zip(&widths) {
-            let _ = write!(line, " {cell:<width$}");
+            let _ = write!(line, "{cell:<width$}  ");
         }
         out.push_str(line.trim_end());
         out.push('\n');

@@ -11,6 +11,7 @@
 //! * VPA cases (files with a top-level `kind` field) are recognised here and handed to the VPA
 //!   runner once it is wired in (see [`run_case_file`]).
 
+pub mod grpc;
 pub mod hpa;
 
 use std::{
@@ -159,7 +160,7 @@ pub fn run_dir(dir: &Path) -> Report {
     Report { outcomes }
 }
 
-fn collect_cases(dir: &Path, files: &mut Vec<PathBuf>, failures: &mut Vec<CaseOutcome>) {
+pub(crate) fn collect_cases(dir: &Path, files: &mut Vec<PathBuf>, failures: &mut Vec<CaseOutcome>) {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) => {
