@@ -32,7 +32,13 @@ impl Drop for Server {
 fn command(data_dir: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_autoscaled"));
     command
-        .args(["serve", "--listen", "127.0.0.1:0", "--trust-request-time", "--data-dir"])
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--trust-request-time",
+            "--data-dir",
+        ])
         .arg(data_dir)
         .env("AUTOSCALED_LOG", "warn")
         .stdin(Stdio::null())
@@ -62,26 +68,41 @@ fn start(data_dir: &Path) -> Server {
 }
 
 /// Runs the binary on a folder that must be refused: its exit status and stderr. Fails the
-/// test if it prints the listening line (it must not serve) or does not exit within 60 s.
+/// test as soon as it prints the listening line (it must not serve), or if it does not exit
+/// within 60 s.
 fn start_refused(data_dir: &Path) -> (ExitStatus, String) {
     let mut child = command(data_dir).spawn().expect("the binary starts");
+    let stdout = child.stdout.take().expect("piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
     let deadline = Instant::now() + Duration::from_secs(60);
     let status = loop {
         if let Some(status) = child.try_wait().expect("waitable") {
             break status;
         }
-        if Instant::now() > deadline {
+        let served = rx.try_iter().find(|line| line.contains("listening"));
+        if served.is_some() || Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("the server did not refuse {} within 60 s", data_dir.display());
+            panic!(
+                "the server did not refuse {}: {}",
+                data_dir.display(),
+                served.unwrap_or_else(|| "no exit within 60 s".to_owned())
+            );
         }
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(20));
     };
-    let mut out = String::new();
     let mut err = String::new();
-    child.stdout.take().expect("piped").read_to_string(&mut out).expect("stdout");
-    child.stderr.take().expect("piped").read_to_string(&mut err).expect("stderr");
-    assert!(!out.contains("listening"), "it must not serve: {out}");
+    child
+        .stderr
+        .take()
+        .expect("piped")
+        .read_to_string(&mut err)
+        .expect("stderr");
     (status, err)
 }
 
@@ -93,8 +114,10 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 fn client(rt: &tokio::runtime::Runtime, addr: SocketAddr) -> HorizontalAutoscalerClient<Channel> {
-    rt.block_on(HorizontalAutoscalerClient::connect(format!("http://{addr}")))
-        .expect("connects")
+    rt.block_on(HorizontalAutoscalerClient::connect(format!(
+        "http://{addr}"
+    )))
+    .expect("connects")
 }
 
 /// `current` pods requesting 1000m cpu each and using `usage` milli-cpu, against 50%
@@ -239,8 +262,8 @@ fn a_folder_in_use_is_refused_with_a_clear_message() {
     let (status, err) = start_refused(&data);
     assert!(!status.success(), "exit status {status}");
     assert!(
-        err.contains(&data.display().to_string()),
-        "the message names the folder: {err}"
+        err.contains(&data.display().to_string()) && err.contains("refusing to start"),
+        "the message names the folder and the refusal: {err}"
     );
 }
 
@@ -262,7 +285,35 @@ fn a_corrupt_folder_is_refused_with_a_clear_message() {
     let (status, err) = start_refused(&data);
     assert!(!status.success(), "exit status {status}");
     assert!(
-        err.contains(&data.display().to_string()),
-        "the message names the folder: {err}"
+        err.contains(&data.display().to_string()) && err.contains("refusing to start"),
+        "the message names the folder and the refusal: {err}"
     );
+}
+
+/// Garbage over the start of sled's log file (`db`) while `conf` stays valid. sled takes the
+/// damaged log for a torn tail and opens an empty database, so the server starts and the
+/// target's history is silently gone (measured: GetHistory answers NotFound). Refusing needs
+/// the store to tell a new folder from an existing one that lost its format record.
+#[test]
+#[ignore = "known gap (store): a damaged sled log opens as an empty database"]
+fn a_damaged_log_is_refused_rather_than_served_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let rt = runtime();
+    {
+        let server = start(&data);
+        let mut c = client(&rt, server.addr);
+        recommend(&rt, &mut c, request(2, 900, 0));
+    }
+    let log = data.join("db");
+    let len = std::fs::metadata(&log).unwrap().len();
+    assert!(len > 0, "sled wrote no log");
+    std::fs::write(
+        &log,
+        b"garbage".repeat(usize::try_from(len).unwrap() / 7 + 1),
+    )
+    .unwrap();
+    let (status, err) = start_refused(&data);
+    assert!(!status.success(), "exit status {status}");
+    assert!(err.contains("refusing to start"), "{err}");
 }
