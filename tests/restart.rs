@@ -6,7 +6,7 @@ use std::{
     io::{BufRead, BufReader, Read},
     net::SocketAddr,
     path::Path,
-    process::{Child, Command, ExitStatus, Stdio},
+    process::ExitStatus,
     time::{Duration, Instant},
 };
 
@@ -16,56 +16,9 @@ use tonic::transport::Channel;
 /// 2026-01-01T00:00:00Z: the evaluation times are this plus the step's offset.
 const T0: i64 = 1_767_225_600;
 
-/// A running `autoscaled serve`, killed with SIGKILL when dropped.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
+mod common;
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn command(data_dir: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_autoscaled"));
-    command
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--trust-request-time",
-            "--data-dir",
-        ])
-        .arg(data_dir)
-        .env("AUTOSCALED_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    command
-}
-
-/// Starts the binary and waits for `autoscaled listening on ADDR`.
-fn start(data_dir: &Path) -> Server {
-    let mut child = command(data_dir).spawn().expect("the binary starts");
-    let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
-    let mut line = String::new();
-    stdout.read_line(&mut line).expect("stdout readable");
-    let Some(addr) = line.trim().strip_prefix("autoscaled listening on ") else {
-        let mut err = String::new();
-        let _ = child.stderr.take().expect("piped").read_to_string(&mut err);
-        let _ = child.kill();
-        panic!("unexpected first line {line:?}; stderr: {err}");
-    };
-    let addr = addr.parse().expect("an address");
-    // Keep draining so the server never blocks on a full pipe.
-    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
-    let mut stderr = child.stderr.take().expect("piped");
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    Server { child, addr }
-}
+use common::{command, start};
 
 /// Runs the binary on a folder that must be refused: its exit status and stderr. Fails the
 /// test as soon as it prints the listening line (it must not serve), or if it does not exit
