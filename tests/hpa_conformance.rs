@@ -9,6 +9,7 @@ use autoscaled::conformance::{self, CaseStatus};
 fn every_hpa_case_passes() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance/hpa");
     let report = conformance::run_dir(&dir);
+    println!("{report}");
     assert!(
         report.outcomes.len() >= 173,
         "expected the 173 shared HPA cases in {}, found {}",

@@ -235,14 +235,14 @@ struct HistoryJson {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RecommendationJson {
-    at_s: i64,
+    at_s: f64,
     replicas: i32,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ScaleEventJson {
-    at_s: i64,
+    at_s: f64,
     change: i32,
 }
 
@@ -250,7 +250,7 @@ struct ScaleEventJson {
 #[serde(deny_unknown_fields)]
 struct StepJson {
     #[serde(default)]
-    at_s: i64,
+    at_s: f64,
     current_replicas: i32,
     status_replicas: Option<i32>,
     #[serde(default)]
@@ -276,8 +276,8 @@ struct PodJson {
     #[serde(default)]
     deleting: bool,
     ready: Option<bool>,
-    ready_transition_s: Option<i64>,
-    start_s: Option<i64>,
+    ready_transition_s: Option<f64>,
+    start_s: Option<f64>,
     #[serde(default)]
     requests: BTreeMap<String, i64>,
     #[serde(default)]
@@ -300,7 +300,7 @@ struct ContainerJson {
 #[serde(deny_unknown_fields)]
 struct SampleJson {
     value: Option<i64>,
-    timestamp_s: i64,
+    timestamp_s: f64,
     window_s: f64,
 }
 
@@ -319,7 +319,7 @@ impl HpaCase {
         let settings = convert_settings(&json.settings)?;
         let spec = convert_spec(&json.spec)?;
         // History times are relative to the first step.
-        let origin = BASE.plus_secs(json.steps.first().map_or(0, |s| s.at_s));
+        let origin = plus(BASE, json.steps.first().map_or(0.0, |s| s.at_s));
         let history = convert_history(json.history.as_ref(), origin);
         let steps = json
             .steps
@@ -502,7 +502,7 @@ fn convert_history(h: Option<&HistoryJson>, origin: Time) -> History {
         recs.iter()
             .map(|r| Recommendation {
                 replicas: r.replicas,
-                time: origin.plus_secs(r.at_s),
+                time: plus(origin, r.at_s),
             })
             .collect()
     });
@@ -513,7 +513,7 @@ fn convert_history(h: Option<&HistoryJson>, origin: Time) -> History {
     for e in &h.scale_events {
         let event = ScaleEvent {
             replica_change: e.change.saturating_abs(),
-            time: origin.plus_secs(e.at_s),
+            time: plus(origin, e.at_s),
             outdated: false,
         };
         // "+ scaled up, - scaled down"
@@ -527,12 +527,19 @@ fn convert_history(h: Option<&HistoryJson>, origin: Time) -> History {
 }
 
 /// A pod/sample time relative to the step; [`GO_ZERO_SECONDS`] is Go's zero time.
-fn step_time(now: Time, seconds: i64) -> Time {
-    if seconds == GO_ZERO_SECONDS {
+fn step_time(now: Time, seconds: f64) -> Time {
+    if seconds == GO_ZERO_SECONDS as f64 {
         GO_ZERO_TIME
     } else {
-        now.plus_secs(seconds)
+        plus(now, seconds)
     }
+}
+
+/// `t + seconds` (fractions kept to the millisecond; saturating like `Time::plus_secs`).
+fn plus(t: Time, seconds: f64) -> Time {
+    // `as` saturates (and maps NaN to 0), so no input can overflow here.
+    let millis = (seconds * 1000.0).round() as i64;
+    Time::from_unix_millis(t.unix_millis().saturating_add(millis))
 }
 
 fn convert_sample(now: Time, s: &SampleJson, field: &str) -> Result<MetricSample, String> {
@@ -545,7 +552,7 @@ fn convert_sample(now: Time, s: &SampleJson, field: &str) -> Result<MetricSample
 }
 
 fn convert_step(index: usize, step: StepJson) -> Result<HpaStep, String> {
-    let now = BASE.plus_secs(step.at_s);
+    let now = plus(BASE, step.at_s);
     let at = |field: String| format!("step {index}: {field}");
     let mut pods = Vec::with_capacity(step.pods.len());
     for (i, p) in step.pods.iter().enumerate() {
@@ -910,8 +917,14 @@ fn check_metrics(case: &HpaCase, expected: &[ExpectMetric], d: &Decision) -> Res
             .iter()
             .find(|o| o.index == index)
             .ok_or_else(|| format!("{field}: not evaluated"))?;
+        let nothing_to_check = m.replicas.is_none()
+            && m.current_average_utilization.is_none()
+            && m.current_average_value.is_none()
+            && m.current_value.is_none();
         let proposal = match &outcome.result {
             Ok(p) => p,
+            // Listed by name only: upstream keeps an empty status for a failed metric.
+            Err(_) if nothing_to_check => continue,
             Err(f) => {
                 return Err(format!(
                     "{field}: expected a proposal, got {}: {}",
