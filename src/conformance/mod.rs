@@ -277,4 +277,43 @@ mod tests {
         assert!(text.ends_with("\n1 passed, 1 failed"), "{text}");
         assert!(text.starts_with("FAIL "), "{text}");
     }
+
+    #[test]
+    fn later_steps_see_the_history_of_earlier_ones() {
+        // controller-upscale-cap scales 3 -> 24 under a 700 %/60 s policy; the scale event it
+        // stores holds the next step at 24 until the 60 s period has passed.
+        let dir = tempfile::tempdir().unwrap();
+        let p = mutated(dir.path(), "controller-upscale-cap.json", |v| {
+            let first = v["steps"][0].clone();
+            let pod = first["pods"][0].clone();
+            let step = |at: i64, expect: serde_json::Value| {
+                let mut s = first.clone();
+                s["at_s"] = at.into();
+                s["current_replicas"] = 24.into();
+                s["status_replicas"] = 24.into();
+                s["pods"] = (0..24)
+                    .map(|i| {
+                        let mut p = pod.clone();
+                        p["name"] = format!("p{i}").into();
+                        p
+                    })
+                    .collect::<Vec<_>>()
+                    .into();
+                s["expect"] = expect;
+                s
+            };
+            let held = step(
+                30,
+                serde_json::json!({"desired_replicas": 24, "scale_up_limit": 24,
+                    "conditions": [{"type": "ScalingLimited", "status": true, "reason": "ScaleUpLimit"}]}),
+            );
+            let released = step(
+                61,
+                serde_json::json!({"desired_replicas": 100, "scale_up_limit": 192,
+                    "conditions": [{"type": "ScalingLimited", "status": true, "reason": "TooManyReplicas"}]}),
+            );
+            v["steps"] = serde_json::json!([first, held, released]);
+        });
+        assert_eq!(run_case_file(&p).status, CaseStatus::Passed);
+    }
 }
