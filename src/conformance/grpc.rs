@@ -100,15 +100,7 @@ impl GrpcRunner {
 
     /// Runs every `*.json` case under `dir`, in path order.
     pub fn run_dir(&mut self, dir: &Path) -> Report {
-        let mut files = Vec::new();
-        let mut outcomes = Vec::new();
-        super::collect_cases(dir, &mut files, &mut outcomes);
-        files.sort();
-        let mut report = Report {
-            outcomes: files.iter().map(|f| self.run_case_file(f)).collect(),
-        };
-        report.outcomes.extend(outcomes);
-        report
+        super::run_dir_with(dir, |file| self.run_case_file(file))
     }
 
     /// Runs one case file.
