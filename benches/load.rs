@@ -16,9 +16,14 @@
 //! gRPC errors (non-OK statuses) are counted apart from successes and excluded from latency.
 //!
 //! `cargo bench --bench load`. Environment: `LOAD_SECS` (measured seconds per scenario,
-//! default 5), `LOAD_WARMUP_SECS` (default 1), `LOAD_ADDR` (use a server that is already
-//! running instead of starting the binary; it must not run with `--trust-request-time`
-//! turned into a requirement, since requests carry no evaluation time).
+//! default 5), `LOAD_WARMUP_SECS` (default 1), `LOAD_ADDR` (measure a server that is already
+//! running instead of starting the binary; requests carry no `evaluation_time`, so its clock
+//! decides).
+//!
+//! Every call on a key adds a recommendation that stays for the 5 min stabilization window,
+//! so at hundreds of calls per second one key's history grows to thousands of entries within
+//! a scenario (Kubernetes evaluates a target every 15 s). The single-key figures therefore
+//! include the cost of that growing history, not only the serialization on the key.
 //!
 //! Client and servers share the machine's cores, so absolute figures are lower bounds; the
 //! ratio is the figure to compare.
