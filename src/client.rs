@@ -697,6 +697,22 @@ mod tests {
     }
 
     #[test]
+    fn int64_fields_take_numbers_or_strings_and_snake_case_names() {
+        let a = parse_recommend_request(
+            r#"{"pods":[{"name":"p","requestsMilli":{"cpu":500}}]}"#,
+            "a",
+        )
+        .unwrap();
+        let b = parse_recommend_request(
+            r#"{"pods":[{"name":"p","requests_milli":{"cpu":"500"}}]}"#,
+            "b",
+        )
+        .unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.pods[0].requests_milli["cpu"], 500);
+    }
+
+    #[test]
     fn json_output_round_trips_and_keeps_defaults() {
         let response = api::RecommendResponse {
             desired_replicas: 0,
