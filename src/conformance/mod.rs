@@ -13,6 +13,7 @@
 
 pub mod grpc;
 pub mod hpa;
+pub mod vpa;
 
 use std::{
     fmt,
