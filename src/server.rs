@@ -10,14 +10,18 @@ use std::{future::Future, net::SocketAddr, sync::Arc};
 use thiserror::Error;
 use tokio::{net::TcpListener, sync::watch};
 use tonic::codegen::http::{HeaderValue, Response as HttpResponse};
+use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 
 use crate::{
-    api::{HorizontalService, ServiceOptions},
+    api::{HorizontalService, ServiceOptions, VerticalService},
     config::{Config, Durability as DurabilityMode},
     pb::{
         self,
-        v1::horizontal_autoscaler_server::{self, HorizontalAutoscalerServer},
+        v1::{
+            horizontal_autoscaler_server::{self, HorizontalAutoscalerServer},
+            vertical_autoscaler_server::{self, VerticalAutoscalerServer},
+        },
     },
     store::{
         HistoryStore, SledStore, StoreError,
@@ -44,7 +48,10 @@ pub enum ServeError {
 }
 
 /// gRPC service names served (health reports each, plus "").
-pub const SERVICE_NAMES: &[&str] = &[horizontal_autoscaler_server::SERVICE_NAME];
+pub const SERVICE_NAMES: &[&str] = &[
+    horizontal_autoscaler_server::SERVICE_NAME,
+    vertical_autoscaler_server::SERVICE_NAME,
+];
 
 /// tonic rejects a request above `max_decoding_message_size` with OUT_OF_RANGE ("decoded
 /// message length too large"); gRPC's convention (grpc-go, grpc-java) for a message over the
@@ -111,6 +118,12 @@ pub async fn serve_with_store(
         },
         crate::engine::hpa::evaluate,
     );
+    let vertical = VerticalService::new(
+        Arc::clone(&store),
+        Arc::clone(&durability),
+        crate::engine::vpa::VpaSettings::default(),
+        config.limits.clone(),
+    );
 
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter
@@ -144,16 +157,20 @@ pub async fn serve_with_store(
         .add_service(
             HorizontalAutoscalerServer::new(service)
                 .max_decoding_message_size(config.limits.max_message_bytes),
+        )
+        .add_service(
+            VerticalAutoscalerServer::new(vertical)
+                .max_decoding_message_size(config.limits.max_message_bytes),
         );
-    // TCP_NODELAY: without it, delayed ACKs add about 40 ms to every unary call
-    // (benches/load.rs measured 44 ms p50 with one request in flight).
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    // Nagle's algorithm would hold small responses back for the peer's delayed ACK (~40 ms
+    // per call); tonic sets TCP_NODELAY only on listeners it binds itself.
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let server = router.serve_with_incoming_shutdown(incoming, async move {
         let _ = server_stop.wait_for(|stop| *stop).await;
     });
     tokio::pin!(server);
     tokio::pin!(shutdown);
-    tracing::info!(%local, durability = %config.durability, data_dir = %config.data_dir.display(), "serving");
+    tracing::info!(%local, durability = %config.durability, trust_request_time = config.trust_request_time, data_dir = %config.data_dir.display(), "serving");
 
     let mut triggered = false;
     let mut drain_deadline = stop_rx.clone();
