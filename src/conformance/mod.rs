@@ -11,6 +11,7 @@
 //! * VPA cases (files with a top-level `kind` field) are recognised here and handed to the VPA
 //!   runner once it is wired in (see [`run_case_file`]).
 
+pub mod grpc;
 pub mod hpa;
 pub mod vpa;
 
@@ -156,11 +157,16 @@ pub fn run_case_file(path: &Path) -> CaseOutcome {
 /// Runs every `*.json` case in `dir` and its subdirectories (e.g. `conformance/` with `hpa/`
 /// and `vpa/`), in path order. An unreadable directory is reported as a failing entry.
 pub fn run_dir(dir: &Path) -> Report {
+    run_dir_with(dir, run_case_file)
+}
+
+/// [`run_dir`] with another way of running one case file (e.g. `grpc::GrpcRunner`).
+pub fn run_dir_with(dir: &Path, mut run: impl FnMut(&Path) -> CaseOutcome) -> Report {
     let mut files = Vec::new();
     let mut failures = Vec::new();
     collect_cases(dir, &mut files, &mut failures);
     files.sort();
-    let mut outcomes: Vec<CaseOutcome> = files.iter().map(|f| run_case_file(f)).collect();
+    let mut outcomes: Vec<CaseOutcome> = files.iter().map(|f| run(f)).collect();
     outcomes.extend(failures);
     Report { outcomes }
 }
