@@ -243,12 +243,10 @@ fn a_corrupt_folder_is_refused_with_a_clear_message() {
     );
 }
 
-/// Garbage over the start of sled's log file (`db`) while `conf` stays valid. sled takes the
-/// damaged log for a torn tail and opens an empty database, so the server starts and the
-/// target's history is silently gone (measured: GetHistory answers NotFound). Refusing needs
-/// the store to tell a new folder from an existing one that lost its format record.
+/// Garbage over the start of sled's log file (`db`) while `conf` stays valid. sled alone takes
+/// the damaged log for a torn tail and opens an empty database; the store's format marker
+/// (`SledStore::open`) turns that into a refusal, with the log put back untouched.
 #[test]
-#[ignore = "known gap (store): a damaged sled log opens as an empty database"]
 fn a_damaged_log_is_refused_rather_than_served_empty() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
