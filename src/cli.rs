@@ -22,6 +22,34 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Run the conformance cases of a folder through the engine; exit 1 on failures.
     Conformance(ConformanceArgs),
+    /// Send a RecommendRequest (proto3 JSON file) to a server and print the decision.
+    Recommend(RecommendArgs),
+    /// Print the stored history of a target.
+    History(HistoryArgs),
+}
+
+/// `autoscaled recommend --addr ADDR --file REQUEST.json`.
+#[derive(Debug, clap::Args)]
+pub struct RecommendArgs {
+    /// Server address (`host:port` or `http://host:port`).
+    #[arg(long, value_name = "ADDR")]
+    pub addr: String,
+    /// The request in the proto3 JSON mapping (see examples/recommend.json).
+    #[arg(long, value_name = "REQUEST.json")]
+    pub file: PathBuf,
+    #[arg(long, value_enum, default_value_t)]
+    pub output: crate::client::OutputFormat,
+}
+
+/// `autoscaled history --addr ADDR TARGET_KEY`.
+#[derive(Debug, clap::Args)]
+pub struct HistoryArgs {
+    /// Server address (`host:port` or `http://host:port`).
+    #[arg(long, value_name = "ADDR")]
+    pub addr: String,
+    pub target_key: String,
+    #[arg(long, value_enum, default_value_t)]
+    pub output: crate::client::OutputFormat,
 }
 
 /// `autoscaled conformance DIR`.
@@ -29,6 +57,10 @@ pub enum Command {
 pub struct ConformanceArgs {
     /// Folder of conformance case files (e.g. conformance/hpa).
     pub dir: PathBuf,
+    /// Send the HPA cases through the server at ADDR (started with --trust-request-time)
+    /// instead of the engine.
+    #[arg(long, value_name = "ADDR")]
+    pub grpc: Option<String>,
 }
 
 /// Parses the command line; bad usage exits 64 (`EX_USAGE`), `--help`/`--version` exit 0.
@@ -48,6 +80,16 @@ pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Serve(args) => serve(*args),
         Command::Conformance(args) => conformance(args),
+        Command::Recommend(args) => crate::client::run(crate::client::recommend(
+            &args.addr,
+            &args.file,
+            args.output,
+        )),
+        Command::History(args) => crate::client::run(crate::client::history(
+            &args.addr,
+            &args.target_key,
+            args.output,
+        )),
     }
 }
 
@@ -102,6 +144,9 @@ fn serve(args: ServeArgs) -> ExitCode {
 }
 
 fn conformance(args: ConformanceArgs) -> ExitCode {
+    if let Some(addr) = &args.grpc {
+        return crate::conformance::grpc::run_command(addr, &args.dir);
+    }
     let report = crate::conformance::run_dir(&args.dir);
     println!("{report}");
     if report.success() {

@@ -15,6 +15,7 @@
 
 pub mod api;
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod conformance;
 pub mod engine;

@@ -10,6 +10,7 @@
 //!   and the comparison ([`hpa::run_case`]).
 //! * [`vpa`]: VPA cases (files with a top-level `kind` field), dispatched by [`run_case_file`].
 
+pub mod grpc;
 pub mod hpa;
 pub mod vpa;
 
@@ -149,11 +150,16 @@ pub fn run_case_file(path: &Path) -> CaseOutcome {
 /// Runs every `*.json` case in `dir` and its subdirectories (e.g. `conformance/` with `hpa/`
 /// and `vpa/`), in path order. An unreadable directory is reported as a failing entry.
 pub fn run_dir(dir: &Path) -> Report {
+    run_dir_with(dir, run_case_file)
+}
+
+/// [`run_dir`] with another way of running one case file (e.g. `grpc::GrpcRunner`).
+pub fn run_dir_with(dir: &Path, mut run: impl FnMut(&Path) -> CaseOutcome) -> Report {
     let mut files = Vec::new();
     let mut failures = Vec::new();
     collect_cases(dir, &mut files, &mut failures);
     files.sort();
-    let mut outcomes: Vec<CaseOutcome> = files.iter().map(|f| run_case_file(f)).collect();
+    let mut outcomes: Vec<CaseOutcome> = files.iter().map(|f| run(f)).collect();
     outcomes.extend(failures);
     Report { outcomes }
 }

@@ -1,0 +1,270 @@
+//! Crash safety of the real binary: history acknowledged before a SIGKILL is there after a
+//! restart on the same folder, and a folder that is in use or corrupt stops start-up with a
+//! clear message instead of serving with lost history.
+
+use std::{
+    io::{BufRead, BufReader, Read},
+    net::SocketAddr,
+    path::Path,
+    process::ExitStatus,
+    time::{Duration, Instant},
+};
+
+use autoscaled::pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient};
+use tonic::transport::Channel;
+
+/// 2026-01-01T00:00:00Z: the evaluation times are this plus the step's offset.
+const T0: i64 = 1_767_225_600;
+
+mod common;
+
+use common::{command, start};
+
+/// Runs the binary on a folder that must be refused: its exit status and stderr. Fails the
+/// test as soon as it prints the listening line (it must not serve), or if it does not exit
+/// within 60 s.
+fn start_refused(data_dir: &Path) -> (ExitStatus, String) {
+    let mut child = command(data_dir).spawn().expect("the binary starts");
+    let stdout = child.stdout.take().expect("piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waitable") {
+            break status;
+        }
+        let served = rx.try_iter().find(|line| line.contains("listening"));
+        if served.is_some() || Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "the server did not refuse {}: {}",
+                data_dir.display(),
+                served.unwrap_or_else(|| "no exit within 60 s".to_owned())
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .expect("piped")
+        .read_to_string(&mut err)
+        .expect("stderr");
+    (status, err)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn client(rt: &tokio::runtime::Runtime, addr: SocketAddr) -> HorizontalAutoscalerClient<Channel> {
+    rt.block_on(HorizontalAutoscalerClient::connect(format!(
+        "http://{addr}"
+    )))
+    .expect("connects")
+}
+
+/// `current` pods requesting 1000m cpu each and using `usage` milli-cpu, against 50%
+/// utilization, legacy path (5 min downscale stabilization), evaluated at `T0 + at`.
+fn request(current: i32, usage: i64, at: i64) -> pb::RecommendRequest {
+    let ts = |offset: i64| prost_types::Timestamp {
+        seconds: T0 + at + offset,
+        nanos: 0,
+    };
+    pb::RecommendRequest {
+        target_key: "restart/web".to_owned(),
+        current_replicas: current,
+        spec: Some(pb::HorizontalSpec {
+            min_replicas: Some(1),
+            max_replicas: 10,
+            metrics: vec![pb::MetricSpec {
+                r#type: pb::MetricSourceType::Resource as i32,
+                name: "cpu".to_owned(),
+                container: String::new(),
+                target: Some(pb::MetricTarget {
+                    r#type: pb::MetricTargetType::Utilization as i32,
+                    average_utilization: Some(50),
+                    ..Default::default()
+                }),
+            }],
+            ..Default::default()
+        }),
+        pods: (0..current)
+            .map(|i| pb::PodSample {
+                name: format!("web-{i}"),
+                phase: pb::PodPhase::Running as i32,
+                ready: Some(true),
+                ready_transition_time: Some(ts(-3500)),
+                start_time: Some(ts(-3600)),
+                requests_milli: [("cpu".to_owned(), 1000)].into(),
+                metrics: [(
+                    "cpu".to_owned(),
+                    pb::MetricSample {
+                        value_milli: Some(usage),
+                        timestamp: Some(ts(-10)),
+                        window: Some(prost_types::Duration {
+                            seconds: 60,
+                            nanos: 0,
+                        }),
+                    },
+                )]
+                .into(),
+                ..Default::default()
+            })
+            .collect(),
+        evaluation_time: Some(ts(0)),
+        ..Default::default()
+    }
+}
+
+/// (desired replicas, AbleToScale reason).
+fn recommend(
+    rt: &tokio::runtime::Runtime,
+    client: &mut HorizontalAutoscalerClient<Channel>,
+    request: pb::RecommendRequest,
+) -> (i32, String) {
+    let response = rt
+        .block_on(client.recommend(request))
+        .expect("Recommend succeeds")
+        .into_inner();
+    assert!(response.recorded, "the decision must be recorded");
+    let able = response
+        .conditions
+        .iter()
+        .find(|c| c.r#type == "AbleToScale")
+        .expect("an AbleToScale condition");
+    (response.desired_replicas, able.reason.clone())
+}
+
+/// The stored recommendations as (seconds after T0, replicas), in storage order.
+fn recommendations(
+    rt: &tokio::runtime::Runtime,
+    client: &mut HorizontalAutoscalerClient<Channel>,
+) -> Vec<(i64, i32)> {
+    rt.block_on(client.get_history(pb::GetHistoryRequest {
+        target_key: "restart/web".to_owned(),
+    }))
+    .expect("GetHistory succeeds")
+    .into_inner()
+    .recommendations
+    .iter()
+    .map(|r| (r.time.as_ref().map_or(0, |t| t.seconds) - T0, r.replicas))
+    .collect()
+}
+
+#[test]
+fn scale_down_stabilization_survives_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let rt = runtime();
+
+    let server = start(&data);
+    let mut c = client(&rt, server.addr);
+    // t0: 2 pods at 90% of a 50% target → 4 (the legacy scale-up limit is max(2×2, 4) = 4).
+    assert_eq!(
+        recommend(&rt, &mut c, request(2, 900, 0)),
+        (4, "SucceededRescale".to_owned())
+    );
+    // t0+60 s: 4 pods at 10% → the metric proposes 1, but 4 was recommended within the
+    // 5 min window: held at 4.
+    assert_eq!(
+        recommend(&rt, &mut c, request(4, 100, 60)),
+        (4, "ScaleDownStabilized".to_owned())
+    );
+    let before = recommendations(&rt, &mut c);
+    // The initial recommendation (current 2 at t0), then each step's proposal.
+    assert_eq!(before, vec![(0, 2), (0, 4), (60, 1)]);
+
+    // Child::kill sends SIGKILL: no shutdown path runs, only what was flushed survives.
+    drop(c);
+    drop(server);
+
+    let server = start(&data);
+    let mut c = client(&rt, server.addr);
+    assert_eq!(
+        recommendations(&rt, &mut c),
+        before,
+        "acknowledged history must survive SIGKILL"
+    );
+    // t0+120 s: still held at 4 by the recommendation of t0.
+    assert_eq!(
+        recommend(&rt, &mut c, request(4, 100, 120)),
+        (4, "ScaleDownStabilized".to_owned())
+    );
+    // t0+400 s: the window (t0+100 s … t0+400 s) holds only low recommendations → 1.
+    assert_eq!(
+        recommend(&rt, &mut c, request(4, 100, 400)),
+        (1, "SucceededRescale".to_owned())
+    );
+}
+
+#[test]
+fn a_folder_in_use_is_refused_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let _first = start(&data);
+    let (status, err) = start_refused(&data);
+    assert!(!status.success(), "exit status {status}");
+    assert!(
+        err.contains(&data.display().to_string()) && err.contains("refusing to start"),
+        "the message names the folder and the refusal: {err}"
+    );
+}
+
+#[test]
+fn a_corrupt_folder_is_refused_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    // Create a real database, stop it, then overwrite its files with garbage.
+    drop(start(&data));
+    let mut damaged = 0;
+    for entry in std::fs::read_dir(&data).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            std::fs::write(&path, b"this is not a sled database\n".repeat(64)).unwrap();
+            damaged += 1;
+        }
+    }
+    assert!(damaged > 0, "sled wrote no files in {}", data.display());
+    let (status, err) = start_refused(&data);
+    assert!(!status.success(), "exit status {status}");
+    assert!(
+        err.contains(&data.display().to_string()) && err.contains("refusing to start"),
+        "the message names the folder and the refusal: {err}"
+    );
+}
+
+/// Garbage over the start of sled's log file (`db`) while `conf` stays valid. sled alone takes
+/// the damaged log for a torn tail and opens an empty database; the store's format marker
+/// (`SledStore::open`) turns that into a refusal, with the log put back untouched.
+#[test]
+fn a_damaged_log_is_refused_rather_than_served_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let rt = runtime();
+    {
+        let server = start(&data);
+        let mut c = client(&rt, server.addr);
+        recommend(&rt, &mut c, request(2, 900, 0));
+    }
+    let log = data.join("db");
+    let len = std::fs::metadata(&log).unwrap().len();
+    assert!(len > 0, "sled wrote no log");
+    std::fs::write(
+        &log,
+        b"garbage".repeat(usize::try_from(len).unwrap() / 7 + 1),
+    )
+    .unwrap();
+    let (status, err) = start_refused(&data);
+    assert!(!status.success(), "exit status {status}");
+    assert!(err.contains("refusing to start"), "{err}");
+}
