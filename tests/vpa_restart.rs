@@ -2,65 +2,18 @@
 //! SIGKILL give the same recommendation after a restart on the same folder (the response of
 //! RecordUsage is sent only after the group-commit flush).
 
-use std::{
-    io::{BufRead, BufReader, Read},
-    net::SocketAddr,
-    path::Path,
-    process::{Child, Command, Stdio},
-};
+use std::net::SocketAddr;
 
 use autoscaled::pb::v1::{self as pb, vertical_autoscaler_client::VerticalAutoscalerClient};
 use prost_types::Timestamp;
 use tonic::transport::Channel;
 
-/// 2026-01-01T00:00:00Z: the evaluation time (the server trusts request times).
+/// 2026-01-01T00:00:00Z: the evaluation time (the test binary trusts request times).
 const T0: i64 = 1_767_225_600;
 
-/// A running `autoscaled serve`, killed with SIGKILL when dropped.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
+mod common;
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts the binary on port 0 and waits for `autoscaled listening on ADDR`.
-fn start(data_dir: &Path) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_autoscaled"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--trust-request-time",
-            "--data-dir",
-        ])
-        .arg(data_dir)
-        .env("AUTOSCALED_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the binary starts");
-    let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
-    let mut line = String::new();
-    stdout.read_line(&mut line).expect("stdout readable");
-    let Some(addr) = line.trim().strip_prefix("autoscaled listening on ") else {
-        let mut err = String::new();
-        let _ = child.stderr.take().expect("piped").read_to_string(&mut err);
-        let _ = child.kill();
-        panic!("unexpected first line {line:?}; stderr: {err}");
-    };
-    let addr = addr.parse().expect("an address");
-    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
-    let mut stderr = child.stderr.take().expect("piped");
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    Server { child, addr }
-}
+use common::start;
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
