@@ -15,7 +15,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let out_dir = PathBuf::from(env::var("OUT_DIR")?);
     let fds = protox::compile(PROTOS, ["proto"])?;
-    fs::write(out_dir.join("autoscaled_descriptor.bin"), fds.encode_to_vec())?;
+    fs::write(
+        out_dir.join("autoscaled_descriptor.bin"),
+        fds.encode_to_vec(),
+    )?;
     tonic_prost_build::configure().compile_fds(fds)?;
     Ok(())
 }

@@ -12,5 +12,12 @@
 //! Dependencies point one way: engine ← store ← api ← server ← main.
 #![forbid(unsafe_code)]
 
+pub mod api;
+pub mod cli;
+pub mod config;
 pub mod engine;
 pub mod pb;
+pub mod server;
+pub mod shutdown;
+pub mod store;
+pub mod telemetry;

@@ -1,5 +1,9 @@
 //! The `autoscaled` binary: parses the command line and hands over to the library.
-fn main() {
-    eprintln!("autoscaled: not yet wired");
-    std::process::exit(64);
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    match autoscaled::cli::parse() {
+        Ok(cli) => autoscaled::cli::run(cli),
+        Err(code) => code,
+    }
 }

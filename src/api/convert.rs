@@ -1,0 +1,1057 @@
+//! Proto ↔ engine conversion at the boundary (tonic-health's `ServingStatus` ↔ `pb`; quickwit's
+//! `populate_problem`): wire types never enter the engine.
+//!
+//! Conversion validates every field and names it by its proto path, in snake_case with
+//! indexes and map keys (`spec.metrics[1].target.average_utilization`,
+//! `pods[0].metrics[cpu].window`), so that each violation can go to the client as a
+//! `google.rpc.BadRequest` field violation. All violations of a request are collected, not
+//! only the first. The rules are Kubernetes' API validation (`ValidateHorizontalPodAutoscaler`
+//! and `validateMetricTarget` in `pkg/apis/autoscaling/validation`) plus what the wire format
+//! adds: enum values, required messages, timestamp and duration ranges.
+
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    time::Duration,
+};
+
+use prost_types::{Duration as PbDuration, Timestamp};
+
+use super::status::ApiError;
+use crate::{
+    config::Limits,
+    engine::{
+        condition::{Condition, ConditionType},
+        error::InvalidInput,
+        history::{History, Recommendation, ScaleEvent},
+        hpa::{Decision, MetricOutcome, PodGroups},
+        observation::{Container, MetricSample, Observation, Pod, PodPhase},
+        settings::Settings,
+        spec::{
+            Behavior, HorizontalSpec, MetricSpec, MetricTarget, MetricTargetType, ScalingPolicy,
+            ScalingPolicyType, ScalingRules, SelectPolicy,
+        },
+        time::Time,
+    },
+    pb::v1 as pb,
+    store::DecisionEntry,
+};
+
+/// Kubernetes' `MaxStabilizationWindowSeconds`.
+pub const MAX_STABILIZATION_WINDOW_SECONDS: i32 = 3600;
+/// Kubernetes' `MaxPeriodSeconds` for scaling policies.
+pub const MAX_PERIOD_SECONDS: i32 = 1800;
+/// The sample window Kubernetes' metrics server reports when none is given.
+const DEFAULT_SAMPLE_WINDOW: Duration = Duration::from_secs(60);
+/// `0001-01-01T00:00:00Z` (Go's zero time, which Go clients send for unset times).
+const MIN_TIMESTAMP_SECONDS: i64 = -62_135_596_800;
+/// `9999-12-31T23:59:59Z`.
+const MAX_TIMESTAMP_SECONDS: i64 = 253_402_300_799;
+
+/// A validated Recommend request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecommendInput {
+    pub target_key: String,
+    pub spec: HorizontalSpec,
+    /// Per-target overrides of the server's controller settings.
+    pub settings: SettingsOverride,
+    pub observation: Observation,
+    pub dry_run: bool,
+    /// The evaluation instant: the request's (trusted) or the server's.
+    pub now: Time,
+}
+
+/// `spec.settings`: each present field replaces the server default.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SettingsOverride {
+    pub tolerance: Option<f64>,
+    pub cpu_initialization_period: Option<Duration>,
+    pub initial_readiness_delay: Option<Duration>,
+    pub downscale_stabilization: Option<Duration>,
+    pub scale_up_limit_factor: Option<f64>,
+    pub scale_up_limit_minimum: Option<f64>,
+}
+
+impl SettingsOverride {
+    /// The server defaults with this target's overrides applied.
+    pub fn apply(&self, defaults: &Settings) -> Settings {
+        Settings {
+            tolerance: self.tolerance.unwrap_or(defaults.tolerance),
+            cpu_initialization_period: self
+                .cpu_initialization_period
+                .unwrap_or(defaults.cpu_initialization_period),
+            initial_readiness_delay: self
+                .initial_readiness_delay
+                .unwrap_or(defaults.initial_readiness_delay),
+            downscale_stabilization: self
+                .downscale_stabilization
+                .unwrap_or(defaults.downscale_stabilization),
+            scale_up_limit_factor: self
+                .scale_up_limit_factor
+                .unwrap_or(defaults.scale_up_limit_factor),
+            scale_up_limit_minimum: self
+                .scale_up_limit_minimum
+                .unwrap_or(defaults.scale_up_limit_minimum),
+        }
+    }
+}
+
+/// What conversion needs besides the request.
+#[derive(Clone, Debug)]
+pub struct Context<'a> {
+    pub limits: &'a Limits,
+    /// Accept `evaluation_time` from the request.
+    pub trust_request_time: bool,
+    /// The server clock, read once by the handler.
+    pub server_now: Time,
+    /// Longest legacy downscale window accepted (the pruning horizon, see `store::prune`).
+    pub history_retention: Duration,
+}
+
+/// Collects field violations.
+#[derive(Debug, Default)]
+struct Violations(Vec<InvalidInput>);
+
+impl Violations {
+    fn add(&mut self, field: impl Into<String>, description: impl Into<String>) {
+        self.0.push(InvalidInput::new(field, description));
+    }
+
+    fn into_result<T>(self, value: T) -> Result<T, ApiError> {
+        if self.0.is_empty() {
+            Ok(value)
+        } else {
+            Err(ApiError::InvalidArgument(self.0))
+        }
+    }
+}
+
+/// Checks a target key: non-empty, at most `max_key_bytes`, no control characters (the store
+/// uses `0x00` as a key separator).
+pub fn target_key(key: &str, limits: &Limits) -> Result<(), ApiError> {
+    let mut v = Violations::default();
+    check_target_key(&mut v, key, limits);
+    v.into_result(())
+}
+
+fn check_target_key(v: &mut Violations, key: &str, limits: &Limits) {
+    if key.is_empty() {
+        v.add("target_key", "must not be empty");
+    } else if key.len() > limits.max_key_bytes {
+        v.add(
+            "target_key",
+            format!(
+                "must be at most {} bytes, got {}",
+                limits.max_key_bytes,
+                key.len()
+            ),
+        );
+    } else if key.chars().any(char::is_control) {
+        v.add("target_key", "must not contain control characters");
+    }
+}
+
+/// Converts and validates a Recommend request.
+pub fn recommend_request(
+    req: pb::RecommendRequest,
+    ctx: &Context<'_>,
+) -> Result<RecommendInput, ApiError> {
+    // Size limits first: they bound the work done on the rest.
+    if req.pods.len() > ctx.limits.max_pods {
+        return Err(ApiError::ResourceExhausted {
+            field: "pods".to_owned(),
+            message: format!(
+                "{} pods exceed the limit of {} per request (max_pods)",
+                req.pods.len(),
+                ctx.limits.max_pods
+            ),
+        });
+    }
+    if let Some(spec) = &req.spec
+        && spec.metrics.len() > ctx.limits.max_metrics
+    {
+        return Err(ApiError::ResourceExhausted {
+            field: "spec.metrics".to_owned(),
+            message: format!(
+                "{} metrics exceed the limit of {} per spec (max_metrics)",
+                spec.metrics.len(),
+                ctx.limits.max_metrics
+            ),
+        });
+    }
+
+    let mut v = Violations::default();
+    check_target_key(&mut v, &req.target_key, ctx.limits);
+    let now = match req.evaluation_time {
+        Some(_) if !ctx.trust_request_time => {
+            v.add(
+                "evaluation_time",
+                "not accepted: this server uses its own clock (start it with --trust-request-time to accept request times)",
+            );
+            ctx.server_now
+        }
+        Some(t) => timestamp(&mut v, "evaluation_time", &t).unwrap_or(ctx.server_now),
+        None => ctx.server_now,
+    };
+    if req.current_replicas < 0 {
+        v.add("current_replicas", "must not be negative");
+    }
+    if let Some(s) = req.status_replicas
+        && s < 0
+    {
+        v.add("status_replicas", "must not be negative");
+    }
+    let (spec, settings) = match &req.spec {
+        None => {
+            v.add("spec", "must be set");
+            (
+                HorizontalSpec {
+                    min_replicas: None,
+                    max_replicas: 1,
+                    metrics: vec![],
+                    behavior: None,
+                },
+                SettingsOverride::default(),
+            )
+        }
+        Some(spec) => horizontal_spec(&mut v, spec, ctx),
+    };
+
+    let mut pods = Vec::with_capacity(req.pods.len());
+    let mut pod_names = BTreeSet::new();
+    for (i, p) in req.pods.iter().enumerate() {
+        let path = format!("pods[{i}]");
+        if !p.name.is_empty() && !pod_names.insert(p.name.as_str()) {
+            v.add(format!("{path}.name"), "duplicate pod name");
+        }
+        pods.push(pod(&mut v, &path, p, now));
+    }
+    let mut orphan_samples = BTreeMap::new();
+    for (i, o) in req.orphan_pod_metrics.iter().enumerate() {
+        let path = format!("orphan_pod_metrics[{i}]");
+        if o.pod_name.is_empty() {
+            v.add(format!("{path}.pod_name"), "must not be empty");
+        } else if pod_names.contains(o.pod_name.as_str()) {
+            v.add(format!("{path}.pod_name"), "names a pod listed in pods");
+        } else if orphan_samples.contains_key(&o.pod_name) {
+            v.add(format!("{path}.pod_name"), "duplicate pod name");
+        }
+        let samples = samples(&mut v, &format!("{path}.metrics"), &o.metrics, now);
+        orphan_samples.insert(o.pod_name.clone(), samples);
+    }
+    let mut object_metrics = BTreeMap::new();
+    for (name, value) in sorted(&req.object_metrics_milli) {
+        if name.is_empty() {
+            v.add("object_metrics_milli", "metric names must not be empty");
+        }
+        object_metrics.insert(name.clone(), *value);
+    }
+    let mut external_metrics = BTreeMap::new();
+    for (name, values) in sorted(&req.external_metrics) {
+        if name.is_empty() {
+            v.add("external_metrics", "metric names must not be empty");
+        }
+        external_metrics.insert(name.clone(), values.values_milli.clone());
+    }
+    let mut unavailable_metrics = BTreeSet::new();
+    for (i, name) in req.unavailable_metrics.iter().enumerate() {
+        if name.is_empty() {
+            v.add(format!("unavailable_metrics[{i}]"), "must not be empty");
+        }
+        unavailable_metrics.insert(name.clone());
+    }
+
+    let observation = Observation {
+        current_replicas: req.current_replicas,
+        status_replicas: req.status_replicas,
+        pods,
+        orphan_samples,
+        object_metrics,
+        external_metrics,
+        unavailable_metrics,
+    };
+    v.into_result(RecommendInput {
+        target_key: req.target_key,
+        spec,
+        settings,
+        observation,
+        dry_run: req.dry_run,
+        now,
+    })
+}
+
+fn sorted<V>(map: &HashMap<String, V>) -> BTreeMap<&String, &V> {
+    map.iter().collect()
+}
+
+fn horizontal_spec(
+    v: &mut Violations,
+    spec: &pb::HorizontalSpec,
+    ctx: &Context<'_>,
+) -> (HorizontalSpec, SettingsOverride) {
+    let min = spec.min_replicas.unwrap_or(1);
+    if min < 0 {
+        v.add("spec.min_replicas", "must not be negative");
+    }
+    if spec.max_replicas < 1 {
+        v.add("spec.max_replicas", "must be greater than or equal to 1");
+    } else if spec.max_replicas < min {
+        v.add(
+            "spec.max_replicas",
+            "must be greater than or equal to min_replicas",
+        );
+    }
+    let metrics = spec
+        .metrics
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| metric_spec(v, &format!("spec.metrics[{i}]"), m))
+        .collect();
+    let behavior = spec.behavior.as_ref().map(|b| Behavior {
+        scale_up: b
+            .scale_up
+            .as_ref()
+            .map(|r| scaling_rules(v, "spec.behavior.scale_up", r)),
+        scale_down: b
+            .scale_down
+            .as_ref()
+            .map(|r| scaling_rules(v, "spec.behavior.scale_down", r)),
+    });
+    let settings = spec
+        .settings
+        .as_ref()
+        .map(|s| controller_settings(v, s, ctx))
+        .unwrap_or_default();
+    (
+        HorizontalSpec {
+            min_replicas: spec.min_replicas,
+            max_replicas: spec.max_replicas,
+            metrics,
+            behavior,
+        },
+        settings,
+    )
+}
+
+fn metric_spec(v: &mut Violations, path: &str, m: &pb::MetricSpec) -> Option<MetricSpec> {
+    use pb::MetricSourceType as S;
+    let source = match S::try_from(m.r#type) {
+        Err(_) => {
+            v.add(
+                format!("{path}.type"),
+                format!("unknown value {}", m.r#type),
+            );
+            return None;
+        }
+        Ok(S::Unspecified) => {
+            v.add(format!("{path}.type"), "must be set");
+            return None;
+        }
+        Ok(s) => s,
+    };
+    if m.name.is_empty() {
+        v.add(format!("{path}.name"), "must not be empty");
+    }
+    if source == S::ContainerResource && m.container.is_empty() {
+        v.add(format!("{path}.container"), "must not be empty");
+    }
+    let target = match &m.target {
+        None => {
+            v.add(format!("{path}.target"), "must be set");
+            MetricTarget::default()
+        }
+        Some(t) => metric_target(v, &format!("{path}.target"), source, t),
+    };
+    let name = m.name.clone();
+    Some(match source {
+        S::Resource => MetricSpec::Resource { name, target },
+        S::ContainerResource => MetricSpec::ContainerResource {
+            name,
+            container: m.container.clone(),
+            target,
+        },
+        S::Pods => MetricSpec::Pods { name, target },
+        S::Object => MetricSpec::Object { name, target },
+        S::External => MetricSpec::External { name, target },
+        S::Unspecified => return None,
+    })
+}
+
+/// `validateMetricTarget` plus each source's required target field
+/// (`validateResourceSource`, `validatePodsSource`, `validateObjectSource`, …), and the field
+/// the target type selects must be set (the controller reads the type for Object and External).
+fn metric_target(
+    v: &mut Violations,
+    path: &str,
+    source: pb::MetricSourceType,
+    t: &pb::MetricTarget,
+) -> MetricTarget {
+    use pb::{MetricSourceType as S, MetricTargetType as T};
+    let target_type = match T::try_from(t.r#type) {
+        Err(_) => {
+            v.add(
+                format!("{path}.type"),
+                format!("unknown value {}", t.r#type),
+            );
+            None
+        }
+        Ok(T::Unspecified) => {
+            v.add(format!("{path}.type"), "must be set");
+            None
+        }
+        Ok(T::Utilization) => Some(MetricTargetType::Utilization),
+        Ok(T::AverageValue) => Some(MetricTargetType::AverageValue),
+        Ok(T::Value) => Some(MetricTargetType::Value),
+    };
+    if let Some(u) = t.average_utilization
+        && u < 1
+    {
+        v.add(
+            format!("{path}.average_utilization"),
+            "must be greater than 0",
+        );
+    }
+    if let Some(x) = t.average_value_milli
+        && x < 1
+    {
+        v.add(
+            format!("{path}.average_value_milli"),
+            "must be greater than 0",
+        );
+    }
+    if let Some(x) = t.value_milli
+        && x < 1
+    {
+        v.add(format!("{path}.value_milli"), "must be greater than 0");
+    }
+    let allowed: &[MetricTargetType] = match source {
+        S::Resource | S::ContainerResource => &[
+            MetricTargetType::Utilization,
+            MetricTargetType::AverageValue,
+        ],
+        S::Pods => &[MetricTargetType::AverageValue],
+        S::Object | S::External => &[MetricTargetType::Value, MetricTargetType::AverageValue],
+        S::Unspecified => &[],
+    };
+    if let Some(tt) = target_type {
+        if !allowed.contains(&tt) {
+            v.add(
+                format!("{path}.type"),
+                format!("{tt:?} is not valid for a {source:?} metric"),
+            );
+        } else {
+            let (field, set) = match tt {
+                MetricTargetType::Utilization => {
+                    ("average_utilization", t.average_utilization.is_some())
+                }
+                MetricTargetType::AverageValue => {
+                    ("average_value_milli", t.average_value_milli.is_some())
+                }
+                MetricTargetType::Value => ("value_milli", t.value_milli.is_some()),
+            };
+            if !set {
+                v.add(
+                    format!("{path}.{field}"),
+                    format!("must be set for a {tt:?} target"),
+                );
+            }
+        }
+    }
+    MetricTarget {
+        target_type: target_type.unwrap_or_default(),
+        average_utilization: t.average_utilization,
+        average_value: t.average_value_milli,
+        value: t.value_milli,
+    }
+}
+
+/// `validateScalingRules` / `validateScalingPolicy`.
+fn scaling_rules(v: &mut Violations, path: &str, r: &pb::ScalingRules) -> ScalingRules {
+    if let Some(w) = r.stabilization_window_seconds
+        && !(0..=MAX_STABILIZATION_WINDOW_SECONDS).contains(&w)
+    {
+        v.add(
+            format!("{path}.stabilization_window_seconds"),
+            format!("must be between 0 and {MAX_STABILIZATION_WINDOW_SECONDS}"),
+        );
+    }
+    let select_policy = match pb::SelectPolicy::try_from(r.select_policy) {
+        Err(_) => {
+            v.add(
+                format!("{path}.select_policy"),
+                format!("unknown value {}", r.select_policy),
+            );
+            None
+        }
+        Ok(pb::SelectPolicy::Unspecified) => None,
+        Ok(pb::SelectPolicy::Max) => Some(SelectPolicy::Max),
+        Ok(pb::SelectPolicy::Min) => Some(SelectPolicy::Min),
+        Ok(pb::SelectPolicy::Disabled) => Some(SelectPolicy::Disabled),
+    };
+    let mut policies = Vec::with_capacity(r.policies.len());
+    for (i, p) in r.policies.iter().enumerate() {
+        let ppath = format!("{path}.policies[{i}]");
+        let policy_type = match pb::ScalingPolicyType::try_from(p.r#type) {
+            Err(_) => {
+                v.add(
+                    format!("{ppath}.type"),
+                    format!("unknown value {}", p.r#type),
+                );
+                ScalingPolicyType::Pods
+            }
+            Ok(pb::ScalingPolicyType::Unspecified) => {
+                v.add(format!("{ppath}.type"), "must be set");
+                ScalingPolicyType::Pods
+            }
+            Ok(pb::ScalingPolicyType::Pods) => ScalingPolicyType::Pods,
+            Ok(pb::ScalingPolicyType::Percent) => ScalingPolicyType::Percent,
+        };
+        if p.value < 1 {
+            v.add(format!("{ppath}.value"), "must be greater than 0");
+        }
+        if !(1..=MAX_PERIOD_SECONDS).contains(&p.period_seconds) {
+            v.add(
+                format!("{ppath}.period_seconds"),
+                format!("must be between 1 and {MAX_PERIOD_SECONDS}"),
+            );
+        }
+        policies.push(ScalingPolicy {
+            policy_type,
+            value: p.value,
+            period_seconds: p.period_seconds,
+        });
+    }
+    if let Some(t) = r.tolerance
+        && (!t.is_finite() || t < 0.0)
+    {
+        v.add(format!("{path}.tolerance"), "must be a finite number >= 0");
+    }
+    ScalingRules {
+        stabilization_window_seconds: r.stabilization_window_seconds,
+        select_policy,
+        policies: (r.policies_set || !policies.is_empty()).then_some(policies),
+        tolerance: r.tolerance,
+    }
+}
+
+fn controller_settings(
+    v: &mut Violations,
+    s: &pb::ControllerSettings,
+    ctx: &Context<'_>,
+) -> SettingsOverride {
+    let ratio = |v: &mut Violations, field: &str, x: Option<f64>| {
+        if let Some(x) = x
+            && (!x.is_finite() || x < 0.0)
+        {
+            v.add(
+                format!("spec.settings.{field}"),
+                "must be a finite number >= 0",
+            );
+        }
+        x
+    };
+    let downscale = s
+        .downscale_stabilization
+        .as_ref()
+        .and_then(|d| duration(v, "spec.settings.downscale_stabilization", d));
+    if let Some(d) = downscale
+        && d > ctx.history_retention
+    {
+        v.add(
+            "spec.settings.downscale_stabilization",
+            format!(
+                "must be at most {} s (the server's history retention)",
+                ctx.history_retention.as_secs()
+            ),
+        );
+    }
+    SettingsOverride {
+        tolerance: ratio(v, "tolerance", s.tolerance),
+        cpu_initialization_period: s
+            .cpu_initialization_period
+            .as_ref()
+            .and_then(|d| duration(v, "spec.settings.cpu_initialization_period", d)),
+        initial_readiness_delay: s
+            .initial_readiness_delay
+            .as_ref()
+            .and_then(|d| duration(v, "spec.settings.initial_readiness_delay", d)),
+        downscale_stabilization: downscale,
+        scale_up_limit_factor: ratio(v, "scale_up_limit_factor", s.scale_up_limit_factor),
+        scale_up_limit_minimum: ratio(v, "scale_up_limit_minimum", s.scale_up_limit_minimum),
+    }
+}
+
+fn pod(v: &mut Violations, path: &str, p: &pb::PodSample, now: Time) -> Pod {
+    if p.name.is_empty() {
+        v.add(format!("{path}.name"), "must not be empty");
+    }
+    let phase = match pb::PodPhase::try_from(p.phase) {
+        Err(_) => {
+            v.add(
+                format!("{path}.phase"),
+                format!("unknown value {}", p.phase),
+            );
+            PodPhase::Running
+        }
+        Ok(pb::PodPhase::Unspecified | pb::PodPhase::Running) => PodPhase::Running,
+        Ok(pb::PodPhase::Pending) => PodPhase::Pending,
+        Ok(pb::PodPhase::Succeeded) => PodPhase::Succeeded,
+        Ok(pb::PodPhase::Failed) => PodPhase::Failed,
+        Ok(pb::PodPhase::Unknown) => PodPhase::Unknown,
+    };
+    let containers = p
+        .containers
+        .iter()
+        .enumerate()
+        .map(|(j, c)| {
+            let cpath = format!("{path}.containers[{j}]");
+            if c.name.is_empty() {
+                v.add(format!("{cpath}.name"), "must not be empty");
+            }
+            Container {
+                name: c.name.clone(),
+                requests: quantities(v, &format!("{cpath}.requests_milli"), &c.requests_milli),
+                usage: quantities(v, &format!("{cpath}.usage_milli"), &c.usage_milli),
+            }
+        })
+        .collect();
+    Pod {
+        name: p.name.clone(),
+        phase,
+        deleting: p.deleting,
+        ready: p.ready,
+        ready_transition: p
+            .ready_transition_time
+            .as_ref()
+            .and_then(|t| timestamp(v, &format!("{path}.ready_transition_time"), t)),
+        start_time: p
+            .start_time
+            .as_ref()
+            .and_then(|t| timestamp(v, &format!("{path}.start_time"), t)),
+        requests: quantities(v, &format!("{path}.requests_milli"), &p.requests_milli),
+        containers,
+        metrics: samples(v, &format!("{path}.metrics"), &p.metrics, now),
+    }
+}
+
+/// Requests and usage: non-negative, named.
+fn quantities(v: &mut Violations, path: &str, map: &HashMap<String, i64>) -> BTreeMap<String, i64> {
+    let mut out = BTreeMap::new();
+    for (name, value) in sorted(map) {
+        if name.is_empty() {
+            v.add(path, "resource names must not be empty");
+        } else if *value < 0 {
+            v.add(format!("{path}[{name}]"), "must not be negative");
+        }
+        out.insert(name.clone(), *value);
+    }
+    out
+}
+
+/// Metric samples; an absent timestamp means "sampled now", an absent window one minute.
+fn samples(
+    v: &mut Violations,
+    path: &str,
+    map: &HashMap<String, pb::MetricSample>,
+    now: Time,
+) -> BTreeMap<String, MetricSample> {
+    let mut out = BTreeMap::new();
+    for (name, s) in sorted(map) {
+        if name.is_empty() {
+            v.add(path, "metric names must not be empty");
+        }
+        let spath = format!("{path}[{name}]");
+        let timestamp = s
+            .timestamp
+            .as_ref()
+            .and_then(|t| timestamp(v, &format!("{spath}.timestamp"), t))
+            .unwrap_or(now);
+        let window = s
+            .window
+            .as_ref()
+            .and_then(|d| duration(v, &format!("{spath}.window"), d))
+            .unwrap_or(DEFAULT_SAMPLE_WINDOW);
+        out.insert(
+            name.clone(),
+            MetricSample {
+                value: s.value_milli,
+                timestamp,
+                window,
+            },
+        );
+    }
+    out
+}
+
+/// A protobuf `Timestamp` within 0001-01-01 … 9999-12-31 with nanos in range, as milliseconds.
+fn timestamp(v: &mut Violations, path: &str, t: &Timestamp) -> Option<Time> {
+    if !(0..1_000_000_000).contains(&t.nanos) {
+        v.add(path, "nanos must be between 0 and 999999999");
+        return None;
+    }
+    if !(MIN_TIMESTAMP_SECONDS..=MAX_TIMESTAMP_SECONDS).contains(&t.seconds) {
+        v.add(
+            path,
+            "must be between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z",
+        );
+        return None;
+    }
+    // In range: seconds × 1000 is far from overflow.
+    Some(Time::from_unix_millis(
+        t.seconds * 1000 + i64::from(t.nanos / 1_000_000),
+    ))
+}
+
+/// A non-negative protobuf `Duration`.
+fn duration(v: &mut Violations, path: &str, d: &PbDuration) -> Option<Duration> {
+    if d.seconds < 0 || d.nanos < 0 {
+        v.add(path, "must not be negative");
+        return None;
+    }
+    if d.nanos >= 1_000_000_000 {
+        v.add(path, "nanos must be between 0 and 999999999");
+        return None;
+    }
+    // proto3 Duration's own range: ±10 000 years.
+    if d.seconds > 315_576_000_000 {
+        v.add(path, "must be at most 10000 years");
+        return None;
+    }
+    Some(Duration::new(d.seconds as u64, d.nanos as u32))
+}
+
+/// An engine rejection, with its field renamed to the proto path where they differ (the
+/// engine calls the settings `settings.*`; on the wire they are `spec.settings.*`).
+pub fn engine_invalid(e: InvalidInput) -> ApiError {
+    let field = if e.field.starts_with("settings.") {
+        format!("spec.{}", e.field)
+    } else {
+        e.field
+    };
+    ApiError::InvalidArgument(vec![InvalidInput::new(field, e.description)])
+}
+
+// === engine → proto ===
+
+/// `Time` as a protobuf `Timestamp`.
+pub fn to_timestamp(t: Time) -> Timestamp {
+    let ms = t.unix_millis();
+    Timestamp {
+        seconds: ms.div_euclid(1000),
+        // rem_euclid(1000) < 1000, so the product fits.
+        nanos: (ms.rem_euclid(1000) as i32) * 1_000_000,
+    }
+}
+
+fn condition(c: &Condition) -> pb::Condition {
+    pb::Condition {
+        r#type: c.condition_type.as_str().to_owned(),
+        status: if c.status { "True" } else { "False" }.to_owned(),
+        reason: c.reason.as_str().to_owned(),
+        message: c.message.clone(),
+    }
+}
+
+fn pod_groups(g: &PodGroups) -> pb::PodGroups {
+    pb::PodGroups {
+        ready_count: g.ready_count,
+        unready: g.unready.clone(),
+        missing: g.missing.clone(),
+        ignored: g.ignored.clone(),
+    }
+}
+
+/// The source type, name and container of the metric an outcome refers to. An empty spec
+/// means Kubernetes' default metric (cpu at 80% utilization).
+fn metric_identity(metrics: &[MetricSpec], index: usize) -> (pb::MetricSourceType, String, String) {
+    use pb::MetricSourceType as S;
+    match metrics.get(index) {
+        None => (S::Resource, "cpu".to_owned(), String::new()),
+        Some(MetricSpec::Resource { name, .. }) => (S::Resource, name.clone(), String::new()),
+        Some(MetricSpec::ContainerResource {
+            name, container, ..
+        }) => (S::ContainerResource, name.clone(), container.clone()),
+        Some(MetricSpec::Pods { name, .. }) => (S::Pods, name.clone(), String::new()),
+        Some(MetricSpec::Object { name, .. }) => (S::Object, name.clone(), String::new()),
+        Some(MetricSpec::External { name, .. }) => (S::External, name.clone(), String::new()),
+        Some(MetricSpec::Unknown { type_name }) => {
+            (S::Unspecified, type_name.clone(), String::new())
+        }
+    }
+}
+
+fn metric_status(metrics: &[MetricSpec], m: &MetricOutcome) -> pb::MetricStatus {
+    let (source, name, container) = metric_identity(metrics, m.index);
+    let mut status = pb::MetricStatus {
+        r#type: source as i32,
+        name,
+        container,
+        pod_groups: m.pod_groups.as_ref().map(pod_groups),
+        ..pb::MetricStatus::default()
+    };
+    match &m.result {
+        Ok(p) => {
+            status.proposed_replicas = Some(p.replicas);
+            status.current_average_utilization = p.current_average_utilization;
+            status.current_average_value_milli = p.current_average_value;
+            status.current_value_milli = p.current_value;
+        }
+        Err(f) => {
+            status.error = f.message.clone();
+            status.error_reason = f.reason.as_str().to_owned();
+        }
+    }
+    status
+}
+
+fn explanation(d: &Decision) -> pb::Explanation {
+    let limited_by = d
+        .conditions
+        .iter()
+        .find(|c| c.condition_type == ConditionType::ScalingLimited && c.status)
+        .map(|c| c.reason.as_str().to_owned())
+        .unwrap_or_default();
+    pb::Explanation {
+        path: d.path.as_str().to_owned(),
+        prenormalized_replicas: d.prenormalized_replicas,
+        stabilized_replicas: d.stabilized_replicas,
+        scale_up_limit: d.scale_up_limit,
+        scale_down_limit: d.scale_down_limit,
+        limited_by,
+        error: d.error.clone().unwrap_or_default(),
+        rescale_reason: d.rescale_reason.clone().unwrap_or_default(),
+    }
+}
+
+/// The Recommend response for a decision.
+pub fn recommend_response(
+    d: &Decision,
+    metrics: &[MetricSpec],
+    now: Time,
+    recorded: bool,
+) -> pb::RecommendResponse {
+    pb::RecommendResponse {
+        desired_replicas: d.desired_replicas,
+        conditions: d.conditions.iter().map(condition).collect(),
+        metrics: d
+            .metrics
+            .iter()
+            .map(|m| metric_status(metrics, m))
+            .collect(),
+        explanation: Some(explanation(d)),
+        evaluation_time: Some(to_timestamp(now)),
+        recorded,
+    }
+}
+
+/// A logged decision.
+pub fn decision_record(e: &DecisionEntry) -> pb::DecisionRecord {
+    let d = &e.decision;
+    pb::DecisionRecord {
+        evaluation_time: Some(to_timestamp(e.time)),
+        current_replicas: d.current_replicas,
+        desired_replicas: d.desired_replicas,
+        conditions: d.conditions.iter().map(condition).collect(),
+        metrics: d
+            .metrics
+            .iter()
+            .map(|m| metric_status(&e.metrics, m))
+            .collect(),
+        explanation: Some(explanation(d)),
+    }
+}
+
+fn recommendation(r: &Recommendation) -> pb::RecommendationRecord {
+    pb::RecommendationRecord {
+        time: Some(to_timestamp(r.time)),
+        replicas: r.replicas,
+    }
+}
+
+fn scale_event(e: &ScaleEvent) -> pb::ScaleEventRecord {
+    pb::ScaleEventRecord {
+        time: Some(to_timestamp(e.time)),
+        replica_change: e.replica_change,
+        outdated: e.outdated,
+    }
+}
+
+/// A target's history and logged decisions.
+pub fn target_history(
+    key: &str,
+    history: &History,
+    decisions: &[DecisionEntry],
+) -> pb::TargetHistory {
+    pb::TargetHistory {
+        target_key: key.to_owned(),
+        decisions: decisions.iter().map(decision_record).collect(),
+        recommendations: history
+            .recommendations
+            .iter()
+            .flatten()
+            .map(recommendation)
+            .collect(),
+        scale_up_events: history.scale_up_events.iter().map(scale_event).collect(),
+        scale_down_events: history.scale_down_events.iter().map(scale_event).collect(),
+    }
+}
+
+// === page tokens ===
+
+/// An opaque page token for "after this key": the key's bytes in hex.
+pub fn page_token(after: &str) -> String {
+    after.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Decodes [`page_token`]; an empty token is the first page.
+pub fn parse_page_token(token: &str) -> Result<Option<String>, ApiError> {
+    if token.is_empty() {
+        return Ok(None);
+    }
+    let invalid = || ApiError::field("page_token", "not a token returned by ListTargets");
+    if token.len() % 2 != 0 {
+        return Err(invalid());
+    }
+    let bytes = (0..token.len())
+        .step_by(2)
+        .map(|i| {
+            token
+                .get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
+        .collect::<Option<Vec<u8>>>()
+        .ok_or_else(invalid)?;
+    String::from_utf8(bytes).map(Some).map_err(|_| invalid())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx(limits: &Limits) -> Context<'_> {
+        Context {
+            limits,
+            trust_request_time: false,
+            server_now: Time::from_unix_secs(1_000),
+            history_retention: Duration::from_secs(3600),
+        }
+    }
+
+    fn cpu_metric(utilization: i32) -> pb::MetricSpec {
+        pb::MetricSpec {
+            r#type: pb::MetricSourceType::Resource as i32,
+            name: "cpu".into(),
+            container: String::new(),
+            target: Some(pb::MetricTarget {
+                r#type: pb::MetricTargetType::Utilization as i32,
+                average_utilization: Some(utilization),
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn valid() -> pb::RecommendRequest {
+        pb::RecommendRequest {
+            target_key: "ns/web".into(),
+            current_replicas: 2,
+            spec: Some(pb::HorizontalSpec {
+                min_replicas: Some(1),
+                max_replicas: 10,
+                metrics: vec![cpu_metric(50)],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn fields(r: Result<RecommendInput, ApiError>) -> Vec<String> {
+        match r {
+            Err(ApiError::InvalidArgument(v)) => v.into_iter().map(|v| v.field).collect(),
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_valid_request_converts() {
+        let limits = Limits::default();
+        let input = recommend_request(valid(), &ctx(&limits)).unwrap();
+        assert_eq!(input.target_key, "ns/web");
+        assert_eq!(input.now, Time::from_unix_secs(1_000));
+        assert_eq!(input.spec.metrics.len(), 1);
+        assert_eq!(input.observation.current_replicas, 2);
+    }
+
+    #[test]
+    fn every_violation_is_reported_with_its_path() {
+        let limits = Limits::default();
+        let mut req = valid();
+        req.target_key = String::new();
+        req.evaluation_time = Some(Timestamp::default());
+        let spec = req.spec.as_mut().unwrap();
+        spec.metrics.push(cpu_metric(0));
+        spec.metrics.push(pb::MetricSpec {
+            r#type: 42,
+            ..Default::default()
+        });
+        assert_eq!(
+            fields(recommend_request(req, &ctx(&limits))),
+            [
+                "target_key",
+                "evaluation_time",
+                "spec.metrics[1].target.average_utilization",
+                "spec.metrics[2].type"
+            ]
+        );
+    }
+
+    #[test]
+    fn limits_are_resource_exhausted() {
+        let limits = Limits {
+            max_pods: 1,
+            ..Limits::default()
+        };
+        let mut req = valid();
+        req.pods = vec![pb::PodSample::default(), pb::PodSample::default()];
+        assert!(matches!(
+            recommend_request(req, &ctx(&limits)),
+            Err(ApiError::ResourceExhausted { field, .. }) if field == "pods"
+        ));
+    }
+
+    #[test]
+    fn trusted_request_time_is_used() {
+        let limits = Limits::default();
+        let mut c = ctx(&limits);
+        c.trust_request_time = true;
+        let mut req = valid();
+        req.evaluation_time = Some(Timestamp {
+            seconds: 5,
+            nanos: 7_000_000,
+        });
+        let input = recommend_request(req, &c).unwrap();
+        assert_eq!(input.now, Time::from_unix_millis(5_007));
+    }
+
+    #[test]
+    fn timestamps_round_trip_including_before_1970() {
+        for ms in [-62_135_596_800_000, -1, 0, 1, 1_700_000_000_123] {
+            let t = Time::from_unix_millis(ms);
+            let mut v = Violations::default();
+            assert_eq!(timestamp(&mut v, "t", &to_timestamp(t)), Some(t));
+            assert!(v.0.is_empty());
+        }
+    }
+
+    #[test]
+    fn page_tokens_round_trip_and_garbage_is_rejected() {
+        for key in ["a", "ns/web", "ü/x"] {
+            assert_eq!(
+                parse_page_token(&page_token(key)).unwrap().as_deref(),
+                Some(key)
+            );
+        }
+        assert_eq!(parse_page_token("").unwrap(), None);
+        for bad in ["zz", "abc", "ff"] {
+            assert!(parse_page_token(bad).is_err(), "{bad}");
+        }
+    }
+}

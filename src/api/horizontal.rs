@@ -1,0 +1,258 @@
+//! The `HorizontalAutoscaler` service: thin handlers. Each reads the request, converts it
+//! (`convert`), calls the engine and the store, and converts the result back; every error goes
+//! through the one table in `status`.
+//!
+//! Recommend, step by step:
+//! 1. read the server clock once (`now`; the request's `evaluation_time` only with
+//!    `--trust-request-time`), convert and validate: nothing is stored on any error;
+//! 2. unless `dry_run`, take the target's lock, so that concurrent Recommends on one target
+//!    each see the history the previous one wrote (different targets run in parallel);
+//! 3. load the history, evaluate, prune (`store::prune`), and commit history + decision record
+//!    in one transaction;
+//! 4. release the lock, then wait for a flush covering the write (group commit) before
+//!    answering. Releasing first lets Recommends on the same target share flushes; a reader may
+//!    therefore see a write whose flush is still running, never one that is rolled back.
+
+use std::{
+    panic::{AssertUnwindSafe, catch_unwind},
+    sync::Arc,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use tonic::{Request, Response, Status};
+use tracing::{Span, field::Empty};
+
+use super::{
+    convert::{self, Context},
+    status::ApiError,
+};
+use crate::{
+    config::Limits,
+    engine::{
+        error::InvalidInput, history::History, hpa::Evaluation, observation::Observation,
+        settings::Settings, spec::HorizontalSpec, time::Time,
+    },
+    pb::v1::{
+        DeleteTargetRequest, GetHistoryRequest, ListTargetsRequest, ListTargetsResponse,
+        RecommendRequest, RecommendResponse, TargetHistory,
+        horizontal_autoscaler_server::HorizontalAutoscaler,
+    },
+    store::{DecisionEntry, HistoryStore, durability::Durability, locks::KeyLocks, prune},
+};
+
+/// The HPA decision function (`engine::hpa::evaluate`'s signature). A parameter so that tests
+/// of the service can count calls or fail on purpose.
+pub type Evaluate = fn(
+    &Settings,
+    &HorizontalSpec,
+    &Observation,
+    &History,
+    Time,
+) -> Result<Evaluation, InvalidInput>;
+
+/// Default and maximum page sizes of ListTargets (see the proto).
+const DEFAULT_PAGE_SIZE: usize = 100;
+const MAX_PAGE_SIZE: usize = 1000;
+
+/// What the service needs from the configuration.
+#[derive(Clone, Debug)]
+pub struct ServiceOptions {
+    /// Server defaults of the controller flags; `spec.settings` overrides them per target.
+    pub defaults: Settings,
+    pub limits: Limits,
+    /// Accept `evaluation_time` from requests.
+    pub trust_request_time: bool,
+    /// Pruning horizon (see `store::prune`).
+    pub history_retention: Duration,
+}
+
+/// The HorizontalAutoscaler service over a history store.
+pub struct HorizontalService {
+    store: Arc<dyn HistoryStore>,
+    durability: Arc<Durability>,
+    locks: KeyLocks,
+    options: ServiceOptions,
+    evaluate: Evaluate,
+}
+
+impl HorizontalService {
+    /// A service deciding with `evaluate`, storing in `store`, waiting for durability through
+    /// `durability`.
+    pub fn new(
+        store: Arc<dyn HistoryStore>,
+        durability: Arc<Durability>,
+        options: ServiceOptions,
+        evaluate: Evaluate,
+    ) -> Self {
+        HorizontalService {
+            store,
+            durability,
+            locks: KeyLocks::default(),
+            options,
+            evaluate,
+        }
+    }
+
+    /// The per-target locks (tests check that none leak).
+    pub fn locks(&self) -> &KeyLocks {
+        &self.locks
+    }
+
+    async fn do_recommend(&self, req: RecommendRequest) -> Result<RecommendResponse, ApiError> {
+        let input = convert::recommend_request(
+            req,
+            &Context {
+                limits: &self.options.limits,
+                trust_request_time: self.options.trust_request_time,
+                server_now: server_now(),
+                history_retention: self.options.history_retention,
+            },
+        )?;
+        let span = Span::current();
+        span.record("target.key", input.target_key.as_str());
+        span.record("dry_run", input.dry_run);
+        let settings = input.settings.apply(&self.options.defaults);
+        let now = input.now;
+
+        let guard = if input.dry_run {
+            None
+        } else {
+            Some(self.locks.lock(&input.target_key).await)
+        };
+        let history = self
+            .store
+            .load(&input.target_key)?
+            .map(|s| s.history)
+            .unwrap_or_default();
+        let evaluate = self.evaluate;
+        let evaluation = catch_unwind(AssertUnwindSafe(|| {
+            evaluate(&settings, &input.spec, &input.observation, &history, now)
+        }))
+        .map_err(|_| ApiError::Internal("the HPA engine panicked".to_owned()))?
+        .map_err(convert::engine_invalid)?;
+        let decision = evaluation.decision;
+        span.record("decision.current", decision.current_replicas);
+        span.record("decision.desired", decision.desired_replicas);
+        span.record("decision.path", decision.path.as_str());
+
+        let recorded = !input.dry_run;
+        if recorded {
+            let mut new_history = evaluation.history;
+            prune::prune(&mut new_history, now, self.options.history_retention);
+            let entry = DecisionEntry {
+                time: now,
+                decision,
+                metrics: input.spec.metrics.clone(),
+            };
+            self.store.commit(&input.target_key, &new_history, &entry)?;
+            let ticket = self.durability.written();
+            drop(guard);
+            self.durability.durable(ticket).await?;
+            return Ok(convert::recommend_response(
+                &entry.decision,
+                &input.spec.metrics,
+                now,
+                true,
+            ));
+        }
+        Ok(convert::recommend_response(
+            &decision,
+            &input.spec.metrics,
+            now,
+            false,
+        ))
+    }
+
+    fn do_get_history(&self, req: GetHistoryRequest) -> Result<TargetHistory, ApiError> {
+        convert::target_key(&req.target_key, &self.options.limits)?;
+        Span::current().record("target.key", req.target_key.as_str());
+        let state = self
+            .store
+            .load(&req.target_key)?
+            .ok_or_else(|| ApiError::TargetNotFound(req.target_key.clone()))?;
+        let decisions = self.store.decisions(&req.target_key)?;
+        Ok(convert::target_history(
+            &req.target_key,
+            &state.history,
+            &decisions,
+        ))
+    }
+
+    fn do_list_targets(&self, req: ListTargetsRequest) -> Result<ListTargetsResponse, ApiError> {
+        let page_size = match usize::try_from(req.page_size) {
+            Err(_) => return Err(ApiError::field("page_size", "must not be negative")),
+            Ok(0) => DEFAULT_PAGE_SIZE,
+            Ok(n) => n.min(MAX_PAGE_SIZE),
+        };
+        let after = convert::parse_page_token(&req.page_token)?;
+        let page = self.store.list_keys(after.as_deref(), page_size)?;
+        let next_page_token = match (page.more, page.keys.last()) {
+            (true, Some(last)) => convert::page_token(last),
+            _ => String::new(),
+        };
+        Ok(ListTargetsResponse {
+            target_keys: page.keys,
+            next_page_token,
+        })
+    }
+
+    async fn do_delete_target(&self, req: DeleteTargetRequest) -> Result<(), ApiError> {
+        convert::target_key(&req.target_key, &self.options.limits)?;
+        Span::current().record("target.key", req.target_key.as_str());
+        let guard = self.locks.lock(&req.target_key).await;
+        let existed = self.store.delete(&req.target_key)?;
+        let ticket = self.durability.written();
+        drop(guard);
+        if !existed {
+            return Err(ApiError::TargetNotFound(req.target_key));
+        }
+        self.durability.durable(ticket).await?;
+        Ok(())
+    }
+}
+
+/// The server clock, read once per request (only `api` reads it).
+fn server_now() -> Time {
+    let millis = match SystemTime::now().duration_since(UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
+        Err(e) => i64::try_from(e.duration().as_millis()).map_or(i64::MIN, |m| -m),
+    };
+    Time::from_unix_millis(millis)
+}
+
+#[tonic::async_trait]
+impl HorizontalAutoscaler for HorizontalService {
+    #[tracing::instrument(name = "Recommend", skip_all, fields(target.key = Empty, dry_run = Empty, decision.current = Empty, decision.desired = Empty, decision.path = Empty))]
+    async fn recommend(
+        &self,
+        request: Request<RecommendRequest>,
+    ) -> Result<Response<RecommendResponse>, Status> {
+        let response = self.do_recommend(request.into_inner()).await?;
+        Ok(Response::new(response))
+    }
+
+    #[tracing::instrument(name = "GetHistory", skip_all, fields(target.key = Empty))]
+    async fn get_history(
+        &self,
+        request: Request<GetHistoryRequest>,
+    ) -> Result<Response<TargetHistory>, Status> {
+        Ok(Response::new(self.do_get_history(request.into_inner())?))
+    }
+
+    #[tracing::instrument(name = "ListTargets", skip_all)]
+    async fn list_targets(
+        &self,
+        request: Request<ListTargetsRequest>,
+    ) -> Result<Response<ListTargetsResponse>, Status> {
+        Ok(Response::new(self.do_list_targets(request.into_inner())?))
+    }
+
+    #[tracing::instrument(name = "DeleteTarget", skip_all, fields(target.key = Empty))]
+    async fn delete_target(
+        &self,
+        request: Request<DeleteTargetRequest>,
+    ) -> Result<Response<()>, Status> {
+        self.do_delete_target(request.into_inner()).await?;
+        Ok(Response::new(()))
+    }
+}

@@ -1,0 +1,13 @@
+//! The gRPC API: thin tonic handlers over the engine and the store.
+//!
+//! * [`convert`]: proto ↔ engine, validating every field with its proto path;
+//! * [`status`]: the one error → `tonic::Status` table;
+//! * [`horizontal`]: the `HorizontalAutoscaler` service.
+//!
+//! Only this layer reads the clock, once per request, and passes `now` down.
+
+pub mod convert;
+pub mod horizontal;
+pub mod status;
+
+pub use horizontal::{HorizontalService, ServiceOptions};

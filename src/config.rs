@@ -1,0 +1,517 @@
+//! The server's configuration: defaults, then a TOML file (`--config FILE`), then environment
+//! variables `AUTOSCALED_*`, then flags (a flag beats its variable; clap reads both). This is
+//! the only module that reads the environment.
+//!
+//! Every knob is documented with its unit and default, and `autoscaled serve --help` shows the
+//! same text. [`ServeArgs::load`] turns the three sources into one validated [`Config`]; any
+//! error is a [`ConfigError`], which `main` reports and answers with exit status 64
+//! (`EX_USAGE`), as linkerd2-proxy does for bad configuration.
+
+use std::{
+    fmt, fs,
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use clap::{Args, ValueEnum};
+use serde::Deserialize;
+use thiserror::Error;
+
+use crate::engine::settings::Settings;
+
+/// Default listen address: loopback only, the usual gRPC port.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:50051";
+/// Default data folder, relative to the working directory.
+pub const DEFAULT_DATA_DIR: &str = "./data";
+/// Default relaxed-mode flush period.
+pub const DEFAULT_FLUSH_INTERVAL_MS: u64 = 100;
+/// Default bound on the drain at shutdown.
+pub const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 10;
+/// Default number of decisions kept per target.
+pub const DEFAULT_DECISION_LOG_LEN: usize = 100;
+/// Default history retention. Kubernetes' API caps stabilization windows at 3600 s and policy
+/// periods at 1800 s, so one hour reaches every window a valid spec can ask for.
+pub const DEFAULT_HISTORY_RETENTION_SECS: u64 = 3600;
+/// Default maximum size of one decoded request (tonic's own default, 4 MiB).
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+/// Default maximum number of pods in one request.
+pub const DEFAULT_MAX_PODS: usize = 10_000;
+/// Default maximum number of metrics in one spec.
+pub const DEFAULT_MAX_METRICS: usize = 64;
+/// Default maximum length of a target key, in bytes.
+pub const DEFAULT_MAX_KEY_BYTES: usize = 512;
+/// Default log filter (tracing-subscriber `EnvFilter` syntax).
+pub const DEFAULT_LOG: &str = "info";
+/// Exit status for bad configuration (`EX_USAGE` of sysexits.h).
+pub const EX_USAGE: i32 = 64;
+
+/// How a Recommend waits for its write to reach the disk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// The response is sent only after a flush that covers the write. Concurrent requests share
+    /// flushes (group commit), so the cost is one fsync per batch, not per call.
+    #[default]
+    Strict,
+    /// The response is sent as soon as the write is in memory; the data is flushed every
+    /// `flush_interval_ms`. RISK: a crash or power loss loses up to that many milliseconds of
+    /// acknowledged decisions. After a restart the target's recommendations and scale events
+    /// miss them, so a downscale stabilization window may not see a recent high recommendation
+    /// (an early scale-down) and a rate policy may not count a recent scale event (a faster
+    /// scale than the policy allows).
+    Relaxed,
+}
+
+impl fmt::Display for Durability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Durability::Strict => "strict",
+            Durability::Relaxed => "relaxed",
+        })
+    }
+}
+
+/// Log line format.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// `autoscaled serve` options. Each is also a TOML key of the same name (with `_`) in the
+/// `--config` file and an `AUTOSCALED_*` variable. Absent everywhere: the documented default.
+#[derive(Clone, Debug, Default, Args)]
+pub struct ServeArgs {
+    /// TOML configuration file; unknown keys are an error.
+    #[arg(long, env = "AUTOSCALED_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on (port 0: any free port; the real one is printed). [default: 127.0.0.1:50051]
+    #[arg(long, env = "AUTOSCALED_LISTEN", value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// Folder of the sled history database; created if missing, never replaced. [default: ./data]
+    #[arg(long, env = "AUTOSCALED_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// strict: answer after the write is flushed to disk (group commit); relaxed: flush
+    /// periodically and risk losing the last --flush-interval-ms of decisions on a crash. [default: strict]
+    #[arg(long, env = "AUTOSCALED_DURABILITY", value_name = "MODE")]
+    pub durability: Option<Durability>,
+    /// Relaxed mode's flush period, in milliseconds. [default: 100]
+    #[arg(long, env = "AUTOSCALED_FLUSH_INTERVAL_MS", value_name = "MS")]
+    pub flush_interval_ms: Option<u64>,
+    /// Accept `evaluation_time` from requests (replays, tests); otherwise the server clock decides
+    /// and a request carrying it is rejected. [default: false]
+    #[arg(long, env = "AUTOSCALED_TRUST_REQUEST_TIME", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub trust_request_time: Option<bool>,
+    /// Bound on the drain of in-flight requests at shutdown, in seconds. [default: 10]
+    #[arg(long, env = "AUTOSCALED_SHUTDOWN_GRACE_SECS", value_name = "SECS")]
+    pub shutdown_grace_secs: Option<u64>,
+    /// Decisions kept per target (older ones are dropped). [default: 100]
+    #[arg(long, env = "AUTOSCALED_DECISION_LOG_LEN", value_name = "N")]
+    pub decision_log_len: Option<usize>,
+    /// Recommendations and scale events older than this are pruned; at least 3600 (the
+    /// longest stabilization window Kubernetes allows) and at least the downscale stabilization. [default: 3600]
+    #[arg(long, env = "AUTOSCALED_HISTORY_RETENTION_SECS", value_name = "SECS")]
+    pub history_retention_secs: Option<u64>,
+    /// Maximum decoded request size, in bytes. [default: 4194304]
+    #[arg(long, env = "AUTOSCALED_MAX_MESSAGE_BYTES", value_name = "BYTES")]
+    pub max_message_bytes: Option<usize>,
+    /// Maximum pods in one request. [default: 10000]
+    #[arg(long, env = "AUTOSCALED_MAX_PODS", value_name = "N")]
+    pub max_pods: Option<usize>,
+    /// Maximum metrics in one spec. [default: 64]
+    #[arg(long, env = "AUTOSCALED_MAX_METRICS", value_name = "N")]
+    pub max_metrics: Option<usize>,
+    /// Maximum target key length, in bytes. [default: 512]
+    #[arg(long, env = "AUTOSCALED_MAX_KEY_BYTES", value_name = "BYTES")]
+    pub max_key_bytes: Option<usize>,
+    /// Log filter, tracing `EnvFilter` syntax (e.g. `info,autoscaled=debug`). [default: info]
+    #[arg(long, env = "AUTOSCALED_LOG", value_name = "FILTER")]
+    pub log: Option<String>,
+    /// Log format. [default: text]
+    #[arg(long, env = "AUTOSCALED_LOG_FORMAT", value_name = "FORMAT")]
+    pub log_format: Option<LogFormat>,
+    /// Server default of `--horizontal-pod-autoscaler-tolerance`. [default: 0.1]
+    #[arg(long, env = "AUTOSCALED_HPA_TOLERANCE", value_name = "RATIO")]
+    pub hpa_tolerance: Option<f64>,
+    /// Server default of `--horizontal-pod-autoscaler-cpu-initialization-period`, seconds. [default: 300]
+    #[arg(
+        long,
+        env = "AUTOSCALED_HPA_CPU_INITIALIZATION_PERIOD_SECS",
+        value_name = "SECS"
+    )]
+    pub hpa_cpu_initialization_period_secs: Option<u64>,
+    /// Server default of `--horizontal-pod-autoscaler-initial-readiness-delay`, seconds. [default: 30]
+    #[arg(
+        long,
+        env = "AUTOSCALED_HPA_INITIAL_READINESS_DELAY_SECS",
+        value_name = "SECS"
+    )]
+    pub hpa_initial_readiness_delay_secs: Option<u64>,
+    /// Server default of `--horizontal-pod-autoscaler-downscale-stabilization`, seconds. [default: 300]
+    #[arg(
+        long,
+        env = "AUTOSCALED_HPA_DOWNSCALE_STABILIZATION_SECS",
+        value_name = "SECS"
+    )]
+    pub hpa_downscale_stabilization_secs: Option<u64>,
+    /// Legacy scale-up limit factor (`scaleUpLimitFactor`). [default: 2.0]
+    #[arg(
+        long,
+        env = "AUTOSCALED_HPA_SCALE_UP_LIMIT_FACTOR",
+        value_name = "FACTOR"
+    )]
+    pub hpa_scale_up_limit_factor: Option<f64>,
+    /// Legacy scale-up limit minimum (`scaleUpLimitMinimum`). [default: 4.0]
+    #[arg(
+        long,
+        env = "AUTOSCALED_HPA_SCALE_UP_LIMIT_MINIMUM",
+        value_name = "REPLICAS"
+    )]
+    pub hpa_scale_up_limit_minimum: Option<f64>,
+}
+
+/// The `--config` file: the same keys as the flags, every one optional.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    listen: Option<SocketAddr>,
+    data_dir: Option<PathBuf>,
+    durability: Option<Durability>,
+    flush_interval_ms: Option<u64>,
+    trust_request_time: Option<bool>,
+    shutdown_grace_secs: Option<u64>,
+    decision_log_len: Option<usize>,
+    history_retention_secs: Option<u64>,
+    max_message_bytes: Option<usize>,
+    max_pods: Option<usize>,
+    max_metrics: Option<usize>,
+    max_key_bytes: Option<usize>,
+    log: Option<String>,
+    log_format: Option<LogFormat>,
+    hpa_tolerance: Option<f64>,
+    hpa_cpu_initialization_period_secs: Option<u64>,
+    hpa_initial_readiness_delay_secs: Option<u64>,
+    hpa_downscale_stabilization_secs: Option<u64>,
+    hpa_scale_up_limit_factor: Option<f64>,
+    hpa_scale_up_limit_minimum: Option<f64>,
+}
+
+/// Request limits, enforced by `api::convert` (and the message size by tonic).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    pub max_message_bytes: usize,
+    pub max_pods: usize,
+    pub max_metrics: usize,
+    pub max_key_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            max_pods: DEFAULT_MAX_PODS,
+            max_metrics: DEFAULT_MAX_METRICS,
+            max_key_bytes: DEFAULT_MAX_KEY_BYTES,
+        }
+    }
+}
+
+/// The validated configuration of `autoscaled serve`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    pub durability: Durability,
+    pub flush_interval: Duration,
+    pub trust_request_time: bool,
+    pub shutdown_grace: Duration,
+    pub decision_log_len: usize,
+    /// Recommendations and scale events older than this are pruned (see `store::prune`).
+    pub history_retention: Duration,
+    pub limits: Limits,
+    pub log: String,
+    pub log_format: LogFormat,
+    /// Server defaults of the HPA controller flags; `spec.settings` overrides them per target.
+    pub hpa: Settings,
+}
+
+impl Config {
+    /// The defaults with `data_dir` set: what tests start from.
+    pub fn with_data_dir(data_dir: impl Into<PathBuf>) -> Self {
+        let mut config = ServeArgs::default()
+            .merge(FileConfig::default())
+            .expect("the defaults are valid");
+        config.data_dir = data_dir.into();
+        config
+    }
+}
+
+/// Why the configuration cannot be used.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The `--config` file cannot be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The `--config` file is not valid TOML for this schema.
+    #[error("invalid config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    /// A value is out of its range.
+    #[error("invalid configuration: {key}: {message}")]
+    Invalid { key: &'static str, message: String },
+}
+
+fn invalid(key: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key,
+        message: message.into(),
+    }
+}
+
+impl ServeArgs {
+    /// Reads the `--config` file if any, layers flags and environment over it, fills the
+    /// defaults and validates the result.
+    pub fn load(self) -> Result<Config, ConfigError> {
+        let file = match &self.config {
+            Some(path) => read_file(path)?,
+            None => FileConfig::default(),
+        };
+        self.merge(file)
+    }
+
+    fn merge(self, file: FileConfig) -> Result<Config, ConfigError> {
+        let defaults = Settings::default();
+        let secs =
+            |v: Option<u64>, default: Duration| v.map(Duration::from_secs).unwrap_or(default);
+        let hpa = Settings {
+            tolerance: self
+                .hpa_tolerance
+                .or(file.hpa_tolerance)
+                .unwrap_or(defaults.tolerance),
+            cpu_initialization_period: secs(
+                self.hpa_cpu_initialization_period_secs
+                    .or(file.hpa_cpu_initialization_period_secs),
+                defaults.cpu_initialization_period,
+            ),
+            initial_readiness_delay: secs(
+                self.hpa_initial_readiness_delay_secs
+                    .or(file.hpa_initial_readiness_delay_secs),
+                defaults.initial_readiness_delay,
+            ),
+            downscale_stabilization: secs(
+                self.hpa_downscale_stabilization_secs
+                    .or(file.hpa_downscale_stabilization_secs),
+                defaults.downscale_stabilization,
+            ),
+            scale_up_limit_factor: self
+                .hpa_scale_up_limit_factor
+                .or(file.hpa_scale_up_limit_factor)
+                .unwrap_or(defaults.scale_up_limit_factor),
+            scale_up_limit_minimum: self
+                .hpa_scale_up_limit_minimum
+                .or(file.hpa_scale_up_limit_minimum)
+                .unwrap_or(defaults.scale_up_limit_minimum),
+        };
+        let config = Config {
+            listen: match self.listen.or(file.listen) {
+                Some(addr) => addr,
+                None => DEFAULT_LISTEN
+                    .parse()
+                    .map_err(|_| invalid("listen", "bad built-in default"))?,
+            },
+            data_dir: self
+                .data_dir
+                .or(file.data_dir)
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)),
+            durability: self.durability.or(file.durability).unwrap_or_default(),
+            flush_interval: Duration::from_millis(
+                self.flush_interval_ms
+                    .or(file.flush_interval_ms)
+                    .unwrap_or(DEFAULT_FLUSH_INTERVAL_MS),
+            ),
+            trust_request_time: self
+                .trust_request_time
+                .or(file.trust_request_time)
+                .unwrap_or(false),
+            shutdown_grace: secs(
+                self.shutdown_grace_secs.or(file.shutdown_grace_secs),
+                Duration::from_secs(DEFAULT_SHUTDOWN_GRACE_SECS),
+            ),
+            decision_log_len: self
+                .decision_log_len
+                .or(file.decision_log_len)
+                .unwrap_or(DEFAULT_DECISION_LOG_LEN),
+            history_retention: secs(
+                self.history_retention_secs.or(file.history_retention_secs),
+                Duration::from_secs(DEFAULT_HISTORY_RETENTION_SECS),
+            ),
+            limits: Limits {
+                max_message_bytes: self
+                    .max_message_bytes
+                    .or(file.max_message_bytes)
+                    .unwrap_or(DEFAULT_MAX_MESSAGE_BYTES),
+                max_pods: self.max_pods.or(file.max_pods).unwrap_or(DEFAULT_MAX_PODS),
+                max_metrics: self
+                    .max_metrics
+                    .or(file.max_metrics)
+                    .unwrap_or(DEFAULT_MAX_METRICS),
+                max_key_bytes: self
+                    .max_key_bytes
+                    .or(file.max_key_bytes)
+                    .unwrap_or(DEFAULT_MAX_KEY_BYTES),
+            },
+            log: self
+                .log
+                .or(file.log)
+                .unwrap_or_else(|| DEFAULT_LOG.to_owned()),
+            log_format: self.log_format.or(file.log_format).unwrap_or_default(),
+            hpa,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+impl Config {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.data_dir.as_os_str().is_empty() {
+            return Err(invalid("data_dir", "must not be empty"));
+        }
+        if self.durability == Durability::Relaxed && self.flush_interval.is_zero() {
+            return Err(invalid("flush_interval_ms", "must be greater than 0"));
+        }
+        if self.decision_log_len == 0 {
+            return Err(invalid("decision_log_len", "must be greater than 0"));
+        }
+        if self.history_retention < Duration::from_secs(DEFAULT_HISTORY_RETENTION_SECS) {
+            return Err(invalid(
+                "history_retention_secs",
+                "must be at least 3600 (the longest stabilization window Kubernetes allows)",
+            ));
+        }
+        if self.history_retention < self.hpa.downscale_stabilization {
+            return Err(invalid(
+                "history_retention_secs",
+                "must be at least hpa_downscale_stabilization_secs",
+            ));
+        }
+        if self.limits.max_message_bytes < 1024 {
+            return Err(invalid("max_message_bytes", "must be at least 1024"));
+        }
+        for (key, v) in [
+            ("max_pods", self.limits.max_pods),
+            ("max_metrics", self.limits.max_metrics),
+            ("max_key_bytes", self.limits.max_key_bytes),
+        ] {
+            if v == 0 {
+                return Err(invalid(key, "must be greater than 0"));
+            }
+        }
+        for (key, v) in [
+            ("hpa_tolerance", self.hpa.tolerance),
+            ("hpa_scale_up_limit_factor", self.hpa.scale_up_limit_factor),
+            (
+                "hpa_scale_up_limit_minimum",
+                self.hpa.scale_up_limit_minimum,
+            ),
+        ] {
+            if !v.is_finite() || v < 0.0 {
+                return Err(invalid(
+                    key,
+                    format!("must be a finite number >= 0, got {v}"),
+                ));
+            }
+        }
+        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log) {
+            return Err(invalid("log", e.to_string()));
+        }
+        Ok(())
+    }
+}
+
+fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
+    let text = fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    toml::from_str(&text).map_err(|e| ConfigError::Parse {
+        path: path.to_owned(),
+        message: e.message().to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_file(text: &str) -> Result<Config, ConfigError> {
+        let file: FileConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: PathBuf::from("test.toml"),
+            message: e.message().to_owned(),
+        })?;
+        ServeArgs::default().merge(file)
+    }
+
+    #[test]
+    fn defaults_are_documented_values() {
+        let c = parse_file("").unwrap();
+        assert_eq!(c.listen, "127.0.0.1:50051".parse().unwrap());
+        assert_eq!(c.data_dir, PathBuf::from("./data"));
+        assert_eq!(c.durability, Durability::Strict);
+        assert_eq!(c.shutdown_grace, Duration::from_secs(10));
+        assert_eq!(c.decision_log_len, 100);
+        assert!(!c.trust_request_time);
+        assert_eq!(c.hpa, Settings::default());
+    }
+
+    #[test]
+    fn file_values_apply_and_flags_win() {
+        let file: FileConfig = toml::from_str(
+            "listen = \"0.0.0.0:9000\"\ndurability = \"relaxed\"\nhpa_tolerance = 0.2\n",
+        )
+        .unwrap();
+        let args = ServeArgs {
+            listen: Some("127.0.0.1:7000".parse().unwrap()),
+            ..ServeArgs::default()
+        };
+        let c = args.merge(file).unwrap();
+        assert_eq!(c.listen, "127.0.0.1:7000".parse().unwrap());
+        assert_eq!(c.durability, Durability::Relaxed);
+        assert_eq!(c.hpa.tolerance, 0.2);
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_with_their_name() {
+        let err = parse_file("listne = \"127.0.0.1:1\"").unwrap_err();
+        assert!(err.to_string().contains("unknown field `listne`"), "{err}");
+    }
+
+    #[test]
+    fn out_of_range_values_name_the_key() {
+        for (text, key) in [
+            ("decision_log_len = 0", "decision_log_len"),
+            ("history_retention_secs = 60", "history_retention_secs"),
+            ("hpa_tolerance = -1.0", "hpa_tolerance"),
+            ("max_pods = 0", "max_pods"),
+            ("log = \"[[[\"", "log"),
+            (
+                "durability = \"relaxed\"\nflush_interval_ms = 0",
+                "flush_interval_ms",
+            ),
+        ] {
+            let err = parse_file(text).unwrap_err();
+            assert!(
+                err.to_string().contains(key),
+                "{text}: {err} does not name {key}"
+            );
+        }
+    }
+}

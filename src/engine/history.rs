@@ -1,0 +1,35 @@
+//! What the controller keeps between reconciliations (`horizontal.go`: `recommendations`,
+//! `scaleUpEvents`, `scaleDownEvents`). A value passed into `evaluate` and returned anew,
+//! so that the store, not the engine, decides where it lives.
+
+use serde::{Deserialize, Serialize};
+
+use super::time::Time;
+
+/// The per-target state of the HPA controller.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct History {
+    /// `None`: nothing recorded yet, so `recordInitialRecommendation` adds `(current, now)`.
+    /// `Some(vec![])` stays empty. Kubernetes reuses expired slots instead of deleting, so
+    /// the order is storage order, not time order.
+    pub recommendations: Option<Vec<Recommendation>>,
+    pub scale_up_events: Vec<ScaleEvent>,
+    pub scale_down_events: Vec<ScaleEvent>,
+}
+
+/// `timestampedRecommendation`: a prenormalized proposal and when it was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recommendation {
+    pub replicas: i32,
+    pub time: Time,
+}
+
+/// `timestampedScaleEvent`: the magnitude of one rescale.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScaleEvent {
+    /// `|desired - current|`, always positive.
+    pub replica_change: i32,
+    pub time: Time,
+    /// Older than the longest policy period when the last event of its direction was stored.
+    pub outdated: bool,
+}

@@ -1,0 +1,566 @@
+//! The HorizontalPodAutoscaler decision: `reconcileAutoscaler` of `horizontal.go` without the
+//! I/O. `evaluate(settings, spec, observation, history, now)` returns an [`Evaluation`]: the
+//! [`Decision`] (with its explanation as data) and the history to store.
+//!
+//! The decision record is part of the engine's API: the service stores and returns it, and a
+//! replay of stored history under another spec compares records.
+
+pub mod defaults;
+pub mod normalize;
+pub mod replicas;
+pub mod validate;
+
+use serde::{Deserialize, Serialize};
+
+use super::{condition::Condition, history::History};
+
+/// The result of one evaluation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Evaluation {
+    pub decision: Decision,
+    /// The history after this evaluation, to be stored unless the call is a dry run.
+    pub history: History,
+}
+
+/// What the controller decided and why.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    pub current_replicas: i32,
+    /// The count to apply. Equal to `current_replicas` when nothing changes.
+    pub desired_replicas: i32,
+    /// The conditions after the evaluation, one per type at most, in
+    /// AbleToScale, ScalingActive, ScalingLimited order.
+    pub conditions: Vec<Condition>,
+    /// One entry per spec metric, in spec order (empty on the shortcuts).
+    pub metrics: Vec<MetricOutcome>,
+    /// Which branch of `reconcileAutoscaler` decided.
+    pub path: DecisionPath,
+    /// The metric proposal (max over metrics) before normalization.
+    pub prenormalized_replicas: Option<i32>,
+    /// The value after the stabilization step.
+    pub stabilized_replicas: Option<i32>,
+    /// The scale-up limit in force (behavior: `calculateScaleUpLimitWithScalingRules`;
+    /// legacy: `calculateScaleUpLimit`).
+    pub scale_up_limit: Option<i32>,
+    /// The scale-down limit in force (behavior path only).
+    pub scale_down_limit: Option<i32>,
+    /// The error Kubernetes' reconciliation returns, if any (scaling may still proceed when
+    /// only some metrics failed).
+    pub error: Option<String>,
+    /// Why the count changes, in the words of Kubernetes' `SuccessfulRescale` event
+    /// (`cpu resource utilization (percentage of request) above target`, `All metrics below
+    /// target`, `Current number of replicas above Spec.MaxReplicas`, ...); `None` when the
+    /// count stays.
+    pub rescale_reason: Option<String>,
+}
+
+/// The branch of `reconcileAutoscaler` that produced the decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DecisionPath {
+    /// Current replicas 0 with a minimum above 0: scaling is disabled.
+    ScalingDisabled,
+    /// Current replicas above the maximum: desired = max, no metric evaluation.
+    AboveMaxReplicas,
+    /// Current replicas below the minimum: desired = min, no metric evaluation.
+    BelowMinReplicas,
+    /// Metric evaluation failed as a whole; no scaling.
+    MetricsFailed,
+    /// Normalized without behavior (`normalizeDesiredReplicas`).
+    Legacy,
+    /// Normalized with behavior (`normalizeDesiredReplicasWithBehaviors`).
+    Behavior,
+}
+
+impl DecisionPath {
+    /// A stable name for the API and logs.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DecisionPath::ScalingDisabled => "ScalingDisabled",
+            DecisionPath::AboveMaxReplicas => "AboveMaxReplicas",
+            DecisionPath::BelowMinReplicas => "BelowMinReplicas",
+            DecisionPath::MetricsFailed => "MetricsFailed",
+            DecisionPath::Legacy => "Legacy",
+            DecisionPath::Behavior => "Behavior",
+        }
+    }
+}
+
+/// The evaluation of one spec metric (`computeReplicasForMetric` and `computeStatusFor*Metric`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MetricOutcome {
+    /// Index in `spec.metrics`.
+    pub index: usize,
+    /// The proposal, or why there is none.
+    pub result: Result<MetricProposal, MetricFailure>,
+    /// How `groupPods` sorted the pods (pod-based metrics that got that far).
+    pub pod_groups: Option<PodGroups>,
+}
+
+/// A metric's proposal and the status Kubernetes reports for it (algorithm document, section 8).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MetricProposal {
+    pub replicas: i32,
+    /// Integer percentage of the request (Utilization targets).
+    pub current_average_utilization: Option<i32>,
+    /// Milli-units per pod.
+    pub current_average_value: Option<i64>,
+    /// Milli-units in total (Object/External Value targets).
+    pub current_value: Option<i64>,
+    /// The usage ratio the proposal came from (current ÷ target), for explanations.
+    pub usage_ratio: Option<f64>,
+}
+
+/// Why a metric has no proposal.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MetricFailure {
+    /// The ScalingActive False reason for this metric type (e.g. `FailedGetResourceMetric`).
+    pub reason: super::condition::ConditionReason,
+    /// Kubernetes' error text.
+    pub message: String,
+}
+
+/// `groupPods`' result for one metric; name lists sorted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodGroups {
+    pub ready_count: i32,
+    pub unready: Vec<String>,
+    pub missing: Vec<String>,
+    pub ignored: Vec<String>,
+}
+
+// === reconcileAutoscaler ===
+
+use super::{
+    condition::{ConditionReason, ConditionType},
+    error::InvalidInput,
+    observation::Observation,
+    settings::Settings,
+    spec::{HorizontalSpec, MetricSpec},
+    time::Time,
+};
+use defaults::DefaultedSpec;
+use normalize::Bounds;
+
+/// Kubernetes' messages for the conditions `reconcileAutoscaler` and
+/// `computeReplicasForMetrics` set themselves.
+pub mod messages {
+    pub const SUCCEEDED_GET_SCALE: &str =
+        "the HPA controller was able to get the target's current scale";
+    pub const SCALING_DISABLED: &str =
+        "scaling is disabled since the replica count of the target is zero";
+    pub const ABOVE_MAX: &str = "Current number of replicas above Spec.MaxReplicas";
+    pub const BELOW_MIN: &str = "Current number of replicas below Spec.MinReplicas";
+    pub const ALL_BELOW_TARGET: &str = "All metrics below target";
+}
+
+/// The conditions of one evaluation: one slot per type, the last write wins (`setCondition`).
+#[derive(Default)]
+struct Conditions([Option<Condition>; 3]);
+
+impl Conditions {
+    fn set(
+        &mut self,
+        condition_type: ConditionType,
+        status: bool,
+        reason: ConditionReason,
+        message: impl Into<String>,
+    ) {
+        self.put(Condition {
+            condition_type,
+            status,
+            reason,
+            message: message.into(),
+        });
+    }
+
+    fn put(&mut self, condition: Condition) {
+        let slot = match condition.condition_type {
+            ConditionType::AbleToScale => 0,
+            ConditionType::ScalingActive => 1,
+            ConditionType::ScalingLimited => 2,
+        };
+        self.0[slot] = Some(condition);
+    }
+
+    fn into_vec(self) -> Vec<Condition> {
+        self.0.into_iter().flatten().collect()
+    }
+}
+
+/// The state of one evaluation as it moves through `reconcileAutoscaler`.
+struct Reconciliation<'a> {
+    settings: &'a Settings,
+    spec: DefaultedSpec,
+    history: History,
+    now: Time,
+    conditions: Conditions,
+    decision: Decision,
+}
+
+impl<'a> Reconciliation<'a> {
+    /// The start of `reconcileAutoscaler` once the scale was read: AbleToScale True /
+    /// SucceededGetScale and `recordInitialRecommendation`.
+    fn start(
+        settings: &'a Settings,
+        spec: &HorizontalSpec,
+        current: i32,
+        history: &History,
+        now: Time,
+    ) -> Self {
+        let mut conditions = Conditions::default();
+        conditions.set(
+            ConditionType::AbleToScale,
+            true,
+            ConditionReason::SucceededGetScale,
+            messages::SUCCEEDED_GET_SCALE,
+        );
+        let mut history = history.clone();
+        record_initial_recommendation(&mut history, current, now);
+        let spec = defaults::set_defaults(spec, settings);
+        let path = if spec.behavior.is_some() {
+            DecisionPath::Behavior
+        } else {
+            DecisionPath::Legacy
+        };
+        Reconciliation {
+            settings,
+            spec,
+            history,
+            now,
+            conditions,
+            decision: Decision {
+                current_replicas: current,
+                desired_replicas: current,
+                conditions: Vec::new(),
+                metrics: Vec::new(),
+                path,
+                prenormalized_replicas: None,
+                stabilized_replicas: None,
+                scale_up_limit: None,
+                scale_down_limit: None,
+                error: None,
+                rescale_reason: None,
+            },
+        }
+    }
+
+    fn bounds(&self) -> Bounds {
+        Bounds {
+            current: self.decision.current_replicas,
+            min: self.spec.min_replicas,
+            max: self.spec.max_replicas,
+        }
+    }
+
+    /// `normalizeDesiredReplicas` or `normalizeDesiredReplicasWithBehaviors`; returns the
+    /// normalized count.
+    fn normalize(&mut self, prenormalized: i32) -> i32 {
+        let bounds = self.bounds();
+        self.decision.prenormalized_replicas = Some(prenormalized);
+        let normalized = match &self.spec.behavior {
+            None => normalize::normalize_desired_replicas(
+                self.settings,
+                self.history.recommendations.get_or_insert_with(Vec::new),
+                self.now,
+                bounds,
+                prenormalized,
+            ),
+            Some(behavior) => normalize::normalize_desired_replicas_with_behaviors(
+                behavior,
+                &mut self.history,
+                self.now,
+                bounds,
+                prenormalized,
+            ),
+        };
+        self.decision.stabilized_replicas = Some(normalized.stabilized);
+        self.decision.scale_up_limit = Some(normalized.scale_up_limit);
+        self.decision.scale_down_limit = normalized.scale_down_limit;
+        self.conditions.put(normalized.able_to_scale);
+        self.conditions.put(normalized.scaling_limited);
+        normalized.desired
+    }
+
+    /// The end of `reconcileAutoscaler`: apply the rescale (AbleToScale True /
+    /// SucceededRescale, `storeScaleEvent`) or keep the current count.
+    fn finish(mut self, desired: i32, rescale: bool, rescale_reason: Option<String>) -> Evaluation {
+        let current = self.decision.current_replicas;
+        if rescale {
+            self.conditions.set(
+                ConditionType::AbleToScale,
+                true,
+                ConditionReason::SucceededRescale,
+                format!("the HPA controller was able to update the target scale to {desired}"),
+            );
+            if let Some(behavior) = &self.spec.behavior {
+                normalize::store_scale_event(
+                    behavior,
+                    &mut self.history,
+                    self.now,
+                    current,
+                    desired,
+                );
+            }
+            self.decision.desired_replicas = desired;
+            self.decision.rescale_reason = rescale_reason;
+        } else {
+            self.decision.desired_replicas = current;
+        }
+        self.decision.conditions = self.conditions.into_vec();
+        Evaluation {
+            decision: self.decision,
+            history: self.history,
+        }
+    }
+}
+
+/// `recordInitialRecommendation`: a target without a recommendation list starts one with the
+/// current count. An existing but empty list stays empty.
+fn record_initial_recommendation(history: &mut History, current: i32, now: Time) {
+    if history.recommendations.is_none() {
+        history.recommendations = Some(vec![super::history::Recommendation {
+            replicas: current,
+            time: now,
+        }]);
+    }
+}
+
+/// Decides the replica count for one snapshot: `reconcileAutoscaler` without the I/O.
+///
+/// Input that makes no sense is rejected before anything is computed; everything else,
+/// including metrics that cannot be computed, is part of the decision. The returned history
+/// holds what Kubernetes would have recorded (the recommendation whenever a normalization ran,
+/// a scale event after a rescale with a behavior).
+pub fn evaluate(
+    settings: &Settings,
+    spec: &HorizontalSpec,
+    observation: &Observation,
+    history: &History,
+    now: Time,
+) -> Result<Evaluation, InvalidInput> {
+    validate::validate(settings, spec, observation, history)?;
+    let current = observation.current_replicas;
+    let mut r = Reconciliation::start(settings, spec, current, history, now);
+    let min = r.spec.min_replicas;
+    let max = r.spec.max_replicas;
+
+    if current == 0 && min != 0 {
+        // "Autoscaling is disabled for this resource"
+        r.decision.path = DecisionPath::ScalingDisabled;
+        r.conditions.set(
+            ConditionType::ScalingActive,
+            false,
+            ConditionReason::ScalingDisabled,
+            messages::SCALING_DISABLED,
+        );
+        return Ok(r.finish(0, false, None));
+    }
+    if current > max {
+        r.decision.path = DecisionPath::AboveMaxReplicas;
+        return Ok(r.finish(max, true, Some(messages::ABOVE_MAX.to_string())));
+    }
+    if current < min {
+        r.decision.path = DecisionPath::BelowMinReplicas;
+        return Ok(r.finish(min, true, Some(messages::BELOW_MIN.to_string())));
+    }
+
+    let tolerances = defaults::tolerances_for_hpa(&r.spec, settings);
+    let outcomes: Vec<MetricOutcome> = r
+        .spec
+        .metrics
+        .iter()
+        .enumerate()
+        .map(|(i, metric)| {
+            replicas::replicas_for_metric(i, metric, observation, settings, tolerances, now)
+        })
+        .collect();
+    let combined = compute_replicas_for_metrics(&r.spec.metrics, &outcomes, current);
+    r.decision.metrics = outcomes;
+    let combined = match combined {
+        Err(failure) => {
+            // No scaling; status keeps the statuses computed so far; the error is returned.
+            r.decision.path = DecisionPath::MetricsFailed;
+            r.conditions.put(failure.condition);
+            r.decision.error = Some(format!(
+                "failed to compute desired number of replicas based on listed metrics: {}",
+                failure.error
+            ));
+            return Ok(r.finish(current, false, None));
+        }
+        Ok(combined) => combined,
+    };
+    r.conditions.set(
+        ConditionType::ScalingActive,
+        true,
+        ConditionReason::ValidMetricFound,
+        format!(
+            "the HPA was able to successfully calculate a replica count from {}",
+            combined.metric
+        ),
+    );
+    r.decision.error = combined.error;
+
+    let prenormalized = combined.replicas.max(0);
+    let rescale_reason = if prenormalized > current {
+        Some(format!("{} above target", combined.metric))
+    } else if prenormalized < current {
+        Some(messages::ALL_BELOW_TARGET.to_string())
+    } else {
+        None
+    };
+    let desired = r.normalize(prenormalized);
+    Ok(r.finish(desired, desired != current, rescale_reason))
+}
+
+/// Normalizes a given proposal as if the metrics had produced it: for callers (and the
+/// conformance cases) that exercise `normalizeDesiredReplicas*` directly. Skips the metric
+/// evaluation and the disabled / above-max / below-min shortcuts, then rescales and records
+/// state as [`evaluate`] does.
+pub fn normalize_only(
+    settings: &Settings,
+    spec: &HorizontalSpec,
+    current_replicas: i32,
+    prenormalized: i32,
+    history: &History,
+    now: Time,
+) -> Result<Evaluation, InvalidInput> {
+    validate::validate_settings(settings)?;
+    validate::validate_spec(spec)?;
+    validate::validate_history(history)?;
+    if current_replicas < 0 {
+        return Err(InvalidInput::new(
+            "current_replicas",
+            "must not be negative",
+        ));
+    }
+    if prenormalized < 0 {
+        return Err(InvalidInput::new(
+            "prenormalized_desired_replicas",
+            "must not be negative",
+        ));
+    }
+    let mut r = Reconciliation::start(settings, spec, current_replicas, history, now);
+    let rescale_reason = match prenormalized.cmp(&current_replicas) {
+        std::cmp::Ordering::Greater => Some("prenormalized proposal above target".to_string()),
+        std::cmp::Ordering::Less => Some(messages::ALL_BELOW_TARGET.to_string()),
+        std::cmp::Ordering::Equal => None,
+    };
+    let desired = r.normalize(prenormalized);
+    Ok(r.finish(desired, desired != current_replicas, rescale_reason))
+}
+
+/// The proposal of `computeReplicasForMetrics` when at least one metric counts.
+struct Combined {
+    replicas: i32,
+    /// The description of the metric that gave the proposal.
+    metric: String,
+    /// Set when some metrics failed but scaling proceeds.
+    error: Option<String>,
+}
+
+/// `computeReplicasForMetrics` failing as a whole.
+struct MetricsFailure {
+    condition: Condition,
+    error: String,
+}
+
+/// `computeReplicasForMetrics`: the largest proposal (the first valid metric, then any larger
+/// one). Fails when every metric failed, or when some failed and the others would scale down:
+/// an invalid metric never blocks a scale-up or a steady state, but blocks every scale-down.
+fn compute_replicas_for_metrics(
+    specs: &[MetricSpec],
+    outcomes: &[MetricOutcome],
+    spec_replicas: i32,
+) -> Result<Combined, MetricsFailure> {
+    let mut replicas = 0;
+    let mut metric = String::new();
+    let mut invalid = 0usize;
+    let mut first_invalid: Option<(&MetricFailure, String)> = None;
+    for outcome in outcomes {
+        match &outcome.result {
+            Err(failure) => {
+                if invalid == 0 {
+                    let error = match specs.get(outcome.index) {
+                        Some(spec) => replicas::metric_error(spec, failure),
+                        None => failure.message.clone(),
+                    };
+                    first_invalid = Some((failure, error));
+                }
+                invalid += 1;
+            }
+            Ok(proposal) => {
+                if replicas == 0 || proposal.replicas > replicas {
+                    replicas = proposal.replicas;
+                    metric = specs
+                        .get(outcome.index)
+                        .map(metric_description)
+                        .unwrap_or_default();
+                }
+            }
+        }
+    }
+    let error = first_invalid.as_ref().map(|(_, error)| {
+        format!(
+            "invalid metrics ({invalid} invalid out of {}), first error is: {error}",
+            specs.len(),
+        )
+    });
+    if invalid >= specs.len() || (invalid > 0 && replicas < spec_replicas) {
+        let (reason, message) = match &first_invalid {
+            Some((f, _)) => (f.reason, f.message.as_str()),
+            // Only reachable without metrics, which the defaults rule out.
+            None => (
+                ConditionReason::InvalidMetricSourceType,
+                "no metrics to compute a replica count from",
+            ),
+        };
+        return Err(MetricsFailure {
+            condition: Condition {
+                condition_type: ConditionType::ScalingActive,
+                status: false,
+                reason,
+                message: format!("the HPA was unable to compute the replica count: {message}"),
+            },
+            error: error.unwrap_or_else(|| message.to_string()),
+        });
+    }
+    Ok(Combined {
+        replicas,
+        metric,
+        error,
+    })
+}
+
+/// How Kubernetes names a metric in ValidMetricFound and the rescale event
+/// (`computeStatusFor*Metric`). Object and External metrics carry no selector here, which Go
+/// prints as `nil`.
+pub fn metric_description(metric: &MetricSpec) -> String {
+    match metric {
+        MetricSpec::Resource { name, target } => {
+            if target.average_value.is_some() {
+                format!("{name} resource")
+            } else {
+                format!("{name} resource utilization (percentage of request)")
+            }
+        }
+        MetricSpec::ContainerResource { name, target, .. } => {
+            if target.average_value.is_some() {
+                format!("{name} resource")
+            } else {
+                format!("{name} container resource utilization (percentage of request)")
+            }
+        }
+        MetricSpec::Pods { name, .. } => format!("pods metric {name}"),
+        MetricSpec::Object { name, target } => {
+            if target.target_type == super::spec::MetricTargetType::Value && target.value.is_some()
+            {
+                format!("Object metric {name}")
+            } else {
+                // sic: upstream names Object AverageValue metrics "external metric".
+                format!("external metric {name}(nil)")
+            }
+        }
+        MetricSpec::External { name, .. } => format!("external metric {name}(nil)"),
+        MetricSpec::Unknown { type_name } => format!("unknown metric source type {type_name:?}"),
+    }
+}

@@ -1,0 +1,169 @@
+//! Wiring: the store, the services, health and reflection on one tonic server, and the
+//! graceful shutdown (mini-redis `server::run(listener, shutdown)`; linkerd's bounded drain).
+//!
+//! Shutdown sequence: the shutdown future completes → health turns NOT_SERVING (so load
+//! balancers and Kubernetes probes stop sending) → the server stops accepting and drains
+//! in-flight requests for at most `shutdown_grace` → a final flush of the store.
+
+use std::{future::Future, net::SocketAddr, sync::Arc};
+
+use thiserror::Error;
+use tokio::{net::TcpListener, sync::watch};
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic_health::ServingStatus;
+
+use crate::{
+    api::{HorizontalService, ServiceOptions},
+    config::{Config, Durability as DurabilityMode},
+    pb::{
+        self,
+        v1::horizontal_autoscaler_server::{self, HorizontalAutoscalerServer},
+    },
+    store::{
+        HistoryStore, SledStore, StoreError,
+        durability::{Durability, Mode},
+        sled::SledOptions,
+    },
+};
+
+/// Why serving stopped with an error.
+#[derive(Debug, Error)]
+pub enum ServeError {
+    /// The store could not be opened or flushed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The reflection service could not be built from the descriptors.
+    #[error("reflection: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    /// The transport failed.
+    #[error("transport: {0}")]
+    Transport(#[from] tonic::transport::Error),
+    /// The listener has no local address.
+    #[error("listener: {0}")]
+    Listener(#[from] std::io::Error),
+}
+
+/// gRPC service names served (health reports each, plus "").
+pub const SERVICE_NAMES: &[&str] = &[horizontal_autoscaler_server::SERVICE_NAME];
+
+/// Opens the sled store of `config.data_dir`.
+pub fn open_store(config: &Config) -> Result<Arc<SledStore>, StoreError> {
+    SledStore::open(
+        &config.data_dir,
+        SledOptions {
+            decision_log_len: config.decision_log_len,
+        },
+    )
+    .map(Arc::new)
+}
+
+/// Opens the store, then serves on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: TcpListener,
+    config: Config,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    let store = open_store(&config)?;
+    serve_with_store(listener, config, store, shutdown).await
+}
+
+/// Serves on `listener` with an opened store until `shutdown` completes, then drains for at
+/// most `config.shutdown_grace` and flushes the store.
+pub async fn serve_with_store(
+    listener: TcpListener,
+    config: Config,
+    store: Arc<dyn HistoryStore>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    let local: SocketAddr = listener.local_addr()?;
+    let mode = match config.durability {
+        DurabilityMode::Strict => Mode::Strict,
+        DurabilityMode::Relaxed => Mode::Relaxed {
+            interval: config.flush_interval,
+        },
+    };
+    let durability = Arc::new(Durability::start(Arc::clone(&store), mode));
+    let service = HorizontalService::new(
+        Arc::clone(&store),
+        Arc::clone(&durability),
+        ServiceOptions {
+            defaults: config.hpa.clone(),
+            limits: config.limits.clone(),
+            trust_request_time: config.trust_request_time,
+            history_retention: config.history_retention,
+        },
+        crate::engine::hpa::evaluate,
+    );
+
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_service_status("", ServingStatus::Serving)
+        .await;
+    for name in SERVICE_NAMES {
+        health_reporter
+            .set_service_status(*name, ServingStatus::Serving)
+            .await;
+    }
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()?;
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut server_stop = stop_rx.clone();
+    let router = tonic::transport::Server::builder()
+        .trace_fn(|request| tracing::info_span!("grpc", rpc = %request.uri().path()))
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(
+            HorizontalAutoscalerServer::new(service)
+                .max_decoding_message_size(config.limits.max_message_bytes),
+        );
+    let server =
+        router.serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
+            let _ = server_stop.wait_for(|stop| *stop).await;
+        });
+    tokio::pin!(server);
+    tokio::pin!(shutdown);
+    tracing::info!(%local, durability = %config.durability, data_dir = %config.data_dir.display(), "serving");
+
+    let mut triggered = false;
+    let mut drain_deadline = stop_rx.clone();
+    let grace = config.shutdown_grace;
+    let drain_timer = async move {
+        let _ = drain_deadline.wait_for(|stop| *stop).await;
+        tokio::time::sleep(grace).await;
+    };
+    tokio::pin!(drain_timer);
+    let result = loop {
+        tokio::select! {
+            result = &mut server => break result.map_err(ServeError::from),
+            () = &mut shutdown, if !triggered => {
+                triggered = true;
+                tracing::info!(grace_secs = grace.as_secs_f64(), "shutting down: NOT_SERVING, draining");
+                health_reporter.set_service_status("", ServingStatus::NotServing).await;
+                for name in SERVICE_NAMES {
+                    health_reporter.set_service_status(*name, ServingStatus::NotServing).await;
+                }
+                let _ = stop_tx.send(true);
+            }
+            () = &mut drain_timer => {
+                tracing::warn!("drain timed out; dropping the remaining connections");
+                break Ok(());
+            }
+        }
+    };
+    let flushed = durability.flush_all().await;
+    match &flushed {
+        Ok(()) => tracing::info!("store flushed; stopped"),
+        Err(e) => tracing::error!(error = %e, "final flush failed"),
+    }
+    result?;
+    flushed?;
+    Ok(())
+}

@@ -1,0 +1,191 @@
+//! When a write is durable.
+//!
+//! **Strict** (default): group commit. A writer takes a ticket after its write returned
+//! ([`Durability::written`]) and waits with [`Durability::durable`] until a flush *that started
+//! after the write* has finished. One flusher task runs `flush` on a blocking thread
+//! (`spawn_blocking`: an fsync must not stall the async workers) and then wakes every waiter
+//! whose ticket it covers, so concurrent requests share one flush.
+//!
+//! **Relaxed**: writers do not wait; the flusher flushes every `interval`. A crash loses up to
+//! one interval of acknowledged decisions (see `config::Durability::Relaxed` for what that
+//! does to later decisions).
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use tokio::{
+    sync::{Notify, watch},
+    task::JoinHandle,
+};
+
+use super::{HistoryStore, StoreError};
+
+/// How writes become durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Wait for a covering flush (group commit).
+    Strict,
+    /// Do not wait; flush every `interval`.
+    Relaxed { interval: Duration },
+}
+
+#[derive(Clone, Debug, Default)]
+struct Flushed {
+    /// Every ticket up to this one is durable.
+    through: u64,
+    /// The last failed flush: tickets up to `.0` may be lost.
+    failed: Option<(u64, String)>,
+    /// Successful flushes so far.
+    count: u64,
+}
+
+/// The group-commit coordinator; the flusher task stops when this is dropped.
+pub struct Durability {
+    mode: Mode,
+    written: Arc<AtomicU64>,
+    wake: Arc<Notify>,
+    flushed: watch::Receiver<Flushed>,
+    task: JoinHandle<()>,
+    store: Arc<dyn HistoryStore>,
+}
+
+impl std::fmt::Debug for Durability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Durability")
+            .field("mode", &self.mode)
+            .field("written", &self.written)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Durability {
+    /// Starts the flusher for `store`. Must be called within a tokio runtime.
+    pub fn start(store: Arc<dyn HistoryStore>, mode: Mode) -> Self {
+        let wake = Arc::new(Notify::new());
+        let (tx, rx) = watch::channel(Flushed::default());
+        let written = Arc::new(AtomicU64::new(0));
+        let task = match mode {
+            Mode::Strict => tokio::spawn(strict_flusher(
+                Arc::clone(&store),
+                Arc::clone(&written),
+                Arc::clone(&wake),
+                tx,
+            )),
+            Mode::Relaxed { interval } => {
+                tokio::spawn(periodic_flusher(Arc::clone(&store), interval))
+            }
+        };
+        Durability {
+            mode,
+            written,
+            wake,
+            flushed: rx,
+            task,
+            store,
+        }
+    }
+
+    /// Registers a write that has returned; the ticket identifies it for [`Self::durable`].
+    pub fn written(&self) -> u64 {
+        self.written.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// Returns once the write of `ticket` is durable (strict) or at once (relaxed).
+    pub async fn durable(&self, ticket: u64) -> Result<(), StoreError> {
+        if let Mode::Relaxed { .. } = self.mode {
+            return Ok(());
+        }
+        let mut rx = self.flushed.clone();
+        self.wake.notify_one();
+        loop {
+            {
+                let state = rx.borrow_and_update();
+                if state.through >= ticket {
+                    return Ok(());
+                }
+                if let Some((upto, message)) = &state.failed
+                    && *upto >= ticket
+                {
+                    return Err(StoreError::Flush(message.clone()));
+                }
+            }
+            rx.changed().await.map_err(|_| StoreError::FlusherStopped)?;
+        }
+    }
+
+    /// A last flush of everything (shutdown), on a blocking thread.
+    pub async fn flush_all(&self) -> Result<(), StoreError> {
+        let store = Arc::clone(&self.store);
+        tokio::task::spawn_blocking(move || store.flush())
+            .await
+            .map_err(|e| StoreError::Flush(e.to_string()))?
+    }
+
+    /// Flushes completed so far by the strict flusher (each may cover many writes).
+    pub fn flushes(&self) -> u64 {
+        self.flushed.borrow().count
+    }
+}
+
+impl Drop for Durability {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Waits to be woken, notes the highest ticket handed out (every write with a ticket up to it
+/// has returned), flushes, and publishes that ticket as durable. Wakes that arrive during a
+/// flush leave a permit in the `Notify`, so the next round starts right after.
+async fn strict_flusher(
+    store: Arc<dyn HistoryStore>,
+    written: Arc<AtomicU64>,
+    wake: Arc<Notify>,
+    flushed: watch::Sender<Flushed>,
+) {
+    let mut through = 0;
+    loop {
+        wake.notified().await;
+        let target = written.load(Ordering::SeqCst);
+        if target <= through {
+            continue;
+        }
+        let store = Arc::clone(&store);
+        let result = tokio::task::spawn_blocking(move || store.flush()).await;
+        match result {
+            Ok(Ok(())) => {
+                through = target;
+                flushed.send_modify(|f| {
+                    f.through = target;
+                    f.count += 1;
+                });
+            }
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "flush failed");
+                flushed.send_modify(|f| f.failed = Some((target, e.to_string())));
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "flush task failed");
+                flushed.send_modify(|f| f.failed = Some((target, e.to_string())));
+            }
+        }
+    }
+}
+
+async fn periodic_flusher(store: Arc<dyn HistoryStore>, interval: Duration) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        let store = Arc::clone(&store);
+        match tokio::task::spawn_blocking(move || store.flush()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "periodic flush failed"),
+            Err(e) => tracing::error!(error = %e, "periodic flush task failed"),
+        }
+    }
+}
