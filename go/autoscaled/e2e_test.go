@@ -105,7 +105,7 @@ func TestRecommendScaleUpThenCappedByMax(t *testing.T) {
 	if !resp.GetRecorded() {
 		t.Errorf("Recommend #1 recorded = false, want true (not a dry run)")
 	}
-	wantCondition(t, resp.GetConditions(), "AbleToScale", "True", "")
+	wantCondition(t, resp.GetConditions(), "AbleToScale", "True", "SucceededRescale")
 	wantCondition(t, resp.GetConditions(), "ScalingActive", "True", "ValidMetricFound")
 	wantCondition(t, resp.GetConditions(), "ScalingLimited", "False", "DesiredWithinRange")
 	if len(resp.GetMetrics()) != 1 {
@@ -179,17 +179,22 @@ func TestRecommendDryRunRecordsNothing(t *testing.T) {
 	if resp.GetRecorded() {
 		t.Errorf("dry run recorded = true")
 	}
-	// A scale-down is held by the 5 min downscale stabilization only with stored history;
-	// on the first evaluation the window holds just this recommendation.
-	if got := resp.GetDesiredReplicas(); got != 2 {
-		t.Errorf("desired = %d, want 2", got)
+	// The metric proposes 2, but a target seen for the first time starts its downscale
+	// stabilization window with the current count (upstream reconcileAutoscaler seeds
+	// recommendations[key] with currentReplicas), so the HPA holds 4.
+	if got := resp.GetMetrics()[0].GetProposedReplicas(); got != 2 {
+		t.Errorf("cpu proposal = %d, want 2", got)
 	}
-	hist, err := c.GetHistory(ctx, key)
-	if err != nil && status.Code(err) != codes.NotFound {
-		t.Fatalf("GetHistory: %v", err)
+	if got := resp.GetExplanation().GetPrenormalizedReplicas(); got != 2 {
+		t.Errorf("prenormalized = %d, want 2", got)
 	}
-	if n := len(hist.GetDecisions()); n != 0 {
-		t.Errorf("dry run left %d decisions", n)
+	if got := resp.GetDesiredReplicas(); got != 4 {
+		t.Errorf("desired = %d, want 4 (held by downscale stabilization)", got)
+	}
+	wantCondition(t, resp.GetConditions(), "AbleToScale", "True", "ScaleDownStabilized")
+	// Nothing stored: the target is unknown.
+	if _, err := c.GetHistory(ctx, key); status.Code(err) != codes.NotFound {
+		t.Errorf("GetHistory after a dry run: err = %v, want NOT_FOUND", err)
 	}
 }
 
