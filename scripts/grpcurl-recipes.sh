@@ -14,7 +14,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 titles=() commands=() expects=()
 # recipe TITLE EXPECT... <<'EOF' COMMAND EOF
-#   EXPECT: extended regexps that must all match the command's output.
+#   EXPECT: extended regexps that must all match the command's output; `rc=N`: the exit
+#   status must be N (default 0; grpcurl exits 64 + the gRPC code on an error status).
 recipe() {
   titles+=("$1"); shift
   local IFS=$'\x1f'
@@ -75,6 +76,11 @@ recipe "History of the target: the decision just recorded" \
 grpcurl -plaintext -d '{"targetKey": "nomad/prod/web"}' "$ADDR" autoscaled.v1.HorizontalAutoscaler/GetHistory
 EOF
 
+recipe "An invalid request: INVALID_ARGUMENT naming the field (grpcurl exits 64 + 3)" \
+  rc=67 'Code: InvalidArgument' 'target_key' 'type.googleapis.com/google.rpc.BadRequest' <<'EOF'
+grpcurl -plaintext -d '{"targetKey": "", "currentReplicas": 3, "spec": {"maxReplicas": 10}}' "$ADDR" autoscaled.v1.HorizontalAutoscaler/Recommend
+EOF
+
 recipe "Vertical: record CPU (millicores) and memory (bytes) usage of a container" \
   '"acceptedSamples": 6' <<'EOF'
 grpcurl -plaintext -d @ "$ADDR" autoscaled.v1.VerticalAutoscaler/RecordUsage <<'JSON'
@@ -116,7 +122,9 @@ Requests are proto3 JSON: camelCase field names (`targetKey`, `currentReplicas`)
 name (`METRIC_SOURCE_TYPE_RESOURCE`), int64 fields as strings or numbers (they come back as
 strings), timestamps in RFC 3339 and durations like `"60s"`. HPA quantities are milli-units
 (`"1000"` = 1 CPU); the vertical autoscaler takes CPU in millicores and memory in bytes.
-Invalid requests fail with `InvalidArgument` and a `google.rpc.BadRequest` naming the field.
+Invalid requests fail with `InvalidArgument` and a `google.rpc.BadRequest` naming the field
+(the message names it too; grpcurl prints the detail as raw `@value` bytes when the server's
+reflection does not carry `google/rpc/error_details.proto`).
 EOF
   local i
   for i in "${!titles[@]}"; do
@@ -145,16 +153,17 @@ for i in "${!titles[@]}"; do
   out="$(bash -o pipefail -c "${commands[$i]}" 2>&1)"
   rc=$?
   ms=$(( ($(date +%s%N) - start) / 1000000 ))
-  missing=()
+  missing=() want_rc=0
   IFS=$'\x1f' read -r -a pats <<<"${expects[$i]}"
   for p in "${pats[@]}"; do
+    if [[ "$p" == rc=* ]]; then want_rc="${p#rc=}"; continue; fi
     grep -Eq -- "$p" <<<"$out" || missing+=("$p")
   done
-  if [[ $rc -eq 0 && ${#missing[@]} -eq 0 ]]; then
+  if [[ $rc -eq $want_rc && ${#missing[@]} -eq 0 ]]; then
     echo "ok   ${titles[$i]} (${ms} ms)"
   else
     failed=$((failed + 1))
-    echo "FAIL ${titles[$i]} (exit $rc)"
+    echo "FAIL ${titles[$i]} (exit $rc, want $want_rc)"
     for p in "${missing[@]}"; do echo "     expected /$p/"; done
     sed 's/^/     | /' <<<"$out" | head -60
   fi
