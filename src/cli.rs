@@ -19,7 +19,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the gRPC API (HorizontalAutoscaler, health, reflection).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Run the conformance cases of a folder through the engine; exit 1 on failures.
     Conformance(ConformanceArgs),
 }
@@ -46,7 +46,7 @@ pub fn parse() -> Result<Cli, ExitCode> {
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
-        Command::Serve(args) => serve(args),
+        Command::Serve(args) => serve(*args),
         Command::Conformance(args) => conformance(args),
     }
 }

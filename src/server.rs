@@ -10,6 +10,7 @@ use std::{future::Future, net::SocketAddr, sync::Arc};
 use thiserror::Error;
 use tokio::{net::TcpListener, sync::watch};
 use tokio_stream::wrappers::TcpListenerStream;
+use tonic::codegen::http::{HeaderValue, Response as HttpResponse};
 use tonic_health::ServingStatus;
 
 use crate::{
@@ -45,6 +46,23 @@ pub enum ServeError {
 
 /// gRPC service names served (health reports each, plus "").
 pub const SERVICE_NAMES: &[&str] = &[horizontal_autoscaler_server::SERVICE_NAME];
+
+/// tonic rejects a request above `max_decoding_message_size` with OUT_OF_RANGE ("decoded
+/// message length too large"); gRPC's convention (grpc-go, grpc-java) for a message over the
+/// receive limit is RESOURCE_EXHAUSTED, which clients treat as "do not retry as is". The
+/// message, naming both sizes, is kept.
+fn message_too_large_is_resource_exhausted<B>(mut response: HttpResponse<B>) -> HttpResponse<B> {
+    let headers = response.headers_mut();
+    let too_large = headers.get("grpc-status").is_some_and(|s| s == "11")
+        && headers
+            .get("grpc-message")
+            .and_then(|m| m.to_str().ok())
+            .is_some_and(|m| m.contains("length%20too%20large") || m.contains("length too large"));
+    if too_large {
+        headers.insert("grpc-status", HeaderValue::from_static("8"));
+    }
+    response
+}
 
 /// Opens the sled store of `config.data_dir`.
 pub fn open_store(config: &Config) -> Result<Arc<SledStore>, StoreError> {
@@ -116,6 +134,10 @@ pub async fn serve_with_store(
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut server_stop = stop_rx.clone();
     let router = tonic::transport::Server::builder()
+        .layer(tower::util::MapResponseLayer::new(
+            message_too_large_is_resource_exhausted
+                as fn(HttpResponse<tonic::body::Body>) -> HttpResponse<tonic::body::Body>,
+        ))
         .trace_fn(|request| tracing::info_span!("grpc", rpc = %request.uri().path()))
         .add_service(health_service)
         .add_service(reflection_v1)

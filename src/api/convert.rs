@@ -908,7 +908,7 @@ pub fn parse_page_token(token: &str) -> Result<Option<String>, ApiError> {
         return Ok(None);
     }
     let invalid = || ApiError::field("page_token", "not a token returned by ListTargets");
-    if token.len() % 2 != 0 {
+    if !token.len().is_multiple_of(2) {
         return Err(invalid());
     }
     let bytes = (0..token.len())

@@ -256,3 +256,123 @@ impl HorizontalAutoscaler for HorizontalService {
         Ok(Response::new(()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::{
+        engine::hpa,
+        pb::v1 as pb,
+        store::{SledStore, durability::Mode, sled::SledOptions},
+    };
+
+    /// The real engine, slowed down so that two unserialized Recommends on one target would
+    /// both read the same history and one write would be lost.
+    fn slow_evaluate(
+        settings: &Settings,
+        spec: &HorizontalSpec,
+        observation: &Observation,
+        history: &History,
+        now: Time,
+    ) -> Result<Evaluation, InvalidInput> {
+        std::thread::sleep(Duration::from_millis(2));
+        hpa::evaluate(settings, spec, observation, history, now)
+    }
+
+    fn request(key: &str, usage_milli: i64) -> pb::RecommendRequest {
+        let hour_ago = prost_types::Timestamp {
+            seconds: server_now().unix_millis() / 1000 - 3600,
+            nanos: 0,
+        };
+        let pod = |name: &str| pb::PodSample {
+            name: name.into(),
+            ready: Some(true),
+            ready_transition_time: Some(hour_ago),
+            start_time: Some(hour_ago),
+            requests_milli: HashMap::from([("cpu".to_owned(), 1000)]),
+            metrics: HashMap::from([(
+                "cpu".to_owned(),
+                pb::MetricSample {
+                    value_milli: Some(usage_milli),
+                    ..Default::default()
+                },
+            )]),
+            ..Default::default()
+        };
+        pb::RecommendRequest {
+            target_key: key.into(),
+            current_replicas: 2,
+            spec: Some(pb::HorizontalSpec {
+                max_replicas: 10,
+                metrics: vec![pb::MetricSpec {
+                    r#type: pb::MetricSourceType::Resource as i32,
+                    name: "cpu".into(),
+                    target: Some(pb::MetricTarget {
+                        r#type: pb::MetricTargetType::Utilization as i32,
+                        average_utilization: Some(50),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            pods: vec![pod("a"), pod("b")],
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn fifty_concurrent_recommends_on_one_target_lose_no_update() {
+        const CALLS: usize = 50;
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn HistoryStore> =
+            Arc::new(SledStore::open(dir.path(), SledOptions::default()).unwrap());
+        let durability = Arc::new(Durability::start(Arc::clone(&store), Mode::Strict));
+        let service = Arc::new(HorizontalService::new(
+            Arc::clone(&store),
+            Arc::clone(&durability),
+            ServiceOptions {
+                defaults: Settings::default(),
+                limits: Limits::default(),
+                trust_request_time: false,
+                history_retention: Duration::from_secs(3600),
+            },
+            slow_evaluate,
+        ));
+        let tasks: Vec<_> = (0..CALLS)
+            .map(|i| {
+                let service = Arc::clone(&service);
+                // Two targets interleaved with the hot one show that others are not blocked.
+                let key = if i % 10 == 9 { "other" } else { "hot" };
+                let usage = if i % 2 == 0 { 1000 } else { 500 };
+                tokio::spawn(async move {
+                    service
+                        .recommend(Request::new(request(key, usage)))
+                        .await
+                        .unwrap()
+                        .into_inner()
+                })
+            })
+            .collect();
+        for t in tasks {
+            assert!(t.await.unwrap().recorded);
+        }
+        let hot_calls = CALLS - CALLS / 10;
+        let state = store.load("hot").unwrap().unwrap();
+        // recordInitialRecommendation + one proposal per call, all inside the window.
+        assert_eq!(
+            state.history.recommendations.as_ref().map(Vec::len),
+            Some(hot_calls + 1)
+        );
+        assert_eq!(store.decisions("hot").unwrap().len(), hot_calls);
+        assert_eq!(state.next_seq, hot_calls as u64);
+        assert_eq!(store.decisions("other").unwrap().len(), CALLS / 10);
+        // No lock entry outlives its requests.
+        assert!(service.locks().is_empty());
+        // Every write was covered by a flush (the count is the group-commit figure).
+        assert!(durability.flushes() >= 1);
+        eprintln!("{CALLS} writes, {} flushes", durability.flushes());
+    }
+}

@@ -189,3 +189,112 @@ async fn periodic_flusher(store: Arc<dyn HistoryStore>, interval: Duration) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{
+        Mutex,
+        mpsc::{Receiver, SyncSender, sync_channel},
+    };
+
+    use super::*;
+    use crate::{
+        engine::history::History,
+        store::{DecisionEntry, KeyPage, TargetState},
+    };
+
+    /// A store whose flush announces itself and then blocks until the test releases it.
+    struct GatedStore {
+        started: SyncSender<()>,
+        release: Mutex<Receiver<()>>,
+    }
+
+    impl HistoryStore for GatedStore {
+        fn load(&self, _: &str) -> Result<Option<TargetState>, StoreError> {
+            Ok(None)
+        }
+        fn commit(&self, _: &str, _: &History, _: &DecisionEntry) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn decisions(&self, _: &str) -> Result<Vec<DecisionEntry>, StoreError> {
+            Ok(vec![])
+        }
+        fn list_keys(&self, _: Option<&str>, _: usize) -> Result<KeyPage, StoreError> {
+            Ok(KeyPage::default())
+        }
+        fn delete(&self, _: &str) -> Result<bool, StoreError> {
+            Ok(false)
+        }
+        fn flush(&self) -> Result<(), StoreError> {
+            self.started
+                .send(())
+                .map_err(|e| StoreError::Flush(e.to_string()))?;
+            let release = self
+                .release
+                .lock()
+                .map_err(|e| StoreError::Flush(e.to_string()))?;
+            release.recv().map_err(|e| StoreError::Flush(e.to_string()))
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writers_waiting_during_a_flush_share_the_next_one() {
+        let (started_tx, started_rx) = sync_channel(16);
+        let (release_tx, release_rx) = sync_channel(16);
+        let store = Arc::new(GatedStore {
+            started: started_tx,
+            release: Mutex::new(release_rx),
+        });
+        let d = Arc::new(Durability::start(store, Mode::Strict));
+
+        let started = Arc::new(Mutex::new(started_rx));
+        let wait_started = || {
+            let started = Arc::clone(&started);
+            tokio::task::spawn_blocking(move || started.lock().unwrap().recv().unwrap())
+        };
+
+        // Writer 1 starts flush #1, which blocks.
+        let t1 = d.written();
+        let d1 = Arc::clone(&d);
+        let w1 = tokio::spawn(async move { d1.durable(t1).await });
+        wait_started().await.unwrap();
+
+        // 19 more writes land while flush #1 runs: it does not cover them.
+        let waiters: Vec<_> = (0..19)
+            .map(|_| {
+                let t = d.written();
+                let d = Arc::clone(&d);
+                tokio::spawn(async move { d.durable(t).await })
+            })
+            .collect();
+        release_tx.send(()).unwrap();
+        w1.await.unwrap().unwrap();
+
+        // Flush #2 covers all 19 at once.
+        wait_started().await.unwrap();
+        release_tx.send(()).unwrap();
+        for w in waiters {
+            w.await.unwrap().unwrap();
+        }
+        assert_eq!(d.flushes(), 2);
+    }
+
+    #[tokio::test]
+    async fn relaxed_mode_does_not_wait() {
+        let (started_tx, _started_rx) = sync_channel(16);
+        let (_release_tx, release_rx) = sync_channel(16);
+        let store = Arc::new(GatedStore {
+            started: started_tx,
+            release: Mutex::new(release_rx),
+        });
+        let d = Durability::start(
+            store,
+            Mode::Relaxed {
+                interval: Duration::from_secs(3600),
+            },
+        );
+        let t = d.written();
+        d.durable(t).await.unwrap();
+        assert_eq!(d.flushes(), 0);
+    }
+}

@@ -1,0 +1,770 @@
+//! End to end over a real channel: each test binds 127.0.0.1:0 first, hands the listener to
+//! `server::serve` (so no sleep is needed: connections queue until it accepts), and talks
+//! gRPC to it.
+
+use std::{
+    collections::HashMap,
+    net::SocketAddr,
+    time::{SystemTime, UNIX_EPOCH},
+};
+
+use autoscaled::{
+    config::Config,
+    pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient},
+};
+use prost_types::{Duration as PbDuration, Timestamp};
+use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
+use tonic::{Code, transport::Channel};
+use tonic_health::pb::{
+    HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
+};
+use tonic_types::StatusExt;
+
+struct TestServer {
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl TestServer {
+    async fn start(config: Config) -> TestServer {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            autoscaled::server::serve(listener, config, async {
+                let _ = stopped.await;
+            })
+            .await
+            .expect("server failed");
+        });
+        TestServer {
+            addr,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    async fn channel(&self) -> Channel {
+        tonic::transport::Endpoint::from_shared(format!("http://{}", self.addr))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap()
+    }
+
+    async fn client(&self) -> HorizontalAutoscalerClient<Channel> {
+        HorizontalAutoscalerClient::new(self.channel().await)
+    }
+
+    /// Signals shutdown and waits for the server (drain + final flush) to finish.
+    async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.task.take().unwrap().await.unwrap();
+    }
+}
+
+fn config(dir: &tempfile::TempDir) -> Config {
+    let mut c = Config::with_data_dir(dir.path().join("data"));
+    c.limits.max_pods = 50;
+    c
+}
+
+fn now_secs() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+fn ts(seconds: i64) -> Timestamp {
+    Timestamp { seconds, nanos: 0 }
+}
+
+/// A running, ready pod started an hour ago, requesting 1 CPU and using `usage_milli`.
+fn pod(name: &str, usage_milli: i64) -> pb::PodSample {
+    let hour_ago = now_secs() - 3600;
+    pb::PodSample {
+        name: name.into(),
+        phase: pb::PodPhase::Running as i32,
+        ready: Some(true),
+        ready_transition_time: Some(ts(hour_ago)),
+        start_time: Some(ts(hour_ago)),
+        requests_milli: HashMap::from([("cpu".to_owned(), 1000)]),
+        metrics: HashMap::from([(
+            "cpu".to_owned(),
+            pb::MetricSample {
+                value_milli: Some(usage_milli),
+                timestamp: None,
+                window: Some(PbDuration {
+                    seconds: 60,
+                    nanos: 0,
+                }),
+            },
+        )]),
+        ..Default::default()
+    }
+}
+
+fn cpu_utilization(percent: i32) -> pb::MetricSpec {
+    pb::MetricSpec {
+        r#type: pb::MetricSourceType::Resource as i32,
+        name: "cpu".into(),
+        container: String::new(),
+        target: Some(pb::MetricTarget {
+            r#type: pb::MetricTargetType::Utilization as i32,
+            average_utilization: Some(percent),
+            ..Default::default()
+        }),
+    }
+}
+
+/// Two pods at 100% of their CPU request against a 50% target: Kubernetes doubles to 4.
+fn scale_up_request(key: &str) -> pb::RecommendRequest {
+    pb::RecommendRequest {
+        target_key: key.into(),
+        current_replicas: 2,
+        spec: Some(pb::HorizontalSpec {
+            min_replicas: Some(1),
+            max_replicas: 10,
+            metrics: vec![cpu_utilization(50)],
+            ..Default::default()
+        }),
+        pods: vec![pod("web-a", 1000), pod("web-b", 1000)],
+        ..Default::default()
+    }
+}
+
+fn condition<'a>(conditions: &'a [pb::Condition], kind: &str) -> &'a pb::Condition {
+    conditions
+        .iter()
+        .find(|c| c.r#type == kind)
+        .unwrap_or_else(|| panic!("no {kind} condition in {conditions:?}"))
+}
+
+async fn list_all(client: &mut HorizontalAutoscalerClient<Channel>) -> Vec<String> {
+    client
+        .list_targets(pb::ListTargetsRequest {
+            page_size: 1000,
+            page_token: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .target_keys
+}
+
+#[tokio::test]
+async fn health_reports_serving_for_the_server_and_the_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(config(&dir)).await;
+    let mut health = HealthClient::new(server.channel().await);
+    for service in ["", "autoscaled.v1.HorizontalAutoscaler"] {
+        let status = health
+            .check(HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .status;
+        assert_eq!(status, ServingStatus::Serving as i32, "service {service:?}");
+    }
+    let unknown = health
+        .check(HealthCheckRequest {
+            service: "no.such.Service".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), Code::NotFound);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn reflection_v1_and_v1alpha_list_both_services() {
+    use tonic_reflection::pb::{v1, v1alpha};
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(config(&dir)).await;
+
+    let mut client =
+        v1::server_reflection_client::ServerReflectionClient::new(server.channel().await);
+    let request = v1::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(v1::server_reflection_request::MessageRequest::ListServices(
+            String::new(),
+        )),
+    };
+    let mut responses = client
+        .server_reflection_info(tokio_stream::iter(vec![request]))
+        .await
+        .unwrap()
+        .into_inner();
+    let response = responses.message().await.unwrap().unwrap();
+    let Some(v1::server_reflection_response::MessageResponse::ListServicesResponse(list)) =
+        response.message_response
+    else {
+        panic!("unexpected reflection response {response:?}");
+    };
+    let names: Vec<_> = list.service.iter().map(|s| s.name.as_str()).collect();
+    for expected in [
+        "autoscaled.v1.HorizontalAutoscaler",
+        "grpc.health.v1.Health",
+    ] {
+        assert!(
+            names.contains(&expected),
+            "{expected} missing from {names:?}"
+        );
+    }
+
+    // grpcurl 1.8 speaks only v1alpha.
+    let mut alpha =
+        v1alpha::server_reflection_client::ServerReflectionClient::new(server.channel().await);
+    let request = v1alpha::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(
+            v1alpha::server_reflection_request::MessageRequest::ListServices(String::new()),
+        ),
+    };
+    let response = alpha
+        .server_reflection_info(tokio_stream::iter(vec![request]))
+        .await
+        .unwrap()
+        .into_inner()
+        .message()
+        .await
+        .unwrap()
+        .unwrap();
+    let Some(v1alpha::server_reflection_response::MessageResponse::ListServicesResponse(list)) =
+        response.message_response
+    else {
+        panic!("unexpected reflection response {response:?}");
+    };
+    assert!(
+        list.service
+            .iter()
+            .any(|s| s.name == "autoscaled.v1.HorizontalAutoscaler")
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn recommend_scales_up_and_history_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(config(&dir)).await;
+    let mut client = server.client().await;
+
+    let first = client
+        .recommend(scale_up_request("ns/web"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(first.desired_replicas, 4);
+    assert!(first.recorded);
+    let able = condition(&first.conditions, "AbleToScale");
+    assert_eq!(
+        (able.status.as_str(), able.reason.as_str()),
+        ("True", "SucceededRescale")
+    );
+    let active = condition(&first.conditions, "ScalingActive");
+    assert_eq!(
+        (active.status.as_str(), active.reason.as_str()),
+        ("True", "ValidMetricFound")
+    );
+    let limited = condition(&first.conditions, "ScalingLimited");
+    assert_eq!(
+        (limited.status.as_str(), limited.reason.as_str()),
+        ("False", "DesiredWithinRange")
+    );
+    assert_eq!(first.metrics.len(), 1);
+    assert_eq!(first.metrics[0].name, "cpu");
+    assert_eq!(first.metrics[0].proposed_replicas, Some(4));
+    assert_eq!(first.metrics[0].current_average_utilization, Some(100));
+    assert_eq!(first.explanation.as_ref().unwrap().path, "Legacy");
+
+    // Second call: the target now runs 4 pods at 50%: within tolerance, stays at 4.
+    let mut second = scale_up_request("ns/web");
+    second.current_replicas = 4;
+    second.pods = (0..4).map(|i| pod(&format!("web-{i}"), 500)).collect();
+    let second = client.recommend(second).await.unwrap().into_inner();
+    assert_eq!(second.desired_replicas, 4);
+
+    let history = client
+        .get_history(pb::GetHistoryRequest {
+            target_key: "ns/web".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let desired: Vec<_> = history
+        .decisions
+        .iter()
+        .map(|d| d.desired_replicas)
+        .collect();
+    assert_eq!(desired, [4, 4]);
+    assert_eq!(history.decisions[0].current_replicas, 2);
+    // recordInitialRecommendation (2) then one proposal per call (4, 4).
+    let recs: Vec<_> = history.recommendations.iter().map(|r| r.replicas).collect();
+    assert_eq!(recs, [2, 4, 4]);
+
+    // Restart on the same folder: everything is still there.
+    server.stop().await;
+    let server = TestServer::start(config(&dir)).await;
+    let mut client = server.client().await;
+    let after = client
+        .get_history(pb::GetHistoryRequest {
+            target_key: "ns/web".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(after, history);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn dry_run_decides_with_stored_history_and_records_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(config(&dir)).await;
+    let mut client = server.client().await;
+
+    let mut dry = scale_up_request("ns/dry");
+    dry.dry_run = true;
+    let response = client.recommend(dry.clone()).await.unwrap().into_inner();
+    assert_eq!(response.desired_replicas, 4);
+    assert!(!response.recorded);
+    let missing = client
+        .get_history(pb::GetHistoryRequest {
+            target_key: "ns/dry".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), Code::NotFound);
+    assert!(list_all(&mut client).await.is_empty());
+
+    // With stored history, a dry run sees it but adds nothing.
+    client.recommend(scale_up_request("ns/dry")).await.unwrap();
+    let before = client
+        .get_history(pb::GetHistoryRequest {
+            target_key: "ns/dry".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let response = client.recommend(dry).await.unwrap().into_inner();
+    assert!(!response.recorded);
+    let after = client
+        .get_history(pb::GetHistoryRequest {
+            target_key: "ns/dry".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(before, after);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn list_targets_paginates_and_delete_target_forgets() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(config(&dir)).await;
+    let mut client = server.client().await;
+    let keys = ["a/1", "a/2", "b/1", "c", "c/d"];
+    for key in keys.iter().rev() {
+        client.recommend(scale_up_request(key)).await.unwrap();
+    }
+
+    let mut seen = Vec::new();
+    let mut token = String::new();
+    let mut pages = 0;
+    loop {
+        let page = client
+            .list_targets(pb::ListTargetsRequest {
+                page_size: 2,
+                page_token: token.clone(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        pages += 1;
+        assert!(page.target_keys.len() <= 2);
+        seen.extend(page.target_keys);
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        token = page.next_page_token;
+    }
+    assert_eq!(seen, keys);
+    assert_eq!(pages, 3);
+
+    let bad_token = client
+        .list_targets(pb::ListTargetsRequest {
+            page_size: 2,
+            page_token: "not-a-token".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad_token.code(), Code::InvalidArgument);
+
+    client
+        .delete_target(pb::DeleteTargetRequest {
+            target_key: "b/1".into(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(list_all(&mut client).await, ["a/1", "a/2", "c", "c/d"]);
+    let gone = client
+        .get_history(pb::GetHistoryRequest {
+            target_key: "b/1".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(gone.code(), Code::NotFound);
+    let again = client
+        .delete_target(pb::DeleteTargetRequest {
+            target_key: "b/1".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(again.code(), Code::NotFound);
+    // Deleting "c" leaves "c/d" alone.
+    client
+        .delete_target(pb::DeleteTargetRequest {
+            target_key: "c".into(),
+        })
+        .await
+        .unwrap();
+    let cd = client
+        .get_history(pb::GetHistoryRequest {
+            target_key: "c/d".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(cd.decisions.len(), 1);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_recommends_on_one_target_lose_no_update() {
+    const CALLS: usize = 50;
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(config(&dir)).await;
+    let client = server.client().await;
+    let mut tasks = Vec::new();
+    for i in 0..CALLS {
+        let mut client = client.clone();
+        // Alternate between two snapshots so the proposals differ (4 and 2).
+        let mut req = scale_up_request("ns/hot");
+        if i % 2 == 1 {
+            req.pods = vec![pod("web-a", 500), pod("web-b", 500)];
+        }
+        tasks.push(tokio::spawn(async move {
+            client.recommend(req).await.unwrap().into_inner()
+        }));
+    }
+    for t in tasks {
+        assert!(t.await.unwrap().recorded);
+    }
+    let mut client = client;
+    let history = client
+        .get_history(pb::GetHistoryRequest {
+            target_key: "ns/hot".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    // Every call is logged.
+    assert_eq!(history.decisions.len(), CALLS);
+    // Every call appended its proposal (all within the 5 min window): the initial
+    // recommendation plus one per call. A lost update would leave fewer.
+    assert_eq!(history.recommendations.len(), CALLS + 1);
+    let fours = history
+        .recommendations
+        .iter()
+        .filter(|r| r.replicas == 4)
+        .count();
+    assert_eq!(fours, CALLS / 2);
+    // The log is in time order.
+    let times: Vec<_> = history
+        .decisions
+        .iter()
+        .map(|d| {
+            let t = d.evaluation_time.unwrap();
+            (t.seconds, t.nanos)
+        })
+        .collect();
+    let mut sorted = times.clone();
+    sorted.sort();
+    assert_eq!(times, sorted);
+    server.stop().await;
+}
+
+/// One invalid request and the field its violation must name.
+struct BadCase {
+    name: &'static str,
+    request: pb::RecommendRequest,
+    code: Code,
+    field: &'static str,
+}
+
+fn bad_cases() -> Vec<BadCase> {
+    let base = || scale_up_request("ns/bad");
+    let mut cases = Vec::new();
+    let mut case = |name, code, field, edit: &dyn Fn(&mut pb::RecommendRequest)| {
+        let mut request = base();
+        edit(&mut request);
+        cases.push(BadCase {
+            name,
+            request,
+            code,
+            field,
+        });
+    };
+    case("empty key", Code::InvalidArgument, "target_key", &|r| {
+        r.target_key.clear()
+    });
+    case(
+        "control char in key",
+        Code::InvalidArgument,
+        "target_key",
+        &|r| r.target_key = "a\0b".into(),
+    );
+    case("key too long", Code::InvalidArgument, "target_key", &|r| {
+        r.target_key = "k".repeat(513)
+    });
+    case("missing spec", Code::InvalidArgument, "spec", &|r| {
+        r.spec = None
+    });
+    case(
+        "max replicas 0",
+        Code::InvalidArgument,
+        "spec.max_replicas",
+        &|r| r.spec.as_mut().unwrap().max_replicas = 0,
+    );
+    case(
+        "min above max",
+        Code::InvalidArgument,
+        "spec.max_replicas",
+        &|r| r.spec.as_mut().unwrap().min_replicas = Some(20),
+    );
+    case(
+        "zero utilization",
+        Code::InvalidArgument,
+        "spec.metrics[1].target.average_utilization",
+        &|r| r.spec.as_mut().unwrap().metrics.push(cpu_utilization(0)),
+    );
+    case(
+        "unknown metric type",
+        Code::InvalidArgument,
+        "spec.metrics[0].type",
+        &|r| r.spec.as_mut().unwrap().metrics[0].r#type = 99,
+    );
+    case(
+        "missing target",
+        Code::InvalidArgument,
+        "spec.metrics[0].target",
+        &|r| r.spec.as_mut().unwrap().metrics[0].target = None,
+    );
+    case(
+        "utilization without value",
+        Code::InvalidArgument,
+        "spec.metrics[0].target.average_utilization",
+        &|r| {
+            r.spec.as_mut().unwrap().metrics[0]
+                .target
+                .as_mut()
+                .unwrap()
+                .average_utilization = None
+        },
+    );
+    case(
+        "window above 3600",
+        Code::InvalidArgument,
+        "spec.behavior.scale_up.stabilization_window_seconds",
+        &|r| {
+            r.spec.as_mut().unwrap().behavior = Some(pb::Behavior {
+                scale_up: Some(pb::ScalingRules {
+                    stabilization_window_seconds: Some(4000),
+                    ..Default::default()
+                }),
+                scale_down: None,
+            })
+        },
+    );
+    case(
+        "policy period 0",
+        Code::InvalidArgument,
+        "spec.behavior.scale_down.policies[0].period_seconds",
+        &|r| {
+            r.spec.as_mut().unwrap().behavior = Some(pb::Behavior {
+                scale_up: None,
+                scale_down: Some(pb::ScalingRules {
+                    policies: vec![pb::ScalingPolicy {
+                        r#type: pb::ScalingPolicyType::Pods as i32,
+                        value: 1,
+                        period_seconds: 0,
+                    }],
+                    ..Default::default()
+                }),
+            })
+        },
+    );
+    case(
+        "negative current replicas",
+        Code::InvalidArgument,
+        "current_replicas",
+        &|r| r.current_replicas = -1,
+    );
+    case(
+        "untrusted evaluation time",
+        Code::InvalidArgument,
+        "evaluation_time",
+        &|r| r.evaluation_time = Some(ts(now_secs())),
+    );
+    case(
+        "bad sample timestamp",
+        Code::InvalidArgument,
+        "pods[0].metrics[cpu].timestamp",
+        &|r| {
+            r.pods[0].metrics.get_mut("cpu").unwrap().timestamp = Some(Timestamp {
+                seconds: 1,
+                nanos: -5,
+            })
+        },
+    );
+    case(
+        "negative duration",
+        Code::InvalidArgument,
+        "spec.settings.downscale_stabilization",
+        &|r| {
+            r.spec.as_mut().unwrap().settings = Some(pb::ControllerSettings {
+                downscale_stabilization: Some(PbDuration {
+                    seconds: -1,
+                    nanos: 0,
+                }),
+                ..Default::default()
+            })
+        },
+    );
+    case(
+        "nan tolerance",
+        Code::InvalidArgument,
+        "spec.settings.tolerance",
+        &|r| {
+            r.spec.as_mut().unwrap().settings = Some(pb::ControllerSettings {
+                tolerance: Some(f64::NAN),
+                ..Default::default()
+            })
+        },
+    );
+    case(
+        "duplicate pod",
+        Code::InvalidArgument,
+        "pods[1].name",
+        &|r| r.pods[1].name = "web-a".into(),
+    );
+    case(
+        "unknown pod phase",
+        Code::InvalidArgument,
+        "pods[0].phase",
+        &|r| r.pods[0].phase = 77,
+    );
+    case(
+        "negative request",
+        Code::InvalidArgument,
+        "pods[0].requests_milli[cpu]",
+        &|r| {
+            r.pods[0].requests_milli.insert("cpu".into(), -1);
+        },
+    );
+    case("too many pods", Code::ResourceExhausted, "pods", &|r| {
+        r.pods = (0..51).map(|i| pod(&format!("p{i}"), 100)).collect()
+    });
+    cases
+}
+
+#[tokio::test]
+async fn bad_input_is_rejected_with_the_field_path_and_nothing_is_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(config(&dir)).await;
+    let mut client = server.client().await;
+    let cases = bad_cases();
+    assert!(cases.len() >= 10);
+    for case in cases {
+        let status = client.recommend(case.request).await.unwrap_err();
+        assert_eq!(status.code(), case.code, "{}: {status:?}", case.name);
+        let bad = status
+            .get_details_bad_request()
+            .unwrap_or_else(|| panic!("{}: no BadRequest details in {status:?}", case.name));
+        let fields: Vec<_> = bad
+            .field_violations
+            .iter()
+            .map(|v| v.field.as_str())
+            .collect();
+        assert_eq!(fields, [case.field], "{}: {status:?}", case.name);
+    }
+    for key in ["", "k"] {
+        let status = client
+            .get_history(pb::GetHistoryRequest {
+                target_key: key.repeat(600),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument);
+    }
+    // Nothing was stored, and the server still serves.
+    assert!(list_all(&mut client).await.is_empty());
+    let ok = client
+        .recommend(scale_up_request("ns/bad"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(ok.desired_replicas, 4);
+    assert_eq!(list_all(&mut client).await, ["ns/bad"]);
+    let history = client
+        .get_history(pb::GetHistoryRequest {
+            target_key: "ns/bad".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(history.decisions.len(), 1);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn trusted_request_time_is_used_and_echoed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(&dir);
+    c.trust_request_time = true;
+    let server = TestServer::start(c).await;
+    let mut client = server.client().await;
+    let at = now_secs() - 30;
+    let mut req = scale_up_request("ns/replay");
+    req.evaluation_time = Some(ts(at));
+    let response = client.recommend(req).await.unwrap().into_inner();
+    assert_eq!(response.evaluation_time, Some(ts(at)));
+    assert_eq!(response.desired_replicas, 4);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_oversized_request_is_resource_exhausted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(&dir);
+    c.limits.max_message_bytes = 4096;
+    let server = TestServer::start(c).await;
+    let mut client = server.client().await;
+    let mut req = scale_up_request("ns/big");
+    req.unavailable_metrics = (0..1000).map(|i| format!("metric-{i}")).collect();
+    let status = client.recommend(req).await.unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(
+        status.message().contains("limit is: 4096 bytes"),
+        "{status:?}"
+    );
+    // A request under the limit still works on the same server.
+    let ok = client.recommend(scale_up_request("ns/big")).await.unwrap();
+    assert!(ok.into_inner().recorded);
+    server.stop().await;
+}
