@@ -303,7 +303,8 @@ type RecommendRequest struct {
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
-	// Chosen by the caller, e.g. `nomad/prod/web`. Identifies the stored history.
+	// Chosen by the caller, e.g. `nomad/prod/web`. Identifies the stored history. Non-empty,
+	// at most the server's `max_key_bytes` (default 512) bytes, no control characters.
 	TargetKey string `protobuf:"bytes,1,opt,name=target_key,json=targetKey,proto3" json:"target_key,omitempty"`
 	// The target's desired replica count as set now (`scale.spec.replicas`).
 	CurrentReplicas int32 `protobuf:"varint,2,opt,name=current_replicas,json=currentReplicas,proto3" json:"current_replicas,omitempty"`
@@ -535,7 +536,8 @@ type ControllerSettings struct {
 	CpuInitializationPeriod *durationpb.Duration `protobuf:"bytes,2,opt,name=cpu_initialization_period,json=cpuInitializationPeriod,proto3" json:"cpu_initialization_period,omitempty"`
 	// `--horizontal-pod-autoscaler-initial-readiness-delay` (default 30 s).
 	InitialReadinessDelay *durationpb.Duration `protobuf:"bytes,3,opt,name=initial_readiness_delay,json=initialReadinessDelay,proto3" json:"initial_readiness_delay,omitempty"`
-	// `--horizontal-pod-autoscaler-downscale-stabilization` (default 5 min).
+	// `--horizontal-pod-autoscaler-downscale-stabilization` (default 5 min). At most the
+	// server's history retention (default 1 h), so that pruning never drops what it can reach.
 	DownscaleStabilization *durationpb.Duration `protobuf:"bytes,4,opt,name=downscale_stabilization,json=downscaleStabilization,proto3" json:"downscale_stabilization,omitempty"`
 	// Legacy scale-up limit: max(factor × current, minimum); defaults 2.0 and 4.0.
 	ScaleUpLimitFactor  *float64 `protobuf:"fixed64,5,opt,name=scale_up_limit_factor,json=scaleUpLimitFactor,proto3,oneof" json:"scale_up_limit_factor,omitempty"`
@@ -824,6 +826,7 @@ type ScalingRules struct {
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
+	// 0 to 3600, as Kubernetes validates.
 	StabilizationWindowSeconds *int32       `protobuf:"varint,1,opt,name=stabilization_window_seconds,json=stabilizationWindowSeconds,proto3,oneof" json:"stabilization_window_seconds,omitempty"`
 	SelectPolicy               SelectPolicy `protobuf:"varint,2,opt,name=select_policy,json=selectPolicy,proto3,enum=autoscaled.v1.SelectPolicy" json:"select_policy,omitempty"`
 	// Absent (`policies_set` false and empty): the defaults. To give an explicitly empty
@@ -906,9 +909,11 @@ type ScalingPolicy struct {
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
-	Type          ScalingPolicyType `protobuf:"varint,1,opt,name=type,proto3,enum=autoscaled.v1.ScalingPolicyType" json:"type,omitempty"`
-	Value         int32             `protobuf:"varint,2,opt,name=value,proto3" json:"value,omitempty"`
-	PeriodSeconds int32             `protobuf:"varint,3,opt,name=period_seconds,json=periodSeconds,proto3" json:"period_seconds,omitempty"`
+	Type ScalingPolicyType `protobuf:"varint,1,opt,name=type,proto3,enum=autoscaled.v1.ScalingPolicyType" json:"type,omitempty"`
+	// Greater than 0.
+	Value int32 `protobuf:"varint,2,opt,name=value,proto3" json:"value,omitempty"`
+	// 1 to 1800, as Kubernetes validates.
+	PeriodSeconds int32 `protobuf:"varint,3,opt,name=period_seconds,json=periodSeconds,proto3" json:"period_seconds,omitempty"`
 }
 
 func (x *ScalingPolicy) Reset() {
@@ -1151,8 +1156,9 @@ type MetricSample struct {
 	unknownFields protoimpl.UnknownFields
 
 	// Absent: the metrics source has a sample but no pod-level value.
-	ValueMilli *int64                 `protobuf:"varint,1,opt,name=value_milli,json=valueMilli,proto3,oneof" json:"value_milli,omitempty"`
-	Timestamp  *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	ValueMilli *int64 `protobuf:"varint,1,opt,name=value_milli,json=valueMilli,proto3,oneof" json:"value_milli,omitempty"`
+	// When the sample was taken; absent: the evaluation time.
+	Timestamp *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
 	// The sample window; absent: 1 minute.
 	Window *durationpb.Duration `protobuf:"bytes,3,opt,name=window,proto3" json:"window,omitempty"`
 }
@@ -2119,7 +2125,8 @@ type ListTargetsRequest struct {
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
-	// At most this many targets; 0: the server's default (100). Larger values are capped at 1000.
+	// At most this many targets; 0: the server's default (100). Larger values are capped at
+	// 1000; negative values are INVALID_ARGUMENT.
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// From a previous response's `next_page_token`.
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`

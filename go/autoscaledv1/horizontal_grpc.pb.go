@@ -22,11 +22,13 @@ type HorizontalAutoscalerClient interface {
 	// `dry_run` is set, the recommendation and scale event are recorded before the response
 	// is sent (durable on disk).
 	Recommend(ctx context.Context, in *RecommendRequest, opts ...grpc.CallOption) (*RecommendResponse, error)
-	// Returns the decisions recorded for a target and the history in force.
+	// Returns the decisions recorded for a target and the history in force. NOT_FOUND if the
+	// target has none.
 	GetHistory(ctx context.Context, in *GetHistoryRequest, opts ...grpc.CallOption) (*TargetHistory, error)
 	// Lists the targets with stored history, in key order.
 	ListTargets(ctx context.Context, in *ListTargetsRequest, opts ...grpc.CallOption) (*ListTargetsResponse, error)
-	// Forgets everything stored for a target (as deleting an HPA does).
+	// Forgets everything stored for a target (as deleting an HPA does). NOT_FOUND if the
+	// target has nothing stored.
 	DeleteTarget(ctx context.Context, in *DeleteTargetRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
 }
 
@@ -82,11 +84,13 @@ type HorizontalAutoscalerServer interface {
 	// `dry_run` is set, the recommendation and scale event are recorded before the response
 	// is sent (durable on disk).
 	Recommend(context.Context, *RecommendRequest) (*RecommendResponse, error)
-	// Returns the decisions recorded for a target and the history in force.
+	// Returns the decisions recorded for a target and the history in force. NOT_FOUND if the
+	// target has none.
 	GetHistory(context.Context, *GetHistoryRequest) (*TargetHistory, error)
 	// Lists the targets with stored history, in key order.
 	ListTargets(context.Context, *ListTargetsRequest) (*ListTargetsResponse, error)
-	// Forgets everything stored for a target (as deleting an HPA does).
+	// Forgets everything stored for a target (as deleting an HPA does). NOT_FOUND if the
+	// target has nothing stored.
 	DeleteTarget(context.Context, *DeleteTargetRequest) (*emptypb.Empty, error)
 	mustEmbedUnimplementedHorizontalAutoscalerServer()
 }
