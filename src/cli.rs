@@ -77,6 +77,8 @@ fn serve(args: ServeArgs) -> ExitCode {
         // Open the store before binding, so that a bad data folder fails before anything
         // listens and the "listening" line is only printed by a server that can serve.
         let store = crate::server::open_store(&config)?;
+        let signals = crate::shutdown::Signals::install()
+            .map_err(|e| anyhow::anyhow!("cannot install the SIGTERM/SIGINT handlers: {e}"))?;
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
@@ -86,7 +88,7 @@ fn serve(args: ServeArgs) -> ExitCode {
             writeln!(out, "autoscaled listening on {addr}")?;
             out.flush()?;
         }
-        crate::server::serve_with_store(listener, config, store, crate::shutdown::signal()).await?;
+        crate::server::serve_with_store(listener, config, store, signals.recv()).await?;
         Ok(())
     });
     match result {
@@ -100,9 +102,11 @@ fn serve(args: ServeArgs) -> ExitCode {
 }
 
 fn conformance(args: ConformanceArgs) -> ExitCode {
-    eprintln!(
-        "autoscaled: conformance {}: the case runner is not merged yet",
-        args.dir.display()
-    );
-    ExitCode::FAILURE
+    let report = crate::conformance::run_dir(&args.dir);
+    println!("{report}");
+    if report.success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }

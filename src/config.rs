@@ -105,7 +105,14 @@ pub struct ServeArgs {
     pub flush_interval_ms: Option<u64>,
     /// Accept `evaluation_time` from requests (replays, tests); otherwise the server clock decides
     /// and a request carrying it is rejected. [default: false]
-    #[arg(long, env = "AUTOSCALED_TRUST_REQUEST_TIME", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    #[arg(
+        long,
+        env = "AUTOSCALED_TRUST_REQUEST_TIME",
+        num_args = 0..=1,
+        default_missing_value = "true",
+        value_name = "BOOL",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
     pub trust_request_time: Option<bool>,
     /// Bound on the drain of in-flight requests at shutdown, in seconds. [default: 10]
     #[arg(long, env = "AUTOSCALED_SHUTDOWN_GRACE_SECS", value_name = "SECS")]

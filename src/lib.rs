@@ -7,7 +7,8 @@
 //! * `conformance`: runs the shared conformance cases through the engine (or a server).
 //! * `store`: per-target history in sled.
 //! * `api`: the tonic services; proto ↔ engine conversion at the boundary.
-//! * `config`, `telemetry`, `server`: wiring. `main.rs` stays thin.
+//! * `config` (the only reader of the environment), `telemetry`, `server`, `shutdown`: wiring.
+//! * `cli`: the clap command line and what each subcommand runs; `main.rs` stays thin.
 //!
 //! Dependencies point one way: engine ← store ← api ← server ← main.
 #![forbid(unsafe_code)]
@@ -15,6 +16,7 @@
 pub mod api;
 pub mod cli;
 pub mod config;
+pub mod conformance;
 pub mod engine;
 pub mod pb;
 pub mod server;

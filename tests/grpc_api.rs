@@ -768,3 +768,62 @@ async fn an_oversized_request_is_resource_exhausted() {
     assert!(ok.into_inner().recorded);
     server.stop().await;
 }
+
+#[tokio::test]
+async fn shutdown_drain_is_bounded_by_the_grace_period() {
+    use tonic_reflection::pb::v1;
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(&dir);
+    c.shutdown_grace = std::time::Duration::from_millis(100);
+    let server = TestServer::start(c).await;
+    // A reflection stream the client never closes keeps one request in flight forever.
+    let (tx, rx) = tokio::sync::mpsc::channel::<v1::ServerReflectionRequest>(1);
+    let mut client =
+        v1::server_reflection_client::ServerReflectionClient::new(server.channel().await);
+    tx.send(v1::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(v1::server_reflection_request::MessageRequest::ListServices(
+            String::new(),
+        )),
+    })
+    .await
+    .unwrap();
+    let mut stream = client
+        .server_reflection_info(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(stream.message().await.unwrap().is_some());
+    // Without the bound, `stop` would wait for the stream forever; the outer timeout only
+    // turns such a hang into a failure.
+    tokio::time::timeout(std::time::Duration::from_secs(60), server.stop())
+        .await
+        .expect("the server did not stop after its grace period");
+    drop(tx);
+}
+
+#[tokio::test]
+async fn per_target_settings_override_the_server_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(&dir);
+    // Server default: a usage ratio of 2.0 is within tolerance, so nothing scales.
+    c.hpa.tolerance = 1.5;
+    let server = TestServer::start(c).await;
+    let mut client = server.client().await;
+    let default = client
+        .recommend(scale_up_request("ns/default"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(default.desired_replicas, 2);
+
+    // The target's own tolerance (Kubernetes' 0.1) wins.
+    let mut req = scale_up_request("ns/override");
+    req.spec.as_mut().unwrap().settings = Some(pb::ControllerSettings {
+        tolerance: Some(0.1),
+        ..Default::default()
+    });
+    let overridden = client.recommend(req).await.unwrap().into_inner();
+    assert_eq!(overridden.desired_replicas, 4);
+    server.stop().await;
+}

@@ -8,6 +8,7 @@
 //! * [`hpa`]: the HorizontalPodAutoscaler decision (`hpa::evaluate`).
 //! * [`condition`]: status conditions with Kubernetes' reasons.
 //! * [`error`]: input that makes no sense.
+//! * [`vpa`]: the VerticalPodAutoscaler recommender model (`vpa::VpaTarget`); self-contained.
 
 pub mod condition;
 pub mod error;
@@ -17,3 +18,4 @@ pub mod observation;
 pub mod settings;
 pub mod spec;
 pub mod time;
+pub mod vpa;

@@ -56,7 +56,15 @@ pub struct SledStore {
 
 impl SledStore {
     /// Opens (or creates) the database in `path` and checks that every state record decodes.
-    /// Any failure is [`StoreError::Open`]: the folder is never replaced or repaired.
+    /// Any failure is [`StoreError::Open`], and the folder is left as it was: never replaced
+    /// or repaired.
+    ///
+    /// sled 0.34 "recovers" a log it cannot read by starting over, which would silently
+    /// replace a damaged history. So an existing database is copied aside before sled opens
+    /// it (`db` → `db.autoscaled-open-backup`); if afterwards our format marker is missing (sled
+    /// found nothing it could read) or any check fails, the copy is put back and start-up
+    /// stops. Limitation: damage that sled's recovery can cut off at the log's tail (a torn
+    /// last write) is repaired by sled as designed, losing only the unflushed tail.
     pub fn open(path: &Path, options: SledOptions) -> Result<Self, StoreError> {
         let open_err = |message: String| StoreError::Open {
             path: path.to_owned(),
@@ -65,6 +73,36 @@ impl SledStore {
         if path.exists() && !path.is_dir() {
             return Err(open_err("not a directory".to_owned()));
         }
+        let existing = preflight(path).map_err(open_err)?;
+        let backup = if existing {
+            Some(Backup::take(path).map_err(open_err)?)
+        } else {
+            None
+        };
+        let result = Self::open_checked(path, options, existing);
+        match backup {
+            None => result,
+            Some(backup) => match result {
+                Ok(store) => {
+                    backup.discard();
+                    Ok(store)
+                }
+                Err(e) => match backup.restore() {
+                    Ok(()) => Err(e),
+                    Err(restore) => Err(open_err(format!(
+                        "{e}; restoring the copy made before opening also failed ({restore}): the original is in {}",
+                        backup.path.display()
+                    ))),
+                },
+            },
+        }
+    }
+
+    fn open_checked(path: &Path, options: SledOptions, existing: bool) -> Result<Self, StoreError> {
+        let open_err = |message: String| StoreError::Open {
+            path: path.to_owned(),
+            message,
+        };
         // sled may panic on some corruptions instead of returning an error; turn that into
         // the same clear refusal.
         let config = sled::Config::new().path(path).flush_every_ms(None);
@@ -82,9 +120,16 @@ impl SledStore {
         let state = tree(STATE_TREE)?;
         let decisions = tree(DECISION_TREE)?;
         match meta.get(FORMAT_KEY).map_err(|e| open_err(e.to_string()))? {
+            None if existing => {
+                return Err(open_err(
+                    "sled could not read the existing database (no autoscaled format marker found): it is damaged or not an autoscaled database".to_owned(),
+                ));
+            }
             None => {
                 meta.insert(FORMAT_KEY, &[FORMAT])
                     .map_err(|e| open_err(e.to_string()))?;
+                // Durable at once, so that an existing folder always carries the marker.
+                db.flush().map_err(|e| open_err(e.to_string()))?;
             }
             Some(v) if v.as_ref() == [FORMAT] => {}
             Some(v) => {
@@ -128,6 +173,78 @@ impl SledStore {
             .keys()
             .collect::<Result<_, _>>()
             .map_err(StoreError::from)
+    }
+}
+
+/// Checks an existing folder before sled sees it. sled 0.34 treats a truncated `conf` as
+/// "no database" and starts afresh over the old files, which would silently replace a
+/// damaged history; we refuse instead. Accepted: a missing or empty folder (a new database),
+/// or one whose `conf` is intact (checksum as sled writes it) and whose `db` file exists.
+///
+/// Returns whether the folder holds a database.
+fn preflight(path: &Path) -> Result<bool, String> {
+    let mut entries = match std::fs::read_dir(path) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(format!("cannot read the folder: {e}")),
+    };
+    if entries.next().is_none() {
+        return Ok(false);
+    }
+    let conf = std::fs::read(path.join("conf")).map_err(|e| {
+        format!("not empty, but its sled `conf` file cannot be read ({e}); is this an autoscaled data folder?")
+    })?;
+    let intact = conf.len() > 8 && {
+        let (body, crc) = conf.split_at(conf.len() - 4);
+        let mut expected = [0; 4];
+        expected.copy_from_slice(crc);
+        crc32fast::hash(body) == u32::from_le_bytes(expected)
+    };
+    if !intact {
+        return Err("its sled `conf` file is truncated or fails its checksum".to_owned());
+    }
+    match std::fs::metadata(path.join("db")) {
+        Ok(m) if m.is_file() && m.len() > 0 => Ok(true),
+        Ok(_) => Err("its sled `db` file is empty or not a file".to_owned()),
+        Err(e) => Err(format!("its sled `db` file cannot be read ({e})")),
+    }
+}
+
+/// The copy of `db` made before sled opens an existing database.
+struct Backup {
+    db: PathBuf,
+    path: PathBuf,
+    /// sled creates `blobs/` when missing; remove it again if we restore.
+    blobs: Option<PathBuf>,
+}
+
+impl Backup {
+    fn take(folder: &Path) -> Result<Self, String> {
+        let blobs = folder.join("blobs");
+        let backup = Backup {
+            db: folder.join("db"),
+            path: folder.join("db.autoscaled-open-backup"),
+            blobs: (!blobs.exists()).then_some(blobs),
+        };
+        std::fs::copy(&backup.db, &backup.path)
+            .map_err(|e| format!("cannot copy `db` aside before opening it: {e}"))?;
+        Ok(backup)
+    }
+
+    /// Puts the original back (an atomic rename over what sled left).
+    fn restore(&self) -> std::io::Result<()> {
+        std::fs::rename(&self.path, &self.db)?;
+        if let Some(blobs) = &self.blobs {
+            // Only if empty: anything in it is not ours to remove.
+            let _ = std::fs::remove_dir(blobs);
+        }
+        Ok(())
+    }
+
+    fn discard(self) {
+        if let Err(e) = std::fs::remove_file(&self.path) {
+            tracing::warn!(error = %e, path = %self.path.display(), "cannot remove the pre-open copy");
+        }
     }
 }
 
@@ -348,6 +465,67 @@ mod tests {
         let db = sled::open(dir.path()).unwrap();
         let v = db.open_tree(STATE_TREE).unwrap().get("a").unwrap().unwrap();
         assert_eq!(v[0], 9);
+    }
+
+    #[test]
+    fn damaged_or_foreign_folders_are_refused_and_left_untouched() {
+        // A real database first, then damage its files one way or another.
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("good");
+        {
+            let s = open(&good, 3);
+            s.commit("a", &history(1, 1), &entry(1, 1)).unwrap();
+            s.flush().unwrap();
+        }
+        let copy = |name: &str| {
+            let to = dir.path().join(name);
+            std::fs::create_dir(&to).unwrap();
+            for f in ["conf", "db"] {
+                std::fs::copy(good.join(f), to.join(f)).unwrap();
+            }
+            to
+        };
+        let truncated_conf = copy("truncated_conf");
+        std::fs::write(truncated_conf.join("conf"), b"garbage").unwrap();
+        let flipped_conf = copy("flipped_conf");
+        let mut conf = std::fs::read(flipped_conf.join("conf")).unwrap();
+        conf[0] ^= 0xff;
+        std::fs::write(flipped_conf.join("conf"), &conf).unwrap();
+        let random_db = copy("random_db");
+        let len = std::fs::metadata(random_db.join("db")).unwrap().len() as usize;
+        let noise: Vec<u8> = (0..len).map(|i| (i * 7919 % 251) as u8).collect();
+        std::fs::write(random_db.join("db"), noise).unwrap();
+        let no_db = copy("no_db");
+        std::fs::remove_file(no_db.join("db")).unwrap();
+        let foreign = dir.path().join("foreign");
+        std::fs::create_dir(&foreign).unwrap();
+        std::fs::write(foreign.join("notes.txt"), b"mine").unwrap();
+
+        for folder in [&truncated_conf, &flipped_conf, &random_db, &no_db, &foreign] {
+            let snapshot = || {
+                let mut files: Vec<_> = std::fs::read_dir(folder)
+                    .unwrap()
+                    .map(|e| {
+                        let p = e.unwrap().path();
+                        let bytes = if p.is_dir() {
+                            None
+                        } else {
+                            Some(std::fs::read(&p).unwrap())
+                        };
+                        (p, bytes)
+                    })
+                    .collect();
+                files.sort();
+                files
+            };
+            let before = snapshot();
+            let err = SledStore::open(folder, SledOptions::default()).unwrap_err();
+            assert!(matches!(err, StoreError::Open { .. }), "{folder:?}: {err}");
+            let after = snapshot();
+            assert_eq!(before, after, "{folder:?} was modified");
+        }
+        // The intact original still opens, with its data.
+        assert!(open(&good, 3).load("a").unwrap().is_some());
     }
 
     #[test]

@@ -39,10 +39,12 @@ pub struct Decision {
     pub prenormalized_replicas: Option<i32>,
     /// The value after the stabilization step.
     pub stabilized_replicas: Option<i32>,
-    /// The scale-up limit in force (behavior: `calculateScaleUpLimitWithScalingRules`;
-    /// legacy: `calculateScaleUpLimit`).
+    /// The scale-up limit in force for the current count, the stored scale events and the
+    /// defaulted rules, before this evaluation stores its own event (behavior:
+    /// `calculateScaleUpLimitWithScalingRules`; legacy: `calculateScaleUpLimit`). Reported
+    /// on every path, also where no normalization runs.
     pub scale_up_limit: Option<i32>,
-    /// The scale-down limit in force (behavior path only).
+    /// The scale-down limit in force (`calculateScaleDownLimitWithBehaviors`), behavior only.
     pub scale_down_limit: Option<i32>,
     /// The error Kubernetes' reconciliation returns, if any (scaling may still proceed when
     /// only some metrics failed).
@@ -217,10 +219,29 @@ impl<'a> Reconciliation<'a> {
         let mut history = history.clone();
         record_initial_recommendation(&mut history, current, now);
         let spec = defaults::set_defaults(spec, settings);
-        let path = if spec.behavior.is_some() {
-            DecisionPath::Behavior
-        } else {
-            DecisionPath::Legacy
+        let (path, scale_up_limit, scale_down_limit) = match &spec.behavior {
+            Some(b) => (
+                DecisionPath::Behavior,
+                normalize::calculate_scale_up_limit_with_scaling_rules(
+                    current,
+                    &history.scale_up_events,
+                    &history.scale_down_events,
+                    &b.scale_up,
+                    now,
+                ),
+                Some(normalize::calculate_scale_down_limit_with_behaviors(
+                    current,
+                    &history.scale_up_events,
+                    &history.scale_down_events,
+                    &b.scale_down,
+                    now,
+                )),
+            ),
+            None => (
+                DecisionPath::Legacy,
+                normalize::calculate_scale_up_limit(settings, current),
+                None,
+            ),
         };
         Reconciliation {
             settings,
@@ -236,8 +257,8 @@ impl<'a> Reconciliation<'a> {
                 path,
                 prenormalized_replicas: None,
                 stabilized_replicas: None,
-                scale_up_limit: None,
-                scale_down_limit: None,
+                scale_up_limit: Some(scale_up_limit),
+                scale_down_limit,
                 error: None,
                 rescale_reason: None,
             },
@@ -562,5 +583,253 @@ pub fn metric_description(metric: &MetricSpec) -> String {
         }
         MetricSpec::External { name, .. } => format!("external metric {name}(nil)"),
         MetricSpec::Unknown { type_name } => format!("unknown metric source type {type_name:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::engine::{
+        history::Recommendation,
+        observation::{MetricSample, Pod},
+        spec::{Behavior, MetricTarget, MetricTargetType},
+    };
+
+    const NOW: Time = Time::from_unix_secs(1_800_000_000);
+
+    fn cpu(target: i32) -> MetricSpec {
+        MetricSpec::Resource {
+            name: "cpu".into(),
+            target: MetricTarget {
+                target_type: MetricTargetType::Utilization,
+                average_utilization: Some(target),
+                ..MetricTarget::default()
+            },
+        }
+    }
+
+    fn spec(min: i32, max: i32, behavior: Option<Behavior>) -> HorizontalSpec {
+        HorizontalSpec {
+            min_replicas: Some(min),
+            max_replicas: max,
+            metrics: vec![cpu(50)],
+            behavior,
+        }
+    }
+
+    /// `n` ready pods requesting 1000m cpu and using `usage` each.
+    fn observation(current: i32, n: usize, usage: i64) -> Observation {
+        Observation {
+            current_replicas: current,
+            pods: (0..n)
+                .map(|i| Pod {
+                    name: format!("p{i}"),
+                    ready: Some(true),
+                    ready_transition: Some(NOW.plus_secs(-1000)),
+                    start_time: Some(NOW.plus_secs(-1000)),
+                    requests: BTreeMap::from([("cpu".into(), 1000)]),
+                    metrics: BTreeMap::from([(
+                        "cpu".into(),
+                        MetricSample {
+                            value: Some(usage),
+                            timestamp: NOW,
+                            window: Duration::from_secs(60),
+                        },
+                    )]),
+                    ..Pod::default()
+                })
+                .collect(),
+            ..Observation::default()
+        }
+    }
+
+    fn reason(e: &Evaluation, t: ConditionType) -> Option<ConditionReason> {
+        e.decision
+            .conditions
+            .iter()
+            .find(|c| c.condition_type == t)
+            .map(|c| c.reason)
+    }
+
+    #[test]
+    fn above_max_shortcut_stores_an_event_with_behavior_but_no_recommendation() {
+        let s = spec(1, 4, Some(Behavior::default()));
+        let history = History {
+            recommendations: Some(vec![]),
+            ..History::default()
+        };
+        let e = evaluate(
+            &Settings::default(),
+            &s,
+            &observation(6, 6, 500),
+            &history,
+            NOW,
+        )
+        .unwrap();
+        assert_eq!(e.decision.desired_replicas, 4);
+        assert_eq!(e.decision.path, DecisionPath::AboveMaxReplicas);
+        assert_eq!(e.history.recommendations, Some(vec![]));
+        assert_eq!(e.history.scale_down_events.len(), 1);
+        assert_eq!(e.history.scale_down_events[0].replica_change, 2);
+        assert_eq!(
+            reason(&e, ConditionType::AbleToScale),
+            Some(ConditionReason::SucceededRescale)
+        );
+        assert_eq!(reason(&e, ConditionType::ScalingActive), None);
+        assert_eq!(reason(&e, ConditionType::ScalingLimited), None);
+        assert_eq!(
+            e.decision.rescale_reason.as_deref(),
+            Some(messages::ABOVE_MAX)
+        );
+    }
+
+    #[test]
+    fn legacy_path_records_the_prenormalized_value_and_no_event() {
+        // 3 pods at 100% of a 50% target: proposal 6.
+        let e = evaluate(
+            &Settings::default(),
+            &spec(1, 10, None),
+            &observation(3, 3, 1000),
+            &History::default(),
+            NOW,
+        )
+        .unwrap();
+        assert_eq!(e.decision.desired_replicas, 6);
+        assert_eq!(e.decision.prenormalized_replicas, Some(6));
+        let recs = e.history.recommendations.unwrap();
+        // recordInitialRecommendation (3), then the proposal appended (nothing expired).
+        assert_eq!(
+            recs,
+            vec![
+                Recommendation {
+                    replicas: 3,
+                    time: NOW
+                },
+                Recommendation {
+                    replicas: 6,
+                    time: NOW
+                }
+            ]
+        );
+        assert!(e.history.scale_up_events.is_empty());
+        assert_eq!(
+            e.decision.rescale_reason.as_deref(),
+            Some("cpu resource utilization (percentage of request) above target")
+        );
+    }
+
+    #[test]
+    fn metrics_failure_records_nothing_and_keeps_the_count() {
+        let mut obs = observation(3, 3, 1000);
+        obs.unavailable_metrics.insert("cpu".into());
+        let history = History {
+            recommendations: Some(vec![]),
+            ..History::default()
+        };
+        let e = evaluate(
+            &Settings::default(),
+            &spec(1, 10, None),
+            &obs,
+            &history,
+            NOW,
+        )
+        .unwrap();
+        assert_eq!(e.decision.path, DecisionPath::MetricsFailed);
+        assert_eq!(e.decision.desired_replicas, 3);
+        assert!(e.decision.error.is_some());
+        assert_eq!(e.history, history);
+        assert_eq!(
+            reason(&e, ConditionType::ScalingActive),
+            Some(ConditionReason::FailedGetResourceMetric)
+        );
+    }
+
+    #[test]
+    fn one_invalid_metric_blocks_a_scale_down_but_not_a_scale_up() {
+        let mut s = spec(1, 10, None);
+        s.metrics.push(MetricSpec::Unknown {
+            type_name: "CheddarCheese".into(),
+        });
+        let history = History {
+            recommendations: Some(vec![]),
+            ..History::default()
+        };
+        let down = evaluate(
+            &Settings::default(),
+            &s,
+            &observation(4, 4, 100),
+            &history,
+            NOW,
+        )
+        .unwrap();
+        assert_eq!(down.decision.path, DecisionPath::MetricsFailed);
+        assert_eq!(down.decision.desired_replicas, 4);
+        let up = evaluate(
+            &Settings::default(),
+            &s,
+            &observation(4, 4, 1000),
+            &history,
+            NOW,
+        )
+        .unwrap();
+        assert_eq!(up.decision.desired_replicas, 8);
+        assert!(
+            up.decision
+                .error
+                .as_deref()
+                .unwrap()
+                .starts_with("invalid metrics (1 invalid out of 2), first error is: ")
+        );
+        assert_eq!(
+            reason(&up, ConditionType::ScalingActive),
+            Some(ConditionReason::ValidMetricFound)
+        );
+    }
+
+    #[test]
+    fn disabled_when_scaled_to_zero_with_min_above_zero() {
+        let e = evaluate(
+            &Settings::default(),
+            &spec(1, 10, Some(Behavior::default())),
+            &observation(0, 0, 0),
+            &History::default(),
+            NOW,
+        )
+        .unwrap();
+        assert_eq!(e.decision.path, DecisionPath::ScalingDisabled);
+        assert_eq!(e.decision.desired_replicas, 0);
+        assert_eq!(
+            reason(&e, ConditionType::ScalingActive),
+            Some(ConditionReason::ScalingDisabled)
+        );
+        // recordInitialRecommendation still ran.
+        assert_eq!(e.history.recommendations.map(|r| r.len()), Some(1));
+        assert!(e.history.scale_down_events.is_empty());
+    }
+
+    #[test]
+    fn invalid_input_is_rejected_with_its_field() {
+        let e = evaluate(
+            &Settings::default(),
+            &spec(1, 10, None),
+            &observation(-1, 0, 0),
+            &History::default(),
+            NOW,
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), "current_replicas: must not be negative");
+        let e = normalize_only(
+            &Settings::default(),
+            &spec(5, 3, None),
+            3,
+            3,
+            &History::default(),
+            NOW,
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "spec.max_replicas");
     }
 }

@@ -9,12 +9,12 @@
 //! unknown source type (InvalidMetricSourceType) and a target lacking the field its
 //! calculation needs (FailedGet*Metric).
 
-use std::collections::BTreeSet;
+use std::collections::HashSet;
 
 use crate::engine::{
     error::InvalidInput,
     history::History,
-    observation::{MetricSample, Observation},
+    observation::Observation,
     settings::Settings,
     spec::{HorizontalSpec, MetricSpec, MetricTarget, ScalingRules},
 };
@@ -32,16 +32,18 @@ pub fn validate_settings(settings: &Settings) -> Result<(), InvalidInput> {
     if !settings.tolerance.is_finite() || settings.tolerance < 0.0 {
         return Err(err("settings.tolerance", "must be a finite number >= 0"));
     }
-    if !settings.scale_up_limit_factor.is_finite() || settings.scale_up_limit_factor < 0.0 {
+    // Below 1 the legacy "scale-up limit" would sit below the current count and scale down
+    // (or to zero) a target whose metrics ask for more.
+    if !settings.scale_up_limit_factor.is_finite() || settings.scale_up_limit_factor < 1.0 {
         return Err(err(
             "settings.scale_up_limit_factor",
-            "must be a finite number >= 0",
+            "must be a finite number >= 1",
         ));
     }
-    if !settings.scale_up_limit_minimum.is_finite() || settings.scale_up_limit_minimum < 0.0 {
+    if !settings.scale_up_limit_minimum.is_finite() || settings.scale_up_limit_minimum < 1.0 {
         return Err(err(
             "settings.scale_up_limit_minimum",
-            "must be a finite number >= 0",
+            "must be a finite number >= 1",
         ));
     }
     Ok(())
@@ -172,7 +174,7 @@ pub fn validate_observation(observation: &Observation) -> Result<(), InvalidInpu
     {
         return Err(err("status_replicas", MUST_NOT_BE_NEGATIVE));
     }
-    let mut names = BTreeSet::new();
+    let mut names = HashSet::with_capacity(observation.pods.len());
     for (i, pod) in observation.pods.iter().enumerate() {
         if pod.name.is_empty() {
             return Err(err(format!("pods[{i}].name"), MUST_NOT_BE_EMPTY));
@@ -198,11 +200,10 @@ pub fn validate_observation(observation: &Observation) -> Result<(), InvalidInpu
                 }
             }
         }
-        for (metric, sample) in &pod.metrics {
-            validate_sample(&format!("pods[{i}].metrics[{metric}]"), sample)?;
-        }
     }
-    for (pod, samples) in &observation.orphan_samples {
+    // Sample values are not checked: any reading is possible (custom metrics may be
+    // negative), and timestamps and windows are typed.
+    for pod in observation.orphan_samples.keys() {
         if pod.is_empty() {
             return Err(err("orphan_pod_metrics.pod_name", MUST_NOT_BE_EMPTY));
         }
@@ -212,19 +213,7 @@ pub fn validate_observation(observation: &Observation) -> Result<(), InvalidInpu
                 "names a pod listed in pods",
             ));
         }
-        for (metric, sample) in samples {
-            validate_sample(
-                &format!("orphan_pod_metrics[{pod}].metrics[{metric}]"),
-                sample,
-            )?;
-        }
     }
-    Ok(())
-}
-
-fn validate_sample(_path: &str, _sample: &MetricSample) -> Result<(), InvalidInput> {
-    // Any value is a possible reading (custom metrics may be negative); timestamps and windows
-    // are typed. Kept as the place for future sample rules.
     Ok(())
 }
 

@@ -1,0 +1,1585 @@
+//! Runner for the VPA conformance cases (`conformance/vpa/README.md`): loads a case file,
+//! dispatches on `kind` and reports the first differing field as "expected X, got Y".
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::engine::vpa::aggregate::{
+    AggregateContainerState, HistogramCall, HistogramKind, HistogramOp,
+};
+use crate::engine::vpa::amount::{self, Resource, Resources};
+use crate::engine::vpa::checkpoint::{AggregateCheckpoint, HistogramCheckpoint};
+use crate::engine::vpa::container::ContainerState;
+use crate::engine::vpa::decaying::DecayingHistogram;
+use crate::engine::vpa::estimator::{EstimatorBase, EstimatorChain, EstimatorStep, confidence};
+use crate::engine::vpa::histogram::HistogramOptions;
+use crate::engine::vpa::policy::{
+    AggregationPolicy, ContainerResourcePolicy, ContainerScalingMode, PodResourcePolicy,
+};
+use crate::engine::vpa::recommender::{
+    PodEstimators, RecommendedContainerResources, RecommendedPodResources, post_process,
+    round_output,
+};
+use crate::engine::vpa::settings::VpaSettings;
+use crate::engine::vpa::target::{Observation, OomEvent, UsageSample, VpaTarget};
+use crate::engine::vpa::time::{NANOS_PER_SECOND, Timestamp, duration_nanos};
+
+/// The outcome of one case: its name and `Ok` or the first difference.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CaseOutcome {
+    /// The case's `name` (the file stem when the file cannot be read).
+    pub name: String,
+    /// `Ok` or "field: expected X, got Y".
+    pub result: Result<(), String>,
+}
+
+type R = Result<(), String>;
+
+/// Run one case file.
+pub fn run_vpa_case(path: impl AsRef<Path>) -> CaseOutcome {
+    let path = path.as_ref();
+    let fallback = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let value = match std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))
+        .and_then(|text| {
+            serde_json::from_str::<Value>(&text).map_err(|e| format!("invalid JSON: {e}"))
+        }) {
+        Ok(v) => v,
+        Err(e) => {
+            return CaseOutcome {
+                name: fallback,
+                result: Err(e),
+            };
+        }
+    };
+    let name = value
+        .get("name")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .unwrap_or(fallback);
+    CaseOutcome {
+        name,
+        result: run_vpa_case_value(&value),
+    }
+}
+
+/// Every `*.json` file of `dir`, sorted by file name.
+pub fn vpa_case_files(dir: impl AsRef<Path>) -> std::io::Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// Run every case of `dir`.
+pub fn run_vpa_dir(dir: impl AsRef<Path>) -> std::io::Result<Vec<CaseOutcome>> {
+    Ok(vpa_case_files(dir)?.into_iter().map(run_vpa_case).collect())
+}
+
+/// Run one parsed case.
+pub fn run_vpa_case_value(case: &Value) -> R {
+    let ctx = Ctx::new(case)?;
+    match str_field(case, "kind")? {
+        "histogram" => run_histogram(&ctx, case),
+        "container" => run_container(&ctx, case),
+        "aggregate" => run_aggregate(&ctx, case),
+        "policy" => run_policy(&ctx, case),
+        "estimator" => run_estimator(&ctx, case),
+        "recommender" => run_recommender(&ctx, case),
+        "postprocess" => run_postprocess(&ctx, case),
+        "amount" => run_amount(case),
+        other => Err(format!("kind: unknown kind {other:?}")),
+    }
+}
+
+// === JSON helpers ===
+
+fn field<'a>(v: &'a Value, key: &str) -> Result<&'a Value, String> {
+    v.get(key).ok_or_else(|| format!("{key}: missing"))
+}
+
+fn str_field<'a>(v: &'a Value, key: &str) -> Result<&'a str, String> {
+    field(v, key)?
+        .as_str()
+        .ok_or_else(|| format!("{key}: not a string"))
+}
+
+fn f64_field(v: &Value, key: &str) -> Result<f64, String> {
+    field(v, key)?
+        .as_f64()
+        .ok_or_else(|| format!("{key}: not a number"))
+}
+
+fn opt_f64(v: &Value, key: &str) -> Result<Option<f64>, String> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(x) => x
+            .as_f64()
+            .map(Some)
+            .ok_or_else(|| format!("{key}: not a number")),
+    }
+}
+
+fn i64_field(v: &Value, key: &str) -> Result<i64, String> {
+    let x = field(v, key)?;
+    x.as_i64()
+        .or_else(|| x.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))
+        .ok_or_else(|| format!("{key}: not an integer"))
+}
+
+fn opt_i64(v: &Value, key: &str) -> Result<Option<i64>, String> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(_) => i64_field(v, key).map(Some),
+    }
+}
+
+fn opt_bool(v: &Value, key: &str) -> Result<Option<bool>, String> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(x) => x
+            .as_bool()
+            .map(Some)
+            .ok_or_else(|| format!("{key}: not a boolean")),
+    }
+}
+
+fn array<'a>(v: &'a Value, key: &str) -> Result<&'a [Value], String> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(&[]),
+        Some(x) => x
+            .as_array()
+            .map(Vec::as_slice)
+            .ok_or_else(|| format!("{key}: not a list")),
+    }
+}
+
+fn object<'a>(v: &'a Value, key: &str) -> Result<Option<&'a Map<String, Value>>, String> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(x) => x
+            .as_object()
+            .map(Some)
+            .ok_or_else(|| format!("{key}: not an object")),
+    }
+}
+
+/// Reject expectation keys this runner does not check, so that a new case cannot pass
+/// vacuously. `derived`/`note(s)` (provenance) are always allowed.
+fn only_keys(what: &str, v: &Value, allowed: &[&str]) -> R {
+    if let Some(obj) = v.as_object() {
+        for k in obj.keys() {
+            if !allowed.contains(&k.as_str()) && !matches!(k.as_str(), "derived" | "note" | "notes")
+            {
+                return Err(format!(
+                    "{what}: unsupported key {k:?} (runner does not check it)"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s.max(0.0))
+}
+
+fn check_eq<T: PartialEq + std::fmt::Debug>(what: &str, expected: T, got: T) -> R {
+    if expected == got {
+        Ok(())
+    } else {
+        Err(format!("{what}: expected {expected:?}, got {got:?}"))
+    }
+}
+
+fn check_f64(what: &str, expected: f64, got: f64, tolerance: Option<f64>) -> R {
+    let ok = match tolerance {
+        Some(t) => (expected - got).abs() <= t * expected.abs(),
+        None => expected == got,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{what}: expected {expected:?}, got {got:?}"))
+    }
+}
+
+fn prefix(what: impl std::fmt::Display) -> impl FnOnce(String) -> String {
+    move |e| format!("{what}: {e}")
+}
+
+fn resource(v: &Value, key: &str) -> Result<Resource, String> {
+    match str_field(v, key)? {
+        "cpu" => Ok(Resource::Cpu),
+        "memory" => Ok(Resource::Memory),
+        other => Err(format!("{key}: unknown resource {other:?}")),
+    }
+}
+
+fn resources(v: Option<&Value>) -> Result<Resources, String> {
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return Ok(Resources::default());
+    };
+    Ok(Resources {
+        cpu: opt_i64(v, "cpu")?,
+        memory: opt_i64(v, "memory")?,
+    })
+}
+
+fn resource_list(v: &Value) -> Result<Vec<Resource>, String> {
+    v.as_array()
+        .ok_or("controlled_resources: not a list")?
+        .iter()
+        .map(|r| match r.as_str() {
+            Some("cpu") => Ok(Resource::Cpu),
+            Some("memory") => Ok(Resource::Memory),
+            _ => Err(format!("controlled_resources: unknown resource {r}")),
+        })
+        .collect()
+}
+
+// === Context: settings and time ===
+
+struct Ctx {
+    settings: VpaSettings,
+    t0_ns: i64,
+}
+
+impl Ctx {
+    fn new(case: &Value) -> Result<Self, String> {
+        let t0_ns = opt_i64(case, "t0_unix_s")?
+            .unwrap_or(0)
+            .saturating_mul(NANOS_PER_SECOND);
+        let settings = parse_settings(case.get("settings")).map_err(prefix("settings"))?;
+        settings.validate().map_err(|e| format!("settings: {e}"))?;
+        Ok(Self { settings, t0_ns })
+    }
+
+    fn at(&self, at_s: f64) -> Timestamp {
+        Timestamp::from_unix_nanos(self.t0_ns.saturating_add((at_s * 1e9).round() as i64))
+    }
+
+    fn at_field(&self, v: &Value, key: &str) -> Result<Timestamp, String> {
+        Ok(self.at(opt_f64(v, key)?.unwrap_or(0.0)))
+    }
+
+    fn opt_at(&self, v: &Value, key: &str) -> Result<Option<Timestamp>, String> {
+        Ok(opt_f64(v, key)?.map(|s| self.at(s)))
+    }
+
+    fn aggregation_policy(&self) -> AggregationPolicy {
+        AggregationPolicy::resolve(&self.settings, None)
+    }
+}
+
+fn parse_settings(v: Option<&Value>) -> Result<VpaSettings, String> {
+    let mut s = VpaSettings::default();
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return Ok(s);
+    };
+    let obj = v.as_object().ok_or("not an object")?;
+    for (key, x) in obj {
+        let num = || x.as_f64().ok_or_else(|| format!("{key}: not a number"));
+        match key.as_str() {
+            "target_cpu_percentile" => s.target_cpu_percentile = num()?,
+            "target_memory_percentile" => s.target_memory_percentile = num()?,
+            "lower_bound_cpu_percentile" => s.lower_bound_cpu_percentile = num()?,
+            "lower_bound_memory_percentile" => s.lower_bound_memory_percentile = num()?,
+            "upper_bound_cpu_percentile" => s.upper_bound_cpu_percentile = num()?,
+            "upper_bound_memory_percentile" => s.upper_bound_memory_percentile = num()?,
+            "safety_margin_fraction" => s.safety_margin_fraction = num()?,
+            "pod_min_cpu_millicores" => s.pod_min_cpu_millicores = num()?,
+            "pod_min_memory_mb" => s.pod_min_memory_mb = num()?,
+            "confidence_interval_cpu_s" => s.confidence_interval_cpu = secs(num()?),
+            "confidence_interval_memory_s" => s.confidence_interval_memory = secs(num()?),
+            "cpu_histogram_decay_half_life_s" => s.cpu_histogram_decay_half_life = secs(num()?),
+            "memory_histogram_decay_half_life_s" => {
+                s.memory_histogram_decay_half_life = secs(num()?)
+            }
+            "memory_aggregation_interval_s" => s.memory_aggregation_interval = secs(num()?),
+            "memory_aggregation_interval_count" => {
+                s.memory_aggregation_interval_count = i64_field(v, key)?
+            }
+            "oom_bump_up_ratio" => s.oom_bump_up_ratio = num()?,
+            "oom_min_bump_up_bytes" => s.oom_min_bump_up_bytes = num()?,
+            "round_cpu_millicores" => s.round_cpu_millicores = i64_field(v, key)?,
+            "round_memory_bytes" => s.round_memory_bytes = i64_field(v, key)?,
+            "container_recommendation_max_allowed" => {
+                s.container_recommendation_max_allowed = resources(Some(x))?
+            }
+            "per_vpa_config" => {
+                s.per_vpa_config = x.as_bool().ok_or("per_vpa_config: not a boolean")?
+            }
+            "cpu_integer_post_processor_enabled" => {
+                s.cpu_integer_post_processor_enabled = x
+                    .as_bool()
+                    .ok_or("cpu_integer_post_processor_enabled: not a boolean")?
+            }
+            other => return Err(format!("{other}: unknown setting")),
+        }
+    }
+    Ok(s)
+}
+
+fn parse_container_policy(v: &Value) -> Result<ContainerResourcePolicy, String> {
+    let mode = match v.get("mode").and_then(Value::as_str) {
+        None => None,
+        Some("Auto") => Some(ContainerScalingMode::Auto),
+        Some("Off") => Some(ContainerScalingMode::Off),
+        Some(other) => return Err(format!("mode: unknown mode {other:?}")),
+    };
+    Ok(ContainerResourcePolicy {
+        container_name: v
+            .get("container_name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        mode,
+        min_allowed: resources(v.get("min_allowed"))?,
+        max_allowed: resources(v.get("max_allowed"))?,
+        controlled_resources: match v.get("controlled_resources") {
+            None | Some(Value::Null) => None,
+            Some(list) => Some(resource_list(list)?),
+        },
+        memory_aggregation_interval: opt_f64(v, "memory_aggregation_interval_s")?.map(secs),
+        memory_aggregation_interval_count: opt_i64(v, "memory_aggregation_interval_count")?,
+        oom_bump_up_ratio: opt_f64(v, "oom_bump_up_ratio")?,
+        oom_min_bump_up_bytes: opt_f64(v, "oom_min_bump_up_bytes")?,
+    })
+}
+
+fn parse_pod_policy(v: Option<&Value>) -> Result<Option<PodResourcePolicy>, String> {
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let container_policies = array(v, "container_policies")?
+        .iter()
+        .map(parse_container_policy)
+        .collect::<Result<Vec<_>, _>>()?;
+    let policy = PodResourcePolicy { container_policies };
+    policy.validate().map_err(|e| format!("policy: {e}"))?;
+    Ok(Some(policy))
+}
+
+// === kind: histogram ===
+
+#[derive(Clone, Copy)]
+struct HistogramSpec {
+    options: HistogramOptions,
+    half_life_ns: i64,
+}
+
+impl HistogramSpec {
+    fn parse(v: &Value) -> Result<Self, String> {
+        let options = match str_field(v, "buckets")? {
+            "linear" => HistogramOptions::linear(
+                f64_field(v, "max_value")?,
+                f64_field(v, "bucket_size")?,
+                f64_field(v, "epsilon")?,
+            ),
+            "exponential" => HistogramOptions::exponential(
+                f64_field(v, "max_value")?,
+                f64_field(v, "first_bucket_size")?,
+                f64_field(v, "ratio")?,
+                f64_field(v, "epsilon")?,
+            ),
+            "cpu" => Ok(HistogramOptions::cpu()),
+            "memory" => Ok(HistogramOptions::memory()),
+            other => return Err(format!("buckets: unknown scheme {other:?}")),
+        }
+        .map_err(|e| e.to_string())?;
+        let half_life_ns = opt_f64(v, "half_life_s")?.map_or(0, |s| duration_nanos(secs(s)));
+        Ok(Self {
+            options,
+            half_life_ns,
+        })
+    }
+
+    fn fresh(&self) -> DecayingHistogram {
+        DecayingHistogram::new(self.options, self.half_life_ns)
+    }
+}
+
+fn apply_adds(ctx: &Ctx, h: &mut DecayingHistogram, steps: &[Value]) -> R {
+    for (i, s) in steps.iter().enumerate() {
+        let value = f64_field(s, "value")?;
+        let weight = f64_field(s, "weight")?;
+        let at = ctx.at_field(s, "at_s")?;
+        let r = match s.get("op").and_then(Value::as_str) {
+            Some("subtract") => h.subtract_sample(value, weight, at),
+            _ => h.add_sample(value, weight, at),
+        };
+        r.map_err(|e| format!("steps[{i}]: {e}"))?;
+    }
+    Ok(())
+}
+
+fn parse_histogram_checkpoint(ctx: &Ctx, v: &Value) -> Result<HistogramCheckpoint, String> {
+    let mut bucket_weights = BTreeMap::new();
+    if let Some(obj) = object(v, "bucket_weights")? {
+        for (k, w) in obj {
+            let bucket: i64 = k
+                .parse()
+                .map_err(|_| format!("bucket_weights: bad index {k:?}"))?;
+            let weight = w
+                .as_u64()
+                .and_then(|w| u32::try_from(w).ok())
+                .ok_or_else(|| format!("bucket_weights[{k}]: not a uint32"))?;
+            bucket_weights.insert(bucket, weight);
+        }
+    }
+    Ok(HistogramCheckpoint {
+        reference: ctx.opt_at(v, "reference_at_s")?,
+        bucket_weights,
+        total_weight: opt_f64(v, "total_weight")?.unwrap_or(0.0),
+    })
+}
+
+fn check_error_expectation(what: &str, expect: Option<&Value>, failed: Option<String>) -> R {
+    if what == "load_checkpoint"
+        && let Some(e) = expect
+    {
+        only_keys("expect", e, &["error"])?;
+    }
+    let expected_error = expect.map(|e| opt_bool(e, "error")).transpose()?.flatten();
+    match (expected_error, failed) {
+        (Some(true), None) => Err(format!("{what}: expected an error, got none")),
+        (Some(false) | None, Some(e)) => Err(format!("{what}: expected no error, got {e}")),
+        _ => Ok(()),
+    }
+}
+
+fn run_histogram(ctx: &Ctx, case: &Value) -> R {
+    let spec = HistogramSpec::parse(field(case, "histogram")?).map_err(prefix("histogram"))?;
+    let mut h = spec.fresh();
+    let mut last_save: Option<HistogramCheckpoint> = None;
+    for (i, step) in array(case, "steps")?.iter().enumerate() {
+        let at = |what: String| {
+            format!(
+                "steps[{i}] ({}): {what}",
+                step.get("op").and_then(Value::as_str).unwrap_or("?")
+            )
+        };
+        histogram_step(ctx, &spec, &mut h, &mut last_save, step).map_err(at)?;
+    }
+    Ok(())
+}
+
+fn histogram_step(
+    ctx: &Ctx,
+    spec: &HistogramSpec,
+    h: &mut DecayingHistogram,
+    last_save: &mut Option<HistogramCheckpoint>,
+    step: &Value,
+) -> R {
+    match str_field(step, "op")? {
+        "add" | "subtract" => apply_adds(ctx, h, std::slice::from_ref(step)),
+        "merge" => {
+            let mut other = spec.fresh();
+            apply_adds(ctx, &mut other, array(step, "steps")?)?;
+            h.merge(&other).map_err(|e| e.to_string())
+        }
+        "save_checkpoint" => {
+            let cp = h.save_checkpoint();
+            if let Some(e) = step.get("expect") {
+                only_keys(
+                    "expect",
+                    e,
+                    &[
+                        "total_weight",
+                        "bucket_weights",
+                        "bucket_count",
+                        "bucket_count_min",
+                        "total_weight_nonzero",
+                        "reference_equals_histogram",
+                    ],
+                )?;
+                if let Some(t) = opt_f64(e, "total_weight")? {
+                    check_f64("total_weight", t, cp.total_weight, None)?;
+                }
+                if let Some(obj) = object(e, "bucket_weights")? {
+                    for (k, w) in obj {
+                        let bucket: i64 = k
+                            .parse()
+                            .map_err(|_| format!("bucket_weights: bad index {k:?}"))?;
+                        check_eq(
+                            &format!("bucket_weights[{k}]"),
+                            w.as_u64(),
+                            cp.bucket_weights.get(&bucket).map(|w| u64::from(*w)),
+                        )?;
+                    }
+                }
+                if let Some(n) = opt_i64(e, "bucket_count")? {
+                    check_eq("bucket_count", n, cp.bucket_weights.len() as i64)?;
+                }
+                if let Some(n) = opt_i64(e, "bucket_count_min")?
+                    && (cp.bucket_weights.len() as i64) < n
+                {
+                    return Err(format!(
+                        "bucket_count_min: expected at least {n}, got {}",
+                        cp.bucket_weights.len()
+                    ));
+                }
+                if let Some(b) = opt_bool(e, "total_weight_nonzero")? {
+                    check_eq("total_weight_nonzero", b, cp.total_weight != 0.0)?;
+                }
+                if let Some(b) = opt_bool(e, "reference_equals_histogram")? {
+                    check_eq(
+                        "reference_equals_histogram",
+                        b,
+                        cp.reference == h.reference(),
+                    )?;
+                }
+            }
+            *last_save = Some(cp);
+            Ok(())
+        }
+        "load_checkpoint" => {
+            let from_last = opt_bool(step, "from_last_save")?.unwrap_or(false);
+            let checkpoint = if from_last {
+                Some(
+                    last_save
+                        .clone()
+                        .ok_or("from_last_save: nothing saved yet")?,
+                )
+            } else {
+                match step.get("checkpoint") {
+                    None | Some(Value::Null) => None,
+                    Some(c) => Some(parse_histogram_checkpoint(ctx, c)?),
+                }
+            };
+            let into_new = step.get("into").and_then(Value::as_str) == Some("new");
+            let failed = if into_new {
+                let mut fresh = spec.fresh();
+                let r = fresh.load_checkpoint(checkpoint.as_ref());
+                if r.is_ok() {
+                    *h = fresh;
+                }
+                r.err()
+            } else {
+                h.load_checkpoint(checkpoint.as_ref()).err()
+            };
+            check_error_expectation(
+                "load_checkpoint",
+                step.get("expect"),
+                failed.map(|e| e.to_string()),
+            )
+        }
+        "expect" => histogram_expect(ctx, spec, h, step),
+        other => Err(format!("unknown op {other:?}")),
+    }
+}
+
+fn histogram_expect(ctx: &Ctx, spec: &HistogramSpec, h: &DecayingHistogram, e: &Value) -> R {
+    only_keys(
+        "expect",
+        e,
+        &[
+            "op",
+            "is_empty",
+            "percentiles",
+            "total_weight",
+            "bucket_weights",
+            "equals",
+            "num_buckets",
+            "epsilon",
+            "bucket_starts",
+            "find_bucket",
+            "reference_is_set",
+            "reference_at_s",
+            "tolerance",
+        ],
+    )?;
+    if let Some(b) = opt_bool(e, "is_empty")? {
+        check_eq("is_empty", b, h.is_empty())?;
+    }
+    for p in array(e, "percentiles")? {
+        let pct = f64_field(p, "p")?;
+        check_f64(
+            &format!("percentile({pct})"),
+            f64_field(p, "value")?,
+            h.percentile(pct),
+            opt_f64(p, "tolerance")?,
+        )?;
+    }
+    if let Some(t) = opt_f64(e, "total_weight")? {
+        check_f64(
+            "total_weight",
+            t,
+            h.histogram().total_weight(),
+            opt_f64(e, "tolerance")?,
+        )?;
+    }
+    if let Some(obj) = object(e, "bucket_weights")? {
+        for (k, w) in obj {
+            let bucket: usize = k
+                .parse()
+                .map_err(|_| format!("bucket_weights: bad index {k:?}"))?;
+            let w = w
+                .as_f64()
+                .ok_or_else(|| format!("bucket_weights[{k}]: not a number"))?;
+            check_f64(
+                &format!("bucket_weights[{k}]"),
+                w,
+                h.histogram().bucket_weight(bucket),
+                opt_f64(e, "tolerance")?,
+            )?;
+        }
+    }
+    if let Some(eq) = e.get("equals") {
+        let mut other = spec.fresh();
+        apply_adds(ctx, &mut other, array(eq, "steps")?).map_err(prefix("equals"))?;
+        if !h.equals(&other) {
+            return Err(format!(
+                "equals: expected a histogram equal to {other:?}, got {h:?}"
+            ));
+        }
+    }
+    let options = h.histogram().options();
+    if let Some(n) = opt_i64(e, "num_buckets")? {
+        check_eq("num_buckets", n, options.num_buckets() as i64)?;
+    }
+    if let Some(eps) = opt_f64(e, "epsilon")? {
+        check_f64("epsilon", eps, options.epsilon(), None)?;
+    }
+    if let Some(obj) = object(e, "bucket_starts")? {
+        for (k, v) in obj {
+            let bucket: usize = k
+                .parse()
+                .map_err(|_| format!("bucket_starts: bad index {k:?}"))?;
+            let v = v
+                .as_f64()
+                .ok_or_else(|| format!("bucket_starts[{k}]: not a number"))?;
+            check_f64(
+                &format!("bucket_starts[{k}]"),
+                v,
+                options.bucket_start(bucket),
+                opt_f64(e, "tolerance")?,
+            )?;
+        }
+    }
+    for f in array(e, "find_bucket")? {
+        let v = f64_field(f, "value")?;
+        check_eq(
+            &format!("find_bucket({v})"),
+            i64_field(f, "bucket")?,
+            options.find_bucket(v) as i64,
+        )?;
+    }
+    if let Some(b) = opt_bool(e, "reference_is_set")? {
+        check_eq("reference_is_set", b, h.reference().is_some())?;
+    }
+    if let Some(r) = ctx.opt_at(e, "reference_at_s")? {
+        check_eq("reference_at_s", Some(r), h.reference())?;
+    }
+    Ok(())
+}
+
+// === kind: container ===
+
+fn run_container(ctx: &Ctx, case: &Value) -> R {
+    let policy = ctx.aggregation_policy();
+    let mut aggregate = AggregateContainerState::new(&ctx.settings, ctx.at(0.0));
+    let mut container = ContainerState::default();
+    let mut calls: Vec<HistogramCall> = Vec::new();
+    for (i, step) in array(case, "steps")?.iter().enumerate() {
+        let at = ctx.at_field(step, "at_s")?;
+        let value = i64_field(step, "value")?;
+        let accepted = match str_field(step, "op")? {
+            "sample" => match resource(step, "resource")? {
+                Resource::Cpu => container.add_cpu_sample(&mut aggregate, at, value, &mut calls),
+                Resource::Memory => container.add_memory_sample(
+                    &mut aggregate,
+                    at,
+                    value,
+                    false,
+                    &policy,
+                    &mut calls,
+                ),
+            },
+            "oom" => container
+                .record_oom(&mut aggregate, at, value, &policy, &mut calls)
+                .is_ok(),
+            other => return Err(format!("steps[{i}]: unknown op {other:?}")),
+        };
+        if let Some(b) = opt_bool(step, "expect_accepted")? {
+            check_eq(&format!("steps[{i}] accepted"), b, accepted)?;
+        }
+    }
+    if let Some(e) = case.get("expect") {
+        only_keys("expect", e, &["histogram_calls"])?;
+        let mut expected = Vec::new();
+        for c in array(e, "histogram_calls")? {
+            expected.push(HistogramCall {
+                histogram: match str_field(c, "histogram")? {
+                    "cpu" => HistogramKind::Cpu,
+                    "memory" => HistogramKind::Memory,
+                    other => return Err(format!("histogram_calls: unknown histogram {other:?}")),
+                },
+                op: match str_field(c, "call")? {
+                    "add" => HistogramOp::Add,
+                    "subtract" => HistogramOp::Subtract,
+                    other => return Err(format!("histogram_calls: unknown call {other:?}")),
+                },
+                value: f64_field(c, "value")?,
+                weight: f64_field(c, "weight")?,
+                at: ctx.at_field(c, "at_s")?,
+            });
+        }
+        compare_calls(ctx, &expected, &calls)?;
+    }
+    Ok(())
+}
+
+fn describe_call(ctx: &Ctx, c: &HistogramCall) -> String {
+    let at_s = (c.at.unix_nanos() - ctx.t0_ns) as f64 / 1e9;
+    format!(
+        "{:?} {:?} value={} weight={} at_s={}",
+        c.histogram, c.op, c.value, c.weight, at_s
+    )
+}
+
+/// Multiset comparison (upstream mocks check the calls as a set).
+fn compare_calls(ctx: &Ctx, expected: &[HistogramCall], got: &[HistogramCall]) -> R {
+    let mut unmatched: Vec<&HistogramCall> = got.iter().collect();
+    for e in expected {
+        match unmatched.iter().position(|g| *g == e) {
+            Some(i) => {
+                unmatched.remove(i);
+            }
+            None => {
+                let made: Vec<String> = got.iter().map(|c| describe_call(ctx, c)).collect();
+                return Err(format!(
+                    "histogram_calls: expected [{}], got calls [{}]",
+                    describe_call(ctx, e),
+                    made.join("; ")
+                ));
+            }
+        }
+    }
+    if let Some(extra) = unmatched.first() {
+        return Err(format!(
+            "histogram_calls: expected no further call, got [{}]",
+            describe_call(ctx, extra)
+        ));
+    }
+    Ok(())
+}
+
+// === kind: aggregate ===
+
+fn pod_and_container(step: &Value) -> (&str, &str) {
+    (
+        step.get("pod").and_then(Value::as_str).unwrap_or("pod-1"),
+        step.get("container")
+            .and_then(Value::as_str)
+            .unwrap_or("app"),
+    )
+}
+
+fn default_decaying(ctx: &Ctx, kind: HistogramKind) -> DecayingHistogram {
+    match kind {
+        HistogramKind::Cpu => DecayingHistogram::new(
+            HistogramOptions::cpu(),
+            duration_nanos(ctx.settings.cpu_histogram_decay_half_life),
+        ),
+        HistogramKind::Memory => DecayingHistogram::new(
+            HistogramOptions::memory(),
+            duration_nanos(ctx.settings.memory_histogram_decay_half_life),
+        ),
+    }
+}
+
+fn histogram_kind(v: &Value) -> Result<HistogramKind, String> {
+    match str_field(v, "histogram")? {
+        "cpu" => Ok(HistogramKind::Cpu),
+        "memory" => Ok(HistogramKind::Memory),
+        other => Err(format!("histogram: unknown histogram {other:?}")),
+    }
+}
+
+fn parse_aggregate_checkpoint(ctx: &Ctx, v: &Value) -> Result<AggregateCheckpoint, String> {
+    let hist = |key: &str| -> Result<HistogramCheckpoint, String> {
+        match v.get(key) {
+            None | Some(Value::Null) => Ok(HistogramCheckpoint::default()),
+            Some(h) => parse_histogram_checkpoint(ctx, h).map_err(prefix(key)),
+        }
+    };
+    Ok(AggregateCheckpoint {
+        version: v
+            .get("version")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        first_sample_start: ctx.opt_at(v, "first_sample_at_s")?,
+        last_sample_start: ctx.opt_at(v, "last_sample_at_s")?,
+        total_samples_count: opt_i64(v, "total_samples_count")?.unwrap_or(0).max(0) as u64,
+        cpu_histogram: hist("cpu_histogram")?,
+        memory_histogram: hist("memory_histogram")?,
+    })
+}
+
+fn observation_from_step(ctx: &Ctx, step: &Value, oom: bool) -> Result<Observation, String> {
+    let (pod, container) = pod_and_container(step);
+    let at = ctx.at_field(step, "at_s")?;
+    let value = i64_field(step, "value")?;
+    Ok(if oom {
+        Observation::Oom(OomEvent {
+            pod: pod.to_owned(),
+            container: container.to_owned(),
+            at,
+            memory_bytes: value,
+        })
+    } else {
+        Observation::Usage(UsageSample {
+            pod: pod.to_owned(),
+            container: container.to_owned(),
+            resource: resource(step, "resource")?,
+            usage: value,
+            at,
+        })
+    })
+}
+
+fn run_aggregate(ctx: &Ctx, case: &Value) -> R {
+    let mut target = VpaTarget::default();
+    let settings = &ctx.settings;
+    for (i, step) in array(case, "steps")?.iter().enumerate() {
+        let op = str_field(step, "op")?;
+        let at_step = |e: String| format!("steps[{i}] ({op}): {e}");
+        aggregate_step(ctx, settings, &mut target, op, step).map_err(at_step)?;
+    }
+    Ok(())
+}
+
+fn aggregate_step(
+    ctx: &Ctx,
+    settings: &VpaSettings,
+    target: &mut VpaTarget,
+    op: &str,
+    step: &Value,
+) -> R {
+    let (_, container) = pod_and_container(step);
+    match op {
+        "sample" | "oom" => {
+            let o = observation_from_step(ctx, step, op == "oom")?;
+            let at = ctx.at_field(step, "at_s")?;
+            let accepted = target.record_observation(&o, None, settings, at, &mut ());
+            if let Some(b) = opt_bool(step, "expect_accepted")? {
+                check_eq("accepted", b, accepted)?;
+            }
+            Ok(())
+        }
+        "set_state" => {
+            let creation = ctx.opt_at(step, "creation_at_s")?;
+            let agg = target.aggregate_mut(container, settings, creation.unwrap_or(ctx.at(0.0)));
+            if let Some(t) = creation {
+                agg.creation_time = t;
+            }
+            if let Some(t) = ctx.opt_at(step, "first_sample_at_s")? {
+                agg.first_sample_start = Some(t);
+            }
+            if let Some(t) = ctx.opt_at(step, "last_sample_at_s")? {
+                agg.last_sample_start = Some(t);
+            }
+            if let Some(n) = opt_i64(step, "total_samples_count")? {
+                agg.total_samples_count = n.max(0) as u64;
+            }
+            Ok(())
+        }
+        "histogram_add" => {
+            let kind = histogram_kind(step)?;
+            let at = ctx.at_field(step, "at_s")?;
+            let agg = target.aggregate_mut(container, settings, ctx.at(0.0));
+            let h = match kind {
+                HistogramKind::Cpu => &mut agg.cpu,
+                HistogramKind::Memory => &mut agg.memory,
+            };
+            h.add_sample(f64_field(step, "value")?, f64_field(step, "weight")?, at)
+                .map_err(|e| e.to_string())
+        }
+        "save_checkpoint" => {
+            let cp = target
+                .aggregate_mut(container, settings, ctx.at(0.0))
+                .save_checkpoint();
+            let Some(e) = step.get("expect") else {
+                return Ok(());
+            };
+            only_keys(
+                "expect",
+                e,
+                &[
+                    "error",
+                    "version",
+                    "first_sample_at_s",
+                    "last_sample_at_s",
+                    "total_samples_count",
+                    "cpu_bucket_count",
+                    "memory_bucket_count",
+                ],
+            )?;
+            check_error_expectation("save_checkpoint", Some(e), None)?;
+            if let Some(v) = e.get("version").and_then(Value::as_str) {
+                check_eq("version", v, cp.version.as_str())?;
+            }
+            if e.get("first_sample_at_s").is_some() {
+                check_eq(
+                    "first_sample_at_s",
+                    ctx.opt_at(e, "first_sample_at_s")?,
+                    cp.first_sample_start,
+                )?;
+            }
+            if e.get("last_sample_at_s").is_some() {
+                check_eq(
+                    "last_sample_at_s",
+                    ctx.opt_at(e, "last_sample_at_s")?,
+                    cp.last_sample_start,
+                )?;
+            }
+            if let Some(n) = opt_i64(e, "total_samples_count")? {
+                check_eq("total_samples_count", n, cp.total_samples_count as i64)?;
+            }
+            if let Some(n) = opt_i64(e, "cpu_bucket_count")? {
+                check_eq(
+                    "cpu_bucket_count",
+                    n,
+                    cp.cpu_histogram.bucket_weights.len() as i64,
+                )?;
+            }
+            if let Some(n) = opt_i64(e, "memory_bucket_count")? {
+                check_eq(
+                    "memory_bucket_count",
+                    n,
+                    cp.memory_histogram.bucket_weights.len() as i64,
+                )?;
+            }
+            Ok(())
+        }
+        "load_checkpoint" => {
+            let cp = match step.get("checkpoint") {
+                None | Some(Value::Null) => None,
+                Some(c) => Some(parse_aggregate_checkpoint(ctx, c)?),
+            };
+            // Upstream `LoadFromCheckpoint` on the aggregation itself (adds buckets, overwrites
+            // counters and reference, may fail half-way).
+            let failed = match cp {
+                None => Some("missing checkpoint".to_owned()),
+                Some(cp) => target
+                    .aggregate_mut(container, settings, ctx.at(0.0))
+                    .load_checkpoint(&cp)
+                    .err()
+                    .map(|e| e.to_string()),
+            };
+            check_error_expectation("load_checkpoint", step.get("expect"), failed)
+        }
+        "checkpoint_view" => {
+            let now = ctx.at_field(step, "at_s")?;
+            let view = target.checkpoint_view(now);
+            if let Some(obj) = object(step, "expect")? {
+                for (name, e) in obj {
+                    only_keys(
+                        &format!("expect.{name}"),
+                        e,
+                        &["memory_is_empty", "cpu_is_empty"],
+                    )?;
+                    let agg = view
+                        .get(name)
+                        .ok_or_else(|| format!("{name}: no aggregation"))?;
+                    if let Some(b) = opt_bool(e, "memory_is_empty")? {
+                        check_eq(&format!("{name}.memory_is_empty"), b, agg.memory.is_empty())?;
+                    }
+                    if let Some(b) = opt_bool(e, "cpu_is_empty")? {
+                        check_eq(&format!("{name}.cpu_is_empty"), b, agg.cpu.is_empty())?;
+                    }
+                }
+            }
+            Ok(())
+        }
+        "expect" => aggregate_expect(ctx, target, step),
+        other => Err(format!("unknown op {other:?}")),
+    }
+}
+
+fn histogram_equals(
+    ctx: &Ctx,
+    what: &str,
+    kind: HistogramKind,
+    got: &DecayingHistogram,
+    spec: &Value,
+) -> R {
+    let mut want = default_decaying(ctx, kind);
+    for a in array(spec, "adds")? {
+        want.add_sample(
+            f64_field(a, "value")?,
+            f64_field(a, "weight")?,
+            ctx.at_field(a, "at_s")?,
+        )
+        .map_err(|e| format!("{what}: {e}"))?;
+    }
+    if got.equals(&want) {
+        Ok(())
+    } else {
+        Err(format!("{what}: expected {want:?}, got {got:?}"))
+    }
+}
+
+fn aggregate_expect(ctx: &Ctx, target: &VpaTarget, e: &Value) -> R {
+    only_keys(
+        "expect",
+        e,
+        &[
+            "op",
+            "by_container_name",
+            "container",
+            "first_sample_at_s",
+            "last_sample_at_s",
+            "total_samples_count",
+            "cpu_is_empty",
+            "memory_is_empty",
+            "is_expired_at",
+        ],
+    )?;
+    if let Some(by_name) = object(e, "by_container_name")? {
+        for (name, x) in by_name {
+            only_keys(
+                &format!("by_container_name.{name}"),
+                x,
+                &[
+                    "total_samples_count",
+                    "cpu_histogram_equals",
+                    "memory_histogram_equals",
+                ],
+            )?;
+            let agg = target
+                .aggregates
+                .get(name)
+                .ok_or_else(|| format!("by_container_name.{name}: no aggregation"))?;
+            if let Some(n) = opt_i64(x, "total_samples_count")? {
+                check_eq(
+                    &format!("{name}.total_samples_count"),
+                    n,
+                    agg.total_samples_count as i64,
+                )?;
+            }
+            if let Some(spec) = x.get("cpu_histogram_equals") {
+                histogram_equals(
+                    ctx,
+                    &format!("{name}.cpu_histogram"),
+                    HistogramKind::Cpu,
+                    &agg.cpu,
+                    spec,
+                )?;
+            }
+            if let Some(spec) = x.get("memory_histogram_equals") {
+                histogram_equals(
+                    ctx,
+                    &format!("{name}.memory_histogram"),
+                    HistogramKind::Memory,
+                    &agg.memory,
+                    spec,
+                )?;
+            }
+        }
+    }
+    if let Some(name) = e.get("container").and_then(Value::as_str) {
+        let agg = target
+            .aggregates
+            .get(name)
+            .ok_or_else(|| format!("{name}: no aggregation"))?;
+        if e.get("first_sample_at_s").is_some() {
+            check_eq(
+                "first_sample_at_s",
+                ctx.opt_at(e, "first_sample_at_s")?,
+                agg.first_sample_start,
+            )?;
+        }
+        if e.get("last_sample_at_s").is_some() {
+            check_eq(
+                "last_sample_at_s",
+                ctx.opt_at(e, "last_sample_at_s")?,
+                agg.last_sample_start,
+            )?;
+        }
+        if let Some(n) = opt_i64(e, "total_samples_count")? {
+            check_eq("total_samples_count", n, agg.total_samples_count as i64)?;
+        }
+        if let Some(b) = opt_bool(e, "cpu_is_empty")? {
+            check_eq("cpu_is_empty", b, agg.cpu.is_empty())?;
+        }
+        if let Some(b) = opt_bool(e, "memory_is_empty")? {
+            check_eq("memory_is_empty", b, agg.memory.is_empty())?;
+        }
+        let window = ctx.aggregation_policy().window_length_ns();
+        for x in array(e, "is_expired_at")? {
+            let at_s = f64_field(x, "at_s")?;
+            let expired = opt_bool(x, "expired")?.ok_or("is_expired_at.expired: missing")?;
+            check_eq(
+                &format!("is_expired_at({at_s})"),
+                expired,
+                agg.is_expired(ctx.at(at_s), window),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+// === kind: policy ===
+
+fn run_policy(ctx: &Ctx, case: &Value) -> R {
+    let policy = match case.get("policy") {
+        None | Some(Value::Null) => None,
+        Some(p) => Some(parse_container_policy(p)?),
+    };
+    let resolved = AggregationPolicy::resolve(&ctx.settings, policy.as_ref());
+    let e = field(case, "expect")?;
+    only_keys(
+        "expect",
+        e,
+        &[
+            "scaling_mode",
+            "controlled_resources",
+            "memory_aggregation_interval_s",
+            "memory_aggregation_interval_count",
+            "oom_bump_up_ratio",
+            "oom_min_bump_up_bytes",
+        ],
+    )?;
+    if let Some(mode) = e.get("scaling_mode").and_then(Value::as_str) {
+        check_eq(
+            "scaling_mode",
+            mode,
+            if resolved.scaling_mode == ContainerScalingMode::Off {
+                "Off"
+            } else {
+                "Auto"
+            },
+        )?;
+    }
+    if let Some(list) = e.get("controlled_resources") {
+        let mut want = resource_list(list)?;
+        want.sort();
+        want.dedup();
+        let got: Vec<Resource> = Resource::ALL
+            .into_iter()
+            .filter(|r| resolved.controls(*r))
+            .collect();
+        check_eq("controlled_resources", want, got)?;
+    }
+    if let Some(s) = opt_f64(e, "memory_aggregation_interval_s")? {
+        check_eq(
+            "memory_aggregation_interval_s",
+            duration_nanos(secs(s)),
+            resolved.memory_aggregation_interval_ns,
+        )?;
+    }
+    if let Some(r) = opt_f64(e, "oom_bump_up_ratio")? {
+        check_f64("oom_bump_up_ratio", r, resolved.oom_bump_up_ratio, None)?;
+    }
+    if let Some(b) = opt_f64(e, "oom_min_bump_up_bytes")? {
+        check_f64(
+            "oom_min_bump_up_bytes",
+            b,
+            resolved.oom_min_bump_up_bytes,
+            None,
+        )?;
+    }
+    if let Some(n) = opt_i64(e, "memory_aggregation_interval_count")? {
+        check_eq(
+            "memory_aggregation_interval_count",
+            n,
+            resolved.memory_aggregation_interval_count,
+        )?;
+    }
+    Ok(())
+}
+
+// === kind: estimator ===
+
+fn parse_chain(v: &[Value]) -> Result<EstimatorChain, String> {
+    let (first, rest) = v.split_first().ok_or("empty estimator chain")?;
+    let base = if let Some(c) = first.get("const") {
+        EstimatorBase::Constant(c.as_i64().ok_or("const: not an integer")?)
+    } else if let Some(p) = first.get("percentile") {
+        EstimatorBase::Percentile(p.as_f64().ok_or("percentile: not a number")?)
+    } else {
+        return Err(format!(
+            "estimator chain must start with const or percentile, got {first}"
+        ));
+    };
+    let steps = rest
+        .iter()
+        .map(|s| {
+            if let Some(m) = s.get("margin") {
+                Ok(EstimatorStep::Margin(
+                    m.as_f64().ok_or("margin: not a number")?,
+                ))
+            } else if let Some(c) = s.get("confidence_multiplier") {
+                Ok(EstimatorStep::ConfidenceMultiplier {
+                    multiplier: f64_field(c, "multiplier")?,
+                    exponent: f64_field(c, "exponent")?,
+                    interval_ns: duration_nanos(secs(f64_field(c, "interval_s")?)),
+                })
+            } else if let Some(m) = s.get("min") {
+                Ok(EstimatorStep::Min(m.as_i64().ok_or("min: not an integer")?))
+            } else {
+                Err(format!("unknown estimator {s}"))
+            }
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(EstimatorChain { base, steps })
+}
+
+fn run_estimator(ctx: &Ctx, case: &Value) -> R {
+    let state_spec = field(case, "state")?;
+    let plain = state_spec.get("histograms").and_then(Value::as_str) == Some("plain");
+    let mut state = if plain {
+        AggregateContainerState::with_half_lives(0, 0, ctx.at(0.0))
+    } else {
+        AggregateContainerState::new(&ctx.settings, ctx.at(0.0))
+    };
+    for (i, step) in array(state_spec, "steps")?.iter().enumerate() {
+        let at = ctx.at_field(step, "at_s")?;
+        match str_field(step, "op")? {
+            "histogram_add" => {
+                let h = match histogram_kind(step)? {
+                    HistogramKind::Cpu => &mut state.cpu,
+                    HistogramKind::Memory => &mut state.memory,
+                };
+                h.add_sample(f64_field(step, "value")?, f64_field(step, "weight")?, at)
+                    .map_err(|e| format!("state.steps[{i}]: {e}"))?;
+            }
+            "aggregate_sample" => {
+                let value = i64_field(step, "value")?;
+                match resource(step, "resource")? {
+                    Resource::Cpu => state.add_cpu_sample(at, value, &mut ()),
+                    Resource::Memory => state.add_memory_peak(at, value, &mut ()),
+                }
+            }
+            other => return Err(format!("state.steps[{i}]: unknown op {other:?}")),
+        }
+    }
+    let e = field(case, "expect")?;
+    only_keys("expect", e, &["cpu", "memory", "tolerance", "confidence"])?;
+    let tolerance = opt_f64(e, "tolerance")?;
+    let estimators = object(case, "estimators")?.ok_or("estimators: missing")?;
+    for (key, r) in [("cpu", Resource::Cpu), ("memory", Resource::Memory)] {
+        let Some(chain) = estimators.get(key) else {
+            continue;
+        };
+        let chain = parse_chain(
+            chain
+                .as_array()
+                .ok_or_else(|| format!("estimators.{key}: not a list"))?,
+        )
+        .map_err(prefix(format!("estimators.{key}")))?;
+        let got = chain.estimate(r, &state);
+        if let Some(want) = opt_i64(e, key)? {
+            check_f64(key, want as f64, got as f64, tolerance)?;
+        }
+    }
+    if let Some(c) = e.get("confidence") {
+        let interval = duration_nanos(secs(f64_field(c, "interval_s")?));
+        check_f64(
+            "confidence",
+            f64_field(c, "value")?,
+            confidence(&state, interval),
+            opt_f64(c, "tolerance")?.or(tolerance),
+        )?;
+    }
+    Ok(())
+}
+
+// === kind: recommender ===
+
+fn expand_observations(ctx: &Ctx, case: &Value) -> Result<Vec<Observation>, String> {
+    let mut list: Vec<(f64, Observation)> = Vec::new();
+    for s in array(case, "samples")? {
+        let oom = opt_bool(s, "oom")?.unwrap_or(false);
+        list.push((f64_field(s, "at_s")?, observation_from_step(ctx, s, oom)?));
+    }
+    for s in array(case, "series")? {
+        let (pod, container) = pod_and_container(s);
+        let r = resource(s, "resource")?;
+        let from = f64_field(s, "from_s")?;
+        let step = f64_field(s, "step_s")?;
+        let count = i64_field(s, "count")?;
+        let values: Vec<i64> = array(s, "values")?
+            .iter()
+            .map(|v| v.as_i64().ok_or("series.values: not an integer"))
+            .collect::<Result<_, _>>()?;
+        if values.is_empty() {
+            return Err("series.values: empty".into());
+        }
+        for i in 0..count.max(0) {
+            let at_s = from + i as f64 * step;
+            list.push((
+                at_s,
+                Observation::Usage(UsageSample {
+                    pod: pod.to_owned(),
+                    container: container.to_owned(),
+                    resource: r,
+                    usage: values[(i as usize) % values.len()],
+                    at: ctx.at(at_s),
+                }),
+            ));
+        }
+    }
+    list.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Ok(list.into_iter().map(|(_, o)| o).collect())
+}
+
+fn run_recommender(ctx: &Ctx, case: &Value) -> R {
+    let settings = &ctx.settings;
+    let mut target = VpaTarget::default();
+    let mut policy = parse_pod_policy(case.get("policy"))?;
+    let estimators = match object(case, "estimators")? {
+        Some(est) => {
+            let get = |k: &str| resources(est.get(k));
+            PodEstimators::constant(get("target")?, get("lower_bound")?, get("upper_bound")?)
+        }
+        None => PodEstimators::from_settings(settings),
+    };
+    for c in array(case, "containers")? {
+        let name = c
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or("containers[].name: missing")?;
+        let pod = c.get("pod").and_then(Value::as_str).unwrap_or("pod-1");
+        target.observe_container(pod, name, settings, ctx.at(0.0));
+        if let Some(list) = c.get("controlled_resources") {
+            policy
+                .get_or_insert_with(PodResourcePolicy::default)
+                .container_policies
+                .push(ContainerResourcePolicy {
+                    container_name: name.to_owned(),
+                    controlled_resources: Some(resource_list(list)?),
+                    ..Default::default()
+                });
+        }
+    }
+    for o in expand_observations(ctx, case)? {
+        let at = match &o {
+            Observation::Usage(s) => s.at,
+            Observation::Oom(x) => x.at,
+        };
+        target.record_observation(&o, policy.as_ref(), settings, at, &mut ());
+    }
+    let integer = array(case, "integer_cpu_containers")?
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect::<Vec<_>>();
+    let rec = target.recommend_with(&estimators, policy.as_ref(), &integer, settings);
+    let e = field(case, "expect")?;
+    only_keys("expect", e, &["containers"])?;
+    let Some(containers) = object(e, "containers")? else {
+        return Ok(());
+    };
+    for (name, x) in containers {
+        let got = rec
+            .containers
+            .iter()
+            .find(|c| c.container_name == *name)
+            .ok_or_else(|| format!("containers.{name}: expected a recommendation, got none"))?;
+        only_keys(
+            &format!("containers.{name}"),
+            x,
+            &[
+                "target",
+                "lower_bound",
+                "upper_bound",
+                "uncapped_target",
+                "present",
+                "absent",
+            ],
+        )?;
+        check_container(name, x, got)?;
+        for (key, want_present) in [("present", true), ("absent", false)] {
+            for r in array(x, key)? {
+                let r = match r.as_str() {
+                    Some("cpu") => Resource::Cpu,
+                    Some("memory") => Resource::Memory,
+                    _ => return Err(format!("{name}.{key}: unknown resource {r}")),
+                };
+                for (bound, res) in [
+                    ("target", &got.target),
+                    ("lower_bound", &got.lower_bound),
+                    ("upper_bound", &got.upper_bound),
+                ] {
+                    check_eq(
+                        &format!("{name}.{bound}.{r:?} present"),
+                        want_present,
+                        res.get(r).is_some(),
+                    )?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Compare the resources given in the expected maps (a missing resource is not checked).
+fn check_container(name: &str, want: &Value, got: &RecommendedContainerResources) -> R {
+    for (key, res) in [
+        ("target", &got.target),
+        ("lower_bound", &got.lower_bound),
+        ("upper_bound", &got.upper_bound),
+        ("uncapped_target", &got.uncapped_target),
+    ] {
+        let Some(w) = want.get(key) else { continue };
+        let w = resources(Some(w)).map_err(prefix(format!("{name}.{key}")))?;
+        for r in Resource::ALL {
+            if let Some(v) = w.get(r) {
+                check_eq(
+                    &format!(
+                        "{name}.{key}.{}",
+                        if r == Resource::Cpu { "cpu" } else { "memory" }
+                    ),
+                    Some(v),
+                    res.get(r),
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+// === kind: postprocess ===
+
+fn parse_recommendation(v: Option<&Value>) -> Result<Option<RecommendedPodResources>, String> {
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let containers = array(v, "containers")?
+        .iter()
+        .map(|c| {
+            Ok(RecommendedContainerResources {
+                container_name: str_field(c, "name")?.to_owned(),
+                target: resources(c.get("target"))?,
+                lower_bound: resources(c.get("lower_bound"))?,
+                upper_bound: resources(c.get("upper_bound"))?,
+                uncapped_target: resources(c.get("uncapped_target"))?,
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(Some(RecommendedPodResources { containers }))
+}
+
+fn run_postprocess(ctx: &Ctx, case: &Value) -> R {
+    let rec = parse_recommendation(case.get("recommendation")).map_err(prefix("recommendation"))?;
+    let policy = parse_pod_policy(case.get("policy"))?;
+    let integer = array(case, "integer_cpu_containers")?
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect::<Vec<_>>();
+    let got = post_process(
+        rec,
+        policy.as_ref(),
+        &integer,
+        &ctx.settings.container_recommendation_max_allowed,
+    );
+    let e = field(case, "expect")?;
+    only_keys("expect", e, &["recommendation", "containers"])?;
+    if e.get("recommendation").is_some_and(Value::is_null) {
+        return match got {
+            None => Ok(()),
+            Some(r) => Err(format!("recommendation: expected null, got {r:?}")),
+        };
+    }
+    let got = got.ok_or("recommendation: expected a recommendation, got null")?;
+    let want = array(e, "containers")?;
+    check_eq("containers.len", want.len(), got.containers.len())?;
+    for (w, g) in want.iter().zip(&got.containers) {
+        let name = str_field(w, "name")?;
+        check_eq("containers[].name", name, g.container_name.as_str())?;
+        check_container(name, w, g)?;
+        for (key, res) in [
+            ("target", &g.target),
+            ("lower_bound", &g.lower_bound),
+            ("upper_bound", &g.upper_bound),
+            ("uncapped_target", &g.uncapped_target),
+        ] {
+            if let Some(wv) = w.get(key) {
+                check_eq(&format!("{name}.{key}"), resources(Some(wv))?, *res)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+// === kind: amount ===
+
+fn run_amount(case: &Value) -> R {
+    for (i, c) in array(case, "checks")?.iter().enumerate() {
+        let f = str_field(c, "fn")?;
+        let what = format!("checks[{i}] {f}");
+        let r: R = match f {
+            "cpu_amount_from_cores" => check_eq(
+                &what,
+                i64_field(c, "expect")?,
+                amount::cpu_amount_from_cores(f64_field(c, "input")?),
+            ),
+            "cores_from_cpu_amount" => check_f64(
+                &what,
+                f64_field(c, "expect")?,
+                amount::cores_from_cpu_amount(i64_field(c, "input")?),
+                opt_f64(c, "tolerance")?,
+            ),
+            "memory_amount_from_bytes" => check_eq(
+                &what,
+                i64_field(c, "expect")?,
+                amount::memory_amount_from_bytes(f64_field(c, "input")?),
+            ),
+            "scale_resource" => check_eq(
+                &what,
+                i64_field(c, "expect")?,
+                amount::scale_resource(i64_field(c, "amount")?, f64_field(c, "factor")?),
+            ),
+            "resource_amount_from_float" => check_eq(
+                &what,
+                i64_field(c, "expect")?,
+                amount::resource_amount_from_float(f64_field(c, "input")?),
+            ),
+            "round_up_to_scale" => {
+                let value = i64_field(c, "value")?;
+                let got = amount::round_up_to_scale(value, i64_field(c, "scale")?);
+                let (v, err) = match got {
+                    Ok(v) => (v, false),
+                    Err(_) => (value, true),
+                };
+                check_eq(&what, i64_field(c, "expect")?, v)?;
+                match opt_bool(c, "error")? {
+                    Some(want) => check_eq(&format!("{what} error"), want, err),
+                    None => Ok(()),
+                }
+            }
+            "output_rounding" => {
+                let input = Resources {
+                    cpu: opt_i64(c, "cpu")?,
+                    memory: opt_i64(c, "memory")?,
+                };
+                let got = round_output(
+                    input,
+                    opt_i64(c, "round_cpu_millicores")?.unwrap_or(1),
+                    opt_i64(c, "round_memory_bytes")?.unwrap_or(1),
+                );
+                check_eq(&what, resources(c.get("expect"))?, got)
+            }
+            "round_up_to_whole_cores" => check_eq(
+                &what,
+                i64_field(c, "expect")?,
+                amount::round_up_to_whole_cores(i64_field(c, "input")?),
+            ),
+            other => Err(format!("unknown fn {other:?}")),
+        };
+        r?;
+    }
+    Ok(())
+}

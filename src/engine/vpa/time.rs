@@ -1,0 +1,114 @@
+//! Time in the VPA engine: integer nanoseconds since the Unix epoch, passed in by the caller.
+//!
+//! The engine never reads a clock. Upstream uses Go's `time.Time`, whose zero value
+//! (0001-01-01T00:00:00Z) doubles as "unset" and is the origin of `time.Round`; both quirks
+//! matter for the decaying histogram (`util/decaying_histogram.go`), so the helpers that need
+//! them live here and compute in `i128` (the zero time is ~6.2e19 ns before 1970, outside `i64`).
+
+use serde::{Deserialize, Serialize};
+
+/// Nanoseconds in one second.
+pub const NANOS_PER_SECOND: i64 = 1_000_000_000;
+
+/// Go's zero time (0001-01-01T00:00:00Z) in seconds relative to the Unix epoch.
+pub const GO_ZERO_UNIX_SECONDS: i64 = -62_135_596_800;
+
+/// An instant, in nanoseconds since 1970-01-01T00:00:00Z (covers 1677..2262).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Timestamp(i64);
+
+impl Timestamp {
+    /// The instant `nanos` nanoseconds after the Unix epoch.
+    pub const fn from_unix_nanos(nanos: i64) -> Self {
+        Self(nanos)
+    }
+
+    /// The instant `secs` seconds after the Unix epoch, saturating outside the range.
+    pub const fn from_unix_seconds(secs: i64) -> Self {
+        Self(secs.saturating_mul(NANOS_PER_SECOND))
+    }
+
+    /// Nanoseconds since the Unix epoch.
+    pub const fn unix_nanos(self) -> i64 {
+        self.0
+    }
+
+    /// `self + nanos`, saturating at the ends of the range.
+    pub const fn saturating_add_nanos(self, nanos: i64) -> Self {
+        Self(self.0.saturating_add(nanos))
+    }
+
+    /// `self - other` in nanoseconds, saturating like Go's `Time.Sub`.
+    pub const fn nanos_since(self, other: Timestamp) -> i64 {
+        self.0.saturating_sub(other.0)
+    }
+}
+
+/// Nanoseconds since Go's zero time; `None` is the zero time itself (Go's "unset").
+pub(crate) fn go_offset(t: Option<Timestamp>) -> i128 {
+    match t {
+        None => 0,
+        Some(t) => {
+            i128::from(t.0) - i128::from(GO_ZERO_UNIX_SECONDS) * i128::from(NANOS_PER_SECOND)
+        }
+    }
+}
+
+/// Go's `a.Sub(b)`: the difference in nanoseconds, saturated to the `int64` range.
+pub(crate) fn go_sub(a: Option<Timestamp>, b: Option<Timestamp>) -> i64 {
+    let d = go_offset(a) - go_offset(b);
+    i64::try_from(d).unwrap_or(if d < 0 { i64::MIN } else { i64::MAX })
+}
+
+/// Go's `t.Round(d)`: the nearest multiple of `d` counted from the zero time, halfway rounding
+/// up. `d <= 0` leaves `t` unchanged. Saturates at the ends of the `Timestamp` range.
+pub(crate) fn go_round(t: Timestamp, d: i64) -> Timestamp {
+    if d <= 0 {
+        return t;
+    }
+    let offset = go_offset(Some(t));
+    let d = i128::from(d);
+    let r = offset.rem_euclid(d);
+    let rounded = if r + r < d {
+        offset - r
+    } else {
+        offset + (d - r)
+    };
+    let unix = rounded + i128::from(GO_ZERO_UNIX_SECONDS) * i128::from(NANOS_PER_SECOND);
+    Timestamp(i64::try_from(unix).unwrap_or(if unix < 0 { i64::MIN } else { i64::MAX }))
+}
+
+/// A `std::time::Duration` as `i64` nanoseconds, saturating (every engine duration is
+/// validated far below the limit of ~292 years).
+pub(crate) fn duration_nanos(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_to_day_is_utc_midnight_and_halfway_rounds_up() {
+        let day = 86_400 * NANOS_PER_SECOND;
+        // 2024-01-01T00:00:00Z = 1704067200.
+        let midnight = Timestamp::from_unix_seconds(1_704_067_200);
+        assert_eq!(go_round(midnight.saturating_add_nanos(1), day), midnight);
+        assert_eq!(
+            go_round(midnight.saturating_add_nanos(day / 2), day),
+            midnight.saturating_add_nanos(day)
+        );
+        assert_eq!(
+            go_round(midnight.saturating_add_nanos(day / 2 - 1), day),
+            midnight
+        );
+    }
+
+    #[test]
+    fn sub_from_zero_time_saturates() {
+        let t = Timestamp::from_unix_seconds(0);
+        assert_eq!(go_sub(None, Some(t)), i64::MIN);
+        assert_eq!(go_sub(Some(t), None), i64::MAX);
+    }
+}

@@ -1,0 +1,31 @@
+//! Every HPA conformance case in `../shared/conformance/hpa` through the same runner as
+//! `autoscaled conformance DIR` (`conformance::run_dir`), against the engine.
+
+use std::path::Path;
+
+use autoscaled::conformance::{self, CaseStatus};
+
+#[test]
+fn every_hpa_case_passes() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance/hpa");
+    let report = conformance::run_dir(&dir);
+    println!("{report}");
+    assert!(
+        report.outcomes.len() >= 173,
+        "expected the 173 shared HPA cases in {}, found {}",
+        dir.display(),
+        report.outcomes.len()
+    );
+    assert!(
+        report
+            .outcomes
+            .iter()
+            .all(|o| !matches!(o.status, CaseStatus::Skipped(_))),
+        "HPA cases must not be skipped"
+    );
+    assert!(report.success(), "\n{report}");
+    assert_eq!(
+        report.summary(),
+        format!("{} passed, 0 failed", report.outcomes.len())
+    );
+}
