@@ -39,6 +39,8 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 pub const DEFAULT_MAX_PODS: usize = 10_000;
 /// Default maximum number of metrics in one spec.
 pub const DEFAULT_MAX_METRICS: usize = 64;
+/// Default maximum number of VPA usage samples plus OOM events in one RecordUsage.
+pub const DEFAULT_MAX_SAMPLES: usize = 100_000;
 /// Default maximum length of a target key, in bytes.
 pub const DEFAULT_MAX_KEY_BYTES: usize = 512;
 /// Default log filter (tracing-subscriber `EnvFilter` syntax).
@@ -136,6 +138,9 @@ pub struct ServeArgs {
     /// Maximum target key length, in bytes. [default: 512]
     #[arg(long, env = "AUTOSCALED_MAX_KEY_BYTES", value_name = "BYTES")]
     pub max_key_bytes: Option<usize>,
+    /// Maximum VPA usage samples plus OOM events in one RecordUsage. [default: 100000]
+    #[arg(long, env = "AUTOSCALED_MAX_SAMPLES", value_name = "N")]
+    pub max_samples: Option<usize>,
     /// Log filter, tracing `EnvFilter` syntax (e.g. `info,autoscaled=debug`). [default: info]
     #[arg(long, env = "AUTOSCALED_LOG", value_name = "FILTER")]
     pub log: Option<String>,
@@ -198,6 +203,7 @@ struct FileConfig {
     max_pods: Option<usize>,
     max_metrics: Option<usize>,
     max_key_bytes: Option<usize>,
+    max_samples: Option<usize>,
     log: Option<String>,
     log_format: Option<LogFormat>,
     hpa_tolerance: Option<f64>,
@@ -215,6 +221,7 @@ pub struct Limits {
     pub max_pods: usize,
     pub max_metrics: usize,
     pub max_key_bytes: usize,
+    pub max_samples: usize,
 }
 
 impl Default for Limits {
@@ -224,6 +231,7 @@ impl Default for Limits {
             max_pods: DEFAULT_MAX_PODS,
             max_metrics: DEFAULT_MAX_METRICS,
             max_key_bytes: DEFAULT_MAX_KEY_BYTES,
+            max_samples: DEFAULT_MAX_SAMPLES,
         }
     }
 }
@@ -374,6 +382,10 @@ impl ServeArgs {
                     .max_key_bytes
                     .or(file.max_key_bytes)
                     .unwrap_or(DEFAULT_MAX_KEY_BYTES),
+                max_samples: self
+                    .max_samples
+                    .or(file.max_samples)
+                    .unwrap_or(DEFAULT_MAX_SAMPLES),
             },
             log: self
                 .log
@@ -417,6 +429,7 @@ impl Config {
             ("max_pods", self.limits.max_pods),
             ("max_metrics", self.limits.max_metrics),
             ("max_key_bytes", self.limits.max_key_bytes),
+            ("max_samples", self.limits.max_samples),
         ] {
             if v == 0 {
                 return Err(invalid(key, "must be greater than 0"));

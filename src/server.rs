@@ -14,11 +14,14 @@ use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 
 use crate::{
-    api::{HorizontalService, ServiceOptions},
+    api::{HorizontalService, ServiceOptions, VerticalService},
     config::{Config, Durability as DurabilityMode},
     pb::{
         self,
-        v1::horizontal_autoscaler_server::{self, HorizontalAutoscalerServer},
+        v1::{
+            horizontal_autoscaler_server::{self, HorizontalAutoscalerServer},
+            vertical_autoscaler_server::{self, VerticalAutoscalerServer},
+        },
     },
     store::{
         HistoryStore, SledStore, StoreError,
@@ -45,7 +48,10 @@ pub enum ServeError {
 }
 
 /// gRPC service names served (health reports each, plus "").
-pub const SERVICE_NAMES: &[&str] = &[horizontal_autoscaler_server::SERVICE_NAME];
+pub const SERVICE_NAMES: &[&str] = &[
+    horizontal_autoscaler_server::SERVICE_NAME,
+    vertical_autoscaler_server::SERVICE_NAME,
+];
 
 /// tonic rejects a request above `max_decoding_message_size` with OUT_OF_RANGE ("decoded
 /// message length too large"); gRPC's convention (grpc-go, grpc-java) for a message over the
@@ -112,6 +118,12 @@ pub async fn serve_with_store(
         },
         crate::engine::hpa::evaluate,
     );
+    let vertical = VerticalService::new(
+        Arc::clone(&store),
+        Arc::clone(&durability),
+        crate::engine::vpa::VpaSettings::default(),
+        config.limits.clone(),
+    );
 
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter
@@ -144,6 +156,10 @@ pub async fn serve_with_store(
         .add_service(reflection_v1alpha)
         .add_service(
             HorizontalAutoscalerServer::new(service)
+                .max_decoding_message_size(config.limits.max_message_bytes),
+        )
+        .add_service(
+            VerticalAutoscalerServer::new(vertical)
                 .max_decoding_message_size(config.limits.max_message_bytes),
         );
     // Nagle's algorithm would hold small responses back for the peer's delayed ACK (~40 ms

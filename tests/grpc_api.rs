@@ -159,7 +159,11 @@ async fn health_reports_serving_for_the_server_and_the_service() {
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::start(config(&dir)).await;
     let mut health = HealthClient::new(server.channel().await);
-    for service in ["", "autoscaled.v1.HorizontalAutoscaler"] {
+    for service in [
+        "",
+        "autoscaled.v1.HorizontalAutoscaler",
+        "autoscaled.v1.VerticalAutoscaler",
+    ] {
         let status = health
             .check(HealthCheckRequest {
                 service: service.into(),
@@ -825,5 +829,192 @@ async fn per_target_settings_override_the_server_defaults() {
     });
     let overridden = client.recommend(req).await.unwrap().into_inner();
     assert_eq!(overridden.desired_replicas, 4);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn vertical_record_usage_then_recommendation() {
+    use autoscaled::pb::v1::vertical_autoscaler_client::VerticalAutoscalerClient;
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(config(&dir)).await;
+    let mut client = VerticalAutoscalerClient::new(server.channel().await);
+    let start = now_secs() - 7200;
+    let mut samples = Vec::new();
+    for i in 0..120 {
+        let at = Some(ts(start + 60 * i));
+        for (resource, value) in [
+            (pb::Resource::Cpu, 400.0 + (i % 5) as f64 * 10.0),
+            (pb::Resource::Memory, (300u64 << 20) as f64),
+        ] {
+            samples.push(pb::UsageSample {
+                pod: "api-0".into(),
+                container: "app".into(),
+                resource: resource as i32,
+                value,
+                timestamp: at,
+            });
+        }
+    }
+    let recorded = client
+        .record_usage(pb::RecordUsageRequest {
+            target_key: "ns/api".into(),
+            samples: samples.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(recorded.accepted_samples, 240);
+    assert_eq!(recorded.discarded_samples, 0);
+    // The same samples again are out of order for the CPU ordering rule: discarded, as the VPA does.
+    let again = client
+        .record_usage(pb::RecordUsageRequest {
+            target_key: "ns/api".into(),
+            samples: samples[..2].to_vec(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(again.accepted_samples + again.discarded_samples, 2);
+    assert!(again.discarded_samples >= 1);
+
+    let rec = client
+        .get_recommendation(pb::GetRecommendationRequest {
+            target_key: "ns/api".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(rec.containers.len(), 1);
+    let app = &rec.containers[0];
+    assert_eq!(app.container_name, "app");
+    let target = app.target.unwrap();
+    let cpu = target.cpu_millicores.unwrap();
+    let memory = target.memory_bytes.unwrap();
+    // A high percentile of 400..440m plus the 15% margin; memory: the 300 MiB peak plus margin.
+    assert!((440..=600).contains(&cpu), "target cpu {cpu}m");
+    assert!(
+        ((300 << 20)..=(400 << 20)).contains(&memory),
+        "target memory {memory}"
+    );
+    let lower = app.lower_bound.unwrap().cpu_millicores.unwrap();
+    let upper = app.upper_bound.unwrap().cpu_millicores.unwrap();
+    assert!(lower <= cpu && cpu <= upper, "{lower} <= {cpu} <= {upper}");
+
+    // A policy turning the container off leaves no recommendation for it.
+    let off = client
+        .get_recommendation(pb::GetRecommendationRequest {
+            target_key: "ns/api".into(),
+            policy: Some(pb::VerticalPolicy {
+                container_policies: vec![pb::ContainerResourcePolicy {
+                    container_name: "app".into(),
+                    mode: pb::ContainerScalingMode::Off as i32,
+                    ..Default::default()
+                }],
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(off.containers.is_empty(), "{off:?}");
+
+    // Bad input names its field; nothing is stored for that key.
+    let bad = client
+        .record_usage(pb::RecordUsageRequest {
+            target_key: "ns/bad".into(),
+            samples: vec![pb::UsageSample {
+                pod: "p".into(),
+                container: "c".into(),
+                resource: pb::Resource::Unspecified as i32,
+                value: 1.0,
+                timestamp: Some(ts(start)),
+            }],
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), Code::InvalidArgument);
+    let fields: Vec<_> = bad
+        .get_details_bad_request()
+        .unwrap()
+        .field_violations
+        .into_iter()
+        .map(|v| v.field)
+        .collect();
+    assert_eq!(fields, ["samples[0].resource"]);
+    let missing = client
+        .get_recommendation(pb::GetRecommendationRequest {
+            target_key: "ns/bad".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), Code::NotFound);
+
+    client
+        .delete_vertical_target(pb::DeleteVerticalTargetRequest {
+            target_key: "ns/api".into(),
+        })
+        .await
+        .unwrap();
+    let gone = client
+        .get_recommendation(pb::GetRecommendationRequest {
+            target_key: "ns/api".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(gone.code(), Code::NotFound);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn history_older_than_the_retention_is_pruned_on_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(&dir);
+    c.trust_request_time = true;
+    let server = TestServer::start(c).await;
+    let mut client = server.client().await;
+    let t0 = now_secs() - 3 * 3600;
+    let at = |secs: i64| {
+        let mut req = scale_up_request("ns/old");
+        req.evaluation_time = Some(ts(secs));
+        for p in &mut req.pods {
+            p.metrics.get_mut("cpu").unwrap().timestamp = Some(ts(secs));
+            p.start_time = Some(ts(secs - 3600));
+            p.ready_transition_time = Some(ts(secs - 3600));
+        }
+        req
+    };
+    client.recommend(at(t0)).await.unwrap();
+    let before = client
+        .get_history(pb::GetHistoryRequest {
+            target_key: "ns/old".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(before.recommendations.len(), 2);
+
+    // Two hours later (retention: one hour): the first call's entries are gone, the new
+    // proposal is kept, and both decisions stay in the log.
+    client.recommend(at(t0 + 7200)).await.unwrap();
+    let after = client
+        .get_history(pb::GetHistoryRequest {
+            target_key: "ns/old".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let times: Vec<_> = after
+        .recommendations
+        .iter()
+        .map(|r| r.time.unwrap().seconds)
+        .collect();
+    assert_eq!(times, [t0 + 7200]);
+    assert_eq!(after.decisions.len(), 2);
     server.stop().await;
 }

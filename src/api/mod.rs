@@ -2,12 +2,15 @@
 //!
 //! * [`convert`]: proto ↔ engine, validating every field with its proto path;
 //! * [`status`]: the one error → `tonic::Status` table;
-//! * [`horizontal`]: the `HorizontalAutoscaler` service.
+//! * [`horizontal`]: the `HorizontalAutoscaler` service;
+//! * [`vertical`]: the `VerticalAutoscaler` service.
 //!
 //! Only this layer reads the clock, once per request, and passes `now` down.
 
 pub mod convert;
 pub mod horizontal;
 pub mod status;
+pub mod vertical;
 
 pub use horizontal::{HorizontalService, ServiceOptions};
+pub use vertical::VerticalService;

@@ -200,7 +200,7 @@ mod tests {
     use super::*;
     use crate::{
         engine::history::History,
-        store::{DecisionEntry, KeyPage, TargetState},
+        store::{DecisionEntry, KeyPage, TargetState, VerticalState},
     };
 
     /// A store whose flush announces itself and then blocks until the test releases it.
@@ -223,6 +223,15 @@ mod tests {
             Ok(KeyPage::default())
         }
         fn delete(&self, _: &str) -> Result<bool, StoreError> {
+            Ok(false)
+        }
+        fn load_vertical(&self, _: &str) -> Result<Option<VerticalState>, StoreError> {
+            Ok(None)
+        }
+        fn store_vertical(&self, _: &str, _: &VerticalState) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn delete_vertical(&self, _: &str) -> Result<bool, StoreError> {
             Ok(false)
         }
         fn flush(&self) -> Result<(), StoreError> {

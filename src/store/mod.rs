@@ -25,7 +25,11 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::engine::{history::History, hpa::Decision, spec::MetricSpec, time::Time};
+use std::time::Duration;
+
+use crate::engine::{
+    history::History, hpa::Decision, spec::MetricSpec, time::Time, vpa::VpaTarget,
+};
 
 pub use self::sled::SledStore;
 
@@ -49,6 +53,36 @@ pub struct DecisionEntry {
     /// be reported with its source type and name.
     #[serde(default)]
     pub metrics: Vec<MetricSpec>,
+}
+
+/// What is kept per VPA target: the recommender's aggregates and the target's own overrides of
+/// the recommender settings (sent with RecordUsage, kept until replaced).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct VerticalState {
+    pub target: VpaTarget,
+    pub settings: VerticalOverrides,
+}
+
+/// Per-target overrides of the VPA recommender flags; `None` takes the server's value.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct VerticalOverrides {
+    pub target_cpu_percentile: Option<f64>,
+    pub target_memory_percentile: Option<f64>,
+    pub lower_bound_cpu_percentile: Option<f64>,
+    pub lower_bound_memory_percentile: Option<f64>,
+    pub upper_bound_cpu_percentile: Option<f64>,
+    pub upper_bound_memory_percentile: Option<f64>,
+    pub safety_margin_fraction: Option<f64>,
+    pub pod_min_cpu_millicores: Option<f64>,
+    pub pod_min_memory_mb: Option<f64>,
+    pub confidence_interval_cpu: Option<Duration>,
+    pub confidence_interval_memory: Option<Duration>,
+    pub cpu_histogram_decay_half_life: Option<Duration>,
+    pub memory_histogram_decay_half_life: Option<Duration>,
+    pub memory_aggregation_interval: Option<Duration>,
+    pub memory_aggregation_interval_count: Option<i64>,
+    pub oom_bump_up_ratio: Option<f64>,
+    pub oom_min_bump_up_bytes: Option<f64>,
 }
 
 /// A page of target keys.
@@ -83,6 +117,12 @@ pub trait HistoryStore: Send + Sync + 'static {
     fn delete(&self, key: &str) -> Result<bool, StoreError>;
     /// Makes every write that returned before this call durable. Blocking.
     fn flush(&self) -> Result<(), StoreError>;
+    /// The VPA target's state, `None` if it has none.
+    fn load_vertical(&self, key: &str) -> Result<Option<VerticalState>, StoreError>;
+    /// Replaces the VPA target's state. Not durable until a later `flush` returns.
+    fn store_vertical(&self, key: &str, state: &VerticalState) -> Result<(), StoreError>;
+    /// Removes the VPA target's state; false if it had none.
+    fn delete_vertical(&self, key: &str) -> Result<bool, StoreError>;
 }
 
 /// Why the store failed.

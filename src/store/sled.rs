@@ -3,7 +3,8 @@
 //! * `meta`: `format` → the layout version (one byte), checked at open;
 //! * `hpa_state`: `target_key` → [`TargetState`] (versioned record);
 //! * `hpa_decisions`: `target_key ++ 0x00 ++ be(time) ++ be(seq)` → [`DecisionEntry`]
-//!   (versioned record), at most `decision_log_len` per target, oldest dropped first.
+//!   (versioned record), at most `decision_log_len` per target, oldest dropped first;
+//! * `vpa_state`: `target_key` → [`VerticalState`] (versioned record).
 //!
 //! State and decision log change in one sled transaction across both trees, so after a crash
 //! a target's history and its last logged decision agree.
@@ -19,12 +20,15 @@ use sled::{
     transaction::{ConflictableTransactionError, TransactionError},
 };
 
-use super::{DecisionEntry, HistoryStore, KeyPage, StoreError, TargetState, keys, record};
+use super::{
+    DecisionEntry, HistoryStore, KeyPage, StoreError, TargetState, VerticalState, keys, record,
+};
 use crate::engine::history::History;
 
 const META_TREE: &str = "meta";
 const STATE_TREE: &str = "hpa_state";
 const DECISION_TREE: &str = "hpa_decisions";
+const VERTICAL_TREE: &str = "vpa_state";
 const FORMAT_KEY: &[u8] = b"format";
 /// The tree layout written by this build.
 const FORMAT: u8 = 1;
@@ -50,6 +54,7 @@ pub struct SledStore {
     db: sled::Db,
     state: sled::Tree,
     decisions: sled::Tree,
+    vertical: sled::Tree,
     options: SledOptions,
     path: PathBuf,
 }
@@ -119,6 +124,7 @@ impl SledStore {
         let meta = tree(META_TREE)?;
         let state = tree(STATE_TREE)?;
         let decisions = tree(DECISION_TREE)?;
+        let vertical = tree(VERTICAL_TREE)?;
         match meta.get(FORMAT_KEY).map_err(|e| open_err(e.to_string()))? {
             None if existing => {
                 return Err(open_err(
@@ -143,6 +149,7 @@ impl SledStore {
             db,
             state,
             decisions,
+            vertical,
             options,
             path: path.to_owned(),
         };
@@ -157,6 +164,11 @@ impl SledStore {
             let (k, v) = item?;
             let key = key_string(&k)?;
             record::decode::<TargetState>("state", &key, &v)?;
+        }
+        for item in self.vertical.iter() {
+            let (k, v) = item?;
+            let key = key_string(&k)?;
+            record::decode::<VerticalState>("vertical state", &key, &v)?;
         }
         Ok(())
     }
@@ -351,6 +363,23 @@ impl HistoryStore for SledStore {
     fn flush(&self) -> Result<(), StoreError> {
         self.db.flush()?;
         Ok(())
+    }
+
+    fn load_vertical(&self, key: &str) -> Result<Option<VerticalState>, StoreError> {
+        self.vertical
+            .get(key.as_bytes())?
+            .map(|v| record::decode("vertical state", key, &v))
+            .transpose()
+    }
+
+    fn store_vertical(&self, key: &str, state: &VerticalState) -> Result<(), StoreError> {
+        let bytes = record::encode("vertical state", key, state)?;
+        self.vertical.insert(key.as_bytes(), bytes)?;
+        Ok(())
+    }
+
+    fn delete_vertical(&self, key: &str) -> Result<bool, StoreError> {
+        Ok(self.vertical.remove(key.as_bytes())?.is_some())
     }
 }
 

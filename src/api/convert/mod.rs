@@ -9,6 +9,8 @@
 //! and `validateMetricTarget` in `pkg/apis/autoscaling/validation`) plus what the wire format
 //! adds: enum values, required messages, timestamp and duration ranges.
 
+pub mod vertical;
+
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
     time::Duration,
