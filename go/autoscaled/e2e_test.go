@@ -270,15 +270,19 @@ func TestVerticalRecordUsageThenRecommendation(t *testing.T) {
 	}
 	r := vr.GetContainers()[0]
 	tc, tm := r.GetTarget().GetCpuMillicores(), r.GetTarget().GetMemoryBytes()
-	// The target is a percentile of ~400-440m with a 15% margin; memory a percentile of the
-	// 300 MiB peak with the margin.
-	if tc < 400 || tc > 600 {
-		t.Errorf("target cpu = %dm, want about 1.15 * 400..440m", tc)
+	// The VPA's histograms have exponential buckets (CPU: first 10m, memory: first 1e7 bytes,
+	// each 5% larger than the one before). The 90th percentile of 400..440m falls in the CPU
+	// bucket [414m, 445.02m) and the percentile is the bucket's end: 445.02m * 1.15 (safety
+	// margin) = 511.77m, truncated to 511m. The 300 MiB memory peak falls in [305.4 MB,
+	// 330.66 MB): 330657802 * 1.15 = 380258472 bytes.
+	if tc != 511 || tm != 380258472 {
+		t.Errorf("target = %dm / %d bytes, want 511m / 380258472 bytes", tc, tm)
 	}
-	if tm < 300<<20 || tm > 400<<20 {
-		t.Errorf("target memory = %d, want about 1.15 * 300 MiB", tm)
+	if u := r.GetUncappedTarget(); u.GetCpuMillicores() != tc || u.GetMemoryBytes() != tm {
+		t.Errorf("uncapped target %v differs from target with no policy", u)
 	}
-	if r.GetLowerBound().GetCpuMillicores() > tc || r.GetUpperBound().GetCpuMillicores() < tc {
-		t.Errorf("cpu bounds %d..%d do not enclose target %d", r.GetLowerBound().GetCpuMillicores(), r.GetUpperBound().GetCpuMillicores(), tc)
+	lo, hi := r.GetLowerBound(), r.GetUpperBound()
+	if lo.GetCpuMillicores() > tc || hi.GetCpuMillicores() < tc || lo.GetMemoryBytes() > tm || hi.GetMemoryBytes() < tm {
+		t.Errorf("bounds %v..%v do not enclose the target %v", lo, hi, r.GetTarget())
 	}
 }
