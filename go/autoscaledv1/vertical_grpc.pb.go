@@ -19,11 +19,18 @@ const _ = grpc.SupportPackageIsVersion7
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type VerticalAutoscalerClient interface {
 	// Feeds usage samples and OOM events of a target's containers. Durable before the response.
+	// The request's samples are applied in timestamp order, then its OOM events in timestamp
+	// order; per container, CPU samples not newer than the last one are discarded (counted in
+	// `discarded_samples`), as the VPA does. Afterwards aggregations whose last sample is older
+	// than the memory aggregation window (interval x count, 8 days by default) before the
+	// evaluation time are garbage-collected, as the VPA's GarbageCollectAggregateCollectionStates.
 	RecordUsage(ctx context.Context, in *RecordUsageRequest, opts ...grpc.CallOption) (*RecordUsageResponse, error)
 	// Computes the target's recommendation per container from the stored aggregates.
 	GetRecommendation(ctx context.Context, in *GetRecommendationRequest, opts ...grpc.CallOption) (*VerticalRecommendation, error)
 	// Forgets everything stored for a target's vertical state.
 	DeleteVerticalTarget(ctx context.Context, in *DeleteVerticalTargetRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
+	// The keys of the targets with vertical state, in byte order, paginated.
+	ListVerticalTargets(ctx context.Context, in *ListVerticalTargetsRequest, opts ...grpc.CallOption) (*ListVerticalTargetsResponse, error)
 }
 
 type verticalAutoscalerClient struct {
@@ -61,16 +68,32 @@ func (c *verticalAutoscalerClient) DeleteVerticalTarget(ctx context.Context, in 
 	return out, nil
 }
 
+func (c *verticalAutoscalerClient) ListVerticalTargets(ctx context.Context, in *ListVerticalTargetsRequest, opts ...grpc.CallOption) (*ListVerticalTargetsResponse, error) {
+	out := new(ListVerticalTargetsResponse)
+	err := c.cc.Invoke(ctx, "/autoscaled.v1.VerticalAutoscaler/ListVerticalTargets", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // VerticalAutoscalerServer is the server API for VerticalAutoscaler service.
 // All implementations must embed UnimplementedVerticalAutoscalerServer
 // for forward compatibility
 type VerticalAutoscalerServer interface {
 	// Feeds usage samples and OOM events of a target's containers. Durable before the response.
+	// The request's samples are applied in timestamp order, then its OOM events in timestamp
+	// order; per container, CPU samples not newer than the last one are discarded (counted in
+	// `discarded_samples`), as the VPA does. Afterwards aggregations whose last sample is older
+	// than the memory aggregation window (interval x count, 8 days by default) before the
+	// evaluation time are garbage-collected, as the VPA's GarbageCollectAggregateCollectionStates.
 	RecordUsage(context.Context, *RecordUsageRequest) (*RecordUsageResponse, error)
 	// Computes the target's recommendation per container from the stored aggregates.
 	GetRecommendation(context.Context, *GetRecommendationRequest) (*VerticalRecommendation, error)
 	// Forgets everything stored for a target's vertical state.
 	DeleteVerticalTarget(context.Context, *DeleteVerticalTargetRequest) (*emptypb.Empty, error)
+	// The keys of the targets with vertical state, in byte order, paginated.
+	ListVerticalTargets(context.Context, *ListVerticalTargetsRequest) (*ListVerticalTargetsResponse, error)
 	mustEmbedUnimplementedVerticalAutoscalerServer()
 }
 
@@ -86,6 +109,9 @@ func (UnimplementedVerticalAutoscalerServer) GetRecommendation(context.Context, 
 }
 func (UnimplementedVerticalAutoscalerServer) DeleteVerticalTarget(context.Context, *DeleteVerticalTargetRequest) (*emptypb.Empty, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DeleteVerticalTarget not implemented")
+}
+func (UnimplementedVerticalAutoscalerServer) ListVerticalTargets(context.Context, *ListVerticalTargetsRequest) (*ListVerticalTargetsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListVerticalTargets not implemented")
 }
 func (UnimplementedVerticalAutoscalerServer) mustEmbedUnimplementedVerticalAutoscalerServer() {}
 
@@ -154,6 +180,24 @@ func _VerticalAutoscaler_DeleteVerticalTarget_Handler(srv interface{}, ctx conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _VerticalAutoscaler_ListVerticalTargets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListVerticalTargetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(VerticalAutoscalerServer).ListVerticalTargets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/autoscaled.v1.VerticalAutoscaler/ListVerticalTargets",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(VerticalAutoscalerServer).ListVerticalTargets(ctx, req.(*ListVerticalTargetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _VerticalAutoscaler_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "autoscaled.v1.VerticalAutoscaler",
 	HandlerType: (*VerticalAutoscalerServer)(nil),
@@ -169,6 +213,10 @@ var _VerticalAutoscaler_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteVerticalTarget",
 			Handler:    _VerticalAutoscaler_DeleteVerticalTarget_Handler,
+		},
+		{
+			MethodName: "ListVerticalTargets",
+			Handler:    _VerticalAutoscaler_ListVerticalTargets_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
