@@ -179,6 +179,55 @@ async fn reflection_v1_and_v1alpha_list_both_services() {
     server.stop().await;
 }
 
+/// grpcurl decodes the `google.rpc.BadRequest` error details only if reflection can serve the
+/// file that defines them.
+#[tokio::test]
+async fn reflection_serves_the_error_details_protos() {
+    use prost::Message;
+    use tonic_reflection::pb::v1;
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(config(&dir)).await;
+    let mut client =
+        v1::server_reflection_client::ServerReflectionClient::new(server.channel().await);
+    for (symbol, file) in [
+        ("google.rpc.BadRequest", "google/rpc/error_details.proto"),
+        ("google.rpc.Status", "google/rpc/status.proto"),
+    ] {
+        let request = v1::ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(
+                v1::server_reflection_request::MessageRequest::FileContainingSymbol(symbol.into()),
+            ),
+        };
+        let response = client
+            .server_reflection_info(tokio_stream::iter(vec![request]))
+            .await
+            .unwrap()
+            .into_inner()
+            .message()
+            .await
+            .unwrap()
+            .unwrap();
+        let Some(v1::server_reflection_response::MessageResponse::FileDescriptorResponse(files)) =
+            response.message_response
+        else {
+            panic!("{symbol}: unexpected reflection response {response:?}");
+        };
+        let names: Vec<String> = files
+            .file_descriptor_proto
+            .iter()
+            .map(|raw| {
+                prost_types::FileDescriptorProto::decode(raw.as_slice())
+                    .unwrap()
+                    .name
+                    .unwrap_or_default()
+            })
+            .collect();
+        assert!(names.iter().any(|n| n == file), "{symbol}: {names:?}");
+    }
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn recommend_scales_up_and_history_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
