@@ -138,22 +138,12 @@ async fn reflection_v1_and_v1alpha_list_both_services() {
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::start(config(&dir)).await;
 
-    let mut client =
-        v1::server_reflection_client::ServerReflectionClient::new(server.channel().await);
-    let request = v1::ServerReflectionRequest {
-        host: String::new(),
-        message_request: Some(v1::server_reflection_request::MessageRequest::ListServices(
-            String::new(),
-        )),
-    };
-    let mut responses = client
-        .server_reflection_info(tokio_stream::iter(vec![request]))
-        .await
-        .unwrap()
-        .into_inner();
-    let response = responses.message().await.unwrap().unwrap();
-    let Some(v1::server_reflection_response::MessageResponse::ListServicesResponse(list)) =
-        response.message_response
+    let response = common::reflection_v1(
+        server.channel().await,
+        v1::server_reflection_request::MessageRequest::ListServices(String::new()),
+    )
+    .await;
+    let v1::server_reflection_response::MessageResponse::ListServicesResponse(list) = response
     else {
         panic!("unexpected reflection response {response:?}");
     };
@@ -187,29 +177,17 @@ async fn reflection_serves_the_error_details_protos() {
     use tonic_reflection::pb::v1;
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::start(config(&dir)).await;
-    let mut client =
-        v1::server_reflection_client::ServerReflectionClient::new(server.channel().await);
     for (symbol, file) in [
         ("google.rpc.BadRequest", "google/rpc/error_details.proto"),
         ("google.rpc.Status", "google/rpc/status.proto"),
     ] {
-        let request = v1::ServerReflectionRequest {
-            host: String::new(),
-            message_request: Some(
-                v1::server_reflection_request::MessageRequest::FileContainingSymbol(symbol.into()),
-            ),
-        };
-        let response = client
-            .server_reflection_info(tokio_stream::iter(vec![request]))
-            .await
-            .unwrap()
-            .into_inner()
-            .message()
-            .await
-            .unwrap()
-            .unwrap();
-        let Some(v1::server_reflection_response::MessageResponse::FileDescriptorResponse(files)) =
-            response.message_response
+        let response = common::reflection_v1(
+            server.channel().await,
+            v1::server_reflection_request::MessageRequest::FileContainingSymbol(symbol.into()),
+        )
+        .await;
+        let v1::server_reflection_response::MessageResponse::FileDescriptorResponse(files) =
+            response
         else {
             panic!("{symbol}: unexpected reflection response {response:?}");
         };

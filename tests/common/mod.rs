@@ -73,6 +73,28 @@ impl TestServer {
     }
 }
 
+/// One reflection v1 request on `channel` and the server's answer to it.
+pub async fn reflection_v1(
+    channel: Channel,
+    request: tonic_reflection::pb::v1::server_reflection_request::MessageRequest,
+) -> tonic_reflection::pb::v1::server_reflection_response::MessageResponse {
+    use tonic_reflection::pb::v1;
+    let request = v1::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(request),
+    };
+    let response = v1::server_reflection_client::ServerReflectionClient::new(channel)
+        .server_reflection_info(tokio_stream::iter(vec![request]))
+        .await
+        .unwrap()
+        .into_inner()
+        .message()
+        .await
+        .unwrap()
+        .unwrap();
+    response.message_response.expect("a reflection answer")
+}
+
 /// The service names the server lists over reflection v1alpha (the version grpcurl 1.8 speaks).
 pub async fn reflection_v1alpha_services(channel: Channel) -> Vec<String> {
     use tonic_reflection::pb::v1alpha;
