@@ -1,5 +1,9 @@
-//! Compiles `proto/` with protox (pure Rust, no `protoc` needed) and writes the descriptor set
-//! that server reflection serves.
+//! Compiles `proto/` with protox (pure Rust, no `protoc` needed): Rust code and a descriptor
+//! set for `autoscaled.v1`, and a second descriptor set, for server reflection only, of the
+//! `google.rpc` error model the server's error details use (`google/rpc/status.proto`,
+//! `google/rpc/error_details.proto`, vendored from googleapis). Its Rust types come from
+//! `tonic-types`, so no code is generated for it; reflection serving it lets grpcurl decode a
+//! `google.rpc.BadRequest` detail instead of printing raw bytes.
 use std::{env, fs, path::PathBuf};
 
 use prost::Message;
@@ -9,8 +13,13 @@ const PROTOS: &[&str] = &[
     "proto/autoscaled/v1/vertical.proto",
 ];
 
+const RPC_PROTOS: &[&str] = &[
+    "proto/google/rpc/status.proto",
+    "proto/google/rpc/error_details.proto",
+];
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    for proto in PROTOS {
+    for proto in PROTOS.iter().chain(RPC_PROTOS) {
         println!("cargo:rerun-if-changed={proto}");
     }
     let out_dir = PathBuf::from(env::var("OUT_DIR")?);
@@ -20,5 +29,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         fds.encode_to_vec(),
     )?;
     tonic_prost_build::configure().compile_fds(fds)?;
+    let rpc = protox::compile(RPC_PROTOS, ["proto"])?;
+    fs::write(out_dir.join("rpc_descriptor.bin"), rpc.encode_to_vec())?;
     Ok(())
 }

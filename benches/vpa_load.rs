@@ -8,9 +8,7 @@
 //! run is bounded by a request count and a time limit, and the server is killed at the end.
 
 use std::{
-    io::{BufRead, BufReader},
     net::SocketAddr,
-    process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
 
@@ -21,6 +19,10 @@ use autoscaled::{
 };
 use prost_types::Timestamp as PbTimestamp;
 
+/// Starting the real binary, shared with the tests (benches cannot import `tests/common`).
+#[path = "../tests/common/binary.rs"]
+mod binary;
+
 /// 2026-01-01T00:00:00Z.
 const T0: i64 = 1_767_225_600;
 /// Containers of each client's target the samples are spread over.
@@ -29,47 +31,11 @@ const CONTAINERS: usize = 10;
 const MAX_REQUESTS: usize = 2_000;
 const MAX_TIME: Duration = Duration::from_secs(6);
 
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(data_dir: &std::path::Path, durability: &str) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_autoscaled"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--trust-request-time",
-            "--durability",
-            durability,
-            "--data-dir",
-        ])
-        .arg(data_dir)
-        .env("AUTOSCALED_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the binary starts");
-    let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
-    let mut line = String::new();
-    stdout.read_line(&mut line).expect("stdout");
-    let addr = line
-        .trim()
-        .strip_prefix("autoscaled listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .parse()
-        .expect("an address");
-    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
-    Server { child, addr }
+/// `autoscaled serve` on a free loopback port with the given durability.
+fn start(data_dir: &std::path::Path, durability: &str) -> binary::Server {
+    let mut command = binary::command(data_dir);
+    command.args(["--durability", durability]);
+    binary::spawn(command)
 }
 
 /// Batch `n` of `size` samples for one target: consecutive minutes, round-robin over

@@ -78,7 +78,8 @@ grpcurl -plaintext -d '{"targetKey": "nomad/prod/web"}' "$ADDR" autoscaled.v1.Ho
 EOF
 
 recipe "An invalid request: INVALID_ARGUMENT naming the field (grpcurl exits 64 + 3)" \
-  rc=67 'Code: InvalidArgument' 'target_key' 'type.googleapis.com/google.rpc.BadRequest' <<'EOF'
+  rc=67 'Code: InvalidArgument' 'target_key' 'type.googleapis.com/google.rpc.BadRequest' \
+  '"fieldViolations":\[\{"field":"target_key","description":"must not be empty"\}\]' <<'EOF'
 grpcurl -plaintext -d '{"targetKey": "", "currentReplicas": 3, "spec": {"maxReplicas": 10}}' "$ADDR" autoscaled.v1.HorizontalAutoscaler/Recommend
 EOF
 
@@ -131,8 +132,8 @@ name (`METRIC_SOURCE_TYPE_RESOURCE`), int64 fields as strings or numbers (they c
 strings), timestamps in RFC 3339 and durations like `"60s"`. HPA quantities are milli-units
 (`"1000"` = 1 CPU); the vertical autoscaler takes CPU in millicores and memory in bytes.
 Invalid requests fail with `InvalidArgument` and a `google.rpc.BadRequest` naming the field
-(the message names it too; grpcurl prints the detail as raw `@value` bytes when the server's
-reflection does not carry `google/rpc/error_details.proto`).
+(the message names it too). Server reflection serves `google/rpc/error_details.proto`, so
+grpcurl prints the detail decoded: `"fieldViolations":[{"field":"target_key",...}]`.
 EOF
   local i
   for i in "${!titles[@]}"; do

@@ -70,6 +70,16 @@ fn message_too_large_is_resource_exhausted<B>(mut response: HttpResponse<B>) -> 
     response
 }
 
+/// Server reflection over our services, health, and the `google.rpc` error model our error
+/// details use (so grpcurl decodes a `google.rpc.BadRequest` instead of printing its bytes).
+/// Built twice: v1, and v1alpha for grpcurl 1.8.
+fn reflection() -> tonic_reflection::server::Builder<'static> {
+    tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(pb::RPC_FILE_DESCRIPTOR_SET)
+}
+
 /// Opens the sled store of `config.data_dir`.
 pub fn open_store(config: &Config) -> Result<Arc<SledStore>, StoreError> {
     SledStore::open(
@@ -141,14 +151,8 @@ pub async fn serve_with_store<S: HistoryStore + VerticalStore>(
             .set_service_status(*name, ServingStatus::Serving)
             .await;
     }
-    let reflection_v1 = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
-    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1alpha()?;
+    let reflection_v1 = reflection().build_v1()?;
+    let reflection_v1alpha = reflection().build_v1alpha()?;
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut server_stop = stop_rx.clone();

@@ -2,79 +2,27 @@
 //! `server::serve` (so no sleep is needed: connections queue until it accepts), and talks
 //! gRPC to it.
 
-use std::{
-    collections::HashMap,
-    net::SocketAddr,
-    time::{SystemTime, UNIX_EPOCH},
-};
+use std::collections::HashMap;
 
 use autoscaled::{
     config::Config,
     pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient},
 };
 use prost_types::{Duration as PbDuration, Timestamp};
-use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 use tonic::{Code, transport::Channel};
 use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
 };
 use tonic_types::StatusExt;
 
-struct TestServer {
-    addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
-}
+mod common;
 
-impl TestServer {
-    async fn start(config: Config) -> TestServer {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            autoscaled::server::serve(listener, config, async {
-                let _ = stopped.await;
-            })
-            .await
-            .expect("server failed");
-        });
-        TestServer {
-            addr,
-            stop: Some(stop),
-            task: Some(task),
-        }
-    }
-
-    async fn channel(&self) -> Channel {
-        tonic::transport::Endpoint::from_shared(format!("http://{}", self.addr))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap()
-    }
-
-    async fn client(&self) -> HorizontalAutoscalerClient<Channel> {
-        HorizontalAutoscalerClient::new(self.channel().await)
-    }
-
-    /// Signals shutdown and waits for the server (drain + final flush) to finish.
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        self.task.take().unwrap().await.unwrap();
-    }
-}
+use common::{TestServer, now_secs};
 
 fn config(dir: &tempfile::TempDir) -> Config {
     let mut c = Config::with_data_dir(dir.path().join("data"));
     c.limits.max_pods = 50;
     c
-}
-
-fn now_secs() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
 }
 
 fn ts(seconds: i64) -> Timestamp {
@@ -186,26 +134,16 @@ async fn health_reports_serving_for_the_server_and_the_service() {
 
 #[tokio::test]
 async fn reflection_v1_and_v1alpha_list_both_services() {
-    use tonic_reflection::pb::{v1, v1alpha};
+    use tonic_reflection::pb::v1;
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::start(config(&dir)).await;
 
-    let mut client =
-        v1::server_reflection_client::ServerReflectionClient::new(server.channel().await);
-    let request = v1::ServerReflectionRequest {
-        host: String::new(),
-        message_request: Some(v1::server_reflection_request::MessageRequest::ListServices(
-            String::new(),
-        )),
-    };
-    let mut responses = client
-        .server_reflection_info(tokio_stream::iter(vec![request]))
-        .await
-        .unwrap()
-        .into_inner();
-    let response = responses.message().await.unwrap().unwrap();
-    let Some(v1::server_reflection_response::MessageResponse::ListServicesResponse(list)) =
-        response.message_response
+    let response = common::reflection_v1(
+        server.channel().await,
+        v1::server_reflection_request::MessageRequest::ListServices(String::new()),
+    )
+    .await;
+    let v1::server_reflection_response::MessageResponse::ListServicesResponse(list) = response
     else {
         panic!("unexpected reflection response {response:?}");
     };
@@ -221,33 +159,50 @@ async fn reflection_v1_and_v1alpha_list_both_services() {
     }
 
     // grpcurl 1.8 speaks only v1alpha.
-    let mut alpha =
-        v1alpha::server_reflection_client::ServerReflectionClient::new(server.channel().await);
-    let request = v1alpha::ServerReflectionRequest {
-        host: String::new(),
-        message_request: Some(
-            v1alpha::server_reflection_request::MessageRequest::ListServices(String::new()),
-        ),
-    };
-    let response = alpha
-        .server_reflection_info(tokio_stream::iter(vec![request]))
-        .await
-        .unwrap()
-        .into_inner()
-        .message()
-        .await
-        .unwrap()
-        .unwrap();
-    let Some(v1alpha::server_reflection_response::MessageResponse::ListServicesResponse(list)) =
-        response.message_response
-    else {
-        panic!("unexpected reflection response {response:?}");
-    };
+    let names = common::reflection_v1alpha_services(server.channel().await).await;
     assert!(
-        list.service
+        names
             .iter()
-            .any(|s| s.name == "autoscaled.v1.HorizontalAutoscaler")
+            .any(|s| s == "autoscaled.v1.HorizontalAutoscaler"),
+        "{names:?}"
     );
+    server.stop().await;
+}
+
+/// grpcurl decodes the `google.rpc.BadRequest` error details only if reflection can serve the
+/// file that defines them.
+#[tokio::test]
+async fn reflection_serves_the_error_details_protos() {
+    use prost::Message;
+    use tonic_reflection::pb::v1;
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(config(&dir)).await;
+    for (symbol, file) in [
+        ("google.rpc.BadRequest", "google/rpc/error_details.proto"),
+        ("google.rpc.Status", "google/rpc/status.proto"),
+    ] {
+        let response = common::reflection_v1(
+            server.channel().await,
+            v1::server_reflection_request::MessageRequest::FileContainingSymbol(symbol.into()),
+        )
+        .await;
+        let v1::server_reflection_response::MessageResponse::FileDescriptorResponse(files) =
+            response
+        else {
+            panic!("{symbol}: unexpected reflection response {response:?}");
+        };
+        let names: Vec<String> = files
+            .file_descriptor_proto
+            .iter()
+            .map(|raw| {
+                prost_types::FileDescriptorProto::decode(raw.as_slice())
+                    .unwrap()
+                    .name
+                    .unwrap_or_default()
+            })
+            .collect();
+        assert!(names.iter().any(|n| n == file), "{symbol}: {names:?}");
+    }
     server.stop().await;
 }
 
@@ -255,7 +210,7 @@ async fn reflection_v1_and_v1alpha_list_both_services() {
 async fn recommend_scales_up_and_history_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::start(config(&dir)).await;
-    let mut client = server.client().await;
+    let mut client = server.horizontal().await;
 
     let first = client
         .recommend(scale_up_request("ns/web"))
@@ -313,7 +268,7 @@ async fn recommend_scales_up_and_history_survives_a_restart() {
     // Restart on the same folder: everything is still there.
     server.stop().await;
     let server = TestServer::start(config(&dir)).await;
-    let mut client = server.client().await;
+    let mut client = server.horizontal().await;
     let after = client
         .get_history(pb::GetHistoryRequest {
             target_key: "ns/web".into(),
@@ -329,7 +284,7 @@ async fn recommend_scales_up_and_history_survives_a_restart() {
 async fn dry_run_decides_with_stored_history_and_records_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::start(config(&dir)).await;
-    let mut client = server.client().await;
+    let mut client = server.horizontal().await;
 
     let mut dry = scale_up_request("ns/dry");
     dry.dry_run = true;
@@ -371,7 +326,7 @@ async fn dry_run_decides_with_stored_history_and_records_nothing() {
 async fn list_targets_paginates_and_delete_target_forgets() {
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::start(config(&dir)).await;
-    let mut client = server.client().await;
+    let mut client = server.horizontal().await;
     let keys = ["a/1", "a/2", "b/1", "c", "c/d"];
     for key in keys.iter().rev() {
         client.recommend(scale_up_request(key)).await.unwrap();
@@ -453,7 +408,7 @@ async fn concurrent_recommends_on_one_target_lose_no_update() {
     const CALLS: usize = 50;
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::start(config(&dir)).await;
-    let client = server.client().await;
+    let client = server.horizontal().await;
     let mut tasks = Vec::new();
     for i in 0..CALLS {
         let mut client = client.clone();
@@ -691,7 +646,7 @@ fn bad_cases() -> Vec<BadCase> {
 async fn bad_input_is_rejected_with_the_field_path_and_nothing_is_stored() {
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::start(config(&dir)).await;
-    let mut client = server.client().await;
+    let mut client = server.horizontal().await;
     let cases = bad_cases();
     assert!(cases.len() >= 10);
     for case in cases {
@@ -742,7 +697,7 @@ async fn trusted_request_time_is_used_and_echoed() {
     let mut c = config(&dir);
     c.trust_request_time = true;
     let server = TestServer::start(c).await;
-    let mut client = server.client().await;
+    let mut client = server.horizontal().await;
     let at = now_secs() - 30;
     let mut req = scale_up_request("ns/replay");
     req.evaluation_time = Some(ts(at));
@@ -758,7 +713,7 @@ async fn an_oversized_request_is_resource_exhausted() {
     let mut c = config(&dir);
     c.limits.max_message_bytes = 4096;
     let server = TestServer::start(c).await;
-    let mut client = server.client().await;
+    let mut client = server.horizontal().await;
     let mut req = scale_up_request("ns/big");
     req.unavailable_metrics = (0..1000).map(|i| format!("metric-{i}")).collect();
     let status = client.recommend(req).await.unwrap_err();
@@ -813,7 +768,7 @@ async fn per_target_settings_override_the_server_defaults() {
     // Server default: a usage ratio of 2.0 is within tolerance, so nothing scales.
     c.hpa.tolerance = 1.5;
     let server = TestServer::start(c).await;
-    let mut client = server.client().await;
+    let mut client = server.horizontal().await;
     let default = client
         .recommend(scale_up_request("ns/default"))
         .await
@@ -977,7 +932,7 @@ async fn history_older_than_the_retention_is_pruned_on_write() {
     let mut c = config(&dir);
     c.trust_request_time = true;
     let server = TestServer::start(c).await;
-    let mut client = server.client().await;
+    let mut client = server.horizontal().await;
     let t0 = now_secs() - 3 * 3600;
     let at = |secs: i64| {
         let mut req = scale_up_request("ns/old");

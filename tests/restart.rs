@@ -59,6 +59,16 @@ fn start_refused(data_dir: &Path) -> (ExitStatus, String) {
     (status, err)
 }
 
+/// Starting on `data_dir` fails with a message that names the folder and the refusal.
+fn assert_refused_naming(data_dir: &Path) {
+    let (status, err) = start_refused(data_dir);
+    assert!(!status.success(), "exit status {status}");
+    assert!(
+        err.contains(&data_dir.display().to_string()) && err.contains("refusing to start"),
+        "the message names the folder and the refusal: {err}"
+    );
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -212,12 +222,7 @@ fn a_folder_in_use_is_refused_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let _first = start(&data);
-    let (status, err) = start_refused(&data);
-    assert!(!status.success(), "exit status {status}");
-    assert!(
-        err.contains(&data.display().to_string()) && err.contains("refusing to start"),
-        "the message names the folder and the refusal: {err}"
-    );
+    assert_refused_naming(&data);
 }
 
 #[test]
@@ -235,12 +240,7 @@ fn a_corrupt_folder_is_refused_with_a_clear_message() {
         }
     }
     assert!(damaged > 0, "sled wrote no files in {}", data.display());
-    let (status, err) = start_refused(&data);
-    assert!(!status.success(), "exit status {status}");
-    assert!(
-        err.contains(&data.display().to_string()) && err.contains("refusing to start"),
-        "the message names the folder and the refusal: {err}"
-    );
+    assert_refused_naming(&data);
 }
 
 /// Garbage over the start of sled's log file (`db`) while `conf` stays valid. sled alone takes

@@ -3,83 +3,33 @@
 //! every invalid field is INVALID_ARGUMENT naming its path and stores nothing; delete; health
 //! and reflection list the service.
 
-use std::{
-    net::SocketAddr,
-    time::{Duration, SystemTime, UNIX_EPOCH},
-};
+use std::time::Duration;
 
 use autoscaled::{
     config::Config,
     engine::vpa::{
         Observation, OomEvent, Resource, UsageSample, VpaSettings, VpaTarget, time::Timestamp,
     },
-    pb::v1::{self as pb, vertical_autoscaler_client::VerticalAutoscalerClient},
+    pb::v1 as pb,
 };
 use prost_types::{Duration as PbDuration, Timestamp as PbTimestamp};
-use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
-use tonic::{Code, transport::Channel};
+use tonic::Code;
 use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
 };
 use tonic_types::StatusExt;
+
+mod common;
+
+use common::{TestServer, now_secs};
 
 const SERVICE: &str = "autoscaled.v1.VerticalAutoscaler";
 /// 2026-01-01T00:00:00Z: the evaluation time of the deterministic test.
 const T0: i64 = 1_767_225_600;
 const MIB: i64 = 1024 * 1024;
 
-struct TestServer {
-    addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
-}
-
-impl TestServer {
-    async fn start(config: Config) -> TestServer {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            autoscaled::server::serve(listener, config, async {
-                let _ = stopped.await;
-            })
-            .await
-            .expect("server failed");
-        });
-        TestServer {
-            addr,
-            stop: Some(stop),
-            task: Some(task),
-        }
-    }
-
-    async fn channel(&self) -> Channel {
-        tonic::transport::Endpoint::from_shared(format!("http://{}", self.addr))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap()
-    }
-
-    async fn client(&self) -> VerticalAutoscalerClient<Channel> {
-        VerticalAutoscalerClient::new(self.channel().await)
-    }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        self.task.take().unwrap().await.unwrap();
-    }
-}
-
 fn ts(seconds: i64) -> Option<PbTimestamp> {
     Some(PbTimestamp { seconds, nanos: 0 })
-}
-
-fn now_secs() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
 }
 
 /// One sample in both forms: the wire's and the engine's.
@@ -143,7 +93,7 @@ async fn a_day_of_samples_gives_the_pure_engines_recommendation() {
     let mut config = Config::with_data_dir(dir.path().join("data"));
     config.trust_request_time = true;
     let server = TestServer::start(config).await;
-    let mut client = server.client().await;
+    let mut client = server.vertical().await;
 
     // The target's stored overrides (sent with the first batch) and the engine's equivalent.
     let stored = pb::VerticalSettings {
@@ -320,7 +270,7 @@ fn good_sample() -> pb::UsageSample {
 async fn every_invalid_field_is_invalid_argument_and_stores_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::start(Config::with_data_dir(dir.path().join("data"))).await;
-    let mut client = server.client().await;
+    let mut client = server.vertical().await;
 
     type Change = fn(&mut pb::RecordUsageRequest);
     let cases: Vec<(&str, Change)> = vec![
@@ -527,7 +477,7 @@ async fn too_many_samples_are_resource_exhausted() {
     let mut config = Config::with_data_dir(dir.path().join("data"));
     config.limits.max_samples = 3;
     let server = TestServer::start(config).await;
-    let mut client = server.client().await;
+    let mut client = server.vertical().await;
     let status = client
         .record_usage(pb::RecordUsageRequest {
             target_key: "k".into(),
@@ -544,7 +494,7 @@ async fn too_many_samples_are_resource_exhausted() {
 async fn delete_forgets_the_target_and_list_pages_through_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::start(Config::with_data_dir(dir.path().join("data"))).await;
-    let mut client = server.client().await;
+    let mut client = server.vertical().await;
     for key in ["ns/a", "ns/ab", "ns/b"] {
         client
             .record_usage(pb::RecordUsageRequest {
@@ -623,7 +573,6 @@ async fn delete_forgets_the_target_and_list_pages_through_the_rest() {
 
 #[tokio::test]
 async fn health_and_reflection_list_the_vertical_service() {
-    use tonic_reflection::pb::v1alpha;
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::start(Config::with_data_dir(dir.path().join("data"))).await;
     let status = HealthClient::new(server.channel().await)
@@ -636,28 +585,7 @@ async fn health_and_reflection_list_the_vertical_service() {
         .status;
     assert_eq!(status, ServingStatus::Serving as i32);
 
-    let mut alpha =
-        v1alpha::server_reflection_client::ServerReflectionClient::new(server.channel().await);
-    let request = v1alpha::ServerReflectionRequest {
-        host: String::new(),
-        message_request: Some(
-            v1alpha::server_reflection_request::MessageRequest::ListServices(String::new()),
-        ),
-    };
-    let response = alpha
-        .server_reflection_info(tokio_stream::iter(vec![request]))
-        .await
-        .unwrap()
-        .into_inner()
-        .message()
-        .await
-        .unwrap()
-        .unwrap();
-    let Some(v1alpha::server_reflection_response::MessageResponse::ListServicesResponse(list)) =
-        response.message_response
-    else {
-        panic!("unexpected reflection response {response:?}");
-    };
-    assert!(list.service.iter().any(|s| s.name == SERVICE), "{list:?}");
+    let names = common::reflection_v1alpha_services(server.channel().await).await;
+    assert!(names.iter().any(|s| s == SERVICE), "{names:?}");
     server.stop().await;
 }

@@ -109,15 +109,8 @@ impl GrpcRunner {
             .file_stem()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let outcome = |name: String, status| CaseOutcome {
-            file: path.to_path_buf(),
-            name,
-            status,
-        };
-        let value: serde_json::Value = match std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read: {e}"))
-            .and_then(|t| serde_json::from_str(&t).map_err(|e| format!("invalid JSON: {e}")))
-        {
+        let outcome = |name, status| CaseOutcome::new(path, name, status);
+        let value = match super::read_case(path) {
             Ok(v) => v,
             Err(e) => return outcome(stem, CaseStatus::Failed(e)),
         };

@@ -846,6 +846,24 @@ pub fn check_step(case: &HpaCase, step: &HpaStep, run: &StepRun) -> Result<(), S
             &sorted(&expected.ignored),
             &sorted(&got.ignored),
         )?;
+        // The grouping the evaluation itself used for that metric (when it got that far) is
+        // the one `groupPods` alone gives.
+        let spec = defaults::set_defaults(&case.spec, &case.settings);
+        if let Some(index) = spec
+            .metrics
+            .iter()
+            .position(|s| metric_name(s) == Some(expected.metric.as_str()))
+            && let Some(own) = d
+                .metrics
+                .iter()
+                .find(|o| o.index == index)
+                .and_then(|o| o.pod_groups.as_ref())
+            && own != got
+        {
+            return Err(format!(
+                "{field}: the evaluation grouped {own:?}, groupPods gives {got:?}"
+            ));
+        }
     }
     Ok(())
 }

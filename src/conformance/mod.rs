@@ -39,6 +39,14 @@ pub enum CaseStatus {
 }
 
 impl CaseOutcome {
+    fn new(file: &Path, name: String, status: CaseStatus) -> CaseOutcome {
+        CaseOutcome {
+            file: file.to_path_buf(),
+            name,
+            status,
+        }
+    }
+
     pub fn passed(&self) -> bool {
         self.status == CaseStatus::Passed
     }
@@ -113,18 +121,9 @@ pub fn run_case_file(path: &Path) -> CaseOutcome {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let outcome = |name: String, status| CaseOutcome {
-        file: path.to_path_buf(),
-        name,
-        status,
-    };
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) => return outcome(file_name, CaseStatus::Failed(format!("cannot read: {e}"))),
-    };
-    let value: serde_json::Value = match serde_json::from_str(&text) {
+    let value = match read_case(path) {
         Ok(v) => v,
-        Err(e) => return outcome(file_name, CaseStatus::Failed(format!("invalid JSON: {e}"))),
+        Err(e) => return CaseOutcome::new(path, file_name, CaseStatus::Failed(e)),
     };
     let name = value
         .get("name")
@@ -135,7 +134,7 @@ pub fn run_case_file(path: &Path) -> CaseOutcome {
             Ok(()) => CaseStatus::Passed,
             Err(e) => CaseStatus::Failed(e),
         };
-        return outcome(name, status);
+        return CaseOutcome::new(path, name, status);
     }
     let status = match hpa::HpaCase::from_value(value) {
         Err(e) => CaseStatus::Failed(e),
@@ -144,7 +143,13 @@ pub fn run_case_file(path: &Path) -> CaseOutcome {
             Err(e) => CaseStatus::Failed(e),
         },
     };
-    outcome(name, status)
+    CaseOutcome::new(path, name, status)
+}
+
+/// A case file as JSON; why not (`cannot read: …`, `invalid JSON: …`) otherwise.
+fn read_case(path: &Path) -> Result<serde_json::Value, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
+    serde_json::from_str(&text).map_err(|e| format!("invalid JSON: {e}"))
 }
 
 /// Runs every `*.json` case in `dir` and its subdirectories (e.g. `conformance/` with `hpa/`

@@ -1,60 +1,131 @@
-//! Helpers shared by the tests that run the real `autoscaled` binary.
+//! Helpers shared by the integration tests: the real binary ([`binary`]) and an in-process
+//! server on a real channel ([`TestServer`]).
 #![allow(dead_code)]
 
+pub mod binary;
+
+// Not every test binary uses every helper.
+#[allow(unused_imports)]
+pub use binary::{Server, command, spawn, start};
+
 use std::{
-    io::{BufRead, BufReader, Read},
     net::SocketAddr,
-    path::Path,
-    process::{Child, Command, Stdio},
+    time::{SystemTime, UNIX_EPOCH},
 };
 
-/// A running `autoscaled serve`, killed with SIGKILL when dropped.
-pub struct Server {
-    pub child: Child,
+use autoscaled::{
+    config::Config,
+    pb::v1::{
+        horizontal_autoscaler_client::HorizontalAutoscalerClient,
+        vertical_autoscaler_client::VerticalAutoscalerClient,
+    },
+};
+use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
+use tonic::transport::Channel;
+
+/// `server::serve` in this process on 127.0.0.1:0. The listener is bound before the server
+/// starts, so no sleep is needed: connections queue until it accepts.
+pub struct TestServer {
     pub addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+impl TestServer {
+    pub async fn start(config: Config) -> TestServer {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            autoscaled::server::serve(listener, config, async {
+                let _ = stopped.await;
+            })
+            .await
+            .expect("server failed");
+        });
+        TestServer {
+            addr,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    pub async fn channel(&self) -> Channel {
+        tonic::transport::Endpoint::from_shared(format!("http://{}", self.addr))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap()
+    }
+
+    pub async fn horizontal(&self) -> HorizontalAutoscalerClient<Channel> {
+        HorizontalAutoscalerClient::new(self.channel().await)
+    }
+
+    pub async fn vertical(&self) -> VerticalAutoscalerClient<Channel> {
+        VerticalAutoscalerClient::new(self.channel().await)
+    }
+
+    /// Signals shutdown and waits for the server (drain + final flush) to finish.
+    pub async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.task.take().unwrap().await.unwrap();
     }
 }
 
-pub fn command(data_dir: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_autoscaled"));
-    command
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--trust-request-time",
-            "--data-dir",
-        ])
-        .arg(data_dir)
-        .env("AUTOSCALED_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    command
+/// One reflection v1 request on `channel` and the server's answer to it.
+pub async fn reflection_v1(
+    channel: Channel,
+    request: tonic_reflection::pb::v1::server_reflection_request::MessageRequest,
+) -> tonic_reflection::pb::v1::server_reflection_response::MessageResponse {
+    use tonic_reflection::pb::v1;
+    let request = v1::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(request),
+    };
+    let response = v1::server_reflection_client::ServerReflectionClient::new(channel)
+        .server_reflection_info(tokio_stream::iter(vec![request]))
+        .await
+        .unwrap()
+        .into_inner()
+        .message()
+        .await
+        .unwrap()
+        .unwrap();
+    response.message_response.expect("a reflection answer")
 }
 
-/// Starts the binary and waits for `autoscaled listening on ADDR`.
-pub fn start(data_dir: &Path) -> Server {
-    let mut child = command(data_dir).spawn().expect("the binary starts");
-    let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
-    let mut line = String::new();
-    stdout.read_line(&mut line).expect("stdout readable");
-    let Some(addr) = line.trim().strip_prefix("autoscaled listening on ") else {
-        let mut err = String::new();
-        let _ = child.stderr.take().expect("piped").read_to_string(&mut err);
-        let _ = child.kill();
-        panic!("unexpected first line {line:?}; stderr: {err}");
+/// The service names the server lists over reflection v1alpha (the version grpcurl 1.8 speaks).
+pub async fn reflection_v1alpha_services(channel: Channel) -> Vec<String> {
+    use tonic_reflection::pb::v1alpha;
+    let mut alpha = v1alpha::server_reflection_client::ServerReflectionClient::new(channel);
+    let request = v1alpha::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(
+            v1alpha::server_reflection_request::MessageRequest::ListServices(String::new()),
+        ),
     };
-    let addr = addr.parse().expect("an address");
-    // Keep draining so the server never blocks on a full pipe.
-    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
-    let mut stderr = child.stderr.take().expect("piped");
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    Server { child, addr }
+    let response = alpha
+        .server_reflection_info(tokio_stream::iter(vec![request]))
+        .await
+        .unwrap()
+        .into_inner()
+        .message()
+        .await
+        .unwrap()
+        .unwrap();
+    let Some(v1alpha::server_reflection_response::MessageResponse::ListServicesResponse(list)) =
+        response.message_response
+    else {
+        panic!("unexpected reflection response {response:?}");
+    };
+    list.service.into_iter().map(|s| s.name).collect()
+}
+
+/// Seconds since the Unix epoch by the system clock.
+pub fn now_secs() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
 }

@@ -1,0 +1,68 @@
+//! Helpers that start the real `autoscaled` binary and read its `autoscaled listening on ADDR`
+//! line. Shared by the tests (through `tests/common`) and the benchmarks (through
+//! `#[path = "../tests/common/binary.rs"] mod binary;`), which cannot import `tests/common`.
+#![allow(dead_code)]
+
+use std::{
+    io::{BufRead, BufReader, Read},
+    net::SocketAddr,
+    path::Path,
+    process::{Child, Command, Stdio},
+};
+
+/// A running `autoscaled serve`, killed with SIGKILL when dropped.
+pub struct Server {
+    pub child: Child,
+    pub addr: SocketAddr,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn command(data_dir: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_autoscaled"));
+    command
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--trust-request-time",
+            "--data-dir",
+        ])
+        .arg(data_dir)
+        .env("AUTOSCALED_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// Starts the binary and waits for `autoscaled listening on ADDR`.
+pub fn start(data_dir: &Path) -> Server {
+    spawn(command(data_dir))
+}
+
+/// Spawns `command` (the binary with `serve` arguments and piped stdout/stderr, as [`command`]
+/// builds it) and waits for `autoscaled listening on ADDR`.
+pub fn spawn(mut command: Command) -> Server {
+    let mut child = command.spawn().expect("the binary starts");
+    let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("stdout readable");
+    let Some(addr) = line.trim().strip_prefix("autoscaled listening on ") else {
+        let mut err = String::new();
+        let _ = child.stderr.take().expect("piped").read_to_string(&mut err);
+        let _ = child.kill();
+        panic!("unexpected first line {line:?}; stderr: {err}");
+    };
+    let addr = addr.parse().expect("an address");
+    // Keep draining so the server never blocks on a full pipe.
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+    let mut stderr = child.stderr.take().expect("piped");
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    Server { child, addr }
+}
