@@ -728,6 +728,54 @@ async fn an_oversized_request_is_resource_exhausted() {
     server.stop().await;
 }
 
+/// Load balancers and Kubernetes gRPC probes must stop sending before the server stops
+/// accepting: a health `Watch` open across shutdown sees NOT_SERVING for the server and both
+/// services while the (bounded) drain is still running.
+#[tokio::test]
+async fn shutdown_turns_health_not_serving_before_the_drain() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(&dir);
+    // The watch streams stay open, so the drain runs to its bound.
+    c.shutdown_grace = std::time::Duration::from_millis(500);
+    let server = TestServer::start(c).await;
+    let mut streams = Vec::new();
+    for service in [
+        "",
+        "autoscaled.v1.HorizontalAutoscaler",
+        "autoscaled.v1.VerticalAutoscaler",
+    ] {
+        let mut health = HealthClient::new(server.channel().await);
+        let mut stream = health
+            .watch(HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let first = stream.message().await.unwrap().expect("a first status");
+        assert_eq!(
+            first.status,
+            ServingStatus::Serving as i32,
+            "service {service:?}"
+        );
+        streams.push((service, stream));
+    }
+    let stopping = tokio::spawn(server.stop());
+    for (service, mut stream) in streams {
+        let next = tokio::time::timeout(std::time::Duration::from_secs(30), stream.message())
+            .await
+            .expect("no status change after shutdown began")
+            .unwrap()
+            .expect("the watch ended without reporting NOT_SERVING");
+        assert_eq!(
+            next.status,
+            ServingStatus::NotServing as i32,
+            "service {service:?}"
+        );
+    }
+    stopping.await.unwrap();
+}
+
 #[tokio::test]
 async fn shutdown_drain_is_bounded_by_the_grace_period() {
     use tonic_reflection::pb::v1;
