@@ -5,7 +5,7 @@
 # starts it on a free port with a temp data dir, waits for health SERVING, then runs four parts:
 #   1. go       go vet + go test ./... (its own servers from AUTOSCALED_BIN) + example controller
 #   2. codegen  go/check-generated.sh (committed Go code matches proto/)
-#   3. grpcurl  scripts/grpcurl-recipes.sh ADDR (the README recipes, docs/grpcurl.md in sync)
+#   3. grpcurl  scripts/grpcurl-recipes.sh ADDR (the README's recipes, checked in sync with it)
 #   4. python   scripts/python-example.sh ADDR
 # and prints `N passed, M failed`. Exit status is non-zero if any part (or the setup) failed.
 #
