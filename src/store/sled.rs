@@ -16,10 +16,8 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use sled::{
-    Transactional,
-    transaction::{ConflictableTransactionError, TransactionError},
-};
+use serde::{Deserialize, Serialize};
+use sled::{Transactional, transaction::TransactionError};
 
 use super::{DecisionEntry, HistoryStore, KeyPage, StoreError, TargetState, keys, record};
 use crate::engine::history::History;
@@ -262,6 +260,19 @@ impl Backup {
     }
 }
 
+/// [`TargetState`]'s encoding, borrowing the history (no copy of it per write).
+#[derive(Serialize)]
+struct TargetStateRef<'a> {
+    history: &'a History,
+    next_seq: u64,
+}
+
+/// The one field of a stored [`TargetState`] that `commit` needs.
+#[derive(Deserialize)]
+struct StoredSeq {
+    next_seq: u64,
+}
+
 fn key_string(k: &[u8]) -> Result<String, StoreError> {
     String::from_utf8(k.to_vec()).map_err(|_| StoreError::Corrupt {
         kind: "state",
@@ -292,29 +303,39 @@ impl HistoryStore for SledStore {
         decision: &DecisionEntry,
     ) -> Result<(), StoreError> {
         let decision_bytes = record::encode("decision", key, decision)?;
-        // Oldest first; after adding one, keep `decision_log_len`.
-        let existing = self.decision_keys(key)?;
+        let state_key = keys::state_key(key);
+        // Read before the transaction, like the log scan below: writers of one target are
+        // serialized by the caller, and sled runs a transaction's closure under its global
+        // write lock, in which a scan of a tree would deadlock. Only the sequence number of
+        // the previous state is needed, not its history.
+        let seq = match self.state.get(state_key)? {
+            Some(v) => record::decode::<StoredSeq>("state", key, &v)?.next_seq,
+            None => 0,
+        };
+        let state_bytes = record::encode(
+            "state",
+            key,
+            &TargetStateRef {
+                history,
+                next_seq: seq.saturating_add(1),
+            },
+        )?;
+        // Oldest first; after adding one, keep `decision_log_len`. The log holds at most
+        // `seq` entries (one per commit since the state was created; `delete` removes both
+        // together), so while `seq < decision_log_len` nothing can exceed the bound and the
+        // scan of the target's log is skipped.
+        let existing = if seq >= self.options.decision_log_len as u64 {
+            self.decision_keys(key)?
+        } else {
+            Vec::new()
+        };
         let excess = (existing.len() + 1).saturating_sub(self.options.decision_log_len);
         let to_remove = &existing[..excess.min(existing.len())];
+        let decision_key = keys::decision_key(key, decision.time, seq);
         (&self.state, &self.decisions)
             .transaction(|(state, decisions)| {
-                let previous: Option<TargetState> = state
-                    .get(keys::state_key(key))?
-                    .map(|v| record::decode("state", key, &v))
-                    .transpose()
-                    .map_err(ConflictableTransactionError::Abort)?;
-                let seq = previous.map_or(0, |p| p.next_seq);
-                let next = TargetState {
-                    history: history.clone(),
-                    next_seq: seq.saturating_add(1),
-                };
-                let state_bytes = record::encode("state", key, &next)
-                    .map_err(ConflictableTransactionError::Abort)?;
-                state.insert(keys::state_key(key), state_bytes)?;
-                decisions.insert(
-                    keys::decision_key(key, decision.time, seq),
-                    decision_bytes.as_slice(),
-                )?;
+                state.insert(state_key, state_bytes.as_slice())?;
+                decisions.insert(decision_key.as_slice(), decision_bytes.as_slice())?;
                 for old in to_remove {
                     decisions.remove(old.as_ref())?;
                 }
@@ -457,6 +478,48 @@ mod tests {
             .map(|d| d.decision.desired_replicas)
             .collect();
         assert_eq!(log, vec![5, 6, 70]);
+    }
+
+    #[test]
+    fn a_shorter_log_bound_after_reopen_trims_the_surplus_on_the_next_write() {
+        // The scan that trims the log is skipped while `next_seq < decision_log_len`; a bound
+        // lowered between runs must still trim every surplus entry at the next write.
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let s = open(dir.path(), 10);
+            for i in 0..6 {
+                s.commit("a", &history(i, i.into()), &entry(i.into(), i))
+                    .unwrap();
+            }
+            s.flush().unwrap();
+        }
+        let s = open(dir.path(), 3);
+        s.commit("a", &history(6, 6), &entry(6, 6)).unwrap();
+        let log: Vec<i32> = s
+            .decisions("a")
+            .unwrap()
+            .iter()
+            .map(|d| d.decision.desired_replicas)
+            .collect();
+        assert_eq!(log, vec![4, 5, 6]);
+        assert_eq!(s.load("a").unwrap().unwrap().next_seq, 7);
+    }
+
+    #[test]
+    fn the_state_written_by_commit_reads_back_as_a_target_state() {
+        // `commit` encodes a borrowed view of the state; it must decode as `TargetState`.
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path(), 3);
+        s.commit("a", &history(2, 5), &entry(5, 2)).unwrap();
+        let raw = s.state.get("a").unwrap().unwrap();
+        let decoded: TargetState = record::decode("state", "a", &raw).unwrap();
+        assert_eq!(
+            decoded,
+            TargetState {
+                history: history(2, 5),
+                next_seq: 1
+            }
+        );
     }
 
     #[test]
