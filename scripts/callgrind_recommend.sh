@@ -5,17 +5,19 @@
 # (all server threads) / requests. Build first:
 #   cargo build --release --bin autoscaled --example recommend_fixed
 # Usage: scripts/callgrind_recommend.sh OUT_DIR [requests] [keys] [in_flight]
+# (AUTOSCALED_BIN: another server binary, e.g. a build of an older commit.)
 set -euo pipefail
 out=${1:?usage: callgrind_recommend.sh OUT_DIR [requests] [keys] [in_flight]}
 requests=${2:-2000}
 keys=${3:-1000}
 in_flight=${4:-4}
 root=$(cd "$(dirname "$0")/.." && pwd)
+bin=${AUTOSCALED_BIN:-$root/target/release/autoscaled}
 mkdir -p "$out"
 data=$(mktemp -d)
 trap 'rm -rf "$data"' EXIT
 AUTOSCALED_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$out/callgrind.out" \
-  "$root/target/release/autoscaled" serve --listen 127.0.0.1:0 --data-dir "$data/sled" \
+  "$bin" serve --listen 127.0.0.1:0 --data-dir "$data/sled" \
   >"$out/server.stdout" 2>"$out/server.stderr" &
 server=$!
 addr=

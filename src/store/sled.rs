@@ -260,17 +260,24 @@ impl Backup {
     }
 }
 
-/// [`TargetState`]'s encoding, borrowing the history (no copy of it per write).
+/// [`TargetState`]'s encoding, borrowing the history (no copy of it per write), plus the
+/// length of the target's decision log. `TargetState` ignores `log_len` when decoding (serde
+/// skips unknown fields), so older builds read these records; a record they write back has
+/// no `log_len`, and the next `commit` counts the log once.
 #[derive(Serialize)]
 struct TargetStateRef<'a> {
     history: &'a History,
     next_seq: u64,
+    log_len: u64,
 }
 
-/// The one field of a stored [`TargetState`] that `commit` needs.
+/// The fields of a stored state that `commit` needs.
 #[derive(Deserialize)]
-struct StoredSeq {
+struct StoredCounters {
     next_seq: u64,
+    /// Entries in the target's decision log; absent in records of older builds.
+    #[serde(default)]
+    log_len: Option<u64>,
 }
 
 fn key_string(k: &[u8]) -> Result<String, StoreError> {
@@ -306,11 +313,43 @@ impl HistoryStore for SledStore {
         let state_key = keys::state_key(key);
         // Read before the transaction, like the log scan below: writers of one target are
         // serialized by the caller, and sled runs a transaction's closure under its global
-        // write lock, in which a scan of a tree would deadlock. Only the sequence number of
-        // the previous state is needed, not its history.
-        let seq = match self.state.get(state_key)? {
-            Some(v) => record::decode::<StoredSeq>("state", key, &v)?.next_seq,
-            None => 0,
+        // write lock, in which a scan of a tree would deadlock. Only the sequence number and
+        // the log length of the previous state are needed, not its history.
+        let previous = match self.state.get(state_key)? {
+            Some(v) => record::decode::<StoredCounters>("state", key, &v)?,
+            None => StoredCounters {
+                next_seq: 0,
+                log_len: Some(0),
+            },
+        };
+        let seq = previous.next_seq;
+        let bound = self.options.decision_log_len as u64;
+        // Oldest first; after adding one, keep `decision_log_len`. With the log's length
+        // stored, only the entries to drop are read (none until the log is full); a state
+        // written without it (older builds) costs one scan of the target's log.
+        let (to_remove, log_len): (Vec<sled::IVec>, u64) = match previous.log_len {
+            Some(len) => {
+                let excess = len.saturating_add(1).saturating_sub(bound);
+                let to_remove = if excess == 0 {
+                    Vec::new()
+                } else {
+                    self.decisions
+                        .scan_prefix(keys::decision_prefix(key))
+                        .keys()
+                        .take(usize::try_from(excess).unwrap_or(usize::MAX))
+                        .collect::<Result<_, _>>()?
+                };
+                let removed = to_remove.len() as u64;
+                (to_remove, len.saturating_add(1).saturating_sub(removed))
+            }
+            None => {
+                let existing = self.decision_keys(key)?;
+                let kept = existing.len() as u64 + 1;
+                let excess = usize::try_from(kept.saturating_sub(bound)).unwrap_or(usize::MAX);
+                let to_remove: Vec<_> = existing.into_iter().take(excess).collect();
+                let removed = to_remove.len() as u64;
+                (to_remove, kept.saturating_sub(removed))
+            }
         };
         let state_bytes = record::encode(
             "state",
@@ -318,25 +357,15 @@ impl HistoryStore for SledStore {
             &TargetStateRef {
                 history,
                 next_seq: seq.saturating_add(1),
+                log_len,
             },
         )?;
-        // Oldest first; after adding one, keep `decision_log_len`. The log holds at most
-        // `seq` entries (one per commit since the state was created; `delete` removes both
-        // together), so while `seq < decision_log_len` nothing can exceed the bound and the
-        // scan of the target's log is skipped.
-        let existing = if seq >= self.options.decision_log_len as u64 {
-            self.decision_keys(key)?
-        } else {
-            Vec::new()
-        };
-        let excess = (existing.len() + 1).saturating_sub(self.options.decision_log_len);
-        let to_remove = &existing[..excess.min(existing.len())];
         let decision_key = keys::decision_key(key, decision.time, seq);
         (&self.state, &self.decisions)
             .transaction(|(state, decisions)| {
                 state.insert(state_key, state_bytes.as_slice())?;
                 decisions.insert(decision_key.as_slice(), decision_bytes.as_slice())?;
-                for old in to_remove {
+                for old in &to_remove {
                     decisions.remove(old.as_ref())?;
                 }
                 Ok(())
@@ -503,6 +532,43 @@ mod tests {
             .collect();
         assert_eq!(log, vec![4, 5, 6]);
         assert_eq!(s.load("a").unwrap().unwrap().next_seq, 7);
+    }
+
+    #[test]
+    fn a_state_without_the_log_length_is_counted_once_then_trimmed_as_usual() {
+        // Records of older builds carry no `log_len`: the next write counts the log by a scan
+        // and stores the count; later writes rely on it.
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path(), 3);
+        for i in 0..5 {
+            s.commit("a", &history(i, i.into()), &entry(i.into(), i))
+                .unwrap();
+        }
+        let old = record::encode(
+            "state",
+            "a",
+            &TargetState {
+                history: history(4, 4),
+                next_seq: 5,
+            },
+        )
+        .unwrap();
+        s.state.insert("a", old).unwrap();
+        let log = |s: &SledStore| -> Vec<i32> {
+            s.decisions("a")
+                .unwrap()
+                .iter()
+                .map(|d| d.decision.desired_replicas)
+                .collect()
+        };
+        assert_eq!(log(&s), vec![2, 3, 4]);
+        s.commit("a", &history(5, 5), &entry(5, 5)).unwrap();
+        assert_eq!(log(&s), vec![3, 4, 5]);
+        let raw = s.state.get("a").unwrap().unwrap();
+        let counters: StoredCounters = record::decode("state", "a", &raw).unwrap();
+        assert_eq!((counters.next_seq, counters.log_len), (6, Some(3)));
+        s.commit("a", &history(6, 6), &entry(6, 6)).unwrap();
+        assert_eq!(log(&s), vec![4, 5, 6]);
     }
 
     #[test]
