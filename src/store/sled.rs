@@ -16,10 +16,8 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use sled::{
-    Transactional,
-    transaction::{ConflictableTransactionError, TransactionError},
-};
+use serde::{Deserialize, Serialize};
+use sled::{Transactional, transaction::TransactionError};
 
 use super::{DecisionEntry, HistoryStore, KeyPage, StoreError, TargetState, keys, record};
 use crate::engine::history::History;
@@ -262,6 +260,26 @@ impl Backup {
     }
 }
 
+/// [`TargetState`]'s encoding, borrowing the history (no copy of it per write), plus the
+/// length of the target's decision log. `TargetState` ignores `log_len` when decoding (serde
+/// skips unknown fields), so older builds read these records; a record they write back has
+/// no `log_len`, and the next `commit` counts the log once.
+#[derive(Serialize)]
+struct TargetStateRef<'a> {
+    history: &'a History,
+    next_seq: u64,
+    log_len: u64,
+}
+
+/// The fields of a stored state that `commit` needs.
+#[derive(Deserialize)]
+struct StoredCounters {
+    next_seq: u64,
+    /// Entries in the target's decision log; absent in records of older builds.
+    #[serde(default)]
+    log_len: Option<u64>,
+}
+
 fn key_string(k: &[u8]) -> Result<String, StoreError> {
     String::from_utf8(k.to_vec()).map_err(|_| StoreError::Corrupt {
         kind: "state",
@@ -292,30 +310,62 @@ impl HistoryStore for SledStore {
         decision: &DecisionEntry,
     ) -> Result<(), StoreError> {
         let decision_bytes = record::encode("decision", key, decision)?;
-        // Oldest first; after adding one, keep `decision_log_len`.
-        let existing = self.decision_keys(key)?;
-        let excess = (existing.len() + 1).saturating_sub(self.options.decision_log_len);
-        let to_remove = &existing[..excess.min(existing.len())];
+        let state_key = keys::state_key(key);
+        // Read before the transaction, like the log scan below: writers of one target are
+        // serialized by the caller, and sled runs a transaction's closure under its global
+        // write lock, in which a scan of a tree would deadlock. Only the sequence number and
+        // the log length of the previous state are needed, not its history.
+        let previous = match self.state.get(state_key)? {
+            Some(v) => record::decode::<StoredCounters>("state", key, &v)?,
+            None => StoredCounters {
+                next_seq: 0,
+                log_len: Some(0),
+            },
+        };
+        let seq = previous.next_seq;
+        let bound = self.options.decision_log_len as u64;
+        // Oldest first; after adding one, keep `decision_log_len`. With the log's length
+        // stored, only the entries to drop are read (none until the log is full); a state
+        // written without it (older builds) costs one scan of the target's log.
+        let (to_remove, log_len): (Vec<sled::IVec>, u64) = match previous.log_len {
+            Some(len) => {
+                let excess = len.saturating_add(1).saturating_sub(bound);
+                let to_remove = if excess == 0 {
+                    Vec::new()
+                } else {
+                    self.decisions
+                        .scan_prefix(keys::decision_prefix(key))
+                        .keys()
+                        .take(usize::try_from(excess).unwrap_or(usize::MAX))
+                        .collect::<Result<_, _>>()?
+                };
+                let removed = to_remove.len() as u64;
+                (to_remove, len.saturating_add(1).saturating_sub(removed))
+            }
+            None => {
+                let existing = self.decision_keys(key)?;
+                let kept = existing.len() as u64 + 1;
+                let excess = usize::try_from(kept.saturating_sub(bound)).unwrap_or(usize::MAX);
+                let to_remove: Vec<_> = existing.into_iter().take(excess).collect();
+                let removed = to_remove.len() as u64;
+                (to_remove, kept.saturating_sub(removed))
+            }
+        };
+        let state_bytes = record::encode(
+            "state",
+            key,
+            &TargetStateRef {
+                history,
+                next_seq: seq.saturating_add(1),
+                log_len,
+            },
+        )?;
+        let decision_key = keys::decision_key(key, decision.time, seq);
         (&self.state, &self.decisions)
             .transaction(|(state, decisions)| {
-                let previous: Option<TargetState> = state
-                    .get(keys::state_key(key))?
-                    .map(|v| record::decode("state", key, &v))
-                    .transpose()
-                    .map_err(ConflictableTransactionError::Abort)?;
-                let seq = previous.map_or(0, |p| p.next_seq);
-                let next = TargetState {
-                    history: history.clone(),
-                    next_seq: seq.saturating_add(1),
-                };
-                let state_bytes = record::encode("state", key, &next)
-                    .map_err(ConflictableTransactionError::Abort)?;
-                state.insert(keys::state_key(key), state_bytes)?;
-                decisions.insert(
-                    keys::decision_key(key, decision.time, seq),
-                    decision_bytes.as_slice(),
-                )?;
-                for old in to_remove {
+                state.insert(state_key, state_bytes.as_slice())?;
+                decisions.insert(decision_key.as_slice(), decision_bytes.as_slice())?;
+                for old in &to_remove {
                     decisions.remove(old.as_ref())?;
                 }
                 Ok(())
@@ -457,6 +507,85 @@ mod tests {
             .map(|d| d.decision.desired_replicas)
             .collect();
         assert_eq!(log, vec![5, 6, 70]);
+    }
+
+    #[test]
+    fn a_shorter_log_bound_after_reopen_trims_the_surplus_on_the_next_write() {
+        // The scan that trims the log is skipped while `next_seq < decision_log_len`; a bound
+        // lowered between runs must still trim every surplus entry at the next write.
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let s = open(dir.path(), 10);
+            for i in 0..6 {
+                s.commit("a", &history(i, i.into()), &entry(i.into(), i))
+                    .unwrap();
+            }
+            s.flush().unwrap();
+        }
+        let s = open(dir.path(), 3);
+        s.commit("a", &history(6, 6), &entry(6, 6)).unwrap();
+        let log: Vec<i32> = s
+            .decisions("a")
+            .unwrap()
+            .iter()
+            .map(|d| d.decision.desired_replicas)
+            .collect();
+        assert_eq!(log, vec![4, 5, 6]);
+        assert_eq!(s.load("a").unwrap().unwrap().next_seq, 7);
+    }
+
+    #[test]
+    fn a_state_without_the_log_length_is_counted_once_then_trimmed_as_usual() {
+        // Records of older builds carry no `log_len`: the next write counts the log by a scan
+        // and stores the count; later writes rely on it.
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path(), 3);
+        for i in 0..5 {
+            s.commit("a", &history(i, i.into()), &entry(i.into(), i))
+                .unwrap();
+        }
+        let old = record::encode(
+            "state",
+            "a",
+            &TargetState {
+                history: history(4, 4),
+                next_seq: 5,
+            },
+        )
+        .unwrap();
+        s.state.insert("a", old).unwrap();
+        let log = |s: &SledStore| -> Vec<i32> {
+            s.decisions("a")
+                .unwrap()
+                .iter()
+                .map(|d| d.decision.desired_replicas)
+                .collect()
+        };
+        assert_eq!(log(&s), vec![2, 3, 4]);
+        s.commit("a", &history(5, 5), &entry(5, 5)).unwrap();
+        assert_eq!(log(&s), vec![3, 4, 5]);
+        let raw = s.state.get("a").unwrap().unwrap();
+        let counters: StoredCounters = record::decode("state", "a", &raw).unwrap();
+        assert_eq!((counters.next_seq, counters.log_len), (6, Some(3)));
+        s.commit("a", &history(6, 6), &entry(6, 6)).unwrap();
+        assert_eq!(log(&s), vec![4, 5, 6]);
+    }
+
+    #[test]
+    fn the_state_written_by_commit_reads_back_as_a_target_state() {
+        // `commit` encodes a borrowed view of the state; it must decode as `TargetState`.
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path(), 3);
+        s.commit("a", &history(2, 5), &entry(5, 2)).unwrap();
+        let raw = s.state.get("a").unwrap().unwrap();
+        let decoded: TargetState = record::decode("state", "a", &raw).unwrap();
+        assert_eq!(
+            decoded,
+            TargetState {
+                history: history(2, 5),
+                next_seq: 1
+            }
+        );
     }
 
     #[test]

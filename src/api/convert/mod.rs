@@ -13,6 +13,7 @@ pub mod vertical;
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
+    fmt,
     time::Duration,
 };
 
@@ -127,6 +128,46 @@ impl Violations {
     }
 }
 
+/// A field path, formatted only when a violation names it. Every request carries a path per
+/// pod, sample and timestamp; formatting them all up front (`format!("pods[{i}]...")`) cost
+/// more instructions than the rest of the conversion, for strings almost never used.
+#[derive(Clone, Copy, Debug)]
+enum FieldPath<'a> {
+    /// A top-level field: `pods`.
+    Root(&'static str),
+    /// `parent.name`.
+    Field(&'a FieldPath<'a>, &'static str),
+    /// `parent[i]`.
+    Index(&'a FieldPath<'a>, usize),
+    /// `parent[key]`.
+    Key(&'a FieldPath<'a>, &'a str),
+}
+
+impl<'a> FieldPath<'a> {
+    fn field(&'a self, name: &'static str) -> FieldPath<'a> {
+        FieldPath::Field(self, name)
+    }
+
+    fn index(&'a self, i: usize) -> FieldPath<'a> {
+        FieldPath::Index(self, i)
+    }
+
+    fn key(&'a self, key: &'a str) -> FieldPath<'a> {
+        FieldPath::Key(self, key)
+    }
+}
+
+impl fmt::Display for FieldPath<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FieldPath::Root(name) => f.write_str(name),
+            FieldPath::Field(parent, name) => write!(f, "{parent}.{name}"),
+            FieldPath::Index(parent, i) => write!(f, "{parent}[{i}]"),
+            FieldPath::Key(parent, key) => write!(f, "{parent}[{key}]"),
+        }
+    }
+}
+
 /// Checks a target key: non-empty, at most `max_key_bytes`, no control characters (the store
 /// uses `0x00` as a key separator).
 pub fn target_key(key: &str, limits: &Limits) -> Result<(), ApiError> {
@@ -220,24 +261,29 @@ pub fn recommend_request(
 
     let mut pods = Vec::with_capacity(req.pods.len());
     let mut pod_names = BTreeSet::new();
+    let pods_path = FieldPath::Root("pods");
     for (i, p) in req.pods.iter().enumerate() {
-        let path = format!("pods[{i}]");
+        let path = pods_path.index(i);
         if !p.name.is_empty() && !pod_names.insert(p.name.as_str()) {
-            v.add(format!("{path}.name"), "duplicate pod name");
+            v.add(path.field("name").to_string(), "duplicate pod name");
         }
-        pods.push(pod(&mut v, &path, p, now));
+        pods.push(pod(&mut v, path, p, now));
     }
     let mut orphan_samples = BTreeMap::new();
+    let orphans_path = FieldPath::Root("orphan_pod_metrics");
     for (i, o) in req.orphan_pod_metrics.iter().enumerate() {
-        let path = format!("orphan_pod_metrics[{i}]");
+        let path = orphans_path.index(i);
         if o.pod_name.is_empty() {
-            v.add(format!("{path}.pod_name"), "must not be empty");
+            v.add(path.field("pod_name").to_string(), "must not be empty");
         } else if pod_names.contains(o.pod_name.as_str()) {
-            v.add(format!("{path}.pod_name"), "names a pod listed in pods");
+            v.add(
+                path.field("pod_name").to_string(),
+                "names a pod listed in pods",
+            );
         } else if orphan_samples.contains_key(&o.pod_name) {
-            v.add(format!("{path}.pod_name"), "duplicate pod name");
+            v.add(path.field("pod_name").to_string(), "duplicate pod name");
         }
-        let samples = samples(&mut v, &format!("{path}.metrics"), &o.metrics, now);
+        let samples = samples(&mut v, path.field("metrics"), &o.metrics, now);
         orphan_samples.insert(o.pod_name.clone(), samples);
     }
     let mut object_metrics = BTreeMap::new();
@@ -281,8 +327,12 @@ pub fn recommend_request(
     })
 }
 
-fn sorted<V>(map: &HashMap<String, V>) -> BTreeMap<&String, &V> {
-    map.iter().collect()
+/// A map's entries by name, so that violations come in a stable order (a sorted `Vec`: most
+/// maps hold one entry, and a `BTreeMap` would allocate a node for it).
+fn sorted<V>(map: &HashMap<String, V>) -> Vec<(&String, &V)> {
+    let mut entries: Vec<_> = map.iter().collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    entries
 }
 
 fn horizontal_spec(
@@ -582,14 +632,14 @@ fn controller_settings(
     }
 }
 
-fn pod(v: &mut Violations, path: &str, p: &pb::PodSample, now: Time) -> Pod {
+fn pod(v: &mut Violations, path: FieldPath<'_>, p: &pb::PodSample, now: Time) -> Pod {
     if p.name.is_empty() {
-        v.add(format!("{path}.name"), "must not be empty");
+        v.add(path.field("name").to_string(), "must not be empty");
     }
     let phase = match pb::PodPhase::try_from(p.phase) {
         Err(_) => {
             v.add(
-                format!("{path}.phase"),
+                path.field("phase").to_string(),
                 format!("unknown value {}", p.phase),
             );
             PodPhase::Running
@@ -600,19 +650,20 @@ fn pod(v: &mut Violations, path: &str, p: &pb::PodSample, now: Time) -> Pod {
         Ok(pb::PodPhase::Failed) => PodPhase::Failed,
         Ok(pb::PodPhase::Unknown) => PodPhase::Unknown,
     };
+    let containers_path = path.field("containers");
     let containers = p
         .containers
         .iter()
         .enumerate()
         .map(|(j, c)| {
-            let cpath = format!("{path}.containers[{j}]");
+            let cpath = containers_path.index(j);
             if c.name.is_empty() {
-                v.add(format!("{cpath}.name"), "must not be empty");
+                v.add(cpath.field("name").to_string(), "must not be empty");
             }
             Container {
                 name: c.name.clone(),
-                requests: quantities(v, &format!("{cpath}.requests_milli"), &c.requests_milli),
-                usage: quantities(v, &format!("{cpath}.usage_milli"), &c.usage_milli),
+                requests: quantities(v, cpath.field("requests_milli"), &c.requests_milli),
+                usage: quantities(v, cpath.field("usage_milli"), &c.usage_milli),
             }
         })
         .collect();
@@ -624,25 +675,29 @@ fn pod(v: &mut Violations, path: &str, p: &pb::PodSample, now: Time) -> Pod {
         ready_transition: p
             .ready_transition_time
             .as_ref()
-            .and_then(|t| timestamp(v, &format!("{path}.ready_transition_time"), t)),
+            .and_then(|t| timestamp(v, path.field("ready_transition_time"), t)),
         start_time: p
             .start_time
             .as_ref()
-            .and_then(|t| timestamp(v, &format!("{path}.start_time"), t)),
-        requests: quantities(v, &format!("{path}.requests_milli"), &p.requests_milli),
+            .and_then(|t| timestamp(v, path.field("start_time"), t)),
+        requests: quantities(v, path.field("requests_milli"), &p.requests_milli),
         containers,
-        metrics: samples(v, &format!("{path}.metrics"), &p.metrics, now),
+        metrics: samples(v, path.field("metrics"), &p.metrics, now),
     }
 }
 
 /// Requests and usage: non-negative, named.
-fn quantities(v: &mut Violations, path: &str, map: &HashMap<String, i64>) -> BTreeMap<String, i64> {
+fn quantities(
+    v: &mut Violations,
+    path: FieldPath<'_>,
+    map: &HashMap<String, i64>,
+) -> BTreeMap<String, i64> {
     let mut out = BTreeMap::new();
     for (name, value) in sorted(map) {
         if name.is_empty() {
-            v.add(path, "resource names must not be empty");
+            v.add(path.to_string(), "resource names must not be empty");
         } else if *value < 0 {
-            v.add(format!("{path}[{name}]"), "must not be negative");
+            v.add(path.key(name).to_string(), "must not be negative");
         }
         out.insert(name.clone(), *value);
     }
@@ -652,25 +707,25 @@ fn quantities(v: &mut Violations, path: &str, map: &HashMap<String, i64>) -> BTr
 /// Metric samples; an absent timestamp means "sampled now", an absent window one minute.
 fn samples(
     v: &mut Violations,
-    path: &str,
+    path: FieldPath<'_>,
     map: &HashMap<String, pb::MetricSample>,
     now: Time,
 ) -> BTreeMap<String, MetricSample> {
     let mut out = BTreeMap::new();
     for (name, s) in sorted(map) {
         if name.is_empty() {
-            v.add(path, "metric names must not be empty");
+            v.add(path.to_string(), "metric names must not be empty");
         }
-        let spath = format!("{path}[{name}]");
+        let spath = path.key(name);
         let timestamp = s
             .timestamp
             .as_ref()
-            .and_then(|t| timestamp(v, &format!("{spath}.timestamp"), t))
+            .and_then(|t| timestamp(v, spath.field("timestamp"), t))
             .unwrap_or(now);
         let window = s
             .window
             .as_ref()
-            .and_then(|d| duration(v, &format!("{spath}.window"), d))
+            .and_then(|d| duration(v, spath.field("window"), d))
             .unwrap_or(DEFAULT_SAMPLE_WINDOW);
         out.insert(
             name.clone(),
@@ -685,14 +740,14 @@ fn samples(
 }
 
 /// A protobuf `Timestamp` within 0001-01-01 … 9999-12-31 with nanos in range, as milliseconds.
-fn timestamp(v: &mut Violations, path: &str, t: &Timestamp) -> Option<Time> {
+fn timestamp(v: &mut Violations, path: impl fmt::Display, t: &Timestamp) -> Option<Time> {
     if !(0..1_000_000_000).contains(&t.nanos) {
-        v.add(path, "nanos must be between 0 and 999999999");
+        v.add(path.to_string(), "nanos must be between 0 and 999999999");
         return None;
     }
     if !(MIN_TIMESTAMP_SECONDS..=MAX_TIMESTAMP_SECONDS).contains(&t.seconds) {
         v.add(
-            path,
+            path.to_string(),
             "must be between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z",
         );
         return None;
@@ -704,18 +759,18 @@ fn timestamp(v: &mut Violations, path: &str, t: &Timestamp) -> Option<Time> {
 }
 
 /// A non-negative protobuf `Duration`.
-fn duration(v: &mut Violations, path: &str, d: &PbDuration) -> Option<Duration> {
+fn duration(v: &mut Violations, path: impl fmt::Display, d: &PbDuration) -> Option<Duration> {
     if d.seconds < 0 || d.nanos < 0 {
-        v.add(path, "must not be negative");
+        v.add(path.to_string(), "must not be negative");
         return None;
     }
     if d.nanos >= 1_000_000_000 {
-        v.add(path, "nanos must be between 0 and 999999999");
+        v.add(path.to_string(), "nanos must be between 0 and 999999999");
         return None;
     }
     // proto3 Duration's own range: ±10 000 years.
     if d.seconds > 315_576_000_000 {
-        v.add(path, "must be at most 10000 years");
+        v.add(path.to_string(), "must be at most 10000 years");
         return None;
     }
     Some(Duration::new(d.seconds as u64, d.nanos as u32))

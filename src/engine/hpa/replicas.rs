@@ -226,20 +226,27 @@ struct Sample {
 }
 
 /// `PodMetricsInfo`: samples by pod name, including pods that are not listed.
-type Samples = BTreeMap<String, Sample>;
+///
+/// Keyed by the names borrowed from the observation: a request's names are copied only into
+/// the decision (`PodGroups`), not into every intermediate map.
+type Samples<'a> = BTreeMap<&'a str, Sample>;
 
 /// What a metrics API answered: `items` counts the API's items (for its "no metrics
 /// returned" error), `samples` holds the pods with a usable value.
-struct Fetched {
+struct Fetched<'a> {
     items: usize,
-    samples: Samples,
+    samples: Samples<'a>,
 }
 
 /// `GetResourceMetric` → `getPodMetrics` / `getContainerMetrics`: the pod value is the sum
 /// over containers (absent when a container lacks the resource, which the observation gives
 /// as a `None` value); with a container name, that container's usage. Orphan samples count
 /// as items; they carry no containers, so they have no container value.
-fn resource_samples(observation: &Observation, resource: &str, container: Option<&str>) -> Fetched {
+fn resource_samples<'a>(
+    observation: &'a Observation,
+    resource: &str,
+    container: Option<&str>,
+) -> Fetched<'a> {
     let mut items = 0usize;
     let mut samples = Samples::new();
     for pod in &observation.pods {
@@ -256,7 +263,7 @@ fn resource_samples(observation: &Observation, resource: &str, container: Option
                 .and_then(|k| k.usage.get(resource).copied()),
         };
         if let Some(value) = value {
-            samples.entry(pod.name.clone()).or_insert(Sample {
+            samples.entry(pod.name.as_str()).or_insert(Sample {
                 value,
                 timestamp: sample.timestamp,
                 window: sample.window,
@@ -271,7 +278,7 @@ fn resource_samples(observation: &Observation, resource: &str, container: Option
         if container.is_none()
             && let Some(value) = sample.value
         {
-            samples.entry(name.clone()).or_insert(Sample {
+            samples.entry(name.as_str()).or_insert(Sample {
                 value,
                 timestamp: sample.timestamp,
                 window: sample.window,
@@ -282,7 +289,7 @@ fn resource_samples(observation: &Observation, resource: &str, container: Option
 }
 
 /// `GetRawMetric`: one value per pod from the custom metrics API, orphans included.
-fn pods_metric_samples(observation: &Observation, metric: &str) -> Fetched {
+fn pods_metric_samples<'a>(observation: &'a Observation, metric: &str) -> Fetched<'a> {
     let listed = observation
         .pods
         .iter()
@@ -297,7 +304,7 @@ fn pods_metric_samples(observation: &Observation, metric: &str) -> Fetched {
         let Some(sample) = sample else { continue };
         items += 1;
         if let Some(value) = sample.value {
-            samples.entry(name.to_string()).or_insert(Sample {
+            samples.entry(name).or_insert(Sample {
                 value,
                 timestamp: sample.timestamp,
                 window: sample.window,
@@ -313,20 +320,20 @@ fn pods_metric_samples(observation: &Observation, metric: &str) -> Fetched {
 
 /// `groupPods`' four sets.
 #[derive(Debug, Default)]
-struct Grouping {
+struct Grouping<'a> {
     ready_count: usize,
-    unready: BTreeSet<String>,
-    missing: BTreeSet<String>,
-    ignored: BTreeSet<String>,
+    unready: BTreeSet<&'a str>,
+    missing: BTreeSet<&'a str>,
+    ignored: BTreeSet<&'a str>,
 }
 
-impl Grouping {
+impl Grouping<'_> {
     fn to_pod_groups(&self) -> PodGroups {
         PodGroups {
             ready_count: i32::try_from(self.ready_count).unwrap_or(i32::MAX),
-            unready: self.unready.iter().cloned().collect(),
-            missing: self.missing.iter().cloned().collect(),
-            ignored: self.ignored.iter().cloned().collect(),
+            unready: self.unready.iter().map(|n| (*n).to_owned()).collect(),
+            missing: self.missing.iter().map(|n| (*n).to_owned()).collect(),
+            ignored: self.ignored.iter().map(|n| (*n).to_owned()).collect(),
         }
     }
 }
@@ -340,29 +347,29 @@ impl Grouping {
 /// change; after that, it is unready only if it is not Ready and turned so within
 /// `initial_readiness_delay` of starting (it has never been ready). All comparisons are
 /// strict (`After`/`Before`).
-fn group(
-    pods: &[Pod],
-    samples: &Samples,
+fn group<'a>(
+    pods: &'a [Pod],
+    samples: &Samples<'_>,
     resource: &str,
     settings: &Settings,
     now: Time,
-) -> Grouping {
+) -> Grouping<'a> {
     let mut g = Grouping::default();
     for pod in pods {
         if pod.deleting || pod.phase == PodPhase::Failed {
-            g.ignored.insert(pod.name.clone());
+            g.ignored.insert(pod.name.as_str());
             continue;
         }
         if pod.phase == PodPhase::Pending {
-            g.unready.insert(pod.name.clone());
+            g.unready.insert(pod.name.as_str());
             continue;
         }
-        let Some(sample) = samples.get(&pod.name) else {
-            g.missing.insert(pod.name.clone());
+        let Some(sample) = samples.get(pod.name.as_str()) else {
+            g.missing.insert(pod.name.as_str());
             continue;
         };
         if resource == CPU && cpu_unready(pod, sample, settings, now) {
-            g.unready.insert(pod.name.clone());
+            g.unready.insert(pod.name.as_str());
             continue;
         }
         g.ready_count += 1;
@@ -384,9 +391,9 @@ fn cpu_unready(pod: &Pod, sample: &Sample, settings: &Settings, now: Time) -> bo
 }
 
 /// `removeMetricsForPods`.
-fn remove_samples(samples: &mut Samples, pods: &BTreeSet<String>) {
+fn remove_samples(samples: &mut Samples<'_>, pods: &BTreeSet<&str>) {
     for name in pods {
-        samples.remove(name);
+        samples.remove(*name);
     }
 }
 
@@ -414,8 +421,8 @@ const NO_TARGETED_METRICS: &str =
 /// integer percentage, `ratio = utilization ÷ target` (from the truncated percentage), and
 /// the raw average `Σ sample ÷ count` (integer division).
 fn utilization_ratio(
-    samples: &Samples,
-    requests: &BTreeMap<String, i64>,
+    samples: &Samples<'_>,
+    requests: &BTreeMap<&str, i64>,
     target: i32,
 ) -> Result<(f64, i32, i64), String> {
     let mut sample_sum: i128 = 0;
@@ -446,7 +453,7 @@ fn utilization_ratio(
 
 /// `GetMetricUsageRatio`: `usage = Σ sample ÷ count` (integer division), `ratio = usage ÷
 /// target`. Every sample counts, unlisted pods included.
-fn usage_ratio(samples: &Samples, target: i64) -> (f64, i64) {
+fn usage_ratio(samples: &Samples<'_>, target: i64) -> (f64, i64) {
     let sum: i128 = samples.values().map(|s| i128::from(s.value)).sum();
     let count = i128::try_from(samples.len()).unwrap_or(i128::MAX).max(1);
     let usage = saturate_i64(sum / count);
@@ -506,7 +513,7 @@ struct Ctx<'a> {
     now: Time,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
     fn spec_replicas(&self) -> i32 {
         self.observation.current_replicas
     }
@@ -587,7 +594,7 @@ impl Ctx<'_> {
     /// `GetResourceReplicas` after the fetch.
     fn utilization_replicas(
         &self,
-        mut samples: Samples,
+        mut samples: Samples<'a>,
         target: i32,
         resource: &str,
         container: Option<&str>,
@@ -639,18 +646,18 @@ impl Ctx<'_> {
                 for name in &g.missing {
                     let request = requests.get(name).copied().unwrap_or(0);
                     let value = saturate_i64(i128::from(request) * fallback / 100);
-                    samples.insert(name.clone(), filled(value));
+                    samples.insert(name, filled(value));
                 }
             } else if ratio > 1.0 {
                 // On a scale-up it is taken as idle, so that it never pushes further up.
                 for name in &g.missing {
-                    samples.insert(name.clone(), filled(0));
+                    samples.insert(name, filled(0));
                 }
             }
         }
         if scale_up_with_unready {
             for name in &g.unready {
-                samples.insert(name.clone(), filled(0));
+                samples.insert(name, filled(0));
             }
         }
 
@@ -687,7 +694,7 @@ impl Ctx<'_> {
     /// ContainerResource AverageValue targets (`resource` set, so the CPU rules apply).
     fn plain_metric_replicas(
         &self,
-        mut samples: Samples,
+        mut samples: Samples<'a>,
         target: i64,
         resource: &str,
     ) -> (Result<Computed, String>, Option<PodGroups>) {
@@ -725,17 +732,17 @@ impl Ctx<'_> {
         if !g.missing.is_empty() {
             if ratio < 1.0 {
                 for name in &g.missing {
-                    samples.insert(name.clone(), filled(target));
+                    samples.insert(name, filled(target));
                 }
             } else if ratio > 1.0 {
                 for name in &g.missing {
-                    samples.insert(name.clone(), filled(0));
+                    samples.insert(name, filled(0));
                 }
             }
         }
         if scale_up_with_unready {
             for name in &g.unready {
-                samples.insert(name.clone(), filled(0));
+                samples.insert(name, filled(0));
             }
         }
 
@@ -949,11 +956,11 @@ fn filled(value: i64) -> Sample {
 /// `calculateRequests` for every listed pod (ignored pods included). The observation carries
 /// each pod's request summed as upstream sums it (`Pod::requests`) and each container's
 /// request; a pod or container without one is an error naming it.
-fn calculate_requests(
-    pods: &[Pod],
+fn calculate_requests<'a>(
+    pods: &'a [Pod],
     container: Option<&str>,
     resource: &str,
-) -> Result<BTreeMap<String, i64>, String> {
+) -> Result<BTreeMap<&'a str, i64>, String> {
     let mut requests = BTreeMap::new();
     for pod in pods {
         let request = match container {
@@ -989,7 +996,7 @@ fn calculate_requests(
                 }
             },
         };
-        requests.insert(pod.name.clone(), request);
+        requests.insert(pod.name.as_str(), request);
     }
     Ok(requests)
 }
