@@ -44,16 +44,18 @@ fn summary(violations: &[InvalidInput]) -> String {
         .join("; ")
 }
 
-/// The gRPC code of a store failure, and whether it is the server's fault (logged).
-fn store_code(e: &StoreError) -> Code {
+/// The status of a store failure. Exhaustive, so a new `StoreError` variant must be placed here.
+fn store_status(e: &StoreError) -> Status {
     match e {
         StoreError::Open { .. }
         | StoreError::UnknownVersion { .. }
         | StoreError::Corrupt { .. }
         | StoreError::Sled(_)
-        | StoreError::Flush(_) => Code::Internal,
+        | StoreError::Flush(_) => {
+            Status::internal("internal storage error (details in the server log)")
+        }
         // Shutting down: the client may retry on another instance or after restart.
-        StoreError::FlusherStopped => Code::Unavailable,
+        StoreError::FlusherStopped => Status::unavailable("the server is shutting down"),
     }
 }
 
@@ -82,12 +84,8 @@ impl From<ApiError> for Status {
                 Status::internal("internal error (details in the server log)")
             }
             ApiError::Store(e) => {
-                let code = store_code(&e);
                 tracing::error!(error = %e, "store failure");
-                match code {
-                    Code::Unavailable => Status::unavailable("the server is shutting down"),
-                    _ => Status::internal("internal storage error (details in the server log)"),
-                }
+                store_status(&e)
             }
         }
     }
