@@ -50,10 +50,6 @@ pub type Evaluate = fn(
     Time,
 ) -> Result<Evaluation, InvalidInput>;
 
-/// Default and maximum page sizes of ListTargets (see the proto).
-const DEFAULT_PAGE_SIZE: usize = 100;
-const MAX_PAGE_SIZE: usize = 1000;
-
 /// What the service needs from the configuration.
 #[derive(Clone, Debug)]
 pub struct ServiceOptions {
@@ -179,17 +175,11 @@ impl HorizontalService {
     }
 
     fn do_list_targets(&self, req: ListTargetsRequest) -> Result<ListTargetsResponse, ApiError> {
-        let page_size = match usize::try_from(req.page_size) {
-            Err(_) => return Err(ApiError::field("page_size", "must not be negative")),
-            Ok(0) => DEFAULT_PAGE_SIZE,
-            Ok(n) => n.min(MAX_PAGE_SIZE),
-        };
-        let after = convert::parse_page_token(&req.page_token)?;
-        let page = self.store.list_keys(after.as_deref(), page_size)?;
-        let next_page_token = match (page.more, page.keys.last()) {
-            (true, Some(last)) => convert::page_token(last),
-            _ => String::new(),
-        };
+        let request = convert::page_request(req.page_size, &req.page_token)?;
+        let page = self
+            .store
+            .list_keys(request.after.as_deref(), request.size)?;
+        let next_page_token = convert::next_page_token(&page);
         Ok(ListTargetsResponse {
             target_keys: page.keys,
             next_page_token,

@@ -41,10 +41,6 @@ use crate::{
     store::{VerticalState, VerticalStore, durability::Durability, locks::KeyLocks},
 };
 
-/// Default and maximum page sizes of ListVerticalTargets (see the proto).
-const DEFAULT_PAGE_SIZE: usize = 100;
-const MAX_PAGE_SIZE: usize = 1000;
-
 /// What the vertical service needs from the configuration.
 #[derive(Clone, Debug)]
 pub struct VerticalOptions {
@@ -182,17 +178,11 @@ impl VerticalService {
         &self,
         req: ListVerticalTargetsRequest,
     ) -> Result<ListVerticalTargetsResponse, ApiError> {
-        let page_size = match usize::try_from(req.page_size) {
-            Err(_) => return Err(ApiError::field("page_size", "must not be negative")),
-            Ok(0) => DEFAULT_PAGE_SIZE,
-            Ok(n) => n.min(MAX_PAGE_SIZE),
-        };
-        let after = super::convert::parse_page_token(&req.page_token)?;
-        let page = self.store.list_vertical_keys(after.as_deref(), page_size)?;
-        let next_page_token = match (page.more, page.keys.last()) {
-            (true, Some(last)) => super::convert::page_token(last),
-            _ => String::new(),
-        };
+        let request = super::convert::page_request(req.page_size, &req.page_token)?;
+        let page = self
+            .store
+            .list_vertical_keys(request.after.as_deref(), request.size)?;
+        let next_page_token = super::convert::next_page_token(&page);
         Ok(ListVerticalTargetsResponse {
             target_keys: page.keys,
             next_page_token,

@@ -954,6 +954,38 @@ pub fn target_history(
 
 // === page tokens ===
 
+/// Page size when a `List*` request gives none (0).
+const DEFAULT_PAGE_SIZE: usize = 100;
+/// Larger page sizes are capped here.
+const MAX_PAGE_SIZE: usize = 1000;
+
+/// A `List*` request's page: how many keys, and the key to start after.
+pub struct PageRequest {
+    pub size: usize,
+    pub after: Option<String>,
+}
+
+/// Reads `page_size` (0: the default; negative: INVALID_ARGUMENT; capped) and `page_token`.
+pub fn page_request(page_size: i32, page_token: &str) -> Result<PageRequest, ApiError> {
+    let size = match usize::try_from(page_size) {
+        Err(_) => return Err(ApiError::field("page_size", "must not be negative")),
+        Ok(0) => DEFAULT_PAGE_SIZE,
+        Ok(n) => n.min(MAX_PAGE_SIZE),
+    };
+    Ok(PageRequest {
+        size,
+        after: parse_page_token(page_token)?,
+    })
+}
+
+/// The `next_page_token` of a page: after its last key when more follow, else empty.
+pub fn next_page_token(page: &crate::store::KeyPage) -> String {
+    match (page.more, page.keys.last()) {
+        (true, Some(last)) => page_token(last),
+        _ => String::new(),
+    }
+}
+
 /// An opaque page token for "after this key": the key's bytes in hex.
 pub fn page_token(after: &str) -> String {
     after.bytes().map(|b| format!("{b:02x}")).collect()
