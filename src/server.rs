@@ -161,7 +161,7 @@ pub async fn serve_with_store<S: HistoryStore + VerticalStore>(
             message_too_large_is_resource_exhausted
                 as fn(HttpResponse<tonic::body::Body>) -> HttpResponse<tonic::body::Body>,
         ))
-        .trace_fn(|request| tracing::info_span!("grpc", rpc = %request.uri().path()))
+        .trace_fn(crate::telemetry::grpc_span)
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
