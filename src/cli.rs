@@ -127,6 +127,13 @@ fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::from(EX_USAGE as u8);
         }
     };
+    if let Some(listen) = config.metrics_listen {
+        let _runtime = runtime.enter();
+        if let Err(e) = crate::metrics::install(listen) {
+            eprintln!("autoscaled: cannot serve metrics on {listen}: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     let result: anyhow::Result<()> = runtime.block_on(async {
         // Open the store before binding, so that a bad data folder fails before anything
         // listens and the "listening" line is only printed by a server that can serve.

@@ -1,10 +1,16 @@
 //! Observability of the real binary: OTLP span export (`--otlp-endpoint`) into an in-process
-//! OTLP/gRPC sink. The binary is used rather than an in-process server because the tracing
-//! subscriber is global and the spans are exported when the process shuts down (SIGTERM).
+//! OTLP/gRPC sink, and Prometheus metrics (`--metrics-listen`) read over plain HTTP/1.1. The
+//! binary is used rather than an in-process server because the tracing subscriber and the
+//! metrics recorder are global, and spans are exported when the process shuts down (SIGTERM).
 
 mod common;
 
-use std::{net::SocketAddr, process::Command, time::Duration};
+use std::{
+    io::{Read, Write},
+    net::{SocketAddr, TcpListener, TcpStream},
+    process::Command,
+    time::Duration,
+};
 
 use autoscaled::pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient};
 use opentelemetry_proto::tonic::{
@@ -205,4 +211,126 @@ async fn recommend_spans_reach_an_otlp_collector_and_continue_the_callers_trace(
         trace_id,
         "no traceparent: a new trace"
     );
+}
+
+/// A port that was free a moment ago (the exporter cannot report the port it bound for 0).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `GET /metrics` over a plain HTTP/1.1 connection; the body.
+fn scrape(addr: SocketAddr) -> String {
+    let mut stream = TcpStream::connect(addr).expect("the metrics listener accepts");
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    body.to_owned()
+}
+
+/// The sum of the samples of `name` whose labels include every `labels` pair (`k="v"`).
+fn sample_sum(body: &str, name: &str, labels: &[&str]) -> f64 {
+    body.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.rsplit_once(' '))
+        .filter(|(series, _)| {
+            let (metric, rest) = series.split_once('{').unwrap_or((series, ""));
+            metric == name && labels.iter().all(|l| rest.contains(l))
+        })
+        .map(|(_, value)| value.parse::<f64>().expect("a sample value"))
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_requests_decisions_rescales_and_flushes() {
+    let dir = tempfile::tempdir().unwrap();
+    let metrics_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut command = common::command(dir.path());
+    command.args(["--metrics-listen", &metrics_addr.to_string()]);
+    let server = tokio::task::spawn_blocking(move || common::spawn(command))
+        .await
+        .unwrap();
+    let mut client = HorizontalAutoscalerClient::connect(format!("http://{}", server.addr))
+        .await
+        .unwrap();
+
+    let before = tokio::task::spawn_blocking(move || scrape(metrics_addr))
+        .await
+        .unwrap();
+    let recommend = "/autoscaled.v1.HorizontalAutoscaler/Recommend";
+    let method = format!("method=\"{recommend}\"");
+    assert_eq!(
+        sample_sum(&before, "autoscaled_grpc_requests_total", &[&method]),
+        0.0
+    );
+
+    for key in ["metrics/a", "metrics/b", "metrics/c"] {
+        let response = client
+            .recommend(recommend_request(key))
+            .await
+            .expect("Recommend succeeds")
+            .into_inner();
+        assert_eq!(response.desired_replicas, 2, "a scale-up decision");
+    }
+    let rejected = client
+        .recommend(recommend_request(""))
+        .await
+        .expect_err("an empty target key is rejected");
+    assert_eq!(rejected.code(), tonic::Code::InvalidArgument);
+
+    let body = tokio::task::spawn_blocking(move || scrape(metrics_addr))
+        .await
+        .unwrap();
+    let sum = |name: &str, labels: &[&str]| sample_sum(&body, name, labels);
+    assert_eq!(
+        sum("autoscaled_grpc_requests_total", &[&method, "code=\"0\""]),
+        3.0
+    );
+    assert_eq!(
+        sum("autoscaled_grpc_requests_total", &[&method, "code=\"3\""]),
+        1.0
+    );
+    assert_eq!(
+        sum(
+            "autoscaled_grpc_request_duration_seconds_count",
+            &[&method, "code=\"0\""]
+        ),
+        3.0
+    );
+    assert_eq!(
+        sum(
+            "autoscaled_hpa_decisions_total",
+            &["path=\"Legacy\"", "able_to_scale=\"SucceededRescale\""]
+        ),
+        3.0
+    );
+    assert_eq!(
+        sum("autoscaled_hpa_rescales_total", &["direction=\"up\""]),
+        3.0
+    );
+    assert_eq!(
+        sum("autoscaled_hpa_rescales_total", &["direction=\"down\""]),
+        0.0
+    );
+    assert_eq!(
+        sum("autoscaled_store_commit_duration_seconds_count", &[]),
+        3.0
+    );
+    // Strict durability: every recorded decision waited for a flush covering it.
+    let flushes = sum("autoscaled_store_flush_batch_size_count", &[]);
+    assert!((1.0..=3.0).contains(&flushes), "{flushes} flushes");
+    assert_eq!(sum("autoscaled_store_flush_batch_size_sum", &[]), 3.0);
+    assert!(
+        body.contains("# HELP autoscaled_hpa_decisions_total"),
+        "described: {body}"
+    );
+    assert!(!body.contains("metrics/a"), "target keys are never labels");
+    drop(server);
 }
