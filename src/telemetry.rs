@@ -19,7 +19,13 @@ use thiserror::Error;
 use tonic::codegen::http::{HeaderMap, Request};
 use tracing::Span;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
-use tracing_subscriber::{EnvFilter, Layer, fmt, layer::SubscriberExt, util::SubscriberInitExt};
+use tracing_subscriber::{
+    EnvFilter, Layer,
+    filter::{LevelFilter, Targets},
+    fmt,
+    layer::SubscriberExt,
+    util::SubscriberInitExt,
+};
 
 use crate::config::LogFormat;
 
@@ -89,6 +95,7 @@ pub fn init(
     let otel_layer = provider.as_ref().map(|provider| {
         tracing_opentelemetry::layer()
             .with_tracer(provider.tracer(SERVICE_NAME))
+            .with_filter(not_the_exporters_own())
             .boxed()
     });
     let fmt_layer = match format {
@@ -119,6 +126,18 @@ fn otlp_provider(endpoint: &str) -> Result<SdkTracerProvider, TelemetryError> {
         .build())
 }
 
+/// The exporter's own stack (tonic, hyper, h2, tower, the OpenTelemetry SDK) is never
+/// exported: with a `debug` log filter its spans would otherwise be exported by the very
+/// export they describe, without end. Levels are left to the global filter.
+fn not_the_exporters_own() -> Targets {
+    ["tonic", "hyper", "h2", "tower", "opentelemetry"]
+        .into_iter()
+        .fold(
+            Targets::new().with_default(LevelFilter::TRACE),
+            |targets, crate_name| targets.with_target(crate_name, LevelFilter::OFF),
+        )
+}
+
 /// Reads W3C trace context from gRPC metadata (HTTP/2 headers; keys are lowercase there).
 struct MetadataExtractor<'a>(&'a HeaderMap);
 
@@ -136,7 +155,9 @@ impl opentelemetry::propagation::Extractor for MetadataExtractor<'_> {
 /// `traceparent`, the W3C trace context becomes its parent, so the RPC's spans join the
 /// caller's trace (style guide habit 14). Without the OpenTelemetry layer this is a plain span.
 pub fn grpc_span<B>(request: &Request<B>) -> Span {
-    let span = tracing::info_span!("grpc", rpc = %request.uri().path());
+    // The target the span had when it was created in `server` (log filters name it).
+    let span =
+        tracing::info_span!(target: "autoscaled::server", "grpc", rpc = %request.uri().path());
     if request.headers().contains_key("traceparent") {
         let parent = TraceContextPropagator::new().extract(&MetadataExtractor(request.headers()));
         // Err only when no OpenTelemetry layer is installed: nothing to continue then.
