@@ -101,10 +101,6 @@ fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::from(EX_USAGE as u8);
         }
     };
-    if let Err(e) = crate::telemetry::init(&config.log, config.log_format) {
-        eprintln!("autoscaled: {e}");
-        return ExitCode::from(EX_USAGE as u8);
-    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -115,6 +111,29 @@ fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Inside the runtime: the OTLP exporter's gRPC channel is spawned on it.
+    let telemetry = {
+        let _runtime = runtime.enter();
+        crate::telemetry::init(
+            &config.log,
+            config.log_format,
+            config.otlp_endpoint.as_deref(),
+        )
+    };
+    let telemetry = match telemetry {
+        Ok(guard) => guard,
+        Err(e) => {
+            eprintln!("autoscaled: {e}");
+            return ExitCode::from(EX_USAGE as u8);
+        }
+    };
+    if let Some(listen) = config.metrics_listen {
+        let _runtime = runtime.enter();
+        if let Err(e) = crate::metrics::install(listen) {
+            eprintln!("autoscaled: cannot serve metrics on {listen}: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     let result: anyhow::Result<()> = runtime.block_on(async {
         // Open the store before binding, so that a bad data folder fails before anything
         // listens and the "listening" line is only printed by a server that can serve.
@@ -133,10 +152,16 @@ fn serve(args: ServeArgs) -> ExitCode {
         crate::server::serve_with_store(listener, config, store, signals.recv()).await?;
         Ok(())
     });
+    if let Err(e) = &result {
+        tracing::error!(error = %e, "autoscaled stopped");
+    }
+    // After the server's final flush, on this (non-worker) thread while the runtime still
+    // drives the exporter's channel: export the spans still queued.
+    telemetry.shutdown();
+    drop(runtime);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!(error = %e, "autoscaled stopped");
             eprintln!("autoscaled: {e}");
             ExitCode::FAILURE
         }

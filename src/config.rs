@@ -153,6 +153,13 @@ pub struct ServeArgs {
     /// Log format. [default: text]
     #[arg(long, env = "AUTOSCALED_LOG_FORMAT", value_name = "FORMAT")]
     pub log_format: Option<LogFormat>,
+    /// Export spans by OTLP/gRPC to this collector (e.g. `http://127.0.0.1:4317`), service name
+    /// `autoscaled`; a caller's W3C `traceparent` is continued. [default: off]
+    #[arg(long, env = "AUTOSCALED_OTLP_ENDPOINT", value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+    /// Serve Prometheus metrics on `http://ADDR/metrics` (e.g. `0.0.0.0:9090`). [default: off]
+    #[arg(long, env = "AUTOSCALED_METRICS_LISTEN", value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
     /// Server default of `--horizontal-pod-autoscaler-tolerance`. [default: 0.1]
     #[arg(long, env = "AUTOSCALED_HPA_TOLERANCE", value_name = "RATIO")]
     pub hpa_tolerance: Option<f64>,
@@ -213,6 +220,8 @@ struct FileConfig {
     vpa_max_clock_skew_secs: Option<u64>,
     log: Option<String>,
     log_format: Option<LogFormat>,
+    otlp_endpoint: Option<String>,
+    metrics_listen: Option<SocketAddr>,
     hpa_tolerance: Option<f64>,
     hpa_cpu_initialization_period_secs: Option<u64>,
     hpa_initial_readiness_delay_secs: Option<u64>,
@@ -258,6 +267,10 @@ pub struct Config {
     pub limits: Limits,
     pub log: String,
     pub log_format: LogFormat,
+    /// OTLP/gRPC collector to export spans to; `None`: no export.
+    pub otlp_endpoint: Option<String>,
+    /// Where `/metrics` is served; `None`: no metrics.
+    pub metrics_listen: Option<SocketAddr>,
     /// Server defaults of the HPA controller flags; `spec.settings` overrides them per target.
     pub hpa: Settings,
     /// VPA sample and OOM times may be at most this far ahead of the evaluation time.
@@ -401,6 +414,8 @@ impl ServeArgs {
                 .or(file.log)
                 .unwrap_or_else(|| DEFAULT_LOG.to_owned()),
             log_format: self.log_format.or(file.log_format).unwrap_or_default(),
+            otlp_endpoint: self.otlp_endpoint.or(file.otlp_endpoint),
+            metrics_listen: self.metrics_listen.or(file.metrics_listen),
             hpa,
             vpa_max_clock_skew: secs(
                 self.vpa_max_clock_skew_secs
@@ -464,6 +479,14 @@ impl Config {
                 ));
             }
         }
+        if let Some(endpoint) = &self.otlp_endpoint
+            && !(endpoint.starts_with("http://") || endpoint.starts_with("https://"))
+        {
+            return Err(invalid(
+                "otlp_endpoint",
+                format!("must be an http:// or https:// URL, got {endpoint:?}"),
+            ));
+        }
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log) {
             return Err(invalid("log", e.to_string()));
         }
@@ -506,6 +529,19 @@ mod tests {
         assert_eq!(c.hpa, Settings::default());
         assert_eq!(c.vpa_max_clock_skew, Duration::from_secs(300));
         assert_eq!(c.limits.max_samples, 100_000);
+        assert_eq!(c.otlp_endpoint, None);
+        assert_eq!(c.metrics_listen, None);
+    }
+
+    #[test]
+    fn telemetry_keys_come_from_the_file_and_are_validated() {
+        let c = parse_file("otlp_endpoint = \"http://collector:4317\"").unwrap();
+        assert_eq!(c.otlp_endpoint.as_deref(), Some("http://collector:4317"));
+        let err = parse_file("otlp_endpoint = \"collector:4317\"").unwrap_err();
+        assert!(err.to_string().contains("otlp_endpoint"), "{err}");
+        let c = parse_file("metrics_listen = \"0.0.0.0:9090\"").unwrap();
+        assert_eq!(c.metrics_listen, Some("0.0.0.0:9090".parse().unwrap()));
+        assert!(parse_file("metrics_listen = \"nowhere\"").is_err());
     }
 
     #[test]

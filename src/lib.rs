@@ -7,7 +7,7 @@
 //! * `conformance`: runs the shared conformance cases through the engine (or a server).
 //! * `store`: per-target history in sled.
 //! * `api`: the tonic services; proto ↔ engine conversion at the boundary.
-//! * `config` (the only reader of the environment), `telemetry`, `server`, `shutdown`: wiring.
+//! * `config` (the only reader of the environment), `telemetry`, `metrics`, `server`, `shutdown`: wiring.
 //! * `cli`: the clap command line and what each subcommand runs; `main.rs` stays thin.
 //!
 //! Dependencies point one way: engine ← store ← api ← server ← main.
@@ -19,6 +19,7 @@ pub mod client;
 pub mod config;
 pub mod conformance;
 pub mod engine;
+pub mod metrics;
 pub mod pb;
 pub mod server;
 pub mod shutdown;

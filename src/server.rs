@@ -5,11 +5,18 @@
 //! balancers and Kubernetes probes stop sending) → the server stops accepting and drains
 //! in-flight requests for at most `shutdown_grace` → a final flush of the store.
 
-use std::{future::Future, net::SocketAddr, sync::Arc};
+use std::{
+    future::Future,
+    net::SocketAddr,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+    time::Instant,
+};
 
 use thiserror::Error;
 use tokio::{net::TcpListener, sync::watch};
-use tonic::codegen::http::{HeaderValue, Response as HttpResponse};
+use tonic::codegen::http::{HeaderValue, Request as HttpRequest, Response as HttpResponse};
 use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 
@@ -68,6 +75,51 @@ fn message_too_large_is_resource_exhausted<B>(mut response: HttpResponse<B>) -> 
         headers.insert("grpc-status", HeaderValue::from_static("8"));
     }
     response
+}
+
+/// Counts and times every gRPC request by method and code ([`crate::metrics::grpc_request`]).
+/// The code is the response's `grpc-status` header: tonic puts it there for every error
+/// (trailers-only response), while a success carries it in the trailers, so a response
+/// without the header is OK. The time is to the response headers, which for a unary call is
+/// when the answer is ready. A path the router does not serve answers UNIMPLEMENTED and is
+/// labelled `unknown`, so a client cannot grow the label set.
+#[derive(Clone, Debug)]
+struct RequestMetrics<S> {
+    inner: S,
+}
+
+impl<S, B, RB: 'static> tower::Service<HttpRequest<B>> for RequestMetrics<S>
+where
+    S: tower::Service<HttpRequest<B>, Response = HttpResponse<RB>>,
+    S::Future: Send + 'static,
+    S::Error: 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: HttpRequest<B>) -> Self::Future {
+        let path = request.uri().path().to_owned();
+        let started = Instant::now();
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let result = response.await;
+            if let Ok(response) = &result {
+                let code = response
+                    .headers()
+                    .get("grpc-status")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("0");
+                let method = if code == "12" { "unknown" } else { &path };
+                crate::metrics::grpc_request(method, code, started.elapsed());
+            }
+            result
+        })
+    }
 }
 
 /// Server reflection over our services, health, and the `google.rpc` error model our error
@@ -157,11 +209,12 @@ pub async fn serve_with_store<S: HistoryStore + VerticalStore>(
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut server_stop = stop_rx.clone();
     let router = tonic::transport::Server::builder()
+        .layer(tower::layer::layer_fn(|inner| RequestMetrics { inner }))
         .layer(tower::util::MapResponseLayer::new(
             message_too_large_is_resource_exhausted
                 as fn(HttpResponse<tonic::body::Body>) -> HttpResponse<tonic::body::Body>,
         ))
-        .trace_fn(|request| tracing::info_span!("grpc", rpc = %request.uri().path()))
+        .trace_fn(crate::telemetry::grpc_span)
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)

@@ -16,7 +16,7 @@
 use std::{
     panic::{AssertUnwindSafe, catch_unwind},
     sync::Arc,
-    time::{Duration, SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
 use tonic::{Request, Response, Status};
@@ -29,8 +29,8 @@ use super::{
 use crate::{
     config::Limits,
     engine::{
-        error::InvalidInput, history::History, hpa::Evaluation, observation::Observation,
-        settings::Settings, spec::HorizontalSpec, time::Time,
+        condition::ConditionType, error::InvalidInput, history::History, hpa::Evaluation,
+        observation::Observation, settings::Settings, spec::HorizontalSpec, time::Time,
     },
     pb::v1::{
         DeleteTargetRequest, GetHistoryRequest, ListTargetsRequest, ListTargetsResponse,
@@ -130,9 +130,25 @@ impl HorizontalService {
         span.record("decision.current", decision.current_replicas);
         span.record("decision.desired", decision.desired_replicas);
         span.record("decision.path", decision.path.as_str());
+        let reason = |condition_type: ConditionType| {
+            decision
+                .conditions
+                .iter()
+                .find(|c| c.condition_type == condition_type)
+                .map_or("None", |c| c.reason.as_str())
+        };
+        // A dry run is a decision but rescales nothing.
+        crate::metrics::hpa_decision(
+            decision.path.as_str(),
+            reason(ConditionType::AbleToScale),
+            reason(ConditionType::ScalingLimited),
+            (!input.dry_run && decision.desired_replicas != decision.current_replicas)
+                .then_some(decision.desired_replicas > decision.current_replicas),
+        );
 
         let recorded = !input.dry_run;
         if recorded {
+            let commit_started = Instant::now();
             let mut new_history = evaluation.history;
             prune::prune(&mut new_history, now, self.options.history_retention);
             let entry = DecisionEntry {
@@ -144,6 +160,7 @@ impl HorizontalService {
             let ticket = self.durability.written();
             drop(guard);
             self.durability.durable(ticket).await?;
+            crate::metrics::store_commit(commit_started.elapsed());
             return Ok(convert::recommend_response(
                 &entry.decision,
                 &input.spec.metrics,

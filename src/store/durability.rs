@@ -15,7 +15,7 @@ use std::{
         Arc,
         atomic::{AtomicU64, Ordering},
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use tokio::{
@@ -155,9 +155,11 @@ async fn strict_flusher(
             continue;
         }
         let store = Arc::clone(&store);
+        let started = Instant::now();
         let result = tokio::task::spawn_blocking(move || store.flush()).await;
         match result {
             Ok(Ok(())) => {
+                crate::metrics::store_flush(target - through, started.elapsed());
                 through = target;
                 flushed.send_modify(|f| {
                     f.through = target;

@@ -1,0 +1,126 @@
+//! Prometheus metrics: every name, unit and description in one place (style guide habit 14;
+//! controller-rs `src/metrics.rs`). Labels are bounded: the RPC method (one of the served
+//! routes, or `unknown`), the gRPC code, the HPA decision path and condition reasons (enums of
+//! the engine). Target keys are never labels: they are unbounded and belong in traces.
+//!
+//! The recording functions go to the `metrics` facade; with no `--metrics-listen` no recorder
+//! is installed and they cost a few atomic loads. This module depends on no other module of
+//! the crate, so the store and the API can both record into it.
+
+use std::{net::SocketAddr, time::Duration};
+
+use metrics::{Unit, counter, describe_counter, describe_histogram, histogram};
+use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder};
+
+/// gRPC requests answered, by `method` (`/package.Service/Method`) and `code` (numeric).
+pub const REQUESTS_TOTAL: &str = "autoscaled_grpc_requests_total";
+/// Time from receiving a gRPC request to its response headers, by `method` and `code`.
+pub const REQUEST_DURATION: &str = "autoscaled_grpc_request_duration_seconds";
+/// HPA decisions, by `path` and the `able_to_scale` and `scaling_limited` condition reasons.
+pub const HPA_DECISIONS_TOTAL: &str = "autoscaled_hpa_decisions_total";
+/// Recorded HPA decisions whose desired replicas differ from the current, by `direction`.
+pub const HPA_RESCALES_TOTAL: &str = "autoscaled_hpa_rescales_total";
+/// Time a recorded Recommend spends committing: the write plus the wait for durability.
+pub const STORE_COMMIT_DURATION: &str = "autoscaled_store_commit_duration_seconds";
+/// Duration of one group-commit flush (fsync) of the store.
+pub const STORE_FLUSH_DURATION: &str = "autoscaled_store_flush_duration_seconds";
+/// Writes made durable by one group-commit flush.
+pub const STORE_FLUSH_BATCH_SIZE: &str = "autoscaled_store_flush_batch_size";
+
+/// Latency buckets, seconds: 100 µs to 10 s.
+const SECONDS_BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0,
+];
+/// Batch size buckets, writes per flush.
+const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0];
+
+/// Installs the Prometheus recorder and serves `GET /metrics` on `listen`. Must be called
+/// within a Tokio runtime (the listener runs on it); fails if `listen` cannot be bound.
+pub fn install(listen: SocketAddr) -> Result<(), BuildError> {
+    PrometheusBuilder::new()
+        .with_http_listener(listen)
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".to_owned()), SECONDS_BUCKETS)?
+        .set_buckets_for_metric(
+            Matcher::Full(STORE_FLUSH_BATCH_SIZE.to_owned()),
+            BATCH_BUCKETS,
+        )?
+        .install()?;
+    describe();
+    Ok(())
+}
+
+fn describe() {
+    describe_counter!(REQUESTS_TOTAL, Unit::Count, "gRPC requests answered");
+    describe_histogram!(
+        REQUEST_DURATION,
+        Unit::Seconds,
+        "Time from a gRPC request to its response headers"
+    );
+    describe_counter!(
+        HPA_DECISIONS_TOTAL,
+        Unit::Count,
+        "HPA decisions by path and AbleToScale / ScalingLimited reason"
+    );
+    describe_counter!(
+        HPA_RESCALES_TOTAL,
+        Unit::Count,
+        "Recorded HPA decisions that change the replica count, by direction"
+    );
+    describe_histogram!(
+        STORE_COMMIT_DURATION,
+        Unit::Seconds,
+        "Write plus durability wait of a recorded decision"
+    );
+    describe_histogram!(
+        STORE_FLUSH_DURATION,
+        Unit::Seconds,
+        "Duration of one group-commit flush of the store"
+    );
+    describe_histogram!(
+        STORE_FLUSH_BATCH_SIZE,
+        Unit::Count,
+        "Writes made durable by one group-commit flush"
+    );
+}
+
+/// One answered gRPC request. `method` must come from the served routes (callers map an
+/// unknown path to `unknown`), so the label stays bounded.
+pub fn grpc_request(method: &str, code: &str, elapsed: Duration) {
+    let labels = [("method", method.to_owned()), ("code", code.to_owned())];
+    counter!(REQUESTS_TOTAL, &labels).increment(1);
+    histogram!(REQUEST_DURATION, &labels).record(elapsed.as_secs_f64());
+}
+
+/// One HPA decision; `rescale` is `Some(desired > current)` for a recorded decision that
+/// changes the replica count.
+pub fn hpa_decision(
+    path: &'static str,
+    able_to_scale: &'static str,
+    scaling_limited: &'static str,
+    rescale_up: Option<bool>,
+) {
+    counter!(
+        HPA_DECISIONS_TOTAL,
+        "path" => path,
+        "able_to_scale" => able_to_scale,
+        "scaling_limited" => scaling_limited
+    )
+    .increment(1);
+    if let Some(up) = rescale_up {
+        let direction = if up { "up" } else { "down" };
+        counter!(HPA_RESCALES_TOTAL, "direction" => direction).increment(1);
+    }
+}
+
+/// The write plus durability wait of one recorded decision.
+pub fn store_commit(elapsed: Duration) {
+    histogram!(STORE_COMMIT_DURATION).record(elapsed.as_secs_f64());
+}
+
+/// One group-commit flush covering `batch` writes.
+pub fn store_flush(batch: u64, elapsed: Duration) {
+    histogram!(STORE_FLUSH_DURATION).record(elapsed.as_secs_f64());
+    // Precision loss above 2^53 writes in one flush is irrelevant for a histogram.
+    histogram!(STORE_FLUSH_BATCH_SIZE).record(batch as f64);
+}

@@ -1,0 +1,336 @@
+//! Observability of the real binary: OTLP span export (`--otlp-endpoint`) into an in-process
+//! OTLP/gRPC sink, and Prometheus metrics (`--metrics-listen`) read over plain HTTP/1.1. The
+//! binary is used rather than an in-process server because the tracing subscriber and the
+//! metrics recorder are global, and spans are exported when the process shuts down (SIGTERM).
+
+mod common;
+
+use std::{
+    io::{Read, Write},
+    net::{SocketAddr, TcpListener, TcpStream},
+    process::Command,
+    time::Duration,
+};
+
+use autoscaled::pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient};
+use opentelemetry_proto::tonic::{
+    collector::trace::v1::{
+        ExportTraceServiceRequest, ExportTraceServiceResponse,
+        trace_service_server::{TraceService, TraceServiceServer},
+    },
+    common::v1::any_value::Value,
+    trace::v1::Span,
+};
+use tokio::sync::mpsc;
+use tonic::{Request, Response, Status};
+
+/// An OTLP/gRPC trace receiver that forwards every export to a channel.
+struct Sink(mpsc::UnboundedSender<ExportTraceServiceRequest>);
+
+#[tonic::async_trait]
+impl TraceService for Sink {
+    async fn export(
+        &self,
+        request: Request<ExportTraceServiceRequest>,
+    ) -> Result<Response<ExportTraceServiceResponse>, Status> {
+        let _ = self.0.send(request.into_inner());
+        Ok(Response::new(ExportTraceServiceResponse {
+            partial_success: None,
+        }))
+    }
+}
+
+/// Starts the sink on 127.0.0.1:0 and returns its address and the stream of exports.
+async fn start_sink() -> (
+    SocketAddr,
+    mpsc::UnboundedReceiver<ExportTraceServiceRequest>,
+) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(TraceServiceServer::new(Sink(tx)))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    (addr, rx)
+}
+
+/// One pod at 900m of 1000m cpu against 50% utilization: a scale-up decision.
+fn recommend_request(key: &str) -> pb::RecommendRequest {
+    let now = common::now_secs();
+    let ts = |offset: i64| prost_types::Timestamp {
+        seconds: now + offset,
+        nanos: 0,
+    };
+    pb::RecommendRequest {
+        target_key: key.to_owned(),
+        current_replicas: 1,
+        spec: Some(pb::HorizontalSpec {
+            min_replicas: Some(1),
+            max_replicas: 10,
+            metrics: vec![pb::MetricSpec {
+                r#type: pb::MetricSourceType::Resource as i32,
+                name: "cpu".to_owned(),
+                container: String::new(),
+                target: Some(pb::MetricTarget {
+                    r#type: pb::MetricTargetType::Utilization as i32,
+                    average_utilization: Some(50),
+                    ..Default::default()
+                }),
+            }],
+            ..Default::default()
+        }),
+        pods: vec![pb::PodSample {
+            name: "web-0".to_owned(),
+            phase: pb::PodPhase::Running as i32,
+            ready: Some(true),
+            ready_transition_time: Some(ts(-3500)),
+            start_time: Some(ts(-3600)),
+            requests_milli: [("cpu".to_owned(), 1000)].into(),
+            metrics: [(
+                "cpu".to_owned(),
+                pb::MetricSample {
+                    value_milli: Some(900),
+                    timestamp: Some(ts(-10)),
+                    window: Some(prost_types::Duration {
+                        seconds: 60,
+                        nanos: 0,
+                    }),
+                },
+            )]
+            .into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+/// Sends SIGTERM (what Kubernetes sends) and waits for a clean exit.
+fn terminate(server: &mut common::Server) {
+    let status = Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    let exit = server.child.wait().expect("the server exits");
+    assert!(exit.success(), "exit status {exit}");
+}
+
+fn string_attribute<'a>(span: &'a Span, key: &str) -> Option<&'a str> {
+    span.attributes.iter().find_map(|kv| match &kv.value {
+        Some(v) if kv.key == key => match &v.value {
+            Some(Value::StringValue(s)) => Some(s.as_str()),
+            _ => None,
+        },
+        _ => None,
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recommend_spans_reach_an_otlp_collector_and_continue_the_callers_trace() {
+    let (sink, mut exports) = start_sink().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = common::command(dir.path());
+    command
+        .env("AUTOSCALED_LOG", "info")
+        .args(["--otlp-endpoint", &format!("http://{sink}")]);
+    let mut server = tokio::task::spawn_blocking(move || common::spawn(command))
+        .await
+        .unwrap();
+
+    let mut client = HorizontalAutoscalerClient::connect(format!("http://{}", server.addr))
+        .await
+        .unwrap();
+    let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let mut traced = Request::new(recommend_request("obs/traced"));
+    traced.metadata_mut().insert(
+        "traceparent",
+        format!("00-{trace_id}-00f067aa0ba902b7-01")
+            .parse()
+            .unwrap(),
+    );
+    client.recommend(traced).await.expect("Recommend succeeds");
+    client
+        .recommend(Request::new(recommend_request("obs/plain")))
+        .await
+        .expect("Recommend succeeds");
+    drop(client);
+
+    tokio::task::spawn_blocking(move || terminate(&mut server))
+        .await
+        .unwrap();
+
+    // The provider's shutdown exported everything before the process exited.
+    let mut spans = Vec::new();
+    while let Ok(Some(export)) = tokio::time::timeout(Duration::from_secs(1), exports.recv()).await
+    {
+        for resource_spans in export.resource_spans {
+            let service = resource_spans
+                .resource
+                .iter()
+                .flat_map(|r| r.attributes.iter())
+                .find(|kv| kv.key == "service.name")
+                .and_then(|kv| kv.value.as_ref()?.value.clone());
+            assert_eq!(
+                service,
+                Some(Value::StringValue("autoscaled".to_owned())),
+                "service.name"
+            );
+            for scope in resource_spans.scope_spans {
+                spans.extend(scope.spans);
+            }
+        }
+    }
+    let recommend = |key: &str| {
+        spans
+            .iter()
+            .find(|s| s.name == "Recommend" && string_attribute(s, "target.key") == Some(key))
+            .unwrap_or_else(|| {
+                let names: Vec<_> = spans.iter().map(|s| &s.name).collect();
+                panic!("no Recommend span for {key}; exported: {names:?}")
+            })
+    };
+    let traced = recommend("obs/traced");
+    assert_eq!(
+        hex(&traced.trace_id),
+        trace_id,
+        "the caller's trace continues"
+    );
+    assert!(
+        string_attribute(traced, "decision.path").is_some(),
+        "late fields are exported too"
+    );
+    let plain = recommend("obs/plain");
+    assert_ne!(
+        hex(&plain.trace_id),
+        trace_id,
+        "no traceparent: a new trace"
+    );
+}
+
+/// A port that was free a moment ago (the exporter cannot report the port it bound for 0).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `GET /metrics` over a plain HTTP/1.1 connection; the body.
+fn scrape(addr: SocketAddr) -> String {
+    let mut stream = TcpStream::connect(addr).expect("the metrics listener accepts");
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    body.to_owned()
+}
+
+/// The sum of the samples of `name` whose labels include every `labels` pair (`k="v"`).
+fn sample_sum(body: &str, name: &str, labels: &[&str]) -> f64 {
+    body.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.rsplit_once(' '))
+        .filter(|(series, _)| {
+            let (metric, rest) = series.split_once('{').unwrap_or((series, ""));
+            metric == name && labels.iter().all(|l| rest.contains(l))
+        })
+        .map(|(_, value)| value.parse::<f64>().expect("a sample value"))
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_requests_decisions_rescales_and_flushes() {
+    let dir = tempfile::tempdir().unwrap();
+    let metrics_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut command = common::command(dir.path());
+    command.args(["--metrics-listen", &metrics_addr.to_string()]);
+    let server = tokio::task::spawn_blocking(move || common::spawn(command))
+        .await
+        .unwrap();
+    let mut client = HorizontalAutoscalerClient::connect(format!("http://{}", server.addr))
+        .await
+        .unwrap();
+
+    let before = tokio::task::spawn_blocking(move || scrape(metrics_addr))
+        .await
+        .unwrap();
+    let recommend = "/autoscaled.v1.HorizontalAutoscaler/Recommend";
+    let method = format!("method=\"{recommend}\"");
+    assert_eq!(
+        sample_sum(&before, "autoscaled_grpc_requests_total", &[&method]),
+        0.0
+    );
+
+    for key in ["metrics/a", "metrics/b", "metrics/c"] {
+        let response = client
+            .recommend(recommend_request(key))
+            .await
+            .expect("Recommend succeeds")
+            .into_inner();
+        assert_eq!(response.desired_replicas, 2, "a scale-up decision");
+    }
+    let rejected = client
+        .recommend(recommend_request(""))
+        .await
+        .expect_err("an empty target key is rejected");
+    assert_eq!(rejected.code(), tonic::Code::InvalidArgument);
+
+    let body = tokio::task::spawn_blocking(move || scrape(metrics_addr))
+        .await
+        .unwrap();
+    let sum = |name: &str, labels: &[&str]| sample_sum(&body, name, labels);
+    assert_eq!(
+        sum("autoscaled_grpc_requests_total", &[&method, "code=\"0\""]),
+        3.0
+    );
+    assert_eq!(
+        sum("autoscaled_grpc_requests_total", &[&method, "code=\"3\""]),
+        1.0
+    );
+    assert_eq!(
+        sum(
+            "autoscaled_grpc_request_duration_seconds_count",
+            &[&method, "code=\"0\""]
+        ),
+        3.0
+    );
+    assert_eq!(
+        sum(
+            "autoscaled_hpa_decisions_total",
+            &["path=\"Legacy\"", "able_to_scale=\"SucceededRescale\""]
+        ),
+        3.0
+    );
+    assert_eq!(
+        sum("autoscaled_hpa_rescales_total", &["direction=\"up\""]),
+        3.0
+    );
+    assert_eq!(
+        sum("autoscaled_hpa_rescales_total", &["direction=\"down\""]),
+        0.0
+    );
+    assert_eq!(
+        sum("autoscaled_store_commit_duration_seconds_count", &[]),
+        3.0
+    );
+    // Strict durability: every recorded decision waited for a flush covering it.
+    let flushes = sum("autoscaled_store_flush_batch_size_count", &[]);
+    assert!((1.0..=3.0).contains(&flushes), "{flushes} flushes");
+    assert_eq!(sum("autoscaled_store_flush_batch_size_sum", &[]), 3.0);
+    assert!(
+        body.contains("# HELP autoscaled_hpa_decisions_total"),
+        "described: {body}"
+    );
+    assert!(!body.contains("metrics/a"), "target keys are never labels");
+    drop(server);
+}
