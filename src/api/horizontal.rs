@@ -8,7 +8,7 @@
 //! 2. unless `dry_run`, take the target's lock, so that concurrent Recommends on one target
 //!    each see the history the previous one wrote (different targets run in parallel);
 //! 3. load the history, evaluate, prune (`store::prune`), and commit history + decision record
-//!    in one transaction;
+//!    atomically (`HistoryStore::commit`);
 //! 4. release the lock, then wait for a flush covering the write (group commit) before
 //!    answering. Releasing first lets Recommends on the same target share flushes; a reader may
 //!    therefore see a write whose flush is still running, never one that is rolled back.

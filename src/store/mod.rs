@@ -66,7 +66,7 @@ pub struct KeyPage {
 /// [`HistoryStore::flush`], which callers run on a blocking thread.
 ///
 /// Writers of one target must be serialized by the caller ([`locks::KeyLocks`]): `commit`
-/// trims the decision log from a scan made just before its transaction.
+/// reads the previous state and trims the decision log from a scan made before its writes.
 pub trait HistoryStore: Send + Sync + 'static {
     /// The target's state, `None` if it has none.
     fn load(&self, key: &str) -> Result<Option<TargetState>, StoreError>;

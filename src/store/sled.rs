@@ -7,8 +7,14 @@
 //! * `vpa_state`: `target_key` → [`VerticalState`](super::vertical::VerticalState) (versioned
 //!   record; see [`vertical`](super::vertical)).
 //!
-//! State and decision log change in one sled transaction across both trees, so after a crash
-//! a target's history and its last logged decision agree.
+//! A commit's state and decision become durable together through ONE single-key write: the
+//! state record carries the newest decision (`pending`), and the next commit first copies that
+//! one into `hpa_decisions` (an idempotent insert under its final key), then replaces the state.
+//! So after a crash a target's history and its last logged decision agree, without a sled
+//! transaction or batch: in sled 0.34 both go through `PageCache::pin_log`, which writes and
+//! syncs the log buffer twice per call (two `pwrite` + two `sync_file_range`, and each wakes
+//! all of sled's I/O threads), whatever our durability mode; that was more than half the
+//! server's CPU per Recommend.
 
 use std::{
     ops::Bound,
@@ -17,10 +23,11 @@ use std::{
 };
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use sled::{Transactional, transaction::TransactionError};
 
 use super::{DecisionEntry, HistoryStore, KeyPage, StoreError, TargetState, keys, record};
-use crate::engine::history::History;
+use crate::engine::{history::History, time::Time};
 
 const META_TREE: &str = "meta";
 const STATE_TREE: &str = "hpa_state";
@@ -264,20 +271,60 @@ impl Backup {
 /// length of the target's decision log. `TargetState` ignores `log_len` when decoding (serde
 /// skips unknown fields), so older builds read these records; a record they write back has
 /// no `log_len`, and the next `commit` counts the log once.
+///
+/// `pending` is the decision of this commit: it belongs to the log although it is not yet in
+/// `hpa_decisions` (see the module doc); `log_len` counts the entries in `hpa_decisions` only.
+/// An older build ignores `pending` and so shows one decision fewer.
 #[derive(Serialize)]
 struct TargetStateRef<'a> {
     history: &'a History,
     next_seq: u64,
     log_len: u64,
+    pending: PendingRef<'a>,
+}
+
+/// The newest decision, carried in the state record.
+#[derive(Serialize)]
+struct PendingRef<'a> {
+    time: Time,
+    seq: u64,
+    entry: &'a DecisionEntry,
+}
+
+/// [`PendingRef`] as read back; the entry stays encoded, to be copied into the log as is.
+#[derive(Deserialize)]
+struct PendingRaw {
+    time: Time,
+    seq: u64,
+    entry: Box<RawValue>,
+}
+
+impl PendingRaw {
+    fn log_key(&self, key: &str) -> Vec<u8> {
+        keys::decision_key(key, self.time, self.seq)
+    }
+
+    /// The log value, exactly as [`record::encode`] writes the entry.
+    fn log_value(&self) -> Vec<u8> {
+        let json = self.entry.get().as_bytes();
+        let mut out = Vec::with_capacity(json.len() + 1);
+        out.push(record::VERSION);
+        out.extend_from_slice(json);
+        out
+    }
 }
 
 /// The fields of a stored state that `commit` needs.
 #[derive(Deserialize)]
 struct StoredCounters {
     next_seq: u64,
-    /// Entries in the target's decision log; absent in records of older builds.
+    /// Entries in `hpa_decisions` for the target; absent in records of older builds.
     #[serde(default)]
     log_len: Option<u64>,
+    /// The newest decision, not yet copied into `hpa_decisions`; absent in records of older
+    /// builds (their commits wrote the log entry in the same transaction).
+    #[serde(default)]
+    pending: Option<PendingRaw>,
 }
 
 fn key_string(k: &[u8]) -> Result<String, StoreError> {
@@ -309,48 +356,48 @@ impl HistoryStore for SledStore {
         history: &History,
         decision: &DecisionEntry,
     ) -> Result<(), StoreError> {
-        let decision_bytes = record::encode("decision", key, decision)?;
         let state_key = keys::state_key(key);
-        // Read before the transaction, like the log scan below: writers of one target are
-        // serialized by the caller, and sled runs a transaction's closure under its global
-        // write lock, in which a scan of a tree would deadlock. Only the sequence number and
-        // the log length of the previous state are needed, not its history.
+        // Read before writing, like the log scan below: writers of one target are serialized
+        // by the caller. Only the counters and the pending decision of the previous state are
+        // needed, not its history.
         let previous = match self.state.get(state_key)? {
             Some(v) => record::decode::<StoredCounters>("state", key, &v)?,
             None => StoredCounters {
                 next_seq: 0,
                 log_len: Some(0),
+                pending: None,
             },
         };
         let seq = previous.next_seq;
-        let bound = self.options.decision_log_len as u64;
-        // Oldest first; after adding one, keep `decision_log_len`. With the log's length
-        // stored, only the entries to drop are read (none until the log is full); a state
-        // written without it (older builds) costs one scan of the target's log.
-        let (to_remove, log_len): (Vec<sled::IVec>, u64) = match previous.log_len {
-            Some(len) => {
-                let excess = len.saturating_add(1).saturating_sub(bound);
-                let to_remove = if excess == 0 {
-                    Vec::new()
-                } else {
-                    self.decisions
-                        .scan_prefix(keys::decision_prefix(key))
-                        .keys()
-                        .take(usize::try_from(excess).unwrap_or(usize::MAX))
-                        .collect::<Result<_, _>>()?
-                };
-                let removed = to_remove.len() as u64;
-                (to_remove, len.saturating_add(1).saturating_sub(removed))
-            }
-            None => {
-                let existing = self.decision_keys(key)?;
-                let kept = existing.len() as u64 + 1;
-                let excess = usize::try_from(kept.saturating_sub(bound)).unwrap_or(usize::MAX);
-                let to_remove: Vec<_> = existing.into_iter().take(excess).collect();
-                let removed = to_remove.len() as u64;
-                (to_remove, kept.saturating_sub(removed))
-            }
+        // 1. The previous commit's decision goes into the log under its final key. Idempotent:
+        //    after a crash between this insert and step 2 it is already there, and the state
+        //    still names it as pending; `log_len` never counts the pending one, so it is
+        //    counted here, once.
+        let mut logged = match previous.log_len {
+            Some(len) => len,
+            // A state of an older build: count its log once.
+            None => self.decision_keys(key)?.len() as u64,
         };
+        if let Some(pending) = &previous.pending {
+            self.decisions
+                .insert(pending.log_key(key), pending.log_value())?;
+            logged = logged.saturating_add(1);
+        }
+        // After adding this decision (pending in the state), keep `decision_log_len` in all:
+        // the oldest logged entries beyond that go (never the new one, as before).
+        let bound = self.options.decision_log_len as u64;
+        let excess = logged.saturating_add(1).saturating_sub(bound);
+        let to_remove: Vec<sled::IVec> = if excess == 0 {
+            Vec::new()
+        } else {
+            self.decisions
+                .scan_prefix(keys::decision_prefix(key))
+                .keys()
+                .take(usize::try_from(excess).unwrap_or(usize::MAX))
+                .collect::<Result<_, _>>()?
+        };
+        let log_len = logged.saturating_sub(to_remove.len() as u64);
+        // 2. The commit point: one single-key write of the new history with this decision.
         let state_bytes = record::encode(
             "state",
             key,
@@ -358,26 +405,46 @@ impl HistoryStore for SledStore {
                 history,
                 next_seq: seq.saturating_add(1),
                 log_len,
+                pending: PendingRef {
+                    time: decision.time,
+                    seq,
+                    entry: decision,
+                },
             },
         )?;
-        let decision_key = keys::decision_key(key, decision.time, seq);
-        (&self.state, &self.decisions)
-            .transaction(|(state, decisions)| {
-                state.insert(state_key, state_bytes.as_slice())?;
-                decisions.insert(decision_key.as_slice(), decision_bytes.as_slice())?;
-                for old in &to_remove {
-                    decisions.remove(old.as_ref())?;
-                }
-                Ok(())
-            })
-            .map_err(tx_error)
+        self.state.insert(state_key, state_bytes)?;
+        // 3. Trim. A crash before this leaves at most these few extra old entries on disk;
+        //    `decisions` shows only the newest `decision_log_len`.
+        for old in &to_remove {
+            self.decisions.remove(old)?;
+        }
+        Ok(())
     }
 
     fn decisions(&self, key: &str) -> Result<Vec<DecisionEntry>, StoreError> {
-        self.decisions
+        let pending = match self.state.get(keys::state_key(key))? {
+            Some(v) => record::decode::<StoredCounters>("state", key, &v)?.pending,
+            None => None,
+        };
+        let mut logged: Vec<(sled::IVec, sled::IVec)> = self
+            .decisions
             .scan_prefix(keys::decision_prefix(key))
-            .values()
-            .map(|v| record::decode("decision", key, &v?))
+            .collect::<Result<_, _>>()?;
+        if let Some(pending) = pending {
+            let pending_key = pending.log_key(key);
+            // Already there after a crash between the two writes of a commit.
+            if let Err(at) = logged.binary_search_by(|(k, _)| k.as_ref().cmp(&pending_key)) {
+                logged.insert(at, (pending_key.into(), pending.log_value().into()));
+            }
+        }
+        // Entries a crash kept from being trimmed are not shown.
+        let skip = logged
+            .len()
+            .saturating_sub(self.options.decision_log_len.max(1));
+        logged
+            .iter()
+            .skip(skip)
+            .map(|(_, v)| record::decode("decision", key, v))
             .collect()
     }
 
@@ -540,8 +607,13 @@ mod tests {
         // and stores the count; later writes rely on it.
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 3);
-        for i in 0..5 {
-            s.commit("a", &history(i, i.into()), &entry(i.into(), i))
+        // As older builds left it: the last three entries in `hpa_decisions`.
+        for i in 2..5i32 {
+            s.decisions
+                .insert(
+                    keys::decision_key("a", Time::from_unix_secs(i.into()), i as u64),
+                    record::encode("decision", "a", &entry(i.into(), i)).unwrap(),
+                )
                 .unwrap();
         }
         let old = record::encode(
@@ -566,9 +638,97 @@ mod tests {
         assert_eq!(log(&s), vec![3, 4, 5]);
         let raw = s.state.get("a").unwrap().unwrap();
         let counters: StoredCounters = record::decode("state", "a", &raw).unwrap();
-        assert_eq!((counters.next_seq, counters.log_len), (6, Some(3)));
+        // Two in `hpa_decisions`, the newest pending in the state.
+        assert_eq!((counters.next_seq, counters.log_len), (6, Some(2)));
+        assert!(counters.pending.is_some());
         s.commit("a", &history(6, 6), &entry(6, 6)).unwrap();
         assert_eq!(log(&s), vec![4, 5, 6]);
+    }
+
+    fn desired(s: &SledStore, key: &str) -> Vec<i32> {
+        s.decisions(key)
+            .unwrap()
+            .iter()
+            .map(|d| d.decision.desired_replicas)
+            .collect()
+    }
+
+    #[test]
+    fn a_crash_between_the_log_copy_and_the_state_write_counts_the_entry_once() {
+        // Step 1 of a commit (the previous decision copied into the log) done, step 2 (the
+        // new state) lost: the log shows the entry once, and later commits count it once.
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path(), 3);
+        s.commit("a", &history(1, 1), &entry(1, 1)).unwrap();
+        s.commit("a", &history(2, 2), &entry(2, 2)).unwrap();
+        let raw = s.state.get("a").unwrap().unwrap();
+        let pending = record::decode::<StoredCounters>("state", "a", &raw)
+            .unwrap()
+            .pending
+            .unwrap();
+        s.decisions
+            .insert(pending.log_key("a"), pending.log_value())
+            .unwrap();
+        assert_eq!(desired(&s, "a"), vec![1, 2]);
+        for i in 3..6 {
+            s.commit("a", &history(i, i.into()), &entry(i.into(), i))
+                .unwrap();
+        }
+        assert_eq!(desired(&s, "a"), vec![3, 4, 5]);
+        assert_eq!(s.decision_keys("a").unwrap().len(), 2);
+    }
+
+    #[test]
+    fn entries_a_crash_kept_from_being_trimmed_are_not_shown() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path(), 2);
+        s.commit("a", &history(1, 1), &entry(1, 1)).unwrap();
+        // An old entry that step 3 (trim) did not remove.
+        let stale = keys::decision_key("a", Time::from_unix_secs(0), 99);
+        s.decisions
+            .insert(
+                stale,
+                record::encode("decision", "a", &entry(0, 0)).unwrap(),
+            )
+            .unwrap();
+        s.commit("a", &history(2, 2), &entry(2, 2)).unwrap();
+        s.commit("a", &history(3, 3), &entry(3, 3)).unwrap();
+        assert_eq!(desired(&s, "a"), vec![2, 3]);
+    }
+
+    #[test]
+    fn a_log_written_by_transactions_of_older_builds_reads_and_continues() {
+        // Older builds wrote the newest decision into `hpa_decisions` in the same
+        // transaction as a state without `pending`.
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path(), 3);
+        for i in 0..2i32 {
+            s.decisions
+                .insert(
+                    keys::decision_key("a", Time::from_unix_secs(i.into()), i as u64),
+                    record::encode("decision", "a", &entry(i.into(), i)).unwrap(),
+                )
+                .unwrap();
+        }
+        #[derive(Serialize)]
+        struct OldState<'a> {
+            history: &'a History,
+            next_seq: u64,
+            log_len: u64,
+        }
+        let old = OldState {
+            history: &history(1, 1),
+            next_seq: 2,
+            log_len: 2,
+        };
+        s.state
+            .insert("a", record::encode("state", "a", &old).unwrap())
+            .unwrap();
+        assert_eq!(desired(&s, "a"), vec![0, 1]);
+        s.commit("a", &history(2, 2), &entry(2, 2)).unwrap();
+        s.commit("a", &history(3, 3), &entry(3, 3)).unwrap();
+        assert_eq!(desired(&s, "a"), vec![1, 2, 3]);
+        assert_eq!(s.load("a").unwrap().unwrap().next_seq, 4);
     }
 
     #[test]
