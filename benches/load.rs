@@ -37,7 +37,7 @@ use std::{
         Arc,
         atomic::{AtomicUsize, Ordering},
     },
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant},
 };
 
 use autoscaled::pb::v1::{
@@ -52,6 +52,10 @@ use tonic::{
 };
 
 /// Set in the environment of the re-executed benchmark binary that serves the no-op service.
+#[path = "support/steady_state.rs"]
+mod steady_state;
+use steady_state::{PODS, recommend_request};
+
 const NOOP_SERVER_ENV: &str = "AUTOSCALED_LOAD_NOOP_SERVER";
 /// Target keys of the many-keys mix.
 const KEYS: usize = 1000;
@@ -59,9 +63,6 @@ const KEYS: usize = 1000;
 const CHANNELS: usize = 4;
 /// Requests in flight, per scenario.
 const IN_FLIGHT: [usize; 3] = [1, 16, 64];
-/// Pods per request.
-const PODS: usize = 10;
-
 fn main() -> anyhow::Result<()> {
     if std::env::var_os(NOOP_SERVER_ENV).is_some() {
         return run_noop_server();
@@ -212,7 +213,7 @@ async fn run_scenario(addr: SocketAddr, scenario: &Scenario) -> anyhow::Result<S
             .collect(),
         Mix::SingleKey => vec![scenario.key_prefix.clone()],
     });
-    let template = Arc::new(recommend_request());
+    let template = Arc::new(recommend_request(String::new()));
     let next_key = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
     let measure_from = start + scenario.warmup;
@@ -273,70 +274,6 @@ async fn run_scenario(addr: SocketAddr, scenario: &Scenario) -> anyhow::Result<S
         result.latency.add(&counts.latency)?;
     }
     Ok(result)
-}
-
-/// A steady-state target: 10 pods requesting 500m cpu each, using about half of it, against a
-/// 50% utilization target (legacy path, default settings). Times are taken from the wall
-/// clock once; the server judges them with its own clock.
-fn recommend_request() -> pb::RecommendRequest {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-    let at = |offset: i64| prost_types::Timestamp {
-        seconds: now + offset,
-        nanos: 0,
-    };
-    let pods = (0..PODS)
-        .map(|i| {
-            let usage = 230 + 10 * (i as i64 % 5);
-            pb::PodSample {
-                name: format!("web-{i}"),
-                phase: pb::PodPhase::Running as i32,
-                deleting: false,
-                ready: Some(true),
-                ready_transition_time: Some(at(-3500)),
-                start_time: Some(at(-3600)),
-                requests_milli: [("cpu".to_owned(), 500)].into(),
-                containers: Vec::new(),
-                metrics: [(
-                    "cpu".to_owned(),
-                    pb::MetricSample {
-                        value_milli: Some(usage),
-                        timestamp: Some(at(-10)),
-                        window: Some(prost_types::Duration {
-                            seconds: 60,
-                            nanos: 0,
-                        }),
-                    },
-                )]
-                .into(),
-            }
-        })
-        .collect();
-    pb::RecommendRequest {
-        target_key: String::new(),
-        current_replicas: PODS as i32,
-        status_replicas: None,
-        spec: Some(pb::HorizontalSpec {
-            min_replicas: Some(2),
-            max_replicas: 20,
-            metrics: vec![pb::MetricSpec {
-                r#type: pb::MetricSourceType::Resource as i32,
-                name: "cpu".to_owned(),
-                container: String::new(),
-                target: Some(pb::MetricTarget {
-                    r#type: pb::MetricTargetType::Utilization as i32,
-                    average_utilization: Some(50),
-                    average_value_milli: None,
-                    value_milli: None,
-                }),
-            }],
-            behavior: None,
-            settings: None,
-        }),
-        pods,
-        ..Default::default()
-    }
 }
 
 struct Server {

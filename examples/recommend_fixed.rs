@@ -10,69 +10,13 @@
 //! Defaults: 2000 requests round-robin over 1000 keys, 4 in flight; each request is the load
 //! benchmark's steady-state target (10 pods, cpu utilization). Exits non-zero on any error.
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
-use autoscaled::pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient};
+use autoscaled::pb::v1::horizontal_autoscaler_client::HorizontalAutoscalerClient;
 
-const PODS: usize = 10;
-
-/// Same shape as `benches/load.rs`'s `recommend_request`.
-fn recommend_request(key: String) -> pb::RecommendRequest {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-    let at = |offset: i64| prost_types::Timestamp {
-        seconds: now + offset,
-        nanos: 0,
-    };
-    let pods = (0..PODS)
-        .map(|i| {
-            let usage = 230 + 10 * (i as i64 % 5);
-            pb::PodSample {
-                name: format!("web-{i}"),
-                phase: pb::PodPhase::Running as i32,
-                ready: Some(true),
-                ready_transition_time: Some(at(-3500)),
-                start_time: Some(at(-3600)),
-                requests_milli: [("cpu".to_owned(), 500)].into(),
-                metrics: [(
-                    "cpu".to_owned(),
-                    pb::MetricSample {
-                        value_milli: Some(usage),
-                        timestamp: Some(at(-10)),
-                        window: Some(prost_types::Duration {
-                            seconds: 60,
-                            nanos: 0,
-                        }),
-                    },
-                )]
-                .into(),
-                ..Default::default()
-            }
-        })
-        .collect();
-    pb::RecommendRequest {
-        target_key: key,
-        current_replicas: PODS as i32,
-        spec: Some(pb::HorizontalSpec {
-            min_replicas: Some(2),
-            max_replicas: 20,
-            metrics: vec![pb::MetricSpec {
-                r#type: pb::MetricSourceType::Resource as i32,
-                name: "cpu".to_owned(),
-                target: Some(pb::MetricTarget {
-                    r#type: pb::MetricTargetType::Utilization as i32,
-                    average_utilization: Some(50),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-        pods,
-        ..Default::default()
-    }
-}
+#[path = "../benches/support/steady_state.rs"]
+mod steady_state;
+use steady_state::recommend_request;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
