@@ -48,6 +48,7 @@ fn summary(violations: &[InvalidInput]) -> String {
 fn store_status(e: &StoreError) -> Status {
     match e {
         StoreError::Open { .. }
+        | StoreError::InUse { .. }
         | StoreError::UnknownVersion { .. }
         | StoreError::Corrupt { .. }
         | StoreError::Sled(_)

@@ -15,6 +15,7 @@
 //! The store may use engine types, never `pb` or `api`.
 
 pub mod durability;
+pub mod folder_lock;
 pub mod keys;
 pub mod locks;
 pub mod prune;
@@ -96,6 +97,12 @@ pub enum StoreError {
         "cannot open the data folder {path}: {message}; refusing to start (the folder is left untouched: repair or move it)"
     )]
     Open { path: PathBuf, message: String },
+    /// Another process holds the folder's lock (a live server): nothing in it was touched.
+    #[error(
+        "cannot open the data folder {path}: it is in use by another process (pid {}?); refusing to start (nothing in the folder was touched)",
+        pid.map_or_else(|| "unknown".to_owned(), |p| p.to_string())
+    )]
+    InUse { path: PathBuf, pid: Option<u32> },
     /// A stored value has a version this build does not know.
     #[error(
         "{kind} record for {key:?} has encoding version {version}, this build reads only version {supported} (written by a newer autoscaled?)"

@@ -26,7 +26,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use sled::{Transactional, transaction::TransactionError};
 
-use super::{DecisionEntry, HistoryStore, KeyPage, StoreError, TargetState, keys, record};
+use super::{
+    DecisionEntry, HistoryStore, KeyPage, StoreError, TargetState,
+    folder_lock::{self, FolderLock, LockError},
+    keys, record,
+};
 use crate::engine::{history::History, time::Time};
 
 const META_TREE: &str = "meta";
@@ -60,6 +64,8 @@ pub struct SledStore {
     vertical: sled::Tree,
     options: SledOptions,
     path: PathBuf,
+    /// Held for the store's life; dropped after `db` (fields drop in declaration order).
+    _lock: FolderLock,
 }
 
 impl SledStore {
@@ -81,13 +87,21 @@ impl SledStore {
         if path.exists() && !path.is_dir() {
             return Err(open_err("not a directory".to_owned()));
         }
+        // Before anything else in the folder is read or touched (issue 8 item 1).
+        let lock = FolderLock::acquire(path).map_err(|e| match e {
+            LockError::InUse { pid } => StoreError::InUse {
+                path: path.to_owned(),
+                pid,
+            },
+            LockError::Io(message) => open_err(message),
+        })?;
         let existing = preflight(path).map_err(open_err)?;
         let backup = if existing {
             Some(Backup::take(path).map_err(open_err)?)
         } else {
             None
         };
-        let result = Self::open_checked(path, options, existing);
+        let result = Self::open_checked(path, options, existing, lock);
         match backup {
             None => result,
             Some(backup) => match result {
@@ -106,7 +120,12 @@ impl SledStore {
         }
     }
 
-    fn open_checked(path: &Path, options: SledOptions, existing: bool) -> Result<Self, StoreError> {
+    fn open_checked(
+        path: &Path,
+        options: SledOptions,
+        existing: bool,
+        lock: FolderLock,
+    ) -> Result<Self, StoreError> {
         let open_err = |message: String| StoreError::Open {
             path: path.to_owned(),
             message,
@@ -155,6 +174,7 @@ impl SledStore {
             vertical,
             options,
             path: path.to_owned(),
+            _lock: lock,
         };
         store.check().map_err(|e| open_err(e.to_string()))?;
         Ok(store)
@@ -202,11 +222,16 @@ impl SledStore {
 ///
 /// Returns whether the folder holds a database.
 fn preflight(path: &Path) -> Result<bool, String> {
-    let mut entries = match std::fs::read_dir(path) {
+    let entries = match std::fs::read_dir(path) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(format!("cannot read the folder: {e}")),
     };
+    // Our lock file is there from the first start on; it says nothing about the database.
+    let mut entries = entries.filter(|e| {
+        e.as_ref()
+            .map_or(true, |e| e.file_name() != folder_lock::LOCK_FILE)
+    });
     if entries.next().is_none() {
         return Ok(false);
     }
@@ -239,6 +264,24 @@ struct Backup {
 
 impl Backup {
     fn take(folder: &Path) -> Result<Self, String> {
+        // A server of an older build takes only sled's own lock on `db`: never copy a live
+        // log (our folder lock is already held, so a server of this build cannot be there).
+        {
+            let db = std::fs::File::open(folder.join("db"))
+                .map_err(|e| format!("cannot read `db`: {e}"))?;
+            match db.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(
+                        "its `db` is locked: it is in use by another process (pid unknown)"
+                            .to_owned(),
+                    );
+                }
+                Err(std::fs::TryLockError::Error(e)) => {
+                    return Err(format!("cannot lock `db`: {e}"));
+                }
+            }
+        }
         let blobs = folder.join("blobs");
         let backup = Backup {
             db: folder.join("db"),
