@@ -162,6 +162,7 @@ fn recommendations(
 ) -> Vec<(i64, i32)> {
     rt.block_on(client.get_history(pb::GetHistoryRequest {
         target_key: "restart/web".to_owned(),
+        ..Default::default()
     }))
     .expect("GetHistory succeeds")
     .into_inner()
@@ -233,6 +234,7 @@ fn logged(
 ) -> Vec<i64> {
     rt.block_on(client.get_history(pb::GetHistoryRequest {
         target_key: key.to_owned(),
+        ..Default::default()
     }))
     .expect("GetHistory succeeds")
     .into_inner()

@@ -23,6 +23,8 @@ pub const LOCK_FILE: &str = "autoscaled.lock";
 #[derive(Debug)]
 pub struct FolderLock {
     _file: File,
+    /// This call created the lock file (the folder was not ours before).
+    created: Option<PathBuf>,
 }
 
 /// Why the folder could not be locked.
@@ -55,6 +57,7 @@ impl FolderLock {
         std::fs::create_dir_all(folder)
             .map_err(|e| LockError::Io(format!("cannot create the folder: {e}")))?;
         let path: PathBuf = folder.join(LOCK_FILE);
+        let existed = path.exists();
         // Not truncated on open: a refused start must not erase the holder's pid.
         let mut file = OpenOptions::new()
             .read(true)
@@ -88,7 +91,18 @@ impl FolderLock {
         if let Err(e) = written {
             tracing::warn!(error = %e, path = %path.display(), "cannot write the pid into the lock file");
         }
-        Ok(FolderLock { _file: file })
+        Ok(FolderLock {
+            _file: file,
+            created: (!existed).then_some(path),
+        })
+    }
+
+    /// Releases the lock after a refused start and removes the lock file if this start
+    /// created it, so that a folder that is not ours is left as it was.
+    pub fn release_refused(self) {
+        if let Some(path) = &self.created {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 

@@ -1,13 +1,12 @@
-//! Versioned value encoding: one version byte, then the record as JSON. A reader meeting a
-//! version it does not know refuses clearly instead of misreading (an upgrade path can add
-//! version 2 and keep reading 1).
+//! Version 1 records: one version byte, then the record as JSON (the engine's serde structs).
+//! Read for folders of format 1; still written for the VPA state.
 
 use serde::{Serialize, de::DeserializeOwned};
 
 use super::StoreError;
 
-/// The encoding written by this build.
-pub const VERSION: u8 = 1;
+/// The JSON encoding's version byte.
+pub const VERSION: u8 = super::VERSION_JSON;
 
 /// Encodes `value` as `[VERSION] ++ json`.
 pub fn encode<T: Serialize>(
@@ -64,17 +63,17 @@ mod tests {
         );
 
         let mut future = bytes.clone();
-        future[0] = 2;
+        future[0] = 9;
         let err = decode::<Vec<i32>>("state", "k", &future).unwrap_err();
         assert!(matches!(
             err,
             StoreError::UnknownVersion {
-                version: 2,
+                version: 9,
                 supported: 1,
                 ..
             }
         ));
-        assert!(err.to_string().contains("encoding version 2"), "{err}");
+        assert!(err.to_string().contains("encoding version 9"), "{err}");
 
         assert!(matches!(
             decode::<Vec<i32>>("state", "k", &[]),
