@@ -450,3 +450,200 @@ fn rules_from_record(r: &pb::ScalingRules) -> Result<ScalingRules, String> {
         tolerance: r.tolerance,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        engine::{
+            condition::{ConditionReason, ConditionType},
+            hpa::DecisionPath,
+            spec::{MetricTargetType, ScalingPolicyType, SelectPolicy},
+        },
+        store::record::{self, VERSION_BINARY},
+    };
+
+    /// A run with every kind of field set.
+    fn sample_run() -> DecisionEntry {
+        let decision = Decision {
+            current_replicas: 2,
+            desired_replicas: 4,
+            conditions: vec![Condition {
+                condition_type: ConditionType::AbleToScale,
+                status: true,
+                reason: ConditionReason::SucceededRescale,
+                message: "the HPA controller was able to update the target scale to 4".into(),
+            }],
+            metrics: vec![
+                MetricOutcome {
+                    index: 0,
+                    result: Ok(MetricProposal {
+                        replicas: 4,
+                        current_average_utilization: Some(90),
+                        current_average_value: Some(900),
+                        current_value: None,
+                        usage_ratio: Some(1.8),
+                    }),
+                    pod_groups: Some(PodGroups {
+                        ready_count: 2,
+                        unready: vec!["web-2".into()],
+                        missing: vec![],
+                        ignored: vec![],
+                    }),
+                },
+                MetricOutcome {
+                    index: 1,
+                    result: Err(MetricFailure {
+                        reason: ConditionReason::FailedGetExternalMetric,
+                        message: "no samples".into(),
+                    }),
+                    pod_groups: None,
+                },
+            ],
+            path: DecisionPath::Behavior,
+            prenormalized_replicas: Some(4),
+            stabilized_replicas: Some(4),
+            scale_up_limit: Some(8),
+            scale_down_limit: Some(1),
+            error: Some("no samples".into()),
+            rescale_reason: Some(
+                "cpu resource utilization (percentage of request) above target".into(),
+            ),
+        };
+        DecisionEntry {
+            time: Time::from_unix_millis(1_767_225_660_000),
+            decision,
+            metrics: vec![
+                MetricSpec::Resource {
+                    name: "cpu".into(),
+                    target: MetricTarget {
+                        target_type: MetricTargetType::Utilization,
+                        average_utilization: Some(50),
+                        average_value: None,
+                        value: None,
+                    },
+                },
+                MetricSpec::External {
+                    name: "queue".into(),
+                    target: MetricTarget {
+                        target_type: MetricTargetType::Value,
+                        average_utilization: None,
+                        average_value: None,
+                        value: Some(30_000),
+                    },
+                },
+            ],
+            inputs: Some(DecisionInputs {
+                min_replicas: Some(1),
+                max_replicas: 10,
+                behavior: Some(Behavior {
+                    scale_up: Some(ScalingRules {
+                        stabilization_window_seconds: Some(0),
+                        select_policy: Some(SelectPolicy::Max),
+                        policies: Some(vec![ScalingPolicy {
+                            policy_type: ScalingPolicyType::Percent,
+                            value: 100,
+                            period_seconds: 15,
+                        }]),
+                        tolerance: Some(0.05),
+                    }),
+                    scale_down: None,
+                }),
+                settings: Settings::default(),
+            }),
+            pod_totals: vec![
+                PodTotals {
+                    ready: 2,
+                    unready: 1,
+                    missing: 0,
+                    ignored: 0,
+                },
+                PodTotals::default(),
+            ],
+            run: Run {
+                count: 3,
+                first_time: Time::from_unix_millis(1_767_225_630_000),
+            },
+            seq: 7,
+        }
+    }
+
+    fn sample_history() -> History {
+        History {
+            recommendations: Some(vec![
+                Recommendation {
+                    replicas: 2,
+                    time: Time::from_unix_millis(1_767_225_630_000),
+                },
+                Recommendation {
+                    replicas: 4,
+                    time: Time::from_unix_millis(1_767_225_645_000),
+                },
+            ]),
+            scale_up_events: vec![ScaleEvent {
+                replica_change: 2,
+                time: Time::from_unix_millis(1_767_225_645_000),
+                outdated: false,
+            }],
+            scale_down_events: vec![],
+        }
+    }
+
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Version 2 on disk, byte for byte: a change here is a format change (a new version
+    /// byte and a migration), never an accident of renaming an engine type.
+    const GOLDEN_V2_RUN: &str = "020807100318e0f4d8edee6620e0d4032ad101080210041a4110011804223b7468652048504120636f6e74726f6c6c6572207761732061626c6520746f207570646174652074686520746172676574207363616c6520746f2034221f12100804105a18840729cdccccccccccfc3f220b080212057765622d322801221208011a0e080a120a6e6f2073616d706c657328053004380440084801520a6e6f2073616d706c65735a3d637075207265736f75726365207574696c697a6174696f6e202870657263656e74616765206f662072657175657374292061626f766520746172676574320912036370752202103232110804120571756575652206080220b0ea013a480801100a1a190a17080010001801220608011064180f299a9999999999a93f2227099a9999999999b93f10e0a71218b0ea0120e0a712290000000000000040310000000000001040";
+    const GOLDEN_V2_HISTORY: &str = "020801120204081a09e0f4d8edee66b0ea01220908021090dfdaedee66";
+
+    #[test]
+    fn version_2_records_are_byte_for_byte_golden_and_read_back() {
+        let run = record::encode_binary(&run_to_record(&sample_run(), 50));
+        assert_eq!(run[0], VERSION_BINARY);
+        assert_eq!(hex(&run), GOLDEN_V2_RUN, "run record bytes changed");
+        let history = record::encode_binary(&history_to_record(&sample_history()));
+        assert_eq!(
+            hex(&history),
+            GOLDEN_V2_HISTORY,
+            "history record bytes changed"
+        );
+
+        let decoded: pb::DecisionRun = record::decode_binary("decision", "k", &run[1..]).unwrap();
+        assert_eq!(run_from_record(&decoded).unwrap(), sample_run());
+        let decoded: pb::History = record::decode_binary("state", "k", &history[1..]).unwrap();
+        assert_eq!(history_from_record(&decoded).unwrap(), sample_history());
+    }
+
+    #[test]
+    fn a_steady_state_target_is_small() {
+        // 20 recommendations (5 min at 15 s) and a one-metric run.
+        let history = History {
+            recommendations: Some(
+                (0..20)
+                    .map(|i| Recommendation {
+                        replicas: 3,
+                        time: Time::from_unix_millis(1_767_225_600_000 + i * 15_000),
+                    })
+                    .collect(),
+            ),
+            ..History::default()
+        };
+        let bytes = record::encode_binary(&pb::HpaState {
+            history: Some(history_to_record(&history)),
+            next_seq: 12,
+            log_len: 11,
+            pending: Some(run_to_record(&sample_run(), 50)),
+        });
+        assert!(bytes.len() < 1024, "{} bytes", bytes.len());
+    }
+
+    #[test]
+    fn unknown_codes_are_refused_not_defaulted() {
+        let mut r = run_to_record(&sample_run(), 50);
+        r.decision.as_mut().unwrap().path = 99;
+        let err = run_from_record(&r).unwrap_err();
+        assert!(err.contains("99"), "{err}");
+    }
+}

@@ -85,3 +85,36 @@ mod tests {
         ));
     }
 }
+
+#[cfg(test)]
+mod golden {
+    use crate::{
+        engine::{
+            history::{History, Recommendation},
+            time::Time,
+        },
+        store::TargetState,
+    };
+
+    /// A state record of format 1 exactly as builds before version 2 wrote it: it must keep
+    /// reading (migrate on read).
+    const GOLDEN_V1_STATE: &[u8] = b"\x01{\"history\":{\"recommendations\":[{\"replicas\":4,\"time\":1767225600000}],\"scale_up_events\":[],\"scale_down_events\":[]},\"next_seq\":3,\"log_len\":2}";
+
+    #[test]
+    fn version_1_golden_bytes_read() {
+        let state: TargetState = super::decode("state", "k", GOLDEN_V1_STATE).unwrap();
+        assert_eq!(
+            state,
+            TargetState {
+                history: History {
+                    recommendations: Some(vec![Recommendation {
+                        replicas: 4,
+                        time: Time::from_unix_millis(1_767_225_600_000),
+                    }]),
+                    ..History::default()
+                },
+                next_seq: 3,
+            }
+        );
+    }
+}
