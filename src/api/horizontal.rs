@@ -156,6 +156,7 @@ impl HorizontalService {
                 decision,
                 metrics: input.spec.metrics.clone(),
             };
+            super::context::check_deadline()?;
             self.store.commit(&input.target_key, &new_history, &entry)?;
             let ticket = self.durability.written();
             drop(guard);
