@@ -32,7 +32,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         out_dir.join("autoscaled_descriptor.bin"),
         fds.encode_to_vec(),
     )?;
-    tonic_prost_build::configure().compile_fds(fds)?;
+    // Our codec: wire limits before decoding, and INVALID_ARGUMENT for a body that does not
+    // decode (`src/api/codec.rs`).
+    tonic_prost_build::configure()
+        .codec_path("crate::api::codec::Codec")
+        .compile_fds(fds)?;
     let store = protox::compile(STORE_PROTOS, ["proto"])?;
     tonic_prost_build::configure()
         .build_client(false)

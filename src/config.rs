@@ -39,6 +39,12 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 pub const DEFAULT_MAX_PODS: usize = 10_000;
 /// Default maximum number of metrics in one spec.
 pub const DEFAULT_MAX_METRICS: usize = 64;
+/// Default maximum number of containers in one request (over all its pods).
+pub const DEFAULT_MAX_CONTAINERS: usize = 100_000;
+/// Default number of gRPC calls served at once (`crate::overload`).
+pub const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 32;
+/// Default number of calls waiting for a slot before new ones are refused.
+pub const DEFAULT_MAX_QUEUED_REQUESTS: usize = 64;
 /// Default maximum number of VPA usage samples plus OOM events in one RecordUsage.
 pub const DEFAULT_MAX_SAMPLES: usize = 100_000;
 /// Default maximum length of a target key, in bytes.
@@ -152,9 +158,20 @@ pub struct ServeArgs {
     /// Maximum target key length, in bytes. [default: 512]
     #[arg(long, env = "AUTOSCALED_MAX_KEY_BYTES", value_name = "BYTES")]
     pub max_key_bytes: Option<usize>,
-    /// Maximum VPA usage samples plus OOM events in one RecordUsage. [default: 100000]
+    /// Maximum VPA usage samples plus OOM events in one RecordUsage, and pod metric, request
+    /// and usage values in one Recommend. [default: 100000]
     #[arg(long, env = "AUTOSCALED_MAX_SAMPLES", value_name = "N")]
     pub max_samples: Option<usize>,
+    /// Maximum containers in one request, over all its pods (and VPA container policies). [default: 100000]
+    #[arg(long, env = "AUTOSCALED_MAX_CONTAINERS", value_name = "N")]
+    pub max_containers: Option<usize>,
+    /// gRPC calls served at once; more wait in a bounded queue. [default: 32]
+    #[arg(long, env = "AUTOSCALED_MAX_CONCURRENT_REQUESTS", value_name = "N")]
+    pub max_concurrent_requests: Option<usize>,
+    /// Calls waiting for a slot; beyond, a call is refused with RESOURCE_EXHAUSTED and a
+    /// retry delay (0: refuse as soon as every slot is busy). [default: 64]
+    #[arg(long, env = "AUTOSCALED_MAX_QUEUED_REQUESTS", value_name = "N")]
+    pub max_queued_requests: Option<usize>,
     /// VPA: how far a sample or OOM time may be ahead of the evaluation time (the server
     /// clock, or the request's with --trust-request-time), in seconds. [default: 300]
     #[arg(long, env = "AUTOSCALED_VPA_MAX_CLOCK_SKEW_SECS", value_name = "SECS")]
@@ -232,6 +249,9 @@ struct FileConfig {
     max_metrics: Option<usize>,
     max_key_bytes: Option<usize>,
     max_samples: Option<usize>,
+    max_containers: Option<usize>,
+    max_concurrent_requests: Option<usize>,
+    max_queued_requests: Option<usize>,
     vpa_max_clock_skew_secs: Option<u64>,
     log: Option<String>,
     log_format: Option<LogFormat>,
@@ -253,6 +273,8 @@ pub struct Limits {
     pub max_metrics: usize,
     pub max_key_bytes: usize,
     pub max_samples: usize,
+    /// Containers in one request, over all its pods.
+    pub max_containers: usize,
 }
 
 impl Default for Limits {
@@ -263,6 +285,7 @@ impl Default for Limits {
             max_metrics: DEFAULT_MAX_METRICS,
             max_key_bytes: DEFAULT_MAX_KEY_BYTES,
             max_samples: DEFAULT_MAX_SAMPLES,
+            max_containers: DEFAULT_MAX_CONTAINERS,
         }
     }
 }
@@ -286,6 +309,9 @@ pub struct Config {
     /// sled's page cache, MiB.
     pub cache_mb: u64,
     pub limits: Limits,
+    /// Calls served at once and calls waiting (`crate::overload`).
+    pub max_concurrent_requests: usize,
+    pub max_queued_requests: usize,
     pub log: String,
     pub log_format: LogFormat,
     /// OTLP/gRPC collector to export spans to; `None`: no export.
@@ -442,7 +468,19 @@ impl ServeArgs {
                     .max_samples
                     .or(file.max_samples)
                     .unwrap_or(DEFAULT_MAX_SAMPLES),
+                max_containers: self
+                    .max_containers
+                    .or(file.max_containers)
+                    .unwrap_or(DEFAULT_MAX_CONTAINERS),
             },
+            max_concurrent_requests: self
+                .max_concurrent_requests
+                .or(file.max_concurrent_requests)
+                .unwrap_or(DEFAULT_MAX_CONCURRENT_REQUESTS),
+            max_queued_requests: self
+                .max_queued_requests
+                .or(file.max_queued_requests)
+                .unwrap_or(DEFAULT_MAX_QUEUED_REQUESTS),
             log: self
                 .log
                 .or(file.log)
@@ -499,6 +537,8 @@ impl Config {
             ("max_metrics", self.limits.max_metrics),
             ("max_key_bytes", self.limits.max_key_bytes),
             ("max_samples", self.limits.max_samples),
+            ("max_containers", self.limits.max_containers),
+            ("max_concurrent_requests", self.max_concurrent_requests),
         ] {
             if v == 0 {
                 return Err(invalid(key, "must be greater than 0"));
@@ -569,6 +609,9 @@ mod tests {
         assert_eq!(c.hpa, Settings::default());
         assert_eq!(c.vpa_max_clock_skew, Duration::from_secs(300));
         assert_eq!(c.limits.max_samples, 100_000);
+        assert_eq!(c.limits.max_containers, 100_000);
+        assert_eq!(c.max_concurrent_requests, 32);
+        assert_eq!(c.max_queued_requests, 64);
         assert_eq!(c.otlp_endpoint, None);
         assert_eq!(c.metrics_listen, None);
     }
@@ -614,6 +657,8 @@ mod tests {
             ("hpa_tolerance = -1.0", "hpa_tolerance"),
             ("max_pods = 0", "max_pods"),
             ("max_samples = 0", "max_samples"),
+            ("max_containers = 0", "max_containers"),
+            ("max_concurrent_requests = 0", "max_concurrent_requests"),
             ("log = \"[[[\"", "log"),
             (
                 "durability = \"relaxed\"\nflush_interval_ms = 0",

@@ -197,7 +197,7 @@ pub async fn serve_with_store<S: HistoryStore + VerticalStore>(
         },
     );
 
-    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    let health_reporter = tonic_health::server::HealthReporter::new();
     health_reporter
         .set_service_status("", ServingStatus::Serving)
         .await;
@@ -217,8 +217,14 @@ pub async fn serve_with_store<S: HistoryStore + VerticalStore>(
             message_too_large_is_resource_exhausted
                 as fn(HttpResponse<tonic::body::Body>) -> HttpResponse<tonic::body::Body>,
         ))
+        // Load shedding, deadlines, the request context and client protocol errors.
+        .layer(crate::overload::OverloadLayer::new(&config))
         .trace_fn(crate::telemetry::grpc_span)
-        .add_service(health_service)
+        // Watch streams end when shutdown starts, so they do not hold the drain.
+        .add_service(crate::drain::health_server(
+            health_reporter.clone(),
+            stop_rx.clone(),
+        ))
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(

@@ -152,6 +152,7 @@ impl HorizontalService {
             let mut new_history = evaluation.history;
             prune::prune(&mut new_history, now, self.options.history_retention);
             let entry = DecisionEntry::single(now, decision, &input.spec, &settings);
+            super::context::check_deadline()?;
             self.store.commit(&input.target_key, &new_history, &entry)?;
             let ticket = self.durability.written();
             drop(guard);

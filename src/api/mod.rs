@@ -3,14 +3,20 @@
 //! * [`convert`]: proto ↔ engine, validating every field with its proto path;
 //! * [`status`]: the one error → `tonic::Status` table;
 //! * [`horizontal`]: the `HorizontalAutoscaler` service;
-//! * [`vertical`]: the `VerticalAutoscaler` service (conversion in `convert::vertical`).
+//! * [`vertical`]: the `VerticalAutoscaler` service (conversion in `convert::vertical`);
+//! * [`codec`], [`wire_limits`], [`context`]: decoding with count limits checked on the wire
+//!   bytes, decode failures as INVALID_ARGUMENT, and the per-request context (limits,
+//!   deadline, peer) the server layer sets.
 //!
 //! Only this layer reads the clock, once per request, and passes `now` down.
 
+pub mod codec;
+pub mod context;
 pub mod convert;
 pub mod horizontal;
 pub mod status;
 pub mod vertical;
+pub mod wire_limits;
 
 pub use horizontal::{HorizontalService, ServiceOptions};
 pub use vertical::{VerticalOptions, VerticalService};

@@ -124,6 +124,7 @@ impl VerticalService {
         }))
         .map_err(|_| ApiError::Internal("the VPA engine panicked".to_owned()))?;
         span.record("accepted", report.accepted_samples);
+        super::context::check_deadline()?;
         self.store.put_vertical(&input.target_key, &state)?;
         let ticket = self.durability.written();
         drop(guard);

@@ -1,0 +1,185 @@
+//! The gRPC codec of the generated services and clients (`build.rs` sets it with
+//! `tonic_prost_build::Builder::codec_path`): prost encoding and decoding, as
+//! `tonic_prost::ProstCodec`, with two differences on the server side (inside a request's
+//! [`context`](super::context)):
+//!
+//! * before decoding, the body is checked against the count limits on the wire
+//!   ([`wire_limits`](super::wire_limits)), so prost never allocates for a request that
+//!   breaks them;
+//! * a body that does not decode (bad wire format, a string that is not UTF-8) is the
+//!   client's mistake: `INVALID_ARGUMENT`, logged at debug with the peer. `ProstCodec` answers
+//!   `INTERNAL` (`from_decode_error`, following the gRPC status-code table for a parse failure
+//!   on either side), which the API documents as a server fault (issue 8).
+//!
+//! On the client side (no request context) a response that does not decode stays `INTERNAL`:
+//! then it is the server's fault.
+
+use std::marker::PhantomData;
+
+use prost::{Message, bytes::Buf};
+use tonic::{
+    Status,
+    codec::{BufferSettings, DecodeBuf, Decoder as TonicDecoder},
+};
+use tonic_prost::ProstEncoder;
+
+use super::{context, status::ApiError, wire_limits};
+use crate::engine::error::InvalidInput;
+
+/// `tonic_prost::ProstCodec` with wire limits and decode failures as `INVALID_ARGUMENT`.
+#[derive(Debug, Clone)]
+pub struct Codec<T, U> {
+    _pd: PhantomData<(T, U)>,
+}
+
+impl<T, U> Default for Codec<T, U> {
+    fn default() -> Self {
+        Codec { _pd: PhantomData }
+    }
+}
+
+impl<T, U> tonic::codec::Codec for Codec<T, U>
+where
+    T: Message + Send + 'static,
+    U: Message + Default + Send + 'static,
+{
+    type Encode = T;
+    type Decode = U;
+    type Encoder = ProstEncoder<T>;
+    type Decoder = Decoder<U>;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        ProstEncoder::default()
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        Decoder { _pd: PhantomData }
+    }
+}
+
+/// Decodes `U`, see the module documentation.
+#[derive(Debug, Clone)]
+pub struct Decoder<U> {
+    _pd: PhantomData<U>,
+}
+
+impl<U: Message + Default + 'static> TonicDecoder for Decoder<U> {
+    type Item = U;
+    type Error = Status;
+
+    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<U>, Status> {
+        decode_checked(buf)
+    }
+
+    fn buffer_settings(&self) -> BufferSettings {
+        BufferSettings::default()
+    }
+}
+
+/// Checks the wire limits (on the server) and decodes.
+fn decode_checked<U: Message + Default + 'static, B: Buf>(
+    buf: &mut B,
+) -> Result<Option<U>, Status> {
+    let on_server = context::with(|_| ()).is_some();
+    if let Some(schema) = wire_limits::schema_of::<U>() {
+        // tonic hands the whole (decompressed) message in one contiguous buffer.
+        let bytes = buf.chunk();
+        if bytes.len() == buf.remaining()
+            && let Some(Err(e)) = context::with(|c| wire_limits::check(schema, bytes, &c.limits))
+        {
+            tracing::debug!(peer = %context::peer(), error = %e, "request over a limit");
+            return Err(e.into());
+        }
+    }
+    U::decode(buf).map(Some).map_err(|e| {
+        if on_server {
+            tracing::debug!(peer = %context::peer(), error = %e, "request body does not decode");
+            ApiError::InvalidArgument(vec![InvalidInput::new(
+                "(request body)",
+                format!(
+                    "is not a valid {}: {e}",
+                    std::any::type_name::<U>()
+                        .rsplit("::")
+                        .next()
+                        .unwrap_or("message")
+                ),
+            )])
+            .into()
+        } else {
+            Status::internal(e.to_string())
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use prost::bytes::Bytes;
+    use tonic::Code;
+
+    use super::*;
+    use crate::{
+        api::context::{RequestContext, scope},
+        config::Limits,
+        pb::v1 as pb,
+    };
+
+    fn decode<U: Message + Default + 'static>(bytes: &[u8]) -> Result<Option<U>, Status> {
+        decode_checked::<U, _>(&mut Bytes::copy_from_slice(bytes))
+    }
+
+    async fn on_server<R>(limits: Limits, f: impl FnOnce() -> R) -> R {
+        let context = RequestContext {
+            limits: Arc::new(limits),
+            deadline: None,
+            peer: None,
+        };
+        scope(context, async move { f() }).await
+    }
+
+    #[tokio::test]
+    async fn undecodable_bodies_are_invalid_argument_on_the_server_only() {
+        // target_key (field 1) holding bytes that are not UTF-8.
+        let not_utf8 = [0x0a, 0x02, 0xc3, 0x28];
+        let status = on_server(Limits::default(), || {
+            decode::<pb::RecommendRequest>(&not_utf8).unwrap_err()
+        })
+        .await;
+        assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+        assert!(status.message().contains("RecommendRequest"), "{status:?}");
+        let truncated = [0x22, 0x10, 0x08];
+        let status = on_server(Limits::default(), || {
+            decode::<pb::HorizontalSpec>(&truncated).unwrap_err()
+        })
+        .await;
+        assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+        // A client decoding a bad response: the server's fault.
+        let status = decode::<pb::RecommendRequest>(&not_utf8).unwrap_err();
+        assert_eq!(status.code(), Code::Internal, "{status:?}");
+    }
+
+    #[tokio::test]
+    async fn wire_limits_apply_before_decoding() {
+        let limits = Limits {
+            max_pods: 2,
+            ..Limits::default()
+        };
+        let three_pods: Vec<u8> = std::iter::repeat_n([0x2a, 0x00], 3).flatten().collect();
+        let status = on_server(limits, || {
+            decode::<pb::RecommendRequest>(&three_pods).unwrap_err()
+        })
+        .await;
+        assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+        assert!(status.message().starts_with("pods: "), "{status:?}");
+        // No limits outside a server request.
+        assert_eq!(
+            decode::<pb::RecommendRequest>(&three_pods)
+                .unwrap()
+                .unwrap()
+                .pods
+                .len(),
+            3
+        );
+    }
+}

@@ -1,0 +1,475 @@
+//! Count limits checked on the protobuf wire bytes, before prost allocates anything.
+//!
+//! prost decodes an empty repeated element (2 bytes on the wire: tag and zero length) into a
+//! whole struct: a `PodSample` is ~200 bytes, a `ContainerSample` ~120, a map entry ~50-100
+//! with its hash table slack. A 4 MiB Recommend of 2.1 M empty pods therefore cost +401 MiB
+//! RSS, and one pod with 2.1 M empty containers +1.2 GiB, all before `api::convert` could
+//! count them (issue 8). This module walks the wire format once (tags and lengths only, no
+//! allocation, as `prost::encoding::skip_field` does) and counts the occurrences of every
+//! repeated or map field that amplifies, against `config.limits`, so a request that breaks a
+//! limit is refused at a cost proportional to its size and memory stays within a small
+//! multiple of the request (at most `max_pods` pods, `max_containers` containers,
+//! `max_samples` map entries, `max_metrics` metric specs, each a few hundred bytes).
+//!
+//! The walk is lenient: bytes it cannot parse stop it with no verdict, and prost's decode
+//! (which accepts exactly the same wire format, so it fails on them too) reports the error.
+//! Packed scalars (`values_milli`, `controlled_resources`) are not counted: a decoded scalar
+//! is at most 8 bytes for at least one byte on the wire.
+
+use std::any::TypeId;
+
+use crate::{
+    api::status::ApiError,
+    config::Limits,
+    pb::v1::{GetRecommendationRequest, RecommendRequest, RecordUsageRequest},
+};
+
+/// Which configured limit a counter is held to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Limit {
+    Pods,
+    Containers,
+    Metrics,
+    Samples,
+}
+
+impl Limit {
+    fn value(self, limits: &Limits) -> usize {
+        match self {
+            Limit::Pods => limits.max_pods,
+            Limit::Containers => limits.max_containers,
+            Limit::Metrics => limits.max_metrics,
+            Limit::Samples => limits.max_samples,
+        }
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            Limit::Pods => "max_pods",
+            Limit::Containers => "max_containers",
+            Limit::Metrics => "max_metrics",
+            Limit::Samples => "max_samples",
+        }
+    }
+}
+
+/// A count over the whole request (several fields may add to one counter).
+#[derive(Debug)]
+struct Counter {
+    /// What is counted, for the message ("pods", "metric and resource values").
+    what: &'static str,
+    limit: Limit,
+}
+
+/// A field of a message the walk looks at; other fields are skipped.
+#[derive(Debug)]
+struct Field {
+    number: u32,
+    /// The field path named in the error (`pods[].containers`).
+    path: &'static str,
+    /// Index in [`Schema::counters`] this field's occurrences add to.
+    counter: Option<usize>,
+    /// The element's message, to walk into.
+    child: Option<&'static [Field]>,
+}
+
+/// The fields to count of one request type.
+#[derive(Debug)]
+pub struct Schema {
+    name: &'static str,
+    root: &'static [Field],
+    counters: &'static [Counter],
+}
+
+const fn field(
+    number: u32,
+    path: &'static str,
+    counter: Option<usize>,
+    child: Option<&'static [Field]>,
+) -> Field {
+    Field {
+        number,
+        path,
+        counter,
+        child,
+    }
+}
+
+// RecommendRequest counters.
+const PODS: usize = 0;
+const CONTAINERS: usize = 1;
+const VALUES: usize = 2;
+const METRICS: usize = 3;
+const POLICIES: usize = 4;
+const OBJECT: usize = 5;
+const EXTERNAL: usize = 6;
+const UNAVAILABLE: usize = 7;
+const ORPHANS: usize = 8;
+
+const CONTAINER_SAMPLE: &[Field] = &[
+    field(2, "pods[].containers[].requests_milli", Some(VALUES), None),
+    field(3, "pods[].containers[].usage_milli", Some(VALUES), None),
+];
+const POD_SAMPLE: &[Field] = &[
+    field(7, "pods[].requests_milli", Some(VALUES), None),
+    field(
+        8,
+        "pods[].containers",
+        Some(CONTAINERS),
+        Some(CONTAINER_SAMPLE),
+    ),
+    field(9, "pods[].metrics", Some(VALUES), None),
+];
+const ORPHAN: &[Field] = &[field(2, "orphan_pod_metrics[].metrics", Some(VALUES), None)];
+const SCALING_RULES: &[Field] = &[field(3, "spec.behavior.policies", Some(POLICIES), None)];
+const BEHAVIOR: &[Field] = &[
+    field(1, "spec.behavior.scale_up", None, Some(SCALING_RULES)),
+    field(2, "spec.behavior.scale_down", None, Some(SCALING_RULES)),
+];
+const HORIZONTAL_SPEC: &[Field] = &[
+    field(3, "spec.metrics", Some(METRICS), None),
+    field(4, "spec.behavior", None, Some(BEHAVIOR)),
+];
+const RECOMMEND: Schema = Schema {
+    name: "RecommendRequest",
+    root: &[
+        field(4, "spec", None, Some(HORIZONTAL_SPEC)),
+        field(5, "pods", Some(PODS), Some(POD_SAMPLE)),
+        field(6, "object_metrics_milli", Some(OBJECT), None),
+        field(7, "external_metrics", Some(EXTERNAL), None),
+        field(8, "unavailable_metrics", Some(UNAVAILABLE), None),
+        field(9, "orphan_pod_metrics", Some(ORPHANS), Some(ORPHAN)),
+    ],
+    counters: &[
+        Counter {
+            what: "pods",
+            limit: Limit::Pods,
+        },
+        Counter {
+            what: "containers",
+            limit: Limit::Containers,
+        },
+        Counter {
+            what: "metric, request and usage values",
+            limit: Limit::Samples,
+        },
+        Counter {
+            what: "metrics",
+            limit: Limit::Metrics,
+        },
+        Counter {
+            what: "scaling policies",
+            limit: Limit::Metrics,
+        },
+        Counter {
+            what: "object metric values",
+            limit: Limit::Metrics,
+        },
+        Counter {
+            what: "external metrics",
+            limit: Limit::Metrics,
+        },
+        Counter {
+            what: "unavailable metrics",
+            limit: Limit::Metrics,
+        },
+        Counter {
+            what: "orphan pods",
+            limit: Limit::Pods,
+        },
+    ],
+};
+
+const RECORD_USAGE: Schema = Schema {
+    name: "RecordUsageRequest",
+    root: &[
+        field(2, "samples", Some(0), None),
+        field(3, "oom_events", Some(0), None),
+    ],
+    counters: &[Counter {
+        what: "samples and OOM events",
+        limit: Limit::Samples,
+    }],
+};
+
+const VERTICAL_POLICY: &[Field] = &[field(1, "policy.container_policies", Some(0), None)];
+const GET_RECOMMENDATION: Schema = Schema {
+    name: "GetRecommendationRequest",
+    root: &[
+        field(2, "policy", None, Some(VERTICAL_POLICY)),
+        field(3, "integer_cpu_containers", Some(1), None),
+    ],
+    counters: &[
+        Counter {
+            what: "container policies",
+            limit: Limit::Containers,
+        },
+        Counter {
+            what: "integer-CPU containers",
+            limit: Limit::Containers,
+        },
+    ],
+};
+
+/// The schema of request type `U`, if it has fields that amplify.
+pub fn schema_of<U: 'static>() -> Option<&'static Schema> {
+    let id = TypeId::of::<U>();
+    if id == TypeId::of::<RecommendRequest>() {
+        Some(&RECOMMEND)
+    } else if id == TypeId::of::<RecordUsageRequest>() {
+        Some(&RECORD_USAGE)
+    } else if id == TypeId::of::<GetRecommendationRequest>() {
+        Some(&GET_RECOMMENDATION)
+    } else {
+        None
+    }
+}
+
+/// Most counters of any schema.
+const MAX_COUNTERS: usize = 9;
+/// Group nesting the walk follows (prost's recursion limit).
+const MAX_DEPTH: u32 = 100;
+
+/// Why the walk stopped early.
+enum Stop {
+    /// The bytes are not valid protobuf: prost will say why.
+    Malformed,
+    /// A limit is exceeded.
+    Exceeded(ApiError),
+}
+
+/// Checks the encoded message `bytes` of `schema`'s type against `limits`. `Err` is
+/// RESOURCE_EXHAUSTED naming the field and the limit; bytes that are not valid protobuf pass
+/// (prost rejects them next).
+pub fn check(schema: &Schema, bytes: &[u8], limits: &Limits) -> Result<(), ApiError> {
+    let mut walk = Walk {
+        schema,
+        limits,
+        counts: [0; MAX_COUNTERS],
+    };
+    match walk.message(schema.root, bytes) {
+        Ok(()) | Err(Stop::Malformed) => Ok(()),
+        Err(Stop::Exceeded(e)) => Err(e),
+    }
+}
+
+struct Walk<'a> {
+    schema: &'a Schema,
+    limits: &'a Limits,
+    counts: [usize; MAX_COUNTERS],
+}
+
+impl Walk<'_> {
+    fn message(&mut self, fields: &[Field], mut buf: &[u8]) -> Result<(), Stop> {
+        while !buf.is_empty() {
+            let key = varint(&mut buf)?;
+            let number = u32::try_from(key >> 3).map_err(|_| Stop::Malformed)?;
+            match key & 7 {
+                2 => {
+                    let len = usize::try_from(varint(&mut buf)?).map_err(|_| Stop::Malformed)?;
+                    if len > buf.len() {
+                        return Err(Stop::Malformed);
+                    }
+                    let (payload, rest) = buf.split_at(len);
+                    buf = rest;
+                    if let Some(f) = fields.iter().find(|f| f.number == number) {
+                        if let Some(counter) = f.counter {
+                            self.count(counter, f.path)?;
+                        }
+                        if let Some(child) = f.child {
+                            self.message(child, payload)?;
+                        }
+                    }
+                }
+                wire => skip(wire, number, &mut buf, 0)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn count(&mut self, counter: usize, path: &'static str) -> Result<(), Stop> {
+        let c = &self.schema.counters[counter];
+        let limit = c.limit.value(self.limits);
+        self.counts[counter] += 1;
+        if self.counts[counter] > limit {
+            return Err(Stop::Exceeded(ApiError::ResourceExhausted {
+                field: path.to_owned(),
+                message: format!(
+                    "more than {limit} {} in one {} ({})",
+                    c.what,
+                    self.schema.name,
+                    c.limit.key()
+                ),
+            }));
+        }
+        Ok(())
+    }
+}
+
+/// Skips a value of wire type `wire` other than length-delimited (groups included).
+fn skip(wire: u64, number: u32, buf: &mut &[u8], depth: u32) -> Result<(), Stop> {
+    let take = |buf: &mut &[u8], n: usize| {
+        if buf.len() < n {
+            return Err(Stop::Malformed);
+        }
+        *buf = &buf[n..];
+        Ok(())
+    };
+    match wire {
+        0 => varint(buf).map(drop),
+        1 => take(buf, 8),
+        5 => take(buf, 4),
+        2 => {
+            let len = usize::try_from(varint(buf)?).map_err(|_| Stop::Malformed)?;
+            take(buf, len)
+        }
+        3 => {
+            if depth >= MAX_DEPTH {
+                return Err(Stop::Malformed);
+            }
+            loop {
+                if buf.is_empty() {
+                    return Err(Stop::Malformed);
+                }
+                let key = varint(buf)?;
+                let inner = u32::try_from(key >> 3).map_err(|_| Stop::Malformed)?;
+                if key & 7 == 4 {
+                    return if inner == number {
+                        Ok(())
+                    } else {
+                        Err(Stop::Malformed)
+                    };
+                }
+                skip(key & 7, inner, buf, depth + 1)?;
+            }
+        }
+        _ => Err(Stop::Malformed),
+    }
+}
+
+/// A base-128 varint of at most 10 bytes (prost's `decode_varint`).
+fn varint(buf: &mut &[u8]) -> Result<u64, Stop> {
+    let mut value = 0u64;
+    for i in 0..10 {
+        let Some((&byte, rest)) = buf.split_first() else {
+            return Err(Stop::Malformed);
+        };
+        *buf = rest;
+        value |= u64::from(byte & 0x7f) << (7 * i);
+        if byte < 0x80 {
+            return Ok(value);
+        }
+    }
+    Err(Stop::Malformed)
+}
+
+#[cfg(test)]
+mod tests {
+    use prost::Message;
+
+    use super::*;
+    use crate::pb::v1 as pb;
+
+    fn limits() -> Limits {
+        Limits {
+            max_pods: 3,
+            max_containers: 4,
+            max_samples: 5,
+            max_metrics: 2,
+            ..Limits::default()
+        }
+    }
+
+    fn field_of(bytes: &[u8]) -> Option<String> {
+        match check(&RECOMMEND, bytes, &limits()) {
+            Ok(()) => None,
+            Err(ApiError::ResourceExhausted { field, .. }) => Some(field),
+            Err(e) => panic!("unexpected {e}"),
+        }
+    }
+
+    #[test]
+    fn counts_every_amplifying_field_across_the_request() {
+        let pod = |containers: usize| pb::PodSample {
+            containers: vec![pb::ContainerSample::default(); containers],
+            ..Default::default()
+        };
+        let ok = pb::RecommendRequest {
+            pods: vec![pod(2), pod(2), pod(0)],
+            ..Default::default()
+        };
+        assert_eq!(field_of(&ok.encode_to_vec()), None);
+        let pods = pb::RecommendRequest {
+            pods: vec![pod(0); 4],
+            ..Default::default()
+        };
+        assert_eq!(field_of(&pods.encode_to_vec()).as_deref(), Some("pods"));
+        // Containers are counted over all pods, not per pod.
+        let containers = pb::RecommendRequest {
+            pods: vec![pod(2), pod(3)],
+            ..Default::default()
+        };
+        assert_eq!(
+            field_of(&containers.encode_to_vec()).as_deref(),
+            Some("pods[].containers")
+        );
+        let mut values = pb::PodSample::default();
+        for i in 0..6 {
+            values
+                .metrics
+                .insert(format!("m{i}"), pb::MetricSample::default());
+        }
+        let values = pb::RecommendRequest {
+            pods: vec![values],
+            ..Default::default()
+        };
+        assert_eq!(
+            field_of(&values.encode_to_vec()).as_deref(),
+            Some("pods[].metrics")
+        );
+        let policies = pb::RecommendRequest {
+            spec: Some(pb::HorizontalSpec {
+                behavior: Some(pb::Behavior {
+                    scale_up: Some(pb::ScalingRules {
+                        policies: vec![pb::ScalingPolicy::default(); 3],
+                        ..Default::default()
+                    }),
+                    scale_down: None,
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            field_of(&policies.encode_to_vec()).as_deref(),
+            Some("spec.behavior.policies")
+        );
+    }
+
+    #[test]
+    fn empty_elements_are_counted_even_when_repeated_on_the_wire() {
+        // 10 empty pods written as raw (tag 5, length 0) pairs.
+        let bytes: Vec<u8> = std::iter::repeat_n([0x2a, 0x00], 10).flatten().collect();
+        assert_eq!(field_of(&bytes).as_deref(), Some("pods"));
+        // ...also after an unknown group, which prost skips.
+        let mut grouped = vec![0x7b, 0x08, 0x01, 0x7c]; // field 15 start group, varint, end
+        grouped.extend(&bytes);
+        assert!(pb::RecommendRequest::decode(&grouped[..]).is_ok());
+        assert_eq!(field_of(&grouped).as_deref(), Some("pods"));
+    }
+
+    #[test]
+    fn malformed_bytes_have_no_verdict() {
+        assert_eq!(field_of(&[0x2a, 0x05, 0x00]), None);
+        assert_eq!(field_of(&[0xff; 11]), None);
+        assert_eq!(field_of(&[0x7b]), None);
+    }
+
+    #[test]
+    fn only_request_types_with_amplifying_fields_have_a_schema() {
+        assert!(schema_of::<pb::RecommendRequest>().is_some());
+        assert!(schema_of::<pb::RecordUsageRequest>().is_some());
+        assert!(schema_of::<pb::GetHistoryRequest>().is_none());
+        assert!(schema_of::<pb::RecommendResponse>().is_none());
+    }
+}
