@@ -72,7 +72,7 @@ fn recommend_and_history_print_the_decision() {
         "history",
         "--addr",
         &addr,
-        "nomad/prod/web",
+        "examples/web",
         "--output",
         "json",
     ]);
@@ -87,7 +87,7 @@ fn recommend_and_history_print_the_decision() {
         .map(|r| r["replicas"].as_i64().unwrap())
         .collect();
     assert_eq!(replicas, [3, 5, 5]);
-    let text = autoscaled(&["history", "--addr", &addr, "nomad/prod/web"]);
+    let text = autoscaled(&["history", "--addr", &addr, "examples/web"]);
     assert!(
         stdout(&text)
             .lines()
