@@ -100,7 +100,7 @@ pub fn run(cli: Cli) -> ExitCode {
             &args.target_key,
             args.output,
         )),
-        Command::ConfigTable => crate::client::print_stdout(&config_table()),
+        Command::ConfigTable => crate::client::print_stdout(config_table().trim_end()),
     }
 }
 
