@@ -10,7 +10,7 @@
 #   scripts/readme-tour.sh --markdown      print that README section
 #
 # Outputs are compared after replacing RFC 3339 times by <time> and runs of spaces by one
-# (the server's clock differs between runs). The steps expect a fresh server: their targets
+# (the server's clock differs between runs), with ADDR shown as the README's 127.0.0.1:50051. The steps expect a fresh server: their targets
 # (examples/web, default/php-apache) are used by nothing else in CI.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -111,6 +111,7 @@ for i in "${!titles[@]}"; do
   n=$((i + 1))
   out="$(bash -o pipefail -c "${commands[$i]}" 2>&1)"
   rc=$?
+  out="${out//"$ADDR"/127.0.0.1:50051}"   # the README's address
   if [[ -n "$record" ]]; then
     printf '%s\n' "$out" >"$root/scripts/expected/tour-$n.out"
     echo "recorded step $n (exit $rc, want ${rcs[$i]})"
