@@ -1,28 +1,21 @@
-// Go client for autoscaled. Builds offline against Debian's Go packages (bookworm):
-// every dependency is replaced by its copy in /usr/share/gocode/src, so no proxy and no
-// go.sum are needed. The versions listed must be at least what the replacements' own go.mod
-// files ask for (genproto: grpc 1.33.3 asks for 20200526), otherwise the go command loads
-// the full module graph, which is not on disk. Never run `go mod tidy`.
+// Go client for autoscaled: the generated code (autoscaledv1) and a wrapper for controllers
+// (autoscaled). An ordinary module: `go get github.com/autoscaled/autoscaled/go@latest` from a
+// controller's module; the versions are the lowest it is tested with (the go command picks
+// the highest any module of the build requires). The offline CI build uses go.offline.mod
+// (same requirements, replaced by Debian's copies); keep the require blocks identical.
 module github.com/autoscaled/autoscaled/go
 
 go 1.19
 
 require (
 	github.com/golang/protobuf v1.5.2
-	golang.org/x/net v0.7.0
-	golang.org/x/sys v0.5.0
-	golang.org/x/text v0.7.0
 	google.golang.org/genproto v0.0.0-20200526211855-cb27e3aa2013
 	google.golang.org/grpc v1.33.3
 	google.golang.org/protobuf v1.28.1
 )
 
-replace (
-	github.com/golang/protobuf => /usr/share/gocode/src/github.com/golang/protobuf
-	golang.org/x/net => /usr/share/gocode/src/golang.org/x/net
-	golang.org/x/sys => /usr/share/gocode/src/golang.org/x/sys
-	golang.org/x/text => /usr/share/gocode/src/golang.org/x/text
-	google.golang.org/genproto => /usr/share/gocode/src/google.golang.org/genproto
-	google.golang.org/grpc => /usr/share/gocode/src/google.golang.org/grpc
-	google.golang.org/protobuf => /usr/share/gocode/src/google.golang.org/protobuf
+require (
+	golang.org/x/net v0.7.0 // indirect
+	golang.org/x/sys v0.5.0 // indirect
+	golang.org/x/text v0.7.0 // indirect
 )

@@ -5,7 +5,9 @@
 # (all server threads) / requests. Build first:
 #   cargo build --release --bin autoscaled --example recommend_fixed
 # Usage: scripts/callgrind_recommend.sh OUT_DIR [requests] [keys] [in_flight]
-# (AUTOSCALED_BIN: another server binary, e.g. a build of an older commit.)
+# (AUTOSCALED_BIN: another server binary, e.g. a build of an older commit. The release
+# profile has no debug info; for annotated source lines build `--profile profiling` and set
+# AUTOSCALED_BIN=target/profiling/autoscaled.)
 set -euo pipefail
 out=${1:?usage: callgrind_recommend.sh OUT_DIR [requests] [keys] [in_flight]}
 requests=${2:-2000}

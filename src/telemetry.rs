@@ -78,13 +78,15 @@ impl Drop for TelemetryGuard {
     }
 }
 
-/// Installs the global subscriber: `filter` in `EnvFilter` syntax, lines to stderr (stdout
+/// Installs the global subscriber: `filter` in `EnvFilter` syntax, lines to stderr (ANSI
+/// colours only when `colour`: see [`crate::config::log_colour`]; stdout
 /// carries only the `autoscaled listening on ADDR` line that clients wait for), and, when
 /// `otlp_endpoint` is set (e.g. `http://127.0.0.1:4317`), an OTLP/gRPC span exporter. Must be
 /// called within a Tokio runtime when `otlp_endpoint` is set.
 pub fn init(
     filter: &str,
     format: LogFormat,
+    colour: bool,
     otlp_endpoint: Option<&str>,
 ) -> Result<TelemetryGuard, TelemetryError> {
     let env_filter = EnvFilter::try_new(filter).map_err(|e| TelemetryError::Filter {
@@ -99,8 +101,15 @@ pub fn init(
             .boxed()
     });
     let fmt_layer = match format {
-        LogFormat::Text => fmt::layer().with_writer(std::io::stderr).boxed(),
-        LogFormat::Json => fmt::layer().json().with_writer(std::io::stderr).boxed(),
+        LogFormat::Text => fmt::layer()
+            .with_ansi(colour)
+            .with_writer(std::io::stderr)
+            .boxed(),
+        LogFormat::Json => fmt::layer()
+            .json()
+            .with_ansi(false)
+            .with_writer(std::io::stderr)
+            .boxed(),
     };
     tracing_subscriber::registry()
         .with(env_filter)

@@ -24,7 +24,7 @@ fn serve_prints_the_real_address_and_stops_cleanly_on_sigterm() {
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir.path().join("data"))
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut line = String::new();
@@ -43,8 +43,67 @@ fn serve_prints_the_real_address_and_stops_cleanly_on_sigterm() {
         .status()
         .unwrap();
     assert!(killed.success());
-    let status = child.wait().unwrap();
-    assert!(status.success(), "{status:?}");
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    // stderr is a pipe, not a terminal: log lines without ANSI colour codes.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("serving"), "{stderr}");
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "colour codes in a pipe: {stderr:?}"
+    );
+}
+
+#[test]
+fn a_busy_port_is_one_line_and_leaves_no_data_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let data = dir.path().join("data");
+    let out = autoscaled()
+        .args([
+            "serve",
+            "--listen",
+            &busy.local_addr().unwrap().to_string(),
+            "--data-dir",
+        ])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");
+    assert!(
+        stderr.starts_with("autoscaled: cannot listen on 127.0.0.1:"),
+        "{stderr}"
+    );
+    assert!(!data.exists(), "a failed start created {}", data.display());
+    assert!(out.stdout.is_empty(), "{out:?}");
+}
+
+#[test]
+fn the_readme_configuration_table_is_generated_from_the_flags() {
+    let out = autoscaled().arg("config-table").output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let table = String::from_utf8(out.stdout).unwrap();
+    for flag in [
+        "--config FILE",
+        "--flush-interval-ms MS",
+        "--hpa-tolerance RATIO",
+        "--log-format FORMAT",
+    ] {
+        assert!(table.contains(flag), "{flag} missing:\n{table}");
+    }
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let section = readme
+        .split("<!-- config-table:begin -->\n")
+        .nth(1)
+        .and_then(|rest| rest.split("<!-- config-table:end -->").next())
+        .expect("README.md has the config-table markers");
+    assert_eq!(
+        section, table,
+        "README.md's configuration table is stale: replace it by the output of `autoscaled config-table`"
+    );
 }
 
 #[test]

@@ -72,7 +72,7 @@ fn recommend_and_history_print_the_decision() {
         "history",
         "--addr",
         &addr,
-        "nomad/prod/web",
+        "examples/web",
         "--output",
         "json",
     ]);
@@ -87,7 +87,7 @@ fn recommend_and_history_print_the_decision() {
         .map(|r| r["replicas"].as_i64().unwrap())
         .collect();
     assert_eq!(replicas, [3, 5, 5]);
-    let text = autoscaled(&["history", "--addr", &addr, "nomad/prod/web"]);
+    let text = autoscaled(&["history", "--addr", &addr, "examples/web"]);
     assert!(
         stdout(&text)
             .lines()
@@ -163,4 +163,137 @@ fn conformance_grpc_prints_the_summary_last_and_exits_1_on_a_failure() {
         out.contains("FAIL ") && out.contains("desired_replicas: expected 99"),
         "{out}"
     );
+}
+
+/// The first-hour papercuts (issue 14): a closed pipe, quantities, an HPA manifest, JSON
+/// without defaults, and `conformance --grpc` against a server on its own clock.
+#[test]
+fn first_hour_client_behaviour() {
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(&dir.path().join("data"));
+    let addr = server.addr.to_string();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let example = |name: &str| root.join("examples").join(name).display().to_string();
+
+    // The HPA walkthrough's manifest as the spec, pod samples with Kubernetes quantities:
+    // 450m of 200m is 225% of a 50% target (9 replicas); the legacy limit holds 2 at 4.
+    let run = autoscaled(&[
+        "recommend",
+        "--addr",
+        &addr,
+        "--hpa",
+        &example("hpa.yaml"),
+        "--file",
+        &example("observations.json"),
+    ]);
+    assert!(run.status.success(), "{run:?}");
+    let out = stdout(&run);
+    assert!(
+        out.lines()
+            .any(|l| words(l) == ["Name:", "default/php-apache"]),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| words(l) == ["Desired", "replicas:", "4"]),
+        "{out}"
+    );
+    assert!(out.contains("225% (450m) / 50%"), "{out}");
+
+    // JSON leaves out what grpcurl leaves out: empty strings, false, absent messages.
+    let json = autoscaled(&[
+        "history",
+        "--addr",
+        &addr,
+        "default/php-apache",
+        "--output",
+        "json",
+    ]);
+    assert!(json.status.success(), "{json:?}");
+    let text = stdout(&json);
+    for default in ["\"\"", "false", "\"container\"", "\"error\""] {
+        assert!(!text.contains(default), "{default} printed:\n{text}");
+    }
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(value["decisions"][0]["desiredReplicas"], 4);
+
+    // A reader that goes away: quiet, status 0, no panic (was "failed printing to stdout:
+    // Broken pipe", exit 101). The read end is closed before the client gets its answer.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_autoscaled"))
+        .args([
+            "history",
+            "--addr",
+            &addr,
+            "default/php-apache",
+            "--output",
+            "json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let closed = child.wait_with_output().unwrap();
+    assert_eq!(closed.status.code(), Some(0), "{closed:?}");
+    assert!(closed.stderr.is_empty(), "{closed:?}");
+
+    // A bad quantity names the field; nothing is sent.
+    let bad = autoscaled(&[
+        "recommend",
+        "--addr",
+        &addr,
+        "--file",
+        &example("bad-quantity.json"),
+    ]);
+    assert_eq!(bad.status.code(), Some(1), "{bad:?}");
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("pods[0].requests.cpu") && err.contains("\"5OOm\""),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+
+    // --hpa with a file that has a spec of its own: refused, naming both.
+    let both = autoscaled(&[
+        "recommend",
+        "--addr",
+        &addr,
+        "--hpa",
+        &example("hpa.yaml"),
+        "--file",
+        &example("recommend.json"),
+    ]);
+    assert_eq!(both.status.code(), Some(1), "{both:?}");
+    assert!(
+        String::from_utf8_lossy(&both.stderr).contains("also has a spec"),
+        "{both:?}"
+    );
+}
+
+#[test]
+fn conformance_grpc_stops_at_once_against_a_server_on_its_own_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_autoscaled"));
+    command
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .env("AUTOSCALED_LOG", "warn")
+        .env_remove("AUTOSCALED_TRUST_REQUEST_TIME")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let server = common::spawn(command);
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance/hpa");
+    let run = autoscaled(&[
+        "conformance",
+        "--grpc",
+        &server.addr.to_string(),
+        shared.to_str().unwrap(),
+    ]);
+    assert_eq!(run.status.code(), Some(1), "{run:?}");
+    assert!(run.stdout.is_empty(), "no case is run: {}", stdout(&run));
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--trust-request-time"), "{err}");
 }

@@ -98,6 +98,44 @@ impl GrpcRunner {
         })
     }
 
+    /// Checks that the server takes `evaluation_time` from requests (`--trust-request-time`),
+    /// which every step needs: one dry-run Recommend carrying a time (nothing is stored). A
+    /// server on its own clock rejects it with INVALID_ARGUMENT naming `evaluation_time`; the
+    /// error says how to start it instead of letting every case fail the same way.
+    pub fn check_server_mode(&mut self, addr: &str) -> Result<(), String> {
+        let probe = pb::RecommendRequest {
+            target_key: format!("conformance/mode-probe/{}", self.run_suffix),
+            current_replicas: 1,
+            spec: Some(pb::HorizontalSpec {
+                max_replicas: 1,
+                ..Default::default()
+            }),
+            dry_run: true,
+            evaluation_time: Some(prost_types::Timestamp {
+                seconds: 1_767_225_600, // 2026-01-01T00:00:00Z
+                nanos: 0,
+            }),
+            ..Default::default()
+        };
+        match self.runtime.block_on(self.client.recommend(probe)) {
+            Err(status)
+                if status.code() == tonic::Code::InvalidArgument
+                    && status.message().contains("evaluation_time") =>
+            {
+                Err(format!(
+                    "the server at {addr} uses its own clock, and conformance --grpc sends each \
+                     step's time: restart it with --trust-request-time \
+                     (AUTOSCALED_TRUST_REQUEST_TIME=true), on a data folder of its own"
+                ))
+            }
+            Err(status) if status.code() == tonic::Code::Unavailable => {
+                Err(format!("cannot reach {addr}: {}", status.message()))
+            }
+            // Any other answer: the cases will tell.
+            _ => Ok(()),
+        }
+    }
+
     /// Runs every `*.json` case under `dir`, in path order.
     pub fn run_dir(&mut self, dir: &Path) -> Report {
         super::run_dir_with(dir, |file| self.run_case_file(file))
@@ -605,10 +643,14 @@ pub fn run_command(addr: &str, dir: &Path) -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
+    if let Err(e) = runner.check_server_mode(addr) {
+        eprintln!("autoscaled: {e}");
+        return std::process::ExitCode::FAILURE;
+    }
     let report = runner.run_dir(dir);
-    println!("{}", render(&report));
+    let printed = client::print_stdout(&render(&report));
     if report.success() {
-        std::process::ExitCode::SUCCESS
+        printed
     } else {
         std::process::ExitCode::FAILURE
     }
