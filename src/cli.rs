@@ -134,6 +134,17 @@ fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
+    // TLS and authorization files are checked (and SIGHUP handled) before anything listens;
+    // unusable files are bad configuration.
+    let security =
+        match runtime.block_on(async { crate::security::Security::load(&config.security) }) {
+            Ok(security) => security,
+            Err(e) => {
+                eprintln!("autoscaled: {e}");
+                telemetry.shutdown();
+                return ExitCode::from(EX_USAGE as u8);
+            }
+        };
     let result: anyhow::Result<()> = runtime.block_on(async {
         // Open the store before binding, so that a bad data folder fails before anything
         // listens and the "listening" line is only printed by a server that can serve.
@@ -144,12 +155,35 @@ fn serve(args: ServeArgs) -> ExitCode {
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
         let addr = listener.local_addr()?;
+        let health_listener = match config.security.health_listen {
+            Some(health) => Some(
+                tokio::net::TcpListener::bind(health)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("cannot listen on {health}: {e}"))?,
+            ),
+            None => None,
+        };
         {
             let mut out = std::io::stdout().lock();
             writeln!(out, "autoscaled listening on {addr}")?;
+            if let Some(health) = &health_listener {
+                writeln!(
+                    out,
+                    "autoscaled health listening on {}",
+                    health.local_addr()?
+                )?;
+            }
             out.flush()?;
         }
-        crate::server::serve_with_store(listener, config, store, signals.recv()).await?;
+        crate::server::serve_secured(
+            listener,
+            health_listener,
+            config,
+            store,
+            security,
+            signals.recv(),
+        )
+        .await?;
         Ok(())
     });
     if let Err(e) = &result {
