@@ -39,6 +39,8 @@ pub struct RecommendArgs {
     pub file: PathBuf,
     #[arg(long, value_enum, default_value_t)]
     pub output: crate::client::OutputFormat,
+    #[command(flatten)]
+    pub security: crate::client_security::ClientSecurity,
 }
 
 /// `autoscaled history --addr ADDR TARGET_KEY`.
@@ -50,6 +52,8 @@ pub struct HistoryArgs {
     pub target_key: String,
     #[arg(long, value_enum, default_value_t)]
     pub output: crate::client::OutputFormat,
+    #[command(flatten)]
+    pub security: crate::client_security::ClientSecurity,
 }
 
 /// `autoscaled conformance DIR`.
@@ -82,11 +86,13 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Conformance(args) => conformance(args),
         Command::Recommend(args) => crate::client::run(crate::client::recommend(
             &args.addr,
+            &args.security,
             &args.file,
             args.output,
         )),
         Command::History(args) => crate::client::run(crate::client::history(
             &args.addr,
+            &args.security,
             &args.target_key,
             args.output,
         )),

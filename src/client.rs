@@ -196,11 +196,13 @@ pub fn run(
 /// `autoscaled recommend`: sends the request in `file` and renders the decision.
 pub async fn recommend(
     addr: &str,
+    security: &crate::client_security::ClientSecurity,
     file: &Path,
     output: OutputFormat,
 ) -> Result<String, ClientError> {
     let request = read_recommend_request(file)?;
-    let response = connect(addr)
+    let response = security
+        .horizontal(addr)
         .await?
         .recommend(request.clone())
         .await
@@ -215,10 +217,12 @@ pub async fn recommend(
 /// `autoscaled history`: fetches and renders the stored history of `target_key`.
 pub async fn history(
     addr: &str,
+    security: &crate::client_security::ClientSecurity,
     target_key: &str,
     output: OutputFormat,
 ) -> Result<String, ClientError> {
-    let history = connect(addr)
+    let history = security
+        .horizontal(addr)
         .await?
         .get_history(api::GetHistoryRequest {
             target_key: target_key.to_owned(),

@@ -19,6 +19,7 @@ pub mod api;
 pub mod auth;
 pub mod cli;
 pub mod client;
+pub mod client_security;
 pub mod config;
 pub mod conformance;
 pub mod engine;

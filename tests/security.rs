@@ -582,3 +582,80 @@ async fn optional_client_certificates_let_token_callers_in() {
         .unwrap();
     server.stop().await;
 }
+
+/// The CLI's `--ca`, `--cert`, `--key` and `--token` against the real binary with mTLS
+/// (client certificates optional) and an authorization file.
+#[test]
+fn the_cli_speaks_tls_mtls_and_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("test CA");
+    let server_leaf = ca.server();
+    let client = ca.client_uri(TEAM_A);
+    let token = "cli-token";
+    let authz = format!(
+        "[[rule]]\nidentity = \"{TEAM_A}\"\nverbs = [\"recommend\", \"read\"]\nprefixes = [\"nomad/\"]\n\n[[rule]]\nidentity = \"reader\"\nverbs = [\"read\"]\nprefixes = [\"nomad/\"]\n\n[[token]]\nidentity = \"reader\"\nsha256 = \"{}\"\n",
+        autoscaled::auth::policy::sha256_hex(token.as_bytes())
+    );
+    let p = |name: &str, text: &str| write(dir.path(), name, text);
+    let (ca_pem, cert, key) = (
+        p("ca.pem", &ca.pem),
+        p("client.pem", &client.cert),
+        p("client.key", &client.key),
+    );
+    let mut command = common::command(&dir.path().join("data"));
+    command
+        .arg("--tls-cert")
+        .arg(p("server.pem", &server_leaf.cert))
+        .arg("--tls-key")
+        .arg(p("server.key", &server_leaf.key))
+        .arg("--tls-client-ca")
+        .arg(&ca_pem)
+        .args(["--tls-client-auth", "optional", "--authz"])
+        .arg(p("authz.toml", &authz));
+    let server = common::spawn(command);
+    let addr = server.addr.to_string();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/recommend.json");
+    let run = |extra: &[&Path], args: &[&str]| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_autoscaled"));
+        c.args(args).env_remove("AUTOSCALED_TOKEN");
+        for (flag, path) in ["--ca", "--cert", "--key"].iter().zip(extra) {
+            c.arg(flag).arg(path);
+        }
+        c.output().unwrap()
+    };
+    let recommend = [
+        "recommend",
+        "--addr",
+        &addr,
+        "--file",
+        example.to_str().unwrap(),
+    ];
+    let out = run(&[&ca_pem, &cert, &key], &recommend);
+    assert!(out.status.success(), "{out:?}");
+    // Plaintext against the TLS port fails.
+    let out = run(&[], &recommend);
+    assert!(!out.status.success());
+    // TLS without a certificate nor a token: UNAUTHENTICATED.
+    let out = run(&[&ca_pem], &recommend);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("Unauthenticated"), "{stderr}");
+    // The token reads but may not recommend.
+    let history = [
+        "history",
+        "--addr",
+        &addr,
+        "nomad/prod/web",
+        "--token",
+        token,
+    ];
+    let out = run(&[&ca_pem], &history);
+    assert!(out.status.success(), "{out:?}");
+    let mut with_token = recommend.to_vec();
+    with_token.extend(["--token", token]);
+    let out = run(&[&ca_pem], &with_token);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("PermissionDenied") && stderr.contains("recommend"),
+        "{stderr}"
+    );
+}
