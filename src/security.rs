@@ -4,7 +4,7 @@
 //! `autoscaled_security_reloads_total{result="error"}`; the listener is never dropped.
 
 use std::{
-    path::PathBuf,
+    path::{Path, PathBuf},
     sync::{Arc, Mutex},
 };
 
@@ -40,13 +40,13 @@ struct AuthzFile {
     fingerprint: Mutex<[u8; 32]>,
 }
 
-fn read_policy(path: &PathBuf) -> Result<(Policy, [u8; 32]), SecurityError> {
+fn read_policy(path: &Path) -> Result<(Policy, [u8; 32]), SecurityError> {
     let text = std::fs::read_to_string(path).map_err(|source| SecurityError::AuthzRead {
-        path: path.clone(),
+        path: path.to_path_buf(),
         source,
     })?;
     let policy = Policy::parse(&text).map_err(|source| SecurityError::Authz {
-        path: path.clone(),
+        path: path.to_path_buf(),
         source,
     })?;
     Ok((policy, sha256(text.as_bytes())))

@@ -16,7 +16,7 @@
 use std::{
     io,
     net::SocketAddr,
-    path::PathBuf,
+    path::{Path, PathBuf},
     pin::Pin,
     sync::{Arc, RwLock},
     task::{Context, Poll},
@@ -71,23 +71,23 @@ pub struct TlsState {
     current: RwLock<(Arc<ServerConfig>, [u8; 32])>,
 }
 
-fn read(path: &PathBuf) -> Result<Vec<u8>, TlsError> {
+fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
     std::fs::read(path).map_err(|source| TlsError::Read {
-        path: path.clone(),
+        path: path.to_path_buf(),
         source,
     })
 }
 
-fn certs(path: &PathBuf, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+fn certs(path: &Path, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let certs = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| TlsError::Pem {
-            path: path.clone(),
+            path: path.to_path_buf(),
             message: e.to_string(),
         })?;
     if certs.is_empty() {
         return Err(TlsError::Pem {
-            path: path.clone(),
+            path: path.to_path_buf(),
             message: "no CERTIFICATE in the file".to_owned(),
         });
     }
