@@ -8,6 +8,8 @@
 #   3. grpcurl  scripts/grpcurl-recipes.sh ADDR (the README's recipes, checked in sync with it)
 #   4. tour     scripts/readme-tour.sh ADDR (the README's five-minute tour, same check)
 #   5. python   scripts/python-example.sh ADDR
+#   6. tls      scripts/tls-ci.sh: a second server with openssl certificates (mTLS + authz),
+#               grpcurl with -cacert/-cert/-key and a bearer token (docs/security.md)
 # and prints `N passed, M failed`. Exit status is non-zero if any part (or the setup) failed.
 #
 # Environment: AUTOSCALED_BIN (server binary to use as is; default: `cargo build --release`,
@@ -130,6 +132,7 @@ part grpcurl "$root/scripts/grpcurl-recipes.sh" "$addr"
 tour_part() { PATH="$(dirname "$bin"):$PATH" "$root/scripts/readme-tour.sh" "$addr"; }
 part tour tour_part
 part python "$root/scripts/python-example.sh" "$addr"
+part tls "$root/scripts/tls-ci.sh"
 
 if ! kill -0 "$server_pid" 2>/dev/null; then
   echo "server died during the run; stderr:"; cat "$work/server.err"

@@ -48,6 +48,8 @@ pub struct RecommendArgs {
     pub hpa: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t)]
     pub output: crate::client::OutputFormat,
+    #[command(flatten)]
+    pub security: crate::client_security::ClientSecurity,
 }
 
 /// `autoscaled history --addr ADDR TARGET_KEY`.
@@ -59,6 +61,8 @@ pub struct HistoryArgs {
     pub target_key: String,
     #[arg(long, value_enum, default_value_t)]
     pub output: crate::client::OutputFormat,
+    #[command(flatten)]
+    pub security: crate::client_security::ClientSecurity,
 }
 
 /// `autoscaled conformance DIR`.
@@ -91,12 +95,14 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Conformance(args) => conformance(args),
         Command::Recommend(args) => crate::client::run(crate::client::recommend(
             &args.addr,
+            &args.security,
             &args.file,
             args.hpa.as_deref(),
             args.output,
         )),
         Command::History(args) => crate::client::run(crate::client::history(
             &args.addr,
+            &args.security,
             &args.target_key,
             args.output,
         )),
@@ -201,6 +207,17 @@ fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
+    // TLS and authorization files are checked (and SIGHUP handled) before anything listens;
+    // unusable files are bad configuration.
+    let security =
+        match runtime.block_on(async { crate::security::Security::load(&config.security) }) {
+            Ok(security) => security,
+            Err(e) => {
+                eprintln!("autoscaled: {e}");
+                telemetry.shutdown();
+                return ExitCode::from(EX_USAGE as u8);
+            }
+        };
     let result: Result<(), Stop> = runtime.block_on(async {
         let startup = |e: String| Stop::Startup(e);
         let signals = crate::shutdown::Signals::install()
@@ -213,16 +230,36 @@ fn serve(args: ServeArgs) -> ExitCode {
         let addr = listener
             .local_addr()
             .map_err(|e| startup(format!("cannot listen on {}: {e}", config.listen)))?;
+        let health_listener = match config.security.health_listen {
+            Some(health) => Some(
+                tokio::net::TcpListener::bind(health)
+                    .await
+                    .map_err(|e| startup(format!("cannot listen on {health}: {e}")))?,
+            ),
+            None => None,
+        };
         // The store before the "listening" line: only a server that can serve prints it.
         let store = crate::server::open_store(&config).map_err(|e| startup(e.to_string()))?;
         {
             let mut out = std::io::stdout().lock();
             // A closed stdout (nobody waiting for the line) is no reason not to serve.
-            let _ = writeln!(out, "autoscaled listening on {addr}").and_then(|()| out.flush());
+            let _ = writeln!(out, "autoscaled listening on {addr}").and_then(|()| {
+                if let Some(health) = health_listener.as_ref().and_then(|h| h.local_addr().ok()) {
+                    writeln!(out, "autoscaled health listening on {health}")?;
+                }
+                out.flush()
+            });
         }
-        crate::server::serve_with_store(listener, config, store, signals.recv())
-            .await
-            .map_err(|e| Stop::Serving(e.to_string()))
+        crate::server::serve_secured(
+            listener,
+            health_listener,
+            config,
+            store,
+            security,
+            signals.recv(),
+        )
+        .await
+        .map_err(|e| Stop::Serving(e.to_string()))
     });
     if let Err(Stop::Serving(e)) = &result {
         tracing::error!(error = %e, "autoscaled stopped");

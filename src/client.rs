@@ -255,12 +255,14 @@ pub fn read_request_with_manifest(
 /// given) and renders the decision.
 pub async fn recommend(
     addr: &str,
+    security: &crate::client_security::ClientSecurity,
     file: &Path,
     hpa: Option<&Path>,
     output: OutputFormat,
 ) -> Result<String, ClientError> {
     let request = read_request_with_manifest(file, hpa)?;
-    let response = connect(addr)
+    let response = security
+        .horizontal(addr)
         .await?
         .recommend(request.clone())
         .await
@@ -275,10 +277,12 @@ pub async fn recommend(
 /// `autoscaled history`: fetches and renders the stored history of `target_key`.
 pub async fn history(
     addr: &str,
+    security: &crate::client_security::ClientSecurity,
     target_key: &str,
     output: OutputFormat,
 ) -> Result<String, ClientError> {
-    let history = connect(addr)
+    let history = security
+        .horizontal(addr)
         .await?
         .get_history(api::GetHistoryRequest {
             target_key: target_key.to_owned(),

@@ -53,6 +53,8 @@ pub const DEFAULT_MAX_KEY_BYTES: usize = 512;
 pub const DEFAULT_VPA_MAX_CLOCK_SKEW_SECS: u64 = 300;
 /// Default log filter (tracing-subscriber `EnvFilter` syntax).
 pub const DEFAULT_LOG: &str = "info";
+/// Default period of the check for changed TLS and authorization files.
+pub const DEFAULT_SECURITY_RELOAD_SECS: u64 = 10;
 /// Exit status for bad configuration (`EX_USAGE` of sysexits.h).
 pub const EX_USAGE: i32 = 64;
 
@@ -98,6 +100,31 @@ pub enum LogFormat {
     Text,
     /// One JSON object per line.
     Json,
+}
+
+/// Whether a service on the main port needs credentials (`--reflection`, `--health`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Exposure {
+    /// Served to callers with an identity (a client certificate or a bearer token) when an
+    /// authorization file is configured; to everyone otherwise.
+    Auth,
+    /// Served to everyone who can connect (TLS still applies).
+    Open,
+    /// Not served on the main port.
+    Off,
+}
+
+/// Whether an mTLS client must present a certificate (`--tls-client-auth`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientAuth {
+    /// The handshake fails without a certificate from `--tls-client-ca`.
+    #[default]
+    Require,
+    /// A certificate, if presented, must come from `--tls-client-ca`; callers without one
+    /// authenticate with a bearer token (or are anonymous, which `--authz` refuses).
+    Optional,
 }
 
 /// `autoscaled serve` options. Each is also a TOML key of the same name (with `_`) in the
@@ -234,6 +261,40 @@ pub struct ServeArgs {
         value_name = "REPLICAS"
     )]
     pub hpa_scale_up_limit_minimum: Option<f64>,
+    /// Serve TLS with this certificate chain (PEM, leaf first). Re-read when it changes and on
+    /// SIGHUP, without dropping the listener. Needs --tls-key. [default: off, plaintext]
+    #[arg(long, env = "AUTOSCALED_TLS_CERT", value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// Private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "AUTOSCALED_TLS_KEY", value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+    /// mTLS: clients present a certificate signed by a CA of this PEM bundle; the caller's
+    /// identity is its URI SAN (SPIFFE ID), else its DNS SAN, else its CN. [default: off]
+    #[arg(long, env = "AUTOSCALED_TLS_CLIENT_CA", value_name = "FILE")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// With --tls-client-ca: `require` a client certificate in the handshake, or accept
+    /// callers without one (`optional`; they then need a bearer token under --authz). [default: require]
+    #[arg(long, env = "AUTOSCALED_TLS_CLIENT_AUTH", value_name = "MODE")]
+    pub tls_client_auth: Option<ClientAuth>,
+    /// Authorization file (TOML): rules that give identities verbs on target-key prefixes,
+    /// and SHA-256 hashes of bearer tokens; whatever no rule grants is denied. Re-read like
+    /// the certificate. [default: off, every call allowed]
+    #[arg(long, env = "AUTOSCALED_AUTHZ", value_name = "FILE")]
+    pub authz: Option<PathBuf>,
+    /// Also serve the health service alone, in plaintext, on this address (Kubernetes `grpc:`
+    /// probes cannot do TLS or send credentials). [default: off]
+    #[arg(long, env = "AUTOSCALED_HEALTH_LISTEN", value_name = "ADDR")]
+    pub health_listen: Option<SocketAddr>,
+    /// Reflection on the main port: auth (callers with an identity), open, or off. [default: auth with --authz, else open]
+    #[arg(long, env = "AUTOSCALED_REFLECTION", value_name = "MODE")]
+    pub reflection: Option<Exposure>,
+    /// Health on the main port: auth (callers with an identity), open, or off. [default: auth with --authz, else open]
+    #[arg(long, env = "AUTOSCALED_HEALTH", value_name = "MODE")]
+    pub health: Option<Exposure>,
+    /// How often the TLS files and the authorization file are checked for changes, in
+    /// seconds (0: only on SIGHUP). [default: 10]
+    #[arg(long, env = "AUTOSCALED_SECURITY_RELOAD_SECS", value_name = "SECS")]
+    pub security_reload_secs: Option<u64>,
 }
 
 /// The `--config` file: the same keys as the flags, every one optional.
@@ -270,6 +331,15 @@ struct FileConfig {
     hpa_downscale_stabilization_secs: Option<u64>,
     hpa_scale_up_limit_factor: Option<f64>,
     hpa_scale_up_limit_minimum: Option<f64>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    tls_client_ca: Option<PathBuf>,
+    tls_client_auth: Option<ClientAuth>,
+    authz: Option<PathBuf>,
+    health_listen: Option<SocketAddr>,
+    reflection: Option<Exposure>,
+    health: Option<Exposure>,
+    security_reload_secs: Option<u64>,
 }
 
 /// Request limits, enforced by `api::convert` (and the message size by tonic).
@@ -294,6 +364,45 @@ impl Default for Limits {
             max_samples: DEFAULT_MAX_SAMPLES,
             max_containers: DEFAULT_MAX_CONTAINERS,
         }
+    }
+}
+
+/// TLS, mTLS, authorization and the health listener (issue 10). All off by default: then the
+/// server is plaintext and allows every call, as before.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SecurityConfig {
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub tls_client_ca: Option<PathBuf>,
+    pub tls_client_auth: ClientAuth,
+    pub authz: Option<PathBuf>,
+    pub health_listen: Option<SocketAddr>,
+    pub reflection: Exposure,
+    pub health: Exposure,
+    /// Period of the check for changed files; zero: only SIGHUP.
+    pub reload_interval: Duration,
+}
+
+impl Default for SecurityConfig {
+    fn default() -> Self {
+        SecurityConfig {
+            tls_cert: None,
+            tls_key: None,
+            tls_client_ca: None,
+            tls_client_auth: ClientAuth::Require,
+            authz: None,
+            health_listen: None,
+            reflection: Exposure::Open,
+            health: Exposure::Open,
+            reload_interval: Duration::from_secs(DEFAULT_SECURITY_RELOAD_SECS),
+        }
+    }
+}
+
+impl SecurityConfig {
+    /// Whether TLS is on.
+    pub fn tls(&self) -> bool {
+        self.tls_cert.is_some()
     }
 }
 
@@ -329,6 +438,8 @@ pub struct Config {
     pub hpa: Settings,
     /// VPA sample and OOM times may be at most this far ahead of the evaluation time.
     pub vpa_max_clock_skew: Duration,
+    /// TLS, mTLS, authorization, health listener.
+    pub security: SecurityConfig,
 }
 
 impl Config {
@@ -411,7 +522,36 @@ impl ServeArgs {
                 .or(file.hpa_scale_up_limit_minimum)
                 .unwrap_or(defaults.scale_up_limit_minimum),
         };
+        let authz = self.authz.or(file.authz);
+        // With an authorization file, health and reflection need credentials unless opened.
+        let default_exposure = if authz.is_some() {
+            Exposure::Auth
+        } else {
+            Exposure::Open
+        };
+        let security = SecurityConfig {
+            tls_cert: self.tls_cert.or(file.tls_cert),
+            tls_key: self.tls_key.or(file.tls_key),
+            tls_client_ca: self.tls_client_ca.or(file.tls_client_ca),
+            tls_client_auth: self
+                .tls_client_auth
+                .or(file.tls_client_auth)
+                .unwrap_or_default(),
+            authz,
+            health_listen: self.health_listen.or(file.health_listen),
+            reflection: self
+                .reflection
+                .or(file.reflection)
+                .unwrap_or(default_exposure),
+            health: self.health.or(file.health).unwrap_or(default_exposure),
+            reload_interval: secs(
+                self.security_reload_secs.or(file.security_reload_secs),
+                Duration::from_secs(DEFAULT_SECURITY_RELOAD_SECS),
+            ),
+        };
+        let client_auth_given = self.tls_client_auth.or(file.tls_client_auth).is_some();
         let config = Config {
+            security,
             listen: match self.listen.or(file.listen) {
                 Some(addr) => addr,
                 None => DEFAULT_LISTEN
@@ -503,6 +643,7 @@ impl ServeArgs {
             ),
         };
         config.validate()?;
+        config.validate_security(client_auth_given)?;
         Ok(config)
     }
 }
@@ -581,6 +722,36 @@ impl Config {
     }
 }
 
+impl Config {
+    fn validate_security(&self, client_auth_given: bool) -> Result<(), ConfigError> {
+        let s = &self.security;
+        match (&s.tls_cert, &s.tls_key) {
+            (Some(_), None) => return Err(invalid("tls_key", "--tls-cert needs --tls-key")),
+            (None, Some(_)) => return Err(invalid("tls_cert", "--tls-key needs --tls-cert")),
+            _ => {}
+        }
+        if s.tls_client_ca.is_some() && s.tls_cert.is_none() {
+            return Err(invalid(
+                "tls_client_ca",
+                "mTLS needs TLS: set --tls-cert and --tls-key too",
+            ));
+        }
+        if client_auth_given && s.tls_client_ca.is_none() {
+            return Err(invalid(
+                "tls_client_auth",
+                "only applies with --tls-client-ca",
+            ));
+        }
+        if let Some(health) = s.health_listen
+            && health.port() != 0
+            && health == self.listen
+        {
+            return Err(invalid("health_listen", "must differ from --listen"));
+        }
+        Ok(())
+    }
+}
+
 fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
     let text = fs::read_to_string(path).map_err(|source| ConfigError::Read {
         path: path.to_owned(),
@@ -648,6 +819,38 @@ mod tests {
         assert_eq!(c.listen, "127.0.0.1:7000".parse().unwrap());
         assert_eq!(c.durability, Durability::Relaxed);
         assert_eq!(c.hpa.tolerance, 0.2);
+    }
+
+    #[test]
+    fn security_is_off_by_default_and_validated() {
+        let c = parse_file("").unwrap();
+        assert_eq!(c.security, SecurityConfig::default());
+        assert!(!c.security.tls());
+        let c = parse_file("authz = \"authz.toml\"").unwrap();
+        assert_eq!(c.security.reflection, Exposure::Auth);
+        assert_eq!(c.security.health, Exposure::Auth);
+        let c = parse_file("authz = \"a.toml\"\nreflection = \"open\"\nhealth = \"off\"").unwrap();
+        assert_eq!(c.security.reflection, Exposure::Open);
+        assert_eq!(c.security.health, Exposure::Off);
+        for (text, key) in [
+            ("tls_cert = \"c.pem\"", "tls_key"),
+            ("tls_key = \"k.pem\"", "tls_cert"),
+            ("tls_client_ca = \"ca.pem\"", "tls_client_ca"),
+            (
+                "tls_cert = \"c\"\ntls_key = \"k\"\ntls_client_auth = \"optional\"",
+                "tls_client_auth",
+            ),
+            (
+                "listen = \"127.0.0.1:7000\"\nhealth_listen = \"127.0.0.1:7000\"",
+                "health_listen",
+            ),
+        ] {
+            let err = parse_file(text).unwrap_err();
+            assert!(
+                err.to_string().contains(key),
+                "{text}: {err} does not name {key}"
+            );
+        }
     }
 
     #[test]

@@ -7,6 +7,8 @@
 //! * `conformance`: runs the shared conformance cases through the engine (or a server).
 //! * `store`: per-target history in sled.
 //! * `api`: the tonic services; proto ↔ engine conversion at the boundary.
+//! * `auth` (authentication layer, authorization file, per-key check), `tls` (the TLS
+//!   acceptor and certificate reload), `security` (loading and reloading both): issue 10.
 //! * `config` (the only reader of the environment), `telemetry`, `metrics`, `server`, `shutdown`: wiring.
 //! * `kube`: Kubernetes quantities and HPA manifests for the command-line client.
 //! * `cli`: the clap command line and what each subcommand runs; `main.rs` stays thin.
@@ -15,8 +17,10 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod auth;
 pub mod cli;
 pub mod client;
+pub mod client_security;
 pub mod config;
 pub mod conformance;
 pub mod drain;
@@ -25,7 +29,9 @@ pub mod kube;
 pub mod metrics;
 pub mod overload;
 pub mod pb;
+pub mod security;
 pub mod server;
 pub mod shutdown;
 pub mod store;
 pub mod telemetry;
+pub mod tls;

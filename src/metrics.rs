@@ -27,6 +27,16 @@ pub const STORE_FLUSH_DURATION: &str = "autoscaled_store_flush_duration_seconds"
 /// Writes made durable by one group-commit flush.
 pub const STORE_FLUSH_BATCH_SIZE: &str = "autoscaled_store_flush_batch_size";
 
+/// Calls refused with PERMISSION_DENIED by the authorization file, by `verb` (or `unmapped`).
+pub const AUTHZ_DENIED_TOTAL: &str = "autoscaled_authz_denied_total";
+/// Calls refused with UNAUTHENTICATED, by `reason` (`missing`, `bad_token`, `malformed`).
+pub const AUTHN_FAILURES_TOTAL: &str = "autoscaled_authn_failures_total";
+/// TLS handshakes that failed (plaintext clients, unknown CAs, missing client certificates).
+pub const TLS_HANDSHAKE_FAILURES_TOTAL: &str = "autoscaled_tls_handshake_failures_total";
+/// Re-reads of the TLS files or the authorization file, by `file` (`tls`, `authz`) and
+/// `result` (`ok`, `error`: the previous material stays in force).
+pub const SECURITY_RELOADS_TOTAL: &str = "autoscaled_security_reloads_total";
+
 /// Latency buckets, seconds: 100 µs to 10 s.
 const SECONDS_BUCKETS: &[f64] = &[
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
@@ -82,6 +92,26 @@ fn describe() {
         Unit::Count,
         "Writes made durable by one group-commit flush"
     );
+    describe_counter!(
+        AUTHZ_DENIED_TOTAL,
+        Unit::Count,
+        "Calls refused with PERMISSION_DENIED by the authorization file, by verb"
+    );
+    describe_counter!(
+        AUTHN_FAILURES_TOTAL,
+        Unit::Count,
+        "Calls refused with UNAUTHENTICATED, by reason"
+    );
+    describe_counter!(
+        TLS_HANDSHAKE_FAILURES_TOTAL,
+        Unit::Count,
+        "TLS handshakes that failed"
+    );
+    describe_counter!(
+        SECURITY_RELOADS_TOTAL,
+        Unit::Count,
+        "Re-reads of the TLS or authorization files, by file and result"
+    );
 }
 
 /// One answered gRPC request. `method` must come from the served routes (callers map an
@@ -123,4 +153,25 @@ pub fn store_flush(batch: u64, elapsed: Duration) {
     histogram!(STORE_FLUSH_DURATION).record(elapsed.as_secs_f64());
     // Precision loss above 2^53 writes in one flush is irrelevant for a histogram.
     histogram!(STORE_FLUSH_BATCH_SIZE).record(batch as f64);
+}
+
+/// One call refused by the authorization file; `verb` is one of the four verbs or `unmapped`.
+pub fn authz_denied(verb: &'static str) {
+    counter!(AUTHZ_DENIED_TOTAL, "verb" => verb).increment(1);
+}
+
+/// One call refused for want of a valid identity.
+pub fn authn_failure(reason: &'static str) {
+    counter!(AUTHN_FAILURES_TOTAL, "reason" => reason).increment(1);
+}
+
+/// One failed TLS handshake.
+pub fn tls_handshake_failure() {
+    counter!(TLS_HANDSHAKE_FAILURES_TOTAL).increment(1);
+}
+
+/// One reload of `file` (`tls` or `authz`), `ok` or not.
+pub fn security_reload(file: &'static str, ok: bool) {
+    let result = if ok { "ok" } else { "error" };
+    counter!(SECURITY_RELOADS_TOTAL, "file" => file, "result" => result).increment(1);
 }

@@ -21,7 +21,9 @@ use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 
 use crate::{
-    api::{HorizontalService, ServiceOptions, VerticalOptions, VerticalService},
+    api::{
+        HorizontalService, ServiceOptions, VerticalOptions, VerticalService, authorized::Authorized,
+    },
     config::{Config, Durability as DurabilityMode},
     pb::{
         self,
@@ -52,6 +54,9 @@ pub enum ServeError {
     /// The listener has no local address.
     #[error("listener: {0}")]
     Listener(#[from] std::io::Error),
+    /// The TLS or authorization files cannot be used.
+    #[error(transparent)]
+    Security(#[from] crate::security::SecurityError),
 }
 
 /// gRPC service names served (health reports each, plus "").
@@ -158,11 +163,31 @@ pub async fn serve(
 
 /// Serves on `listener` with an opened store until `shutdown` completes, then drains for at
 /// most `config.shutdown_grace` and flushes the store. The store holds both the horizontal
-/// history and the vertical state; one flush (group commit) covers both.
+/// history and the vertical state; one flush (group commit) covers both. The TLS and
+/// authorization files of `config.security` are loaded here, and its `health_listen` bound.
 pub async fn serve_with_store<S: HistoryStore + VerticalStore>(
     listener: TcpListener,
     config: Config,
     store: Arc<S>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    let security = crate::security::Security::load(&config.security)?;
+    let health_listener = match config.security.health_listen {
+        Some(addr) => Some(TcpListener::bind(addr).await?),
+        None => None,
+    };
+    serve_secured(listener, health_listener, config, store, security, shutdown).await
+}
+
+/// [`serve_with_store`] with the security material already loaded and the plaintext health
+/// listener (`--health-listen`) already bound, so that the caller can report both addresses
+/// and fail on bad files before anything listens.
+pub async fn serve_secured<S: HistoryStore + VerticalStore>(
+    listener: TcpListener,
+    health_listener: Option<TcpListener>,
+    config: Config,
+    store: Arc<S>,
+    security: Arc<crate::security::Security>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
     let vertical_store: Arc<dyn VerticalStore> = store.clone();
@@ -208,8 +233,14 @@ pub async fn serve_with_store<S: HistoryStore + VerticalStore>(
     }
     let reflection_v1 = reflection().build_v1()?;
     let reflection_v1alpha = reflection().build_v1alpha()?;
+    let exposure = |e: crate::config::Exposure| e != crate::config::Exposure::Off;
+    let serve_reflection = exposure(config.security.reflection);
+    let enforce = security.enforcing();
 
     let (stop_tx, stop_rx) = watch::channel(false);
+    // Watch streams end when shutdown starts, so they do not hold the drain.
+    let health_service = || crate::drain::health_server(health_reporter.clone(), stop_rx.clone());
+    let main_health = exposure(config.security.health).then(health_service);
     let mut server_stop = stop_rx.clone();
     let router = tonic::transport::Server::builder()
         .layer(tower::layer::layer_fn(|inner| RequestMetrics { inner }))
@@ -219,31 +250,62 @@ pub async fn serve_with_store<S: HistoryStore + VerticalStore>(
         ))
         // Load shedding, deadlines, the request context and client protocol errors.
         .layer(crate::overload::OverloadLayer::new(&config))
+        // Authentication (bearer token or mTLS identity) and the verb of each method; the
+        // per-key check is `api::authorized`. Inside the metrics layer, so refusals count.
+        .layer(crate::auth::AuthLayer::new(security.auth_state()))
         .trace_fn(crate::telemetry::grpc_span)
-        // Watch streams end when shutdown starts, so they do not hold the drain.
-        .add_service(crate::drain::health_server(
-            health_reporter.clone(),
-            stop_rx.clone(),
-        ))
-        .add_service(reflection_v1)
-        .add_service(reflection_v1alpha)
+        .add_optional_service(main_health)
+        .add_optional_service(serve_reflection.then_some(reflection_v1))
+        .add_optional_service(serve_reflection.then_some(reflection_v1alpha))
         .add_service(
-            HorizontalAutoscalerServer::new(service)
+            HorizontalAutoscalerServer::new(Authorized::new(service, enforce))
                 .max_decoding_message_size(config.limits.max_message_bytes),
         )
         .add_service(
-            VerticalAutoscalerServer::new(vertical)
+            VerticalAutoscalerServer::new(Authorized::new(vertical, enforce))
                 .max_decoding_message_size(config.limits.max_message_bytes),
         );
-    // Nagle's algorithm would hold small responses back for the peer's delayed ACK (~40 ms
-    // per call); tonic sets TCP_NODELAY only on listeners it binds itself.
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    let server = router.serve_with_incoming_shutdown(incoming, async move {
+    let stop_signal = async move {
         let _ = server_stop.wait_for(|stop| *stop).await;
-    });
+    };
+    let server: Pin<Box<dyn Future<Output = Result<(), tonic::transport::Error>> + Send>> =
+        match security.tls() {
+            Some(tls) => Box::pin(router.serve_with_incoming_shutdown(
+                crate::tls::incoming(listener, Arc::clone(tls)),
+                stop_signal,
+            )),
+            None => {
+                // Nagle's algorithm would hold small responses back for the peer's delayed ACK
+                // (~40 ms per call); tonic sets TCP_NODELAY only on listeners it binds itself.
+                let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+                Box::pin(router.serve_with_incoming_shutdown(incoming, stop_signal))
+            }
+        };
     tokio::pin!(server);
     tokio::pin!(shutdown);
-    tracing::info!(%local, durability = %config.durability, trust_request_time = config.trust_request_time, data_dir = %config.data_dir.display(), "serving");
+    // The plaintext health-only listener answers until the main server has drained, so
+    // probes see NOT_SERVING during the drain rather than a refused connection.
+    let (health_stop_tx, health_stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let health_task = health_listener.map(|health_listener| {
+        let incoming = TcpIncoming::from(health_listener).with_nodelay(Some(true));
+        let router = tonic::transport::Server::builder().add_service(health_service());
+        tokio::spawn(async move {
+            if let Err(e) = router
+                .serve_with_incoming_shutdown(incoming, async {
+                    let _ = health_stop_rx.await;
+                })
+                .await
+            {
+                tracing::error!(error = %e, "health listener failed");
+            }
+        })
+    });
+    let reloader = security.spawn_reloader();
+    let mode = crate::security::describe(&security);
+    if security.tls().is_none() && !local.ip().is_loopback() {
+        tracing::warn!(%local, "listening beyond loopback without TLS: requests, responses and any bearer tokens travel in plaintext (set --tls-cert and --tls-key)");
+    }
+    tracing::info!(%local, security = mode, durability = %config.durability, trust_request_time = config.trust_request_time, data_dir = %config.data_dir.display(), "serving");
 
     let mut triggered = false;
     let mut drain_deadline = stop_rx.clone();
@@ -271,6 +333,13 @@ pub async fn serve_with_store<S: HistoryStore + VerticalStore>(
             }
         }
     };
+    let _ = health_stop_tx.send(());
+    if let Some(task) = health_task {
+        let _ = task.await;
+    }
+    if let Some(reloader) = reloader {
+        reloader.abort();
+    }
     let flushed = durability.flush_all().await;
     match &flushed {
         Ok(()) => tracing::info!("store flushed; stopped"),

@@ -1,5 +1,6 @@
 //! The gRPC API: thin tonic handlers over the engine and the store.
 //!
+//! * [`authorized`]: the per-key authorization check in front of both services;
 //! * [`convert`]: proto ↔ engine, validating every field with its proto path;
 //! * [`status`]: the one error → `tonic::Status` table;
 //! * [`horizontal`]: the `HorizontalAutoscaler` service;
@@ -12,6 +13,7 @@
 
 pub mod codec;
 pub mod context;
+pub mod authorized;
 pub mod convert;
 pub mod horizontal;
 pub mod status;

@@ -1,0 +1,379 @@
+//! The per-key half of authorization: [`Authorized`] wraps a service and, before its handler
+//! runs, checks the caller's verb on the request's target key (`auth::authorize`), so a
+//! denied call stores nothing. The List RPCs return only the keys the caller may read, with
+//! pagination kept correct (see [`filtered_page`]); every delete is audited.
+//!
+//! The handlers themselves know nothing of authorization: the authentication and the verb of
+//! each method are decided once by `auth::layer`, the key check once here.
+
+use std::future::Future;
+
+use tonic::{Request, Response, Status};
+
+use super::convert;
+use crate::{
+    auth::{self, Caller, KeyFilter, Verb},
+    pb::v1::{
+        DeleteTargetRequest, DeleteVerticalTargetRequest, GetHistoryRequest,
+        GetRecommendationRequest, ListTargetsRequest, ListTargetsResponse,
+        ListVerticalTargetsRequest, ListVerticalTargetsResponse, RecommendRequest,
+        RecommendResponse, RecordUsageRequest, RecordUsageResponse, TargetHistory,
+        VerticalRecommendation, horizontal_autoscaler_server::HorizontalAutoscaler,
+        vertical_autoscaler_server::VerticalAutoscaler,
+    },
+};
+
+/// Most keys one List call reads from the store to fill a page of readable keys; past it the
+/// page is returned short, with a token to continue (AIP-158 allows short pages; only an
+/// empty token means the end). Keeps a tenant's List bounded on a large shared store.
+const LIST_SCAN_BUDGET: usize = 10_000;
+/// Largest page asked of the inner List (its own cap).
+const LIST_CHUNK_MAX: usize = 1000;
+
+/// A service whose calls are checked against the caller's rights on the target key.
+pub struct Authorized<S> {
+    inner: S,
+    /// Whether an authorization file is configured; without one every call passes.
+    enforce: bool,
+}
+
+impl<S> Authorized<S> {
+    pub fn new(inner: S, enforce: bool) -> Self {
+        Authorized { inner, enforce }
+    }
+
+    /// The wrapped service.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    fn check<T>(&self, request: &Request<T>, verb: Verb, key: &str) -> Result<(), Status> {
+        auth::authorize(caller(request), self.enforce, verb, key)
+    }
+}
+
+fn caller<T>(request: &Request<T>) -> Option<&Caller> {
+    request.extensions().get::<Caller>()
+}
+
+/// The audit outcome of a finished call.
+fn outcome<T>(result: &Result<T, Status>) -> String {
+    match result {
+        Ok(_) => "ok".to_owned(),
+        Err(status) => format!("{:?}", status.code()),
+    }
+}
+
+/// One page of the keys `filter` lets through, read from `fetch(after, chunk)` (a List of the
+/// inner service from after `after`, returning the keys and whether more follow).
+///
+/// Each page holds up to `page_size` readable keys and its token resumes after the last key
+/// returned (or, when the scan budget ran out first, after the last key read), so following
+/// the tokens visits every readable key exactly once, in order, whatever the page sizes. The
+/// scan skips from one readable prefix to the next instead of reading the keys between.
+pub async fn filtered_page<F, Fut>(
+    page_size: i32,
+    page_token: &str,
+    filter: &KeyFilter,
+    mut fetch: F,
+) -> Result<(Vec<String>, String), Status>
+where
+    F: FnMut(Option<String>, i32) -> Fut,
+    Fut: Future<Output = Result<(Vec<String>, bool), Status>>,
+{
+    let page = convert::page_request(page_size, page_token)?;
+    let chunk = i32::try_from((page.size + 1).min(LIST_CHUNK_MAX)).unwrap_or(100);
+    let mut after = page.after;
+    let mut keys = Vec::new();
+    let mut scanned = 0usize;
+    loop {
+        let Some(start) = filter.resume_after(after.as_deref()) else {
+            return Ok((keys, String::new()));
+        };
+        after = start;
+        if scanned >= LIST_SCAN_BUDGET
+            && let Some(position) = &after
+        {
+            return Ok((keys, convert::page_token(position)));
+        }
+        let (chunk_keys, more) = fetch(after.clone(), chunk).await?;
+        let read = chunk_keys.len();
+        let mut jumped = false;
+        for (i, key) in chunk_keys.into_iter().enumerate() {
+            scanned += 1;
+            if filter.allows(&key) {
+                after = Some(key.clone());
+                keys.push(key);
+                if keys.len() == page.size {
+                    let end = i + 1 == read && !more;
+                    let token = if end {
+                        String::new()
+                    } else {
+                        convert::page_token(&keys[keys.len() - 1])
+                    };
+                    return Ok((keys, token));
+                }
+            } else {
+                let jump = filter.resume_after(Some(&key));
+                let stays = jump.as_ref().is_some_and(|j| j.as_deref() == Some(&key));
+                after = Some(key);
+                if !stays {
+                    // A gap between readable prefixes, or past the last: skip it.
+                    jumped = true;
+                    break;
+                }
+            }
+        }
+        if !jumped && !more {
+            return Ok((keys, String::new()));
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl<S: HorizontalAutoscaler> HorizontalAutoscaler for Authorized<S> {
+    async fn recommend(
+        &self,
+        request: Request<RecommendRequest>,
+    ) -> Result<Response<RecommendResponse>, Status> {
+        self.check(&request, Verb::Recommend, &request.get_ref().target_key)?;
+        self.inner.recommend(request).await
+    }
+
+    async fn get_history(
+        &self,
+        request: Request<GetHistoryRequest>,
+    ) -> Result<Response<TargetHistory>, Status> {
+        self.check(&request, Verb::Read, &request.get_ref().target_key)?;
+        self.inner.get_history(request).await
+    }
+
+    async fn list_targets(
+        &self,
+        request: Request<ListTargetsRequest>,
+    ) -> Result<Response<ListTargetsResponse>, Status> {
+        let filter = KeyFilter::for_caller(caller(&request), self.enforce, Verb::Read)?;
+        if filter.is_all() {
+            return self.inner.list_targets(request).await;
+        }
+        let req = request.into_inner();
+        let (target_keys, next_page_token) =
+            filtered_page(req.page_size, &req.page_token, &filter, |after, size| {
+                let inner = &self.inner;
+                async move {
+                    let page = inner
+                        .list_targets(Request::new(ListTargetsRequest {
+                            page_size: size,
+                            page_token: convert::page_token(after.as_deref().unwrap_or("")),
+                        }))
+                        .await?
+                        .into_inner();
+                    Ok((page.target_keys, !page.next_page_token.is_empty()))
+                }
+            })
+            .await?;
+        Ok(Response::new(ListTargetsResponse {
+            target_keys,
+            next_page_token,
+        }))
+    }
+
+    async fn delete_target(
+        &self,
+        request: Request<DeleteTargetRequest>,
+    ) -> Result<Response<()>, Status> {
+        let key = request.get_ref().target_key.clone();
+        self.check(&request, Verb::Delete, &key)?;
+        let who = caller(&request).cloned();
+        let result = self.inner.delete_target(request).await;
+        auth::audit(who.as_ref(), Verb::Delete, &key, &outcome(&result));
+        result
+    }
+}
+
+#[tonic::async_trait]
+impl<S: VerticalAutoscaler> VerticalAutoscaler for Authorized<S> {
+    async fn record_usage(
+        &self,
+        request: Request<RecordUsageRequest>,
+    ) -> Result<Response<RecordUsageResponse>, Status> {
+        self.check(&request, Verb::WriteUsage, &request.get_ref().target_key)?;
+        self.inner.record_usage(request).await
+    }
+
+    async fn get_recommendation(
+        &self,
+        request: Request<GetRecommendationRequest>,
+    ) -> Result<Response<VerticalRecommendation>, Status> {
+        self.check(&request, Verb::Read, &request.get_ref().target_key)?;
+        self.inner.get_recommendation(request).await
+    }
+
+    async fn delete_vertical_target(
+        &self,
+        request: Request<DeleteVerticalTargetRequest>,
+    ) -> Result<Response<()>, Status> {
+        let key = request.get_ref().target_key.clone();
+        self.check(&request, Verb::Delete, &key)?;
+        let who = caller(&request).cloned();
+        let result = self.inner.delete_vertical_target(request).await;
+        auth::audit(who.as_ref(), Verb::Delete, &key, &outcome(&result));
+        result
+    }
+
+    async fn list_vertical_targets(
+        &self,
+        request: Request<ListVerticalTargetsRequest>,
+    ) -> Result<Response<ListVerticalTargetsResponse>, Status> {
+        let filter = KeyFilter::for_caller(caller(&request), self.enforce, Verb::Read)?;
+        if filter.is_all() {
+            return self.inner.list_vertical_targets(request).await;
+        }
+        let req = request.into_inner();
+        let (target_keys, next_page_token) =
+            filtered_page(req.page_size, &req.page_token, &filter, |after, size| {
+                let inner = &self.inner;
+                async move {
+                    let page = inner
+                        .list_vertical_targets(Request::new(ListVerticalTargetsRequest {
+                            page_size: size,
+                            page_token: convert::page_token(after.as_deref().unwrap_or("")),
+                        }))
+                        .await?
+                        .into_inner();
+                    Ok((page.target_keys, !page.next_page_token.is_empty()))
+                }
+            })
+            .await?;
+        Ok(Response::new(ListVerticalTargetsResponse {
+            target_keys,
+            next_page_token,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sorted key space served in pages, as the store's List does; counts the keys read.
+    struct Keys {
+        all: Vec<String>,
+        read: usize,
+    }
+
+    impl Keys {
+        fn new(keys: &[&str]) -> Self {
+            let mut all: Vec<String> = keys.iter().map(|k| (*k).to_owned()).collect();
+            all.sort();
+            Keys { all, read: 0 }
+        }
+
+        fn page(&mut self, after: Option<&str>, size: i32) -> (Vec<String>, bool) {
+            let from = after.map_or(0, |a| self.all.partition_point(|k| k.as_str() <= a));
+            let size = usize::try_from(size).unwrap();
+            let end = (from + size).min(self.all.len());
+            self.read += end - from;
+            (self.all[from..end].to_vec(), end < self.all.len())
+        }
+    }
+
+    async fn list_all(keys: &mut Keys, filter: &KeyFilter, page_size: i32) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut token = String::new();
+        for _ in 0..1000 {
+            let (page, next) = filtered_page(page_size, &token, filter, |after, size| {
+                std::future::ready(Ok(keys.page(after.as_deref(), size)))
+            })
+            .await
+            .unwrap();
+            assert!(page.len() <= usize::try_from(page_size).unwrap());
+            out.extend(page);
+            if next.is_empty() {
+                return out;
+            }
+            token = next;
+        }
+        panic!("pagination does not end");
+    }
+
+    #[tokio::test]
+    async fn every_readable_key_once_in_order_whatever_the_page_size() {
+        let universe = [
+            "a", "team-a", "team-a-x", "team-a/1", "team-a/2", "team-a/3", "team-a0", "team-b/1",
+            "team-b/2", "team-c/1", "team-c/2", "team-c/3", "z/1",
+        ];
+        let filter = KeyFilter::prefixes(vec!["team-a/".into(), "team-c/".into()]);
+        let wanted: Vec<String> = universe
+            .iter()
+            .filter(|k| filter.allows(k))
+            .map(|k| (*k).to_owned())
+            .collect();
+        assert_eq!(wanted.len(), 6);
+        for page_size in [1, 2, 3, 5, 6, 7, 100] {
+            let mut keys = Keys::new(&universe);
+            assert_eq!(
+                list_all(&mut keys, &filter, page_size).await,
+                wanted,
+                "page size {page_size}"
+            );
+        }
+        // Nothing readable: one empty page, the end.
+        let mut keys = Keys::new(&universe);
+        assert!(
+            list_all(&mut keys, &KeyFilter::prefixes(vec![]), 10)
+                .await
+                .is_empty()
+        );
+        assert_eq!(keys.read, 0);
+    }
+
+    #[tokio::test]
+    async fn a_small_tenant_on_a_large_store_reads_little() {
+        let mut universe: Vec<String> = (0..20_000).map(|i| format!("big/{i:05}")).collect();
+        universe.extend((0..3).map(|i| format!("small/{i}")));
+        let refs: Vec<&str> = universe.iter().map(String::as_str).collect();
+        let mut keys = Keys::new(&refs);
+        let filter = KeyFilter::prefixes(vec!["small/".into()]);
+        assert_eq!(
+            list_all(&mut keys, &filter, 100).await,
+            ["small/0", "small/1", "small/2"]
+        );
+        // The jump to "small" skips the 20,000 other keys.
+        assert!(keys.read <= 3, "{}", keys.read);
+
+        // 25,000 unreadable keys that sort between "k" and "k/" cannot be skipped: the scan
+        // budget returns short pages with a token, and the readable key still comes.
+        let mut universe: Vec<String> = (0..25_000).map(|i| format!("k-{i:05}")).collect();
+        universe.push("k/mine".into());
+        let refs: Vec<&str> = universe.iter().map(String::as_str).collect();
+        let mut keys = Keys::new(&refs);
+        let mine = KeyFilter::prefixes(vec!["k/".into()]);
+        let (first, token) = filtered_page(10, "", &mine, |after, size| {
+            std::future::ready(Ok(keys.page(after.as_deref(), size)))
+        })
+        .await
+        .unwrap();
+        assert!(first.is_empty() && !token.is_empty());
+        assert!(
+            keys.read <= LIST_SCAN_BUDGET + LIST_CHUNK_MAX,
+            "{}",
+            keys.read
+        );
+        assert_eq!(list_all(&mut keys, &mine, 10).await, ["k/mine"]);
+    }
+
+    #[tokio::test]
+    async fn bad_page_arguments_are_still_invalid_argument() {
+        let filter = KeyFilter::prefixes(vec!["a/".into()]);
+        let mut keys = Keys::new(&["a/1"]);
+        for (size, token) in [(-1, ""), (10, "zz")] {
+            let err = filtered_page(size, token, &filter, |after, size| {
+                std::future::ready(Ok(keys.page(after.as_deref(), size)))
+            })
+            .await
+            .unwrap_err();
+            assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        }
+    }
+}

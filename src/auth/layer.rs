@@ -1,0 +1,262 @@
+//! The tower layer that authenticates every call before routing (see the module above).
+//!
+//! Per call: find what the path is (one of our methods and its verb, health, reflection, or
+//! something the router will answer UNIMPLEMENTED); take the identity from the bearer token if
+//! the `authorization` metadata is present (a present but unknown token is UNAUTHENTICATED,
+//! never silently ignored), else from the mTLS certificate of the connection; refuse a call
+//! that needs an identity and has none; attach the [`Caller`] for the per-key check.
+//!
+//! Like grpc-go's `credentials` + interceptor pair, but as one layer: the handlers only see
+//! calls that passed it.
+
+use std::{
+    future::Future,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use tonic::{
+    Status,
+    codegen::http::{Request as HttpRequest, Response as HttpResponse},
+};
+
+use super::{Caller, Peer, PolicyHandle, Verb};
+use crate::config::Exposure;
+
+/// What the layer enforces. Built once by the server from the configuration.
+#[derive(Clone, Debug)]
+pub struct AuthState {
+    /// The authorization file; `None`: no `--authz` (every call is allowed, tokens ignored).
+    pub policy: Option<PolicyHandle>,
+    /// Whether reflection on the main port needs an identity.
+    pub reflection: Exposure,
+    /// Whether health on the main port needs an identity.
+    pub health: Exposure,
+}
+
+/// What a request path is, for authorization.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// One of our methods, with its verb.
+    Method(Verb),
+    /// A path of one of our services that has no verb (a method added without one): refused
+    /// with PERMISSION_DENIED while an authorization file is configured (fail closed).
+    Unmapped,
+    Health,
+    Reflection,
+    /// Anything else: the router answers UNIMPLEMENTED.
+    Other,
+}
+
+/// The verb of each method of our services. A new RPC must be added here (the test
+/// `every_method_of_the_descriptor_set_has_a_verb` fails until it is).
+pub fn route(path: &str) -> Route {
+    let Some((service, method)) = path.strip_prefix('/').and_then(|p| p.split_once('/')) else {
+        return Route::Other;
+    };
+    match service {
+        "autoscaled.v1.HorizontalAutoscaler" => match method {
+            "Recommend" => Route::Method(Verb::Recommend),
+            "GetHistory" | "ListTargets" => Route::Method(Verb::Read),
+            "DeleteTarget" => Route::Method(Verb::Delete),
+            _ => Route::Unmapped,
+        },
+        "autoscaled.v1.VerticalAutoscaler" => match method {
+            "RecordUsage" => Route::Method(Verb::WriteUsage),
+            "GetRecommendation" | "ListVerticalTargets" => Route::Method(Verb::Read),
+            "DeleteVerticalTarget" => Route::Method(Verb::Delete),
+            _ => Route::Unmapped,
+        },
+        "grpc.health.v1.Health" => Route::Health,
+        "grpc.reflection.v1.ServerReflection" | "grpc.reflection.v1alpha.ServerReflection" => {
+            Route::Reflection
+        }
+        _ => Route::Other,
+    }
+}
+
+/// The layer; see [`Auth`].
+#[derive(Clone, Debug)]
+pub struct AuthLayer {
+    state: Arc<AuthState>,
+}
+
+impl AuthLayer {
+    pub fn new(state: AuthState) -> Self {
+        AuthLayer {
+            state: Arc::new(state),
+        }
+    }
+}
+
+impl<S> tower::Layer<S> for AuthLayer {
+    type Service = Auth<S>;
+
+    fn layer(&self, inner: S) -> Auth<S> {
+        Auth {
+            inner,
+            state: Arc::clone(&self.state),
+        }
+    }
+}
+
+/// The service of [`AuthLayer`].
+#[derive(Clone, Debug)]
+pub struct Auth<S> {
+    inner: S,
+    state: Arc<AuthState>,
+}
+
+/// The token of an `authorization: Bearer TOKEN` value (scheme case-insensitive, RFC 6750).
+fn bearer(value: &[u8]) -> Option<&str> {
+    let value = std::str::from_utf8(value).ok()?.trim();
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+impl AuthState {
+    /// Authenticates `request` and returns the caller, or the status to answer with.
+    fn admit<B>(&self, request: &HttpRequest<B>) -> Result<Caller, Status> {
+        let peer = request.extensions().get::<Peer>();
+        let remote = peer.and_then(|p| p.remote);
+        let Some(handle) = &self.policy else {
+            // No authorization file: nobody is refused; the certificate identity (if any) is
+            // still known, for the audit log.
+            return Ok(Caller {
+                identity: peer.and_then(|p| p.identity.clone()),
+                policy: None,
+                remote,
+            });
+        };
+        let route = route(request.uri().path());
+        let needs_identity = match route {
+            Route::Method(_) | Route::Unmapped => true,
+            Route::Health => self.health == Exposure::Auth,
+            Route::Reflection => self.reflection == Exposure::Auth,
+            Route::Other => false,
+        };
+        let policy = handle.current();
+        if !needs_identity {
+            // Open health or reflection, or a path nobody serves: no credential is checked
+            // (a stale token must not break a probe).
+            return Ok(Caller {
+                identity: peer.and_then(|p| p.identity.clone()),
+                policy: Some(policy),
+                remote,
+            });
+        }
+        let identity = match request.headers().get("authorization") {
+            Some(value) => {
+                let Some(token) = bearer(value.as_bytes()) else {
+                    crate::metrics::authn_failure("malformed");
+                    return Err(Status::unauthenticated(
+                        "the authorization metadata must be `Bearer TOKEN`",
+                    ));
+                };
+                match policy.token_identity(token) {
+                    Some(identity) => Some(Arc::clone(identity)),
+                    None => {
+                        crate::metrics::authn_failure("bad_token");
+                        tracing::info!(target: "autoscaled::audit", path = request.uri().path(), remote = ?remote, "unknown bearer token");
+                        return Err(Status::unauthenticated("unknown or revoked bearer token"));
+                    }
+                }
+            }
+            None => peer.and_then(|p| p.identity.clone()),
+        };
+        if identity.is_none() {
+            crate::metrics::authn_failure("missing");
+            tracing::info!(target: "autoscaled::audit", path = request.uri().path(), remote = ?remote, "no credentials");
+            return Err(Status::unauthenticated(
+                "no credentials: present a client certificate or an `authorization: Bearer` token",
+            ));
+        }
+        if route == Route::Unmapped {
+            crate::metrics::authz_denied("unmapped");
+            return Err(Status::permission_denied(format!(
+                "{} has no verb in the authorization model",
+                request.uri().path()
+            )));
+        }
+        Ok(Caller {
+            identity,
+            policy: Some(policy),
+            remote,
+        })
+    }
+}
+
+impl<S, B> tower::Service<HttpRequest<B>> for Auth<S>
+where
+    S: tower::Service<HttpRequest<B>, Response = HttpResponse<tonic::body::Body>>,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: HttpRequest<B>) -> Self::Future {
+        match self.state.admit(&request) {
+            Ok(caller) => {
+                request.extensions_mut().insert(caller);
+                Box::pin(self.inner.call(request))
+            }
+            Err(status) => {
+                let response = status.into_http::<tonic::body::Body>();
+                Box::pin(std::future::ready(Ok(response)))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_values() {
+        assert_eq!(bearer(b"Bearer abc"), Some("abc"));
+        assert_eq!(bearer(b"bearer  abc "), Some("abc"));
+        assert_eq!(bearer(b"Basic abc"), None);
+        assert_eq!(bearer(b"Bearer "), None);
+        assert_eq!(bearer(b"abc"), None);
+        assert_eq!(bearer(&[0xff, 0x20, 0x61]), None);
+    }
+
+    /// Every method of the services in the embedded descriptor set has a verb, so a new RPC
+    /// cannot be added without deciding who may call it.
+    #[test]
+    fn every_method_of_the_descriptor_set_has_a_verb() {
+        let pool = prost_reflect::DescriptorPool::decode(crate::pb::FILE_DESCRIPTOR_SET).unwrap();
+        let mut methods = 0;
+        for service in pool.services() {
+            for method in service.methods() {
+                let path = format!("/{}/{}", service.full_name(), method.name());
+                assert!(
+                    matches!(route(&path), Route::Method(_)),
+                    "{path} has no verb in auth::layer::route"
+                );
+                methods += 1;
+            }
+        }
+        assert!(methods >= 8, "{methods}");
+        assert_eq!(route("/grpc.health.v1.Health/Check"), Route::Health);
+        assert_eq!(
+            route("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"),
+            Route::Reflection
+        );
+        assert_eq!(
+            route("/autoscaled.v1.HorizontalAutoscaler/Nope"),
+            Route::Unmapped
+        );
+        assert_eq!(route("/x.Y/Z"), Route::Other);
+        assert_eq!(route("nonsense"), Route::Other);
+    }
+}

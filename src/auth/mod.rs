@@ -1,0 +1,312 @@
+//! Authentication and authorization, enforced in one place:
+//!
+//! * [`layer::AuthLayer`] (a tower layer in front of every service) authenticates the call (the
+//!   bearer token of the `authorization` metadata, else the mTLS identity of the connection),
+//!   answers UNAUTHENTICATED when a call that needs an identity has none, keeps health and
+//!   reflection open or closed as configured, and puts the [`Caller`] in the request's
+//!   extensions;
+//! * [`authorize`] is the one per-call check of a verb on a target key, called by the
+//!   `api::authorized` wrappers (the key is inside the request body, which the layer does not
+//!   decode) before the handler runs; [`KeyFilter`] restricts the List RPCs to readable keys.
+//!
+//! A denial is PERMISSION_DENIED naming the verb and the key, counted in
+//! `autoscaled_authz_denied_total`, and logged on the `autoscaled::audit` target with the
+//! identity, as is every delete (see [`audit`]).
+//!
+//! This module depends only on `config` (the enums of the flags) and `metrics`, so the API
+//! layer can call it.
+
+pub mod layer;
+pub mod policy;
+
+use std::{
+    net::SocketAddr,
+    sync::{Arc, RwLock},
+};
+
+use tonic::Status;
+
+pub use layer::AuthLayer;
+pub use policy::{Policy, PolicyError, Verb};
+
+/// What the transport knows of the caller: the remote address and, on an mTLS connection, the
+/// identity of its certificate (URI SAN, else DNS SAN, else CN). The TLS acceptor makes it the
+/// connection's `ConnectInfo`, which tonic copies into every request's extensions.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Peer {
+    pub remote: Option<SocketAddr>,
+    pub identity: Option<Arc<str>>,
+}
+
+/// The authenticated caller of one request, put in the request's extensions by the layer.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    /// The token's identity, else the certificate's; `None` when neither was given (only
+    /// possible when no authorization file is configured).
+    pub identity: Option<Arc<str>>,
+    /// The authorization file in force when the call arrived (a reload during the call does
+    /// not change it); `None`: no `--authz`, everything is allowed.
+    pub policy: Option<Arc<Policy>>,
+    /// The remote address, for the audit log.
+    pub remote: Option<SocketAddr>,
+}
+
+/// The current authorization file, swapped whole by a reload.
+#[derive(Clone, Debug)]
+pub struct PolicyHandle(Arc<RwLock<Arc<Policy>>>);
+
+impl PolicyHandle {
+    pub fn new(policy: Policy) -> Self {
+        PolicyHandle(Arc::new(RwLock::new(Arc::new(policy))))
+    }
+
+    /// The policy in force now.
+    pub fn current(&self) -> Arc<Policy> {
+        // A poisoned lock only means a writer panicked between two whole values: the value
+        // inside is still one complete policy.
+        Arc::clone(&self.0.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Replaces the policy; calls already admitted keep the one they started with.
+    pub fn replace(&self, policy: Policy) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(policy);
+    }
+}
+
+/// Longest part of a key quoted in an error message or a log line. Keys are bounded by
+/// `max_key_bytes` only after this check, and a `grpc-message` must stay small.
+const MAX_QUOTED_KEY_BYTES: usize = 256;
+
+/// `key`, cut at [`MAX_QUOTED_KEY_BYTES`] on a character boundary (with `…` when cut).
+pub fn quoted_key(key: &str) -> String {
+    if key.len() <= MAX_QUOTED_KEY_BYTES {
+        return key.to_owned();
+    }
+    let mut end = MAX_QUOTED_KEY_BYTES;
+    while !key.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &key[..end])
+}
+
+/// One audit record on the `autoscaled::audit` log target: who did what to which key, and
+/// the outcome (`allowed`, `denied`, or the gRPC code of a failed delete).
+pub fn audit(caller: Option<&Caller>, verb: Verb, key: &str, outcome: &str) {
+    let identity = caller.and_then(|c| c.identity.as_deref()).unwrap_or("-");
+    let remote = caller
+        .and_then(|c| c.remote)
+        .map_or_else(|| "-".to_owned(), |a| a.to_string());
+    tracing::info!(
+        target: "autoscaled::audit",
+        identity,
+        verb = verb.as_str(),
+        key = %quoted_key(key),
+        outcome,
+        remote = %remote,
+        "audit"
+    );
+}
+
+/// The per-call check: may the caller do `verb` on `key`? `enforce` is whether an
+/// authorization file is configured; without one every call is allowed (today's behaviour).
+/// A missing caller while enforcing is UNAUTHENTICATED (fail closed: the layer did not run).
+pub fn authorize(
+    caller: Option<&Caller>,
+    enforce: bool,
+    verb: Verb,
+    key: &str,
+) -> Result<(), Status> {
+    if !enforce {
+        return Ok(());
+    }
+    let (Some(caller), Some(policy)) = (caller, caller.and_then(|c| c.policy.as_ref())) else {
+        crate::metrics::authn_failure("missing");
+        return Err(Status::unauthenticated("no credentials"));
+    };
+    let Some(identity) = caller.identity.as_deref() else {
+        crate::metrics::authn_failure("missing");
+        return Err(Status::unauthenticated(
+            "no credentials: present a client certificate or an `authorization: Bearer` token",
+        ));
+    };
+    if policy.allows(identity, verb, key) {
+        return Ok(());
+    }
+    crate::metrics::authz_denied(verb.as_str());
+    audit(Some(caller), verb, key, "denied");
+    Err(Status::permission_denied(format!(
+        "{identity} may not {verb} target {:?}",
+        quoted_key(key)
+    )))
+}
+
+/// Which keys a List RPC may return: those under the prefixes where the caller may read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyFilter {
+    /// `None`: every key (no authorization file). Otherwise sorted, non-overlapping prefixes.
+    prefixes: Option<Vec<String>>,
+}
+
+impl KeyFilter {
+    /// Every key.
+    pub fn all() -> Self {
+        KeyFilter { prefixes: None }
+    }
+
+    /// The keys `caller` may `verb` (read, for the List RPCs). Fails like [`authorize`] when
+    /// enforcing and the caller has no identity.
+    pub fn for_caller(caller: Option<&Caller>, enforce: bool, verb: Verb) -> Result<Self, Status> {
+        if !enforce {
+            return Ok(KeyFilter::all());
+        }
+        let (Some(identity), Some(policy)) = (
+            caller.and_then(|c| c.identity.as_deref()),
+            caller.and_then(|c| c.policy.as_ref()),
+        ) else {
+            crate::metrics::authn_failure("missing");
+            return Err(Status::unauthenticated("no credentials"));
+        };
+        Ok(KeyFilter {
+            prefixes: Some(policy.prefixes(identity, verb)),
+        })
+    }
+
+    /// Under explicit prefixes (tests).
+    pub fn prefixes(prefixes: Vec<String>) -> Self {
+        let mut policy_like: Vec<String> = prefixes;
+        policy_like.sort_unstable();
+        let mut out: Vec<String> = Vec::new();
+        for p in policy_like {
+            if !out.last().is_some_and(|last| p.starts_with(last.as_str())) {
+                out.push(p);
+            }
+        }
+        KeyFilter {
+            prefixes: Some(out),
+        }
+    }
+
+    /// Whether the filter lets every key through.
+    pub fn is_all(&self) -> bool {
+        self.prefixes.is_none()
+    }
+
+    /// Whether `key` may be listed.
+    pub fn allows(&self, key: &str) -> bool {
+        match &self.prefixes {
+            None => true,
+            Some(prefixes) => prefixes.iter().any(|p| key.starts_with(p.as_str())),
+        }
+    }
+
+    /// Where a scan of the key space that has passed `after` (exclusive; `None`: nothing
+    /// passed yet) should continue: `Some(None)` from the start, `Some(Some(k))` after `k`,
+    /// `None` when no listable key can follow. Skips the gaps between prefixes: keys under a
+    /// prefix `P` are contiguous in byte order and start after `P` without its last character.
+    pub fn resume_after(&self, after: Option<&str>) -> Option<Option<String>> {
+        let Some(prefixes) = &self.prefixes else {
+            return Some(after.map(str::to_owned));
+        };
+        let position = after.unwrap_or("");
+        // The first range the scan is inside of or before (ranges are sorted and disjoint).
+        let prefix = prefixes
+            .iter()
+            .find(|p| position.starts_with(p.as_str()) || p.as_str() > position)?;
+        if position.starts_with(prefix.as_str()) {
+            return Some(after.map(str::to_owned));
+        }
+        let mut before = prefix.clone();
+        before.pop();
+        if after.is_some_and(|a| a >= before.as_str()) {
+            return Some(after.map(str::to_owned));
+        }
+        Some(Some(before).filter(|b| !b.is_empty()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caller(identity: Option<&str>, policy: &str) -> Caller {
+        Caller {
+            identity: identity.map(Arc::from),
+            policy: Some(Arc::new(Policy::parse(policy).unwrap())),
+            remote: None,
+        }
+    }
+
+    const TEAM_A: &str =
+        "[[rule]]\nidentity = \"a\"\nverbs = [\"read\", \"delete\"]\nprefixes = [\"team-a/\"]\n";
+
+    #[test]
+    fn authorize_names_the_verb_and_the_key() {
+        let c = caller(Some("a"), TEAM_A);
+        assert!(authorize(Some(&c), true, Verb::Read, "team-a/web").is_ok());
+        let denied = authorize(Some(&c), true, Verb::Recommend, "team-a/web").unwrap_err();
+        assert_eq!(denied.code(), tonic::Code::PermissionDenied);
+        assert!(
+            denied.message().contains("recommend") && denied.message().contains("team-a/web"),
+            "{}",
+            denied.message()
+        );
+        let denied = authorize(Some(&c), true, Verb::Delete, "team-b/web").unwrap_err();
+        assert_eq!(denied.code(), tonic::Code::PermissionDenied);
+        assert!(denied.message().contains("\"team-b/web\""));
+        // No identity, or no caller at all, while enforcing: UNAUTHENTICATED.
+        let anonymous = caller(None, TEAM_A);
+        assert_eq!(
+            authorize(Some(&anonymous), true, Verb::Read, "team-a/web")
+                .unwrap_err()
+                .code(),
+            tonic::Code::Unauthenticated
+        );
+        assert_eq!(
+            authorize(None, true, Verb::Read, "x").unwrap_err().code(),
+            tonic::Code::Unauthenticated
+        );
+        // Not enforcing: everything, as before the authorization file existed.
+        assert!(authorize(None, false, Verb::Delete, "anything").is_ok());
+    }
+
+    #[test]
+    fn long_keys_are_cut_in_messages() {
+        let c = caller(Some("a"), TEAM_A);
+        let key = "ü".repeat(10_000);
+        let denied = authorize(Some(&c), true, Verb::Read, &key).unwrap_err();
+        assert!(denied.message().len() < 400, "{}", denied.message().len());
+        assert!(denied.message().contains('…'));
+    }
+
+    #[test]
+    fn key_filter_jumps_between_prefixes() {
+        let f = KeyFilter::prefixes(vec!["team-b/".into(), "team-a/".into(), "team-a/x".into()]);
+        assert!(f.allows("team-a/web") && f.allows("team-b/") && !f.allows("team-c/x"));
+        // From the start: just before team-a/.
+        assert_eq!(f.resume_after(None), Some(Some("team-a".into())));
+        // Inside a range: continue where we are.
+        assert_eq!(
+            f.resume_after(Some("team-a/web")),
+            Some(Some("team-a/web".into()))
+        );
+        // Between ranges: jump to just before the next one.
+        assert_eq!(f.resume_after(Some("team-a0")), Some(Some("team-b".into())));
+        // Past the jump point already: stay.
+        assert_eq!(
+            f.resume_after(Some("team-b.")),
+            Some(Some("team-b.".into()))
+        );
+        // After the last range: done.
+        assert_eq!(f.resume_after(Some("team-c")), None);
+        assert_eq!(KeyFilter::prefixes(vec![]).resume_after(None), None);
+        // The empty prefix is every key.
+        let every = KeyFilter::prefixes(vec!["".into(), "x/".into()]);
+        assert_eq!(every.resume_after(None), Some(None));
+        assert_eq!(every.resume_after(Some("q")), Some(Some("q".into())));
+        // A one-character prefix starts from the beginning.
+        assert_eq!(
+            KeyFilter::prefixes(vec!["b".into()]).resume_after(None),
+            Some(None)
+        );
+    }
+}

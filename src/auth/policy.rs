@@ -1,0 +1,364 @@
+//! The authorization file (`--authz FILE`, TOML): rules that give identities verbs on
+//! target-key prefixes, and the bearer tokens (by their SHA-256, never in plain text) that
+//! stand for identities. Anything no rule grants is denied.
+//!
+//! ```toml
+//! [[rule]]
+//! identity = "spiffe://example.org/team-a"   # an mTLS identity, or a token identity below
+//! verbs = ["recommend", "read", "write-usage", "delete"]
+//! prefixes = ["team-a/"]
+//!
+//! [[token]]
+//! identity = "ci-bot"
+//! sha256 = "<hex sha256 of the bearer token>"
+//! ```
+//!
+//! The model is Kubernetes RBAC's reduced to what a decision service needs: a subject
+//! (`identity`), verbs, and resources named by key prefix (RBAC's `resourceNames` are exact
+//! names; a prefix is what gives a team every target it creates). As in RBAC, rules only add
+//! permissions; there is no deny rule, so the order of rules does not matter.
+
+use std::{collections::HashMap, fmt, sync::Arc};
+
+use serde::Deserialize;
+use thiserror::Error;
+
+/// What a call does to a target, as the authorization file names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Verb {
+    /// `Recommend` (dry runs included: a dry run reads the target's history).
+    Recommend,
+    /// `GetHistory`, `GetRecommendation`, `ListTargets`, `ListVerticalTargets`.
+    Read,
+    /// `RecordUsage`.
+    WriteUsage,
+    /// `DeleteTarget`, `DeleteVerticalTarget`.
+    Delete,
+}
+
+impl Verb {
+    /// Every verb, in the order the file documents them.
+    pub const ALL: [Verb; 4] = [Verb::Recommend, Verb::Read, Verb::WriteUsage, Verb::Delete];
+
+    /// The name in the authorization file, in errors and in metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Recommend => "recommend",
+            Verb::Read => "read",
+            Verb::WriteUsage => "write-usage",
+            Verb::Delete => "delete",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Verb> {
+        Verb::ALL.into_iter().find(|v| v.as_str() == name)
+    }
+
+    fn bit(self) -> u8 {
+        1 << (self as u8)
+    }
+}
+
+impl fmt::Display for Verb {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why an authorization file cannot be used. Each names the entry (`rule[i]`, `token[i]`).
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum PolicyError {
+    /// Not valid TOML for the schema (unknown keys included).
+    #[error("{0}")]
+    Parse(String),
+    /// A value is wrong; `entry` is e.g. `rule[2].verbs`.
+    #[error("{entry}: {message}")]
+    Invalid { entry: String, message: String },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    rule: Vec<RuleEntry>,
+    #[serde(default)]
+    token: Vec<TokenEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleEntry {
+    identity: String,
+    verbs: Vec<String>,
+    prefixes: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokenEntry {
+    identity: String,
+    sha256: String,
+}
+
+/// One identity's grants: for each prefix, the verbs (a bit set of [`Verb::bit`]).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct Grants {
+    prefixes: Vec<(String, u8)>,
+}
+
+/// A parsed, validated authorization file.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Policy {
+    grants: HashMap<Arc<str>, Grants>,
+    tokens: HashMap<[u8; 32], Arc<str>>,
+}
+
+fn invalid(entry: String, message: impl Into<String>) -> PolicyError {
+    PolicyError::Invalid {
+        entry,
+        message: message.into(),
+    }
+}
+
+impl Policy {
+    /// Parses and validates the text of an authorization file.
+    pub fn parse(text: &str) -> Result<Policy, PolicyError> {
+        let file: File = toml::from_str(text).map_err(|e| PolicyError::Parse(e.to_string()))?;
+        let mut policy = Policy::default();
+        for (i, rule) in file.rule.into_iter().enumerate() {
+            if rule.identity.is_empty() {
+                return Err(invalid(format!("rule[{i}].identity"), "must not be empty"));
+            }
+            if rule.verbs.is_empty() {
+                return Err(invalid(format!("rule[{i}].verbs"), "must not be empty"));
+            }
+            let mut bits = 0u8;
+            for name in &rule.verbs {
+                let verb = Verb::parse(name).ok_or_else(|| {
+                    invalid(
+                        format!("rule[{i}].verbs"),
+                        format!(
+                            "unknown verb {name:?}; the verbs are recommend, read, write-usage, delete"
+                        ),
+                    )
+                })?;
+                bits |= verb.bit();
+            }
+            if rule.prefixes.is_empty() {
+                return Err(invalid(
+                    format!("rule[{i}].prefixes"),
+                    "must not be empty (\"\" grants every key)",
+                ));
+            }
+            let grants = policy
+                .grants
+                .entry(Arc::from(rule.identity.as_str()))
+                .or_default();
+            for prefix in rule.prefixes {
+                match grants.prefixes.iter_mut().find(|(p, _)| *p == prefix) {
+                    Some((_, existing)) => *existing |= bits,
+                    None => grants.prefixes.push((prefix, bits)),
+                }
+            }
+        }
+        for (i, token) in file.token.into_iter().enumerate() {
+            if token.identity.is_empty() {
+                return Err(invalid(format!("token[{i}].identity"), "must not be empty"));
+            }
+            let hash = parse_sha256(&token.sha256).ok_or_else(|| {
+                invalid(
+                    format!("token[{i}].sha256"),
+                    "must be 64 hexadecimal digits (the SHA-256 of the token, e.g. `printf %s \"$TOKEN\" | sha256sum`)",
+                )
+            })?;
+            if policy
+                .tokens
+                .insert(hash, Arc::from(token.identity.as_str()))
+                .is_some()
+            {
+                return Err(invalid(
+                    format!("token[{i}].sha256"),
+                    "the same token hash is listed twice",
+                ));
+            }
+        }
+        Ok(policy)
+    }
+
+    /// Whether `identity` may do `verb` on `key`: some rule of that identity grants the verb
+    /// on a prefix of the key.
+    pub fn allows(&self, identity: &str, verb: Verb, key: &str) -> bool {
+        self.grants.get(identity).is_some_and(|g| {
+            g.prefixes
+                .iter()
+                .any(|(prefix, bits)| bits & verb.bit() != 0 && key.starts_with(prefix.as_str()))
+        })
+    }
+
+    /// The prefixes under which `identity` may do `verb`, sorted, with every prefix that
+    /// another one of the list already covers removed (so the ranges do not overlap).
+    pub fn prefixes(&self, identity: &str, verb: Verb) -> Vec<String> {
+        let Some(grants) = self.grants.get(identity) else {
+            return Vec::new();
+        };
+        let mut all: Vec<&str> = grants
+            .prefixes
+            .iter()
+            .filter(|(_, bits)| bits & verb.bit() != 0)
+            .map(|(p, _)| p.as_str())
+            .collect();
+        all.sort_unstable();
+        let mut out: Vec<String> = Vec::with_capacity(all.len());
+        for prefix in all {
+            // Sorted: a covering (shorter) prefix comes before everything it covers.
+            if !out
+                .last()
+                .is_some_and(|last| prefix.starts_with(last.as_str()))
+            {
+                out.push(prefix.to_owned());
+            }
+        }
+        out
+    }
+
+    /// The identity a bearer token stands for, if its SHA-256 is listed.
+    pub fn token_identity(&self, token: &str) -> Option<&Arc<str>> {
+        self.tokens.get(&sha256(token.as_bytes()))
+    }
+
+    /// Number of rules' identities and tokens (for the start-up log line).
+    pub fn summary(&self) -> (usize, usize) {
+        (self.grants.len(), self.tokens.len())
+    }
+}
+
+/// SHA-256 of `data` (ring's, the provider rustls already uses).
+pub fn sha256(data: &[u8]) -> [u8; 32] {
+    let digest = ring::digest::digest(&ring::digest::SHA256, data);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(digest.as_ref());
+    out
+}
+
+/// Lowercase hex of a SHA-256 (what `sha256sum` prints).
+pub fn sha256_hex(data: &[u8]) -> String {
+    sha256(data).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn parse_sha256(hex: &str) -> Option<[u8; 32]> {
+    let hex = hex.trim();
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = r#"
+[[rule]]
+identity = "spiffe://example.org/team-a"
+verbs = ["recommend", "read", "write-usage", "delete"]
+prefixes = ["team-a/"]
+
+[[rule]]
+identity = "ci-bot"
+verbs = ["read"]
+prefixes = ["team-a/", "team-b/", "team-a/x/"]
+
+[[rule]]
+identity = "ci-bot"
+verbs = ["recommend"]
+prefixes = ["team-b/"]
+
+[[token]]
+identity = "ci-bot"
+sha256 = "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b"
+"#;
+
+    #[test]
+    fn rules_grant_verbs_on_prefixes_and_nothing_else() {
+        let p = Policy::parse(FILE).unwrap();
+        let a = "spiffe://example.org/team-a";
+        for verb in Verb::ALL {
+            assert!(p.allows(a, verb, "team-a/web"), "{verb}");
+            assert!(!p.allows(a, verb, "team-b/web"), "{verb}");
+            assert!(
+                !p.allows(a, verb, "team-a"),
+                "{verb}: the prefix includes the slash"
+            );
+        }
+        assert!(p.allows("ci-bot", Verb::Read, "team-b/x"));
+        assert!(p.allows("ci-bot", Verb::Recommend, "team-b/x"));
+        assert!(!p.allows("ci-bot", Verb::Recommend, "team-a/x"));
+        assert!(!p.allows("ci-bot", Verb::Delete, "team-b/x"));
+        assert!(!p.allows("nobody", Verb::Read, "team-a/x"));
+        assert_eq!(p.prefixes("ci-bot", Verb::Read), ["team-a/", "team-b/"]);
+        assert_eq!(p.prefixes("ci-bot", Verb::Delete), Vec::<String>::new());
+    }
+
+    #[test]
+    fn tokens_are_matched_by_hash() {
+        let p = Policy::parse(FILE).unwrap();
+        // printf %s secret | sha256sum
+        assert_eq!(
+            sha256_hex(b"secret"),
+            "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b"
+        );
+        assert_eq!(p.token_identity("secret").map(|i| &**i), Some("ci-bot"));
+        assert_eq!(p.token_identity("Secret"), None);
+        assert_eq!(p.token_identity(""), None);
+    }
+
+    #[test]
+    fn bad_files_name_the_entry() {
+        for (text, wanted) in [
+            (
+                "[[rule]]\nidentity = \"a\"\nverbs = [\"write\"]\nprefixes = [\"\"]",
+                "rule[0].verbs",
+            ),
+            (
+                "[[rule]]\nidentity = \"a\"\nverbs = [\"read\"]\nprefixes = []",
+                "rule[0].prefixes",
+            ),
+            (
+                "[[token]]\nidentity = \"a\"\nsha256 = \"abc\"",
+                "token[0].sha256",
+            ),
+            (
+                "[[rule]]\nidentity = \"a\"\nverbs = [\"read\"]\nprefix = [\"\"]",
+                "prefix",
+            ),
+            ("[[rules]]\nidentity = \"a\"", "rules"),
+        ] {
+            let err = Policy::parse(text).unwrap_err().to_string();
+            assert!(
+                err.contains(wanted),
+                "{text:?}: {err} does not name {wanted}"
+            );
+        }
+        let twice = format!(
+            "[[token]]\nidentity = \"a\"\nsha256 = \"{h}\"\n[[token]]\nidentity = \"b\"\nsha256 = \"{h}\"",
+            h = sha256_hex(b"t")
+        );
+        assert!(
+            Policy::parse(&twice)
+                .unwrap_err()
+                .to_string()
+                .contains("token[1].sha256")
+        );
+    }
+
+    #[test]
+    fn an_empty_file_denies_everything() {
+        let p = Policy::parse("").unwrap();
+        assert!(!p.allows("a", Verb::Read, ""));
+        assert_eq!(p.summary(), (0, 0));
+    }
+}
