@@ -24,4 +24,5 @@ pub mod pb;
 pub mod server;
 pub mod shutdown;
 pub mod store;
+pub mod store_health;
 pub mod telemetry;

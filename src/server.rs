@@ -210,6 +210,12 @@ pub async fn serve_with_store<S: HistoryStore + VerticalStore>(
     let reflection_v1alpha = reflection().build_v1alpha()?;
 
     let (stop_tx, stop_rx) = watch::channel(false);
+    let _store_health = crate::store_health::spawn(
+        Arc::clone(&store),
+        health_reporter.clone(),
+        SERVICE_NAMES,
+        stop_rx.clone(),
+    );
     let mut server_stop = stop_rx.clone();
     let router = tonic::transport::Server::builder()
         .layer(tower::layer::layer_fn(|inner| RequestMetrics { inner }))
