@@ -33,5 +33,6 @@ pub mod security;
 pub mod server;
 pub mod shutdown;
 pub mod store;
+pub mod store_health;
 pub mod telemetry;
 pub mod tls;

@@ -241,6 +241,12 @@ pub async fn serve_secured<S: HistoryStore + VerticalStore>(
     // Watch streams end when shutdown starts, so they do not hold the drain.
     let health_service = || crate::drain::health_server(health_reporter.clone(), stop_rx.clone());
     let main_health = exposure(config.security.health).then(health_service);
+    let _store_health = crate::store_health::spawn(
+        Arc::clone(&store),
+        health_reporter.clone(),
+        SERVICE_NAMES,
+        stop_rx.clone(),
+    );
     let mut server_stop = stop_rx.clone();
     let router = tonic::transport::Server::builder()
         .layer(tower::layer::layer_fn(|inner| RequestMetrics { inner }))

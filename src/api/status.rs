@@ -172,6 +172,10 @@ fn store_status(e: &StoreError) -> Status {
         | StoreError::Flush(_) => {
             Status::internal("internal storage error (details in the server log)")
         }
+        // Reopening after a storage failure: retry later.
+        StoreError::Unavailable(_) => {
+            Status::unavailable("storage is recovering from a failure; retry later")
+        }
         // Shutting down: the client may retry on another instance or after restart.
         StoreError::FlusherStopped => Status::unavailable("the server is shutting down"),
     }

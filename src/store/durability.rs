@@ -168,7 +168,12 @@ async fn strict_flusher(
             }
             Ok(Err(e)) => {
                 tracing::error!(error = %e, "flush failed");
-                flushed.send_modify(|f| f.failed = Some((target, e.to_string())));
+                // A failed flush makes the store reopen from disk (`SledStore::guarded`),
+                // dropping every write not yet durable, including those made while this
+                // flush ran: fail every ticket handed out until now, not only up to
+                // `target`, or a later successful flush would acknowledge a lost write.
+                let upto = written.load(Ordering::SeqCst).max(target);
+                flushed.send_modify(|f| f.failed = Some((upto, e.to_string())));
             }
             Err(e) => {
                 tracing::error!(error = %e, "flush task failed");

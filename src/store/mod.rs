@@ -283,6 +283,12 @@ pub trait HistoryStore: Send + Sync + 'static {
     fn healthy(&self) -> bool {
         true
     }
+    /// While not [`healthy`](Self::healthy): a small durable write that tells whether writes
+    /// succeed again (health keeps traffic away meanwhile, so no request would find out).
+    /// A success makes the store healthy.
+    fn probe(&self) -> Result<(), StoreError> {
+        self.flush()
+    }
 }
 
 /// Why the store failed.
@@ -290,7 +296,7 @@ pub trait HistoryStore: Send + Sync + 'static {
 pub enum StoreError {
     /// The data folder cannot be opened; it is left untouched.
     #[error(
-        "cannot open the data folder {path}: {message}; refusing to start (the folder is left untouched: repair or move it)"
+        "cannot open the data folder {path}: {message}; refusing to start (the folder is left untouched)"
     )]
     Open { path: PathBuf, message: String },
     /// Another process holds the folder's lock (a live server): nothing in it was touched.
@@ -319,6 +325,9 @@ pub enum StoreError {
     /// sled failed (I/O).
     #[error("storage failure: {0}")]
     Sled(#[from] ::sled::Error),
+    /// The database is closed after a storage failure and not reopened yet.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
     /// The flush task is gone (the server is shutting down).
     #[error("the flusher stopped")]
     FlusherStopped,

@@ -30,7 +30,10 @@ use std::{
     ops::Bound,
     panic::{AssertUnwindSafe, catch_unwind},
     path::{Path, PathBuf},
-    sync::atomic::{AtomicBool, Ordering},
+    sync::{
+        PoisonError, RwLock, RwLockReadGuard,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
     time::Duration,
 };
 
@@ -50,6 +53,10 @@ const META_TREE: &str = "meta";
 const STATE_TREE: &str = "hpa_state";
 const DECISION_TREE: &str = "hpa_decisions";
 const FORMAT_KEY: &[u8] = b"format";
+/// Written by [`HistoryStore::probe`].
+const PROBE_KEY: &[u8] = b"probe";
+/// Size of a probe write.
+const PROBE_BYTES: usize = 64 * 1024;
 /// The tree layout written by this build (unchanged since format 1: the records carry their
 /// own version byte, and version-1 records are read and rewritten as version 2 lazily).
 const FORMAT: u8 = 1;
@@ -89,16 +96,43 @@ impl Default for SledOptions {
 /// History in a sled database folder.
 #[derive(Debug)]
 pub struct SledStore {
-    db: sled::Db,
-    state: sled::Tree,
-    decisions: sled::Tree,
-    vertical: sled::Tree,
+    /// The open database; `None` only between a failed reopen and the next attempt.
+    trees: RwLock<Option<Trees>>,
     options: SledOptions,
     path: PathBuf,
-    /// A write or flush failed and no later flush succeeded (health: NOT_SERVING).
+    /// A write or flush failed and no later flush of new data succeeded (health:
+    /// NOT_SERVING meanwhile).
     failed: AtomicBool,
-    /// Held for the store's life; dropped after `db` (fields drop in declaration order).
+    /// Probe writes made while failed ([`HistoryStore::probe`]).
+    probes: AtomicU64,
+    /// Held for the store's life; declared last, so dropped after the database.
     _lock: FolderLock,
+}
+
+/// The open sled database and its trees, replaced as a whole when the store reopens after
+/// a storage failure.
+#[derive(Debug)]
+pub(super) struct Trees {
+    pub(super) db: sled::Db,
+    pub(super) meta: sled::Tree,
+    pub(super) state: sled::Tree,
+    pub(super) decisions: sled::Tree,
+    pub(super) vertical: sled::Tree,
+    options: SledOptions,
+}
+
+/// Read access to the open trees; a reopen waits until every guard is gone.
+pub(super) struct TreesGuard<'a>(RwLockReadGuard<'a, Option<Trees>>);
+
+impl std::ops::Deref for TreesGuard<'_> {
+    type Target = Trees;
+    fn deref(&self) -> &Trees {
+        match self.0.as_ref() {
+            Some(t) => t,
+            // `SledStore::trees` hands out guards only over `Some`.
+            None => unreachable!("a TreesGuard over a closed database"),
+        }
+    }
 }
 
 impl SledStore {
@@ -132,61 +166,77 @@ impl SledStore {
                 return Err(open_err(message));
             }
         };
-        // sled may panic on some corruptions instead of returning an error; turn that into
-        // the same clear refusal.
-        let config = sled::Config::new()
-            .path(path)
-            .flush_every_ms(None)
-            .cache_capacity(options.cache_bytes);
-        let db = match catch_unwind(AssertUnwindSafe(|| config.open())) {
-            Ok(Ok(db)) => db,
-            Ok(Err(e)) => return Err(open_err(e.to_string())),
-            Err(_) => {
-                return Err(open_err(
-                    "the database is corrupt (sled panicked while reading it)".to_owned(),
-                ));
-            }
-        };
-        let tree = |name: &str| db.open_tree(name).map_err(|e| open_err(e.to_string()));
-        let meta = tree(META_TREE)?;
-        let state = tree(STATE_TREE)?;
-        let decisions = tree(DECISION_TREE)?;
-        let vertical = tree(super::vertical::VERTICAL_TREE)?;
-        match meta.get(FORMAT_KEY).map_err(|e| open_err(e.to_string()))? {
-            None if existing => {
-                return Err(open_err(
-                    "sled could not read the existing database (no autoscaled format marker found): it is damaged or not an autoscaled database".to_owned(),
-                ));
-            }
-            None => {
-                meta.insert(FORMAT_KEY, &[FORMAT])
-                    .map_err(|e| open_err(e.to_string()))?;
-                // Durable at once, so that an existing folder always carries the marker.
-                db.flush().map_err(|e| open_err(e.to_string()))?;
-            }
-            Some(v) if v.as_ref() == [FORMAT] => {}
-            Some(v) => {
-                return Err(open_err(format!(
-                    "layout version {:?} is not supported by this build (it reads version {FORMAT})",
-                    v.as_ref()
-                )));
-            }
-        }
+        remove_incomplete_snapshots(path);
+        let trees = open_trees(path, &options, existing)?;
         Ok(SledStore {
-            db,
-            state,
-            decisions,
-            vertical,
+            trees: RwLock::new(Some(trees)),
             options,
             path: path.to_owned(),
             failed: AtomicBool::new(false),
+            probes: AtomicU64::new(0),
             _lock: lock,
         })
     }
 
-    /// The `vpa_state` tree (used by [`super::vertical`]).
-    pub(super) fn vertical_tree(&self) -> &sled::Tree {
-        &self.vertical
+    /// The open trees, or [`StoreError::Unavailable`] while a reopen has not succeeded.
+    pub(super) fn trees(&self) -> Result<TreesGuard<'_>, StoreError> {
+        let guard = self.trees.read().unwrap_or_else(PoisonError::into_inner);
+        if guard.is_none() {
+            return Err(StoreError::Unavailable(
+                "the database is closed after a storage failure and could not be reopened yet"
+                    .to_owned(),
+            ));
+        }
+        Ok(TreesGuard(guard))
+    }
+
+    /// Runs `f` on the open trees; a storage failure marks the store failed and reopens it,
+    /// so that what the failed call wrote in memory is dropped (sled 0.34 keeps failing every
+    /// later call after an I/O error, and may hold the failed write in memory).
+    pub(super) fn guarded<T>(
+        &self,
+        f: impl FnOnce(&Trees) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let result = {
+            let trees = self.trees()?;
+            f(&trees)
+        };
+        if let Err(StoreError::Sled(e)) = &result {
+            tracing::error!(error = %e, path = %self.path.display(), "storage failure: reopening the database");
+            self.failed.store(true, Ordering::Release);
+            self.reopen();
+        }
+        result
+    }
+
+    /// Drops the open database and opens it again from disk: only what a successful flush
+    /// made durable remains. On failure the store stays closed until the next attempt
+    /// ([`HistoryStore::flush`], [`HistoryStore::probe`]).
+    fn reopen(&self) {
+        let mut guard = self.trees.write().unwrap_or_else(PoisonError::into_inner);
+        // First close: sled locks its `db` file, and the new handle must take that lock.
+        *guard = None;
+        remove_incomplete_snapshots(&self.path);
+        match open_trees(&self.path, &self.options, true) {
+            Ok(trees) => {
+                *guard = Some(trees);
+                tracing::warn!(path = %self.path.display(), "database reopened after a storage failure");
+            }
+            Err(e) => {
+                tracing::error!(error = %e, path = %self.path.display(), "cannot reopen the database");
+            }
+        }
+    }
+
+    fn reopen_if_closed(&self) {
+        let closed = self
+            .trees
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_none();
+        if closed {
+            self.reopen();
+        }
     }
 
     /// The database folder.
@@ -201,9 +251,92 @@ impl SledStore {
 
     /// The encoded size of the target's state record (benchmarks and capacity planning).
     pub fn state_record_bytes(&self, key: &str) -> Result<Option<usize>, StoreError> {
-        Ok(self.state.get(keys::state_key(key))?.map(|v| v.len()))
+        self.guarded(|t| Ok(t.state.get(keys::state_key(key))?.map(|v| v.len())))
     }
+}
 
+/// Removes `snap.*.generating` files: snapshots whose write failed (a full disk) before
+/// sled renamed them into place. sled 0.34 writes a snapshot to `snap.LSN.generating`, syncs
+/// it, then renames it to `snap.LSN` (`pagecache/snapshot.rs`, `write_snapshot`); but its
+/// `RunningConfig::get_snapshot_files` also lists the leftover, which sorts last, so every
+/// later open reads it as "the" snapshot and fails ("Read corrupted data") forever. Only
+/// called with the folder lock held and no sled open on it.
+fn remove_incomplete_snapshots(path: &Path) {
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("snap.") && name.ends_with(".generating") {
+            match std::fs::remove_file(entry.path()) {
+                Ok(()) => tracing::warn!(file = %name, "removed an incomplete sled snapshot"),
+                Err(e) => {
+                    tracing::warn!(file = %name, error = %e, "cannot remove an incomplete sled snapshot")
+                }
+            }
+        }
+    }
+}
+
+/// Opens sled in `path` and checks our format marker (`existing`: the folder held a
+/// database, so a missing marker means sled could not read it).
+fn open_trees(path: &Path, options: &SledOptions, existing: bool) -> Result<Trees, StoreError> {
+    let open_err = |message: String| StoreError::Open {
+        path: path.to_owned(),
+        message,
+    };
+    // sled may panic on some corruptions instead of returning an error; turn that into
+    // the same clear refusal.
+    let config = sled::Config::new()
+        .path(path)
+        .flush_every_ms(None)
+        .cache_capacity(options.cache_bytes);
+    let db = match catch_unwind(AssertUnwindSafe(|| config.open())) {
+        Ok(Ok(db)) => db,
+        Ok(Err(e)) => return Err(open_err(e.to_string())),
+        Err(_) => {
+            return Err(open_err(
+                "the database is corrupt (sled panicked while reading it)".to_owned(),
+            ));
+        }
+    };
+    let tree = |name: &str| db.open_tree(name).map_err(|e| open_err(e.to_string()));
+    let meta = tree(META_TREE)?;
+    let state = tree(STATE_TREE)?;
+    let decisions = tree(DECISION_TREE)?;
+    let vertical = tree(super::vertical::VERTICAL_TREE)?;
+    match meta.get(FORMAT_KEY).map_err(|e| open_err(e.to_string()))? {
+        None if existing => {
+            return Err(open_err(
+                "sled could not read the existing database (no autoscaled format marker found): it is damaged or not an autoscaled database".to_owned(),
+            ));
+        }
+        None => {
+            meta.insert(FORMAT_KEY, &[FORMAT])
+                .map_err(|e| open_err(e.to_string()))?;
+            // Durable at once, so that an existing folder always carries the marker.
+            db.flush().map_err(|e| open_err(e.to_string()))?;
+        }
+        Some(v) if v.as_ref() == [FORMAT] => {}
+        Some(v) => {
+            return Err(open_err(format!(
+                "layout version {:?} is not supported by this build (it reads version {FORMAT})",
+                v.as_ref()
+            )));
+        }
+    }
+    Ok(Trees {
+        db,
+        meta,
+        state,
+        decisions,
+        vertical,
+        options: options.clone(),
+    })
+}
+
+impl Trees {
     /// The keys of the target's logged runs, oldest first.
     fn decision_keys(&self, key: &str) -> Result<Vec<sled::IVec>, StoreError> {
         self.decisions
@@ -213,11 +346,8 @@ impl SledStore {
             .map_err(StoreError::from)
     }
 
-    /// Records the outcome of a write for [`HistoryStore::healthy`].
+    /// A write's result (a failure reopens the store: [`SledStore::guarded`]).
     fn track<T>(&self, result: Result<T, sled::Error>) -> Result<T, StoreError> {
-        if result.is_err() {
-            self.failed.store(true, Ordering::Release);
-        }
         result.map_err(StoreError::from)
     }
 
@@ -441,15 +571,15 @@ fn tx_error(e: TransactionError<StoreError>) -> StoreError {
     }
 }
 
-impl HistoryStore for SledStore {
-    fn load(&self, key: &str) -> Result<Option<TargetState>, StoreError> {
+impl Trees {
+    pub(super) fn load(&self, key: &str) -> Result<Option<TargetState>, StoreError> {
         Ok(self.read_state(key)?.map(|s| TargetState {
             history: s.history,
             next_seq: s.next_seq,
         }))
     }
 
-    fn commit(
+    pub(super) fn commit(
         &self,
         key: &str,
         history: &History,
@@ -561,7 +691,7 @@ impl HistoryStore for SledStore {
         Ok(())
     }
 
-    fn decisions(&self, key: &str) -> Result<Vec<DecisionEntry>, StoreError> {
+    pub(super) fn decisions(&self, key: &str) -> Result<Vec<DecisionEntry>, StoreError> {
         let pending = self.read_state(key)?.and_then(|s| s.pending);
         let mut out = Vec::new();
         let mut seqs = Vec::new();
@@ -585,16 +715,11 @@ impl HistoryStore for SledStore {
         Ok(out)
     }
 
-    fn decision_page(
+    pub(super) fn list_keys(
         &self,
-        key: &str,
-        request: &DecisionPageRequest,
-    ) -> Result<DecisionPage, StoreError> {
-        // At most `decision_log_len` runs per target: reading them all is bounded.
-        Ok(super::page_of(self.decisions(key)?, request))
-    }
-
-    fn list_keys(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError> {
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<KeyPage, StoreError> {
         let lower = match after {
             Some(a) => Bound::Excluded(a.as_bytes().to_vec()),
             None => Bound::Unbounded,
@@ -612,9 +737,9 @@ impl HistoryStore for SledStore {
         Ok(KeyPage { keys, more })
     }
 
-    fn delete(&self, key: &str) -> Result<bool, StoreError> {
+    pub(super) fn delete(&self, key: &str) -> Result<bool, StoreError> {
         let logged = self.decision_keys(key)?;
-        let result = (&self.state, &self.decisions)
+        (&self.state, &self.decisions)
             .transaction(|(state, decisions)| {
                 let existed = state.remove(keys::state_key(key))?.is_some();
                 for k in &logged {
@@ -622,21 +747,79 @@ impl HistoryStore for SledStore {
                 }
                 Ok(existed || !logged.is_empty())
             })
-            .map_err(tx_error);
-        if matches!(result, Err(StoreError::Sled(_))) {
-            self.failed.store(true, Ordering::Release);
-        }
-        result
+            .map_err(tx_error)
+    }
+}
+
+impl HistoryStore for SledStore {
+    fn load(&self, key: &str) -> Result<Option<TargetState>, StoreError> {
+        self.guarded(|t| t.load(key))
     }
 
+    fn commit(
+        &self,
+        key: &str,
+        history: &History,
+        decision: &DecisionEntry,
+    ) -> Result<(), StoreError> {
+        self.guarded(|t| t.commit(key, history, decision))
+    }
+
+    fn decisions(&self, key: &str) -> Result<Vec<DecisionEntry>, StoreError> {
+        self.guarded(|t| t.decisions(key))
+    }
+
+    fn decision_page(
+        &self,
+        key: &str,
+        request: &DecisionPageRequest,
+    ) -> Result<DecisionPage, StoreError> {
+        // At most `decision_log_len` runs per target: reading them all is bounded.
+        Ok(super::page_of(self.decisions(key)?, request))
+    }
+
+    fn list_keys(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError> {
+        self.guarded(|t| t.list_keys(after, limit))
+    }
+
+    fn delete(&self, key: &str) -> Result<bool, StoreError> {
+        self.guarded(|t| t.delete(key))
+    }
+
+    /// Clears the failed state only when the flush wrote something (an empty flush proves
+    /// nothing about the disk).
     fn flush(&self) -> Result<(), StoreError> {
-        self.track(self.db.flush())?;
-        self.failed.store(false, Ordering::Release);
+        self.reopen_if_closed();
+        let flushed = self.guarded(|t| Ok(t.db.flush()?))?;
+        if flushed > 0 {
+            self.failed.store(false, Ordering::Release);
+        }
         Ok(())
     }
 
     fn healthy(&self) -> bool {
         !self.failed.load(Ordering::Acquire)
+    }
+
+    /// A small durable write (a counter under `meta/probe`), so that a failed store finds
+    /// out whether writes succeed again even while health keeps traffic away.
+    fn probe(&self) -> Result<(), StoreError> {
+        self.reopen_if_closed();
+        // Larger than a page, so that it cannot fit in the slack of pages the log already
+        // has (a full disk fails it), and distinct each time.
+        let n = self.probes.fetch_add(1, Ordering::Relaxed);
+        let mut value = vec![0u8; PROBE_BYTES];
+        value[..8].copy_from_slice(&n.to_be_bytes());
+        self.guarded(|t| {
+            t.meta.insert(PROBE_KEY, value)?;
+            Ok(())
+        })?;
+        self.flush()?;
+        // Healthy again: the probe value has served its purpose.
+        self.guarded(|t| {
+            t.meta.remove(PROBE_KEY)?;
+            Ok(())
+        })
     }
 }
 
@@ -955,7 +1138,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 3);
         for i in 2..4i32 {
-            s.decisions
+            s.trees()
+                .unwrap()
+                .decisions
                 .insert(
                     keys::decision_key("a", Time::from_unix_secs(i.into()), i as u64),
                     old_entry(i.into(), i),
@@ -990,7 +1175,9 @@ mod tests {
                 },
             },
         };
-        s.state
+        s.trees()
+            .unwrap()
+            .state
             .insert("a", record::encode("state", "a", &old).unwrap())
             .unwrap();
         assert_eq!(s.load("a").unwrap().unwrap().history, history(4, 4));
@@ -1006,14 +1193,16 @@ mod tests {
         s.commit("a", &history(5, 5), &entry(5, 5)).unwrap();
         assert_eq!(desired(&s, "a"), vec![3, 4, 5]);
         assert_eq!(
-            s.state.get("a").unwrap().unwrap()[0],
+            s.trees().unwrap().state.get("a").unwrap().unwrap()[0],
             record::VERSION_BINARY,
             "rewritten as version 2"
         );
         // The closed format-1 run went into the log as version 2.
-        let logged = s
-            .decisions
-            .get(keys::decision_key("a", Time::from_unix_secs(4), 4));
+        let logged =
+            s.trees()
+                .unwrap()
+                .decisions
+                .get(keys::decision_key("a", Time::from_unix_secs(4), 4));
         assert_eq!(logged.unwrap().unwrap()[0], record::VERSION_BINARY);
     }
 
@@ -1022,7 +1211,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 3);
         for i in 0..3i32 {
-            s.decisions
+            s.trees()
+                .unwrap()
+                .decisions
                 .insert(
                     keys::decision_key("a", Time::from_unix_secs(i.into()), i as u64),
                     old_entry(i.into(), i),
@@ -1038,13 +1229,13 @@ mod tests {
             },
         )
         .unwrap();
-        s.state.insert("a", old).unwrap();
+        s.trees().unwrap().state.insert("a", old).unwrap();
         assert_eq!(desired(&s, "a"), vec![0, 1, 2]);
         s.commit("a", &history(3, 3), &entry(3, 3)).unwrap();
         assert_eq!(desired(&s, "a"), vec![1, 2, 3]);
         s.commit("a", &history(4, 4), &entry(4, 4)).unwrap();
         assert_eq!(desired(&s, "a"), vec![2, 3, 4]);
-        assert_eq!(s.decision_keys("a").unwrap().len(), 2);
+        assert_eq!(s.trees().unwrap().decision_keys("a").unwrap().len(), 2);
     }
 
     #[test]
@@ -1054,8 +1245,17 @@ mod tests {
         s.commit("a", &history(1, 1), &entry(1, 1)).unwrap();
         s.commit("a", &history(2, 2), &entry(2, 2)).unwrap();
         // Step 1 of the next commit done (the pending run copied into the log), step 3 lost.
-        let pending = s.read_state("a").unwrap().unwrap().pending.unwrap();
-        s.decisions
+        let pending = s
+            .trees()
+            .unwrap()
+            .read_state("a")
+            .unwrap()
+            .unwrap()
+            .pending
+            .unwrap();
+        s.trees()
+            .unwrap()
+            .decisions
             .insert(
                 keys::decision_key("a", pending.run.first_time, pending.seq),
                 record::encode_binary(&hpa::run_to_record(&pending, 50)),
@@ -1067,7 +1267,7 @@ mod tests {
                 .unwrap();
         }
         assert_eq!(desired(&s, "a"), vec![3, 4, 5]);
-        assert_eq!(s.decision_keys("a").unwrap().len(), 2);
+        assert_eq!(s.trees().unwrap().decision_keys("a").unwrap().len(), 2);
     }
 
     #[test]
@@ -1076,7 +1276,11 @@ mod tests {
         let s = open(dir.path(), 2);
         s.commit("a", &history(1, 1), &entry(1, 1)).unwrap();
         let stale = keys::decision_key("a", Time::from_unix_secs(0), 99);
-        s.decisions.insert(stale, old_entry(0, 0)).unwrap();
+        s.trees()
+            .unwrap()
+            .decisions
+            .insert(stale, old_entry(0, 0))
+            .unwrap();
         s.commit("a", &history(2, 2), &entry(2, 2)).unwrap();
         s.commit("a", &history(3, 3), &entry(3, 3)).unwrap();
         assert_eq!(desired(&s, "a"), vec![2, 3]);
@@ -1089,10 +1293,14 @@ mod tests {
             let s = open(dir.path(), 3);
             s.commit("a", &history(1, 1), &entry(1, 1)).unwrap();
             s.commit("b", &history(2, 1), &entry(1, 2)).unwrap();
-            let mut bytes = s.state.get("a").unwrap().unwrap().to_vec();
+            let mut bytes = s.trees().unwrap().state.get("a").unwrap().unwrap().to_vec();
             bytes.truncate(bytes.len() / 2);
-            s.state.insert("a", bytes).unwrap();
-            s.state.insert("v", &[9u8, 1, 2][..]).unwrap();
+            s.trees().unwrap().state.insert("a", bytes).unwrap();
+            s.trees()
+                .unwrap()
+                .state
+                .insert("v", &[9u8, 1, 2][..])
+                .unwrap();
             s.flush().unwrap();
         }
         // Opens: no scan of the records at start.
@@ -1109,7 +1317,10 @@ mod tests {
         s.commit("b", &history(3, 2), &entry(2, 3)).unwrap();
         // A write to the damaged target fails too: nothing silently replaced.
         assert!(s.commit("a", &history(1, 2), &entry(2, 1)).is_err());
-        assert_eq!(s.state.get("v").unwrap().unwrap().as_ref(), &[9u8, 1, 2]);
+        assert_eq!(
+            s.trees().unwrap().state.get("v").unwrap().unwrap().as_ref(),
+            &[9u8, 1, 2]
+        );
     }
 
     #[test]

@@ -156,24 +156,28 @@ pub fn decode_vertical(key: &str, bytes: &[u8]) -> Result<VerticalState, StoreEr
 
 impl VerticalStore for SledStore {
     fn load_vertical(&self, key: &str) -> Result<Option<VerticalState>, StoreError> {
-        self.vertical_tree()
-            .get(key.as_bytes())?
-            .map(|v| decode_vertical(key, &v))
-            .transpose()
+        self.guarded(|t| {
+            t.vertical
+                .get(key.as_bytes())?
+                .map(|v| decode_vertical(key, &v))
+                .transpose()
+        })
     }
 
     fn put_vertical(&self, key: &str, state: &VerticalState) -> Result<(), StoreError> {
         let bytes = record::encode(KIND, key, state)?;
-        self.vertical_tree().insert(key.as_bytes(), bytes)?;
-        Ok(())
+        self.guarded(|t| {
+            t.vertical.insert(key.as_bytes(), bytes)?;
+            Ok(())
+        })
     }
 
     fn delete_vertical(&self, key: &str) -> Result<bool, StoreError> {
-        Ok(self.vertical_tree().remove(key.as_bytes())?.is_some())
+        self.guarded(|t| Ok(t.vertical.remove(key.as_bytes())?.is_some()))
     }
 
     fn vertical_record_bytes(&self, key: &str) -> Result<Option<usize>, StoreError> {
-        Ok(self.vertical_tree().get(key.as_bytes())?.map(|v| v.len()))
+        self.guarded(|t| Ok(t.vertical.get(key.as_bytes())?.map(|v| v.len())))
     }
 
     fn list_vertical_keys(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError> {
@@ -181,10 +185,11 @@ impl VerticalStore for SledStore {
             Some(a) => Bound::Excluded(a.as_bytes().to_vec()),
             None => Bound::Unbounded,
         };
+        let trees = self.trees()?;
         let mut keys = Vec::new();
         let mut more = false;
-        for item in self
-            .vertical_tree()
+        for item in trees
+            .vertical
             .range::<Vec<u8>, _>((lower, Bound::Unbounded))
         {
             let (k, _) = item?;
