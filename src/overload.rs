@@ -10,7 +10,7 @@
 //!   once with RESOURCE_EXHAUSTED, a retry delay in the message and gRFC A6's
 //!   `grpc-retry-pushback-ms` (Envoy's and grpc-go's overload answers are the same code);
 //! * a call whose `grpc-timeout` cannot be met is not queued: its expected wait (calls ahead ×
-//!   mean service time / slots) already passes the deadline, so it is refused at once, the
+//!   mean service time / slots) plus its own service time already passes the deadline, so it is refused at once, the
 //!   caller can retry elsewhere while it still has time (the "deadline-aware admission" of
 //!   Google's SRE book, ch. 21-22);
 //! * a call that leaves the queue with less time left than a mean call takes is answered
@@ -117,7 +117,7 @@ impl Shared {
             return Err(self.overloaded("queue full", position));
         }
         if let Some(deadline) = deadline
-            && Instant::now() + self.expected_wait(position) > deadline
+            && Instant::now() + self.expected_wait(position) + self.mean_service() > deadline
         {
             return Err(self.overloaded("the expected wait exceeds the call's deadline", position));
         }
@@ -205,7 +205,8 @@ where
     }
 
     fn call(&mut self, request: HttpRequest<B>) -> Self::Future {
-        let limited = request.uri().path().starts_with(LIMITED_PREFIX);
+        let path = request.uri().path().to_owned();
+        let limited = path.starts_with(LIMITED_PREFIX);
         let deadline = grpc_timeout(request.headers()).map(|t| Instant::now() + t);
         let peer: Option<SocketAddr> = request
             .extensions()
@@ -237,7 +238,9 @@ where
             if limited {
                 shared.record(started.elapsed());
             }
-            Ok(client_protocol_errors_are_invalid_argument(response, peer))
+            Ok(client_protocol_errors_are_invalid_argument(
+                response, peer, &path,
+            ))
         })
     }
 }
@@ -271,12 +274,25 @@ const CLIENT_PROTOCOL_ERRORS: &[&str] = &[
     "Missing%20request%20message",
 ];
 
-/// INTERNAL → INVALID_ARGUMENT for [`CLIENT_PROTOCOL_ERRORS`].
-fn client_protocol_errors_are_invalid_argument<B>(
-    mut response: HttpResponse<B>,
+/// Streaming services whose request errors travel in the trailers (server reflection: a
+/// bidirectional stream answers its headers before it reads the first request).
+const STREAMING_PREFIX: &str = "/grpc.reflection.";
+
+/// INTERNAL → INVALID_ARGUMENT for [`CLIENT_PROTOCOL_ERRORS`], in the headers of a
+/// trailers-only response or, for [`STREAMING_PREFIX`] services, in the trailers.
+fn client_protocol_errors_are_invalid_argument(
+    mut response: HttpResponse<tonic::body::Body>,
     peer: Option<SocketAddr>,
-) -> HttpResponse<B> {
-    let headers = response.headers_mut();
+    path: &str,
+) -> HttpResponse<tonic::body::Body> {
+    if remap(response.headers_mut(), peer) || !path.starts_with(STREAMING_PREFIX) {
+        return response;
+    }
+    response.map(|inner| tonic::body::Body::new(RemapTrailers { inner, peer }))
+}
+
+/// Rewrites a client protocol error's status in `headers`; true if it did.
+fn remap(headers: &mut HeaderMap, peer: Option<SocketAddr>) -> bool {
     let client_error = headers.get("grpc-status").is_some_and(|s| s == "13")
         && headers
             .get("grpc-message")
@@ -286,7 +302,43 @@ fn client_protocol_errors_are_invalid_argument<B>(
         tracing::debug!(peer = ?peer, message = ?headers.get("grpc-message"), "malformed request body");
         headers.insert("grpc-status", HeaderValue::from_static("3"));
     }
-    response
+    client_error
+}
+
+/// A response body whose trailers go through [`remap`].
+struct RemapTrailers {
+    inner: tonic::body::Body,
+    peer: Option<SocketAddr>,
+}
+
+impl http_body::Body for RemapTrailers {
+    type Data = tonic::codegen::Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let peer = self.peer;
+        match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(match frame.into_trailers() {
+                Ok(mut trailers) => {
+                    remap(&mut trailers, peer);
+                    http_body::Frame::trailers(trailers)
+                }
+                Err(frame) => frame,
+            }))),
+            other => other,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ use tonic::{
 use tonic_types::StatusExt;
 use tower::ServiceExt;
 
-/// Every RPC with a unary request body (Health/Watch answers with a stream).
+/// Every RPC: ours, health and reflection.
 const PATHS: &[&str] = &[
     "/autoscaled.v1.HorizontalAutoscaler/Recommend",
     "/autoscaled.v1.HorizontalAutoscaler/GetHistory",
@@ -39,6 +39,8 @@ const PATHS: &[&str] = &[
     "/autoscaled.v1.VerticalAutoscaler/ListVerticalTargets",
     "/grpc.health.v1.Health/Check",
     "/grpc.health.v1.Health/Watch",
+    "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+    "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
 ];
 
 fn runtime() -> tokio::runtime::Runtime {
