@@ -252,6 +252,7 @@ async fn each_tenant_works_under_its_prefix_only_and_a_denial_stores_nothing() {
     let history = a
         .get_history(GetHistoryRequest {
             target_key: "team-a/web".into(),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -272,6 +273,7 @@ async fn each_tenant_works_under_its_prefix_only_and_a_denial_stores_nothing() {
     let absent = auditor
         .get_history(GetHistoryRequest {
             target_key: "team-b/web".into(),
+            ..Default::default()
         })
         .await
         .unwrap_err();
@@ -298,6 +300,7 @@ async fn each_tenant_works_under_its_prefix_only_and_a_denial_stores_nothing() {
     for status in [
         a.get_history(GetHistoryRequest {
             target_key: "team-b/api".into(),
+            ..Default::default()
         })
         .await
         .unwrap_err(),
