@@ -21,7 +21,6 @@
 //! * the saturation points upstream spells out (Object/External Value proposals above
 //!   `MaxInt32`, External AverageValue proposals and status) are reproduced.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::engine::{
@@ -172,10 +171,10 @@ pub fn group_pods(
         ),
         MetricSpec::Pods { name, .. } => (pods_metric_samples(observation, name).samples, ""),
         MetricSpec::Object { .. } | MetricSpec::External { .. } | MetricSpec::Unknown { .. } => {
-            (BTreeMap::new(), "")
+            (Samples::with_pods(observation.pods.len()), "")
         }
     };
-    group(&observation.pods, &samples, resource, settings, now).to_pod_groups()
+    group(&observation.pods, &samples, resource, settings, now).to_pod_groups(&observation.pods)
 }
 
 /// The error `computeReplicasForMetric` returns for a failed metric: the condition's error
@@ -225,31 +224,101 @@ struct Sample {
     window: Duration,
 }
 
-/// `PodMetricsInfo`: samples by pod name, including pods that are not listed.
+/// `PodMetricsInfo`: the samples of one metric, for the listed pods by their index in
+/// `observation.pods`, and the values of the samples for pods that are not listed.
 ///
-/// Keyed by the names borrowed from the observation: a request's names are copied only into
-/// the decision (`PodGroups`), not into every intermediate map.
-type Samples<'a> = BTreeMap<&'a str, Sample>;
+/// Upstream keys the samples by pod name. Pod names are unique and no orphan sample names a
+/// listed pod (`validate_observation` rejects both), so an index is the same key without a
+/// string comparison or an allocation per pod: one evaluation costs a few vectors per metric,
+/// and every sum below is exact (`i128`), so the iteration order does not matter.
+#[derive(Debug, Default)]
+struct Samples {
+    listed: Vec<Option<Sample>>,
+    /// Orphans carry no request and are never grouped: only their values are read.
+    orphans: Vec<i64>,
+    /// The number of `Some` in `listed` plus `orphans.len()`.
+    len: usize,
+}
+
+impl Samples {
+    fn with_pods(pods: usize) -> Self {
+        Samples {
+            listed: vec![None; pods],
+            orphans: Vec::new(),
+            len: 0,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn get(&self, pod: usize) -> Option<&Sample> {
+        self.listed.get(pod).and_then(Option::as_ref)
+    }
+
+    /// `samples[pod] = sample` (insert or replace).
+    fn insert(&mut self, pod: usize, sample: Sample) {
+        if let Some(slot) = self.listed.get_mut(pod) {
+            if slot.is_none() {
+                self.len += 1;
+            }
+            *slot = Some(sample);
+        }
+    }
+
+    /// The first sample for a pod wins (`entry().or_insert`), as a map keyed by name did.
+    fn insert_if_absent(&mut self, pod: usize, sample: Sample) {
+        if self.get(pod).is_none() {
+            self.insert(pod, sample);
+        }
+    }
+
+    fn push_orphan(&mut self, value: i64) {
+        self.orphans.push(value);
+        self.len += 1;
+    }
+
+    /// `removeMetricsForPods`.
+    fn remove(&mut self, pods: &[usize]) {
+        for &pod in pods {
+            if let Some(slot) = self.listed.get_mut(pod)
+                && slot.take().is_some()
+            {
+                self.len -= 1;
+            }
+        }
+    }
+
+    /// Every value, listed pods and orphans.
+    fn values(&self) -> impl Iterator<Item = i64> + '_ {
+        self.listed
+            .iter()
+            .flatten()
+            .map(|s| s.value)
+            .chain(self.orphans.iter().copied())
+    }
+}
 
 /// What a metrics API answered: `items` counts the API's items (for its "no metrics
 /// returned" error), `samples` holds the pods with a usable value.
-struct Fetched<'a> {
+struct Fetched {
     items: usize,
-    samples: Samples<'a>,
+    samples: Samples,
 }
 
 /// `GetResourceMetric` → `getPodMetrics` / `getContainerMetrics`: the pod value is the sum
 /// over containers (absent when a container lacks the resource, which the observation gives
 /// as a `None` value); with a container name, that container's usage. Orphan samples count
 /// as items; they carry no containers, so they have no container value.
-fn resource_samples<'a>(
-    observation: &'a Observation,
-    resource: &str,
-    container: Option<&str>,
-) -> Fetched<'a> {
+fn resource_samples(observation: &Observation, resource: &str, container: Option<&str>) -> Fetched {
     let mut items = 0usize;
-    let mut samples = Samples::new();
-    for pod in &observation.pods {
+    let mut samples = Samples::with_pods(observation.pods.len());
+    for (i, pod) in observation.pods.iter().enumerate() {
         let Some(sample) = pod.metrics.get(resource) else {
             continue;
         };
@@ -263,14 +332,17 @@ fn resource_samples<'a>(
                 .and_then(|k| k.usage.get(resource).copied()),
         };
         if let Some(value) = value {
-            samples.entry(pod.name.as_str()).or_insert(Sample {
-                value,
-                timestamp: sample.timestamp,
-                window: sample.window,
-            });
+            samples.insert_if_absent(
+                i,
+                Sample {
+                    value,
+                    timestamp: sample.timestamp,
+                    window: sample.window,
+                },
+            );
         }
     }
-    for (name, metrics) in &observation.orphan_samples {
+    for metrics in observation.orphan_samples.values() {
         let Some(sample) = metrics.get(resource) else {
             continue;
         };
@@ -278,37 +350,39 @@ fn resource_samples<'a>(
         if container.is_none()
             && let Some(value) = sample.value
         {
-            samples.entry(name.as_str()).or_insert(Sample {
-                value,
-                timestamp: sample.timestamp,
-                window: sample.window,
-            });
+            samples.push_orphan(value);
         }
     }
     Fetched { items, samples }
 }
 
 /// `GetRawMetric`: one value per pod from the custom metrics API, orphans included.
-fn pods_metric_samples<'a>(observation: &'a Observation, metric: &str) -> Fetched<'a> {
-    let listed = observation
-        .pods
-        .iter()
-        .map(|p| (p.name.as_str(), p.metrics.get(metric)));
-    let orphans = observation
-        .orphan_samples
-        .iter()
-        .map(|(n, m)| (n.as_str(), m.get(metric)));
+fn pods_metric_samples(observation: &Observation, metric: &str) -> Fetched {
     let mut items = 0usize;
-    let mut samples = Samples::new();
-    for (name, sample) in listed.chain(orphans) {
-        let Some(sample) = sample else { continue };
+    let mut samples = Samples::with_pods(observation.pods.len());
+    for (i, pod) in observation.pods.iter().enumerate() {
+        let Some(sample) = pod.metrics.get(metric) else {
+            continue;
+        };
         items += 1;
         if let Some(value) = sample.value {
-            samples.entry(name).or_insert(Sample {
-                value,
-                timestamp: sample.timestamp,
-                window: sample.window,
-            });
+            samples.insert_if_absent(
+                i,
+                Sample {
+                    value,
+                    timestamp: sample.timestamp,
+                    window: sample.window,
+                },
+            );
+        }
+    }
+    for metrics in observation.orphan_samples.values() {
+        let Some(sample) = metrics.get(metric) else {
+            continue;
+        };
+        items += 1;
+        if let Some(value) = sample.value {
+            samples.push_orphan(value);
         }
     }
     Fetched { items, samples }
@@ -318,22 +392,29 @@ fn pods_metric_samples<'a>(observation: &'a Observation, metric: &str) -> Fetche
 // groupPods
 // ---------------------------------------------------------------------------------------------
 
-/// `groupPods`' four sets.
+/// `groupPods`' four sets, as indices into `observation.pods` in pod order.
 #[derive(Debug, Default)]
-struct Grouping<'a> {
+struct Grouping {
     ready_count: usize,
-    unready: BTreeSet<&'a str>,
-    missing: BTreeSet<&'a str>,
-    ignored: BTreeSet<&'a str>,
+    unready: Vec<usize>,
+    missing: Vec<usize>,
+    ignored: Vec<usize>,
 }
 
-impl Grouping<'_> {
-    fn to_pod_groups(&self) -> PodGroups {
+impl Grouping {
+    /// The decision's copy: names sorted (upstream's sets print sorted). Only the pods that
+    /// are not ready are copied, so a steady target copies nothing.
+    fn to_pod_groups(&self, pods: &[Pod]) -> PodGroups {
+        let names = |set: &[usize]| {
+            let mut v: Vec<String> = set.iter().map(|&i| pods[i].name.clone()).collect();
+            v.sort_unstable();
+            v
+        };
         PodGroups {
             ready_count: i32::try_from(self.ready_count).unwrap_or(i32::MAX),
-            unready: self.unready.iter().map(|n| (*n).to_owned()).collect(),
-            missing: self.missing.iter().map(|n| (*n).to_owned()).collect(),
-            ignored: self.ignored.iter().map(|n| (*n).to_owned()).collect(),
+            unready: names(&self.unready),
+            missing: names(&self.missing),
+            ignored: names(&self.ignored),
         }
     }
 }
@@ -347,29 +428,30 @@ impl Grouping<'_> {
 /// change; after that, it is unready only if it is not Ready and turned so within
 /// `initial_readiness_delay` of starting (it has never been ready). All comparisons are
 /// strict (`After`/`Before`).
-fn group<'a>(
-    pods: &'a [Pod],
-    samples: &Samples<'_>,
+fn group(
+    pods: &[Pod],
+    samples: &Samples,
     resource: &str,
     settings: &Settings,
     now: Time,
-) -> Grouping<'a> {
+) -> Grouping {
     let mut g = Grouping::default();
-    for pod in pods {
+    let cpu = resource == CPU;
+    for (i, pod) in pods.iter().enumerate() {
         if pod.deleting || pod.phase == PodPhase::Failed {
-            g.ignored.insert(pod.name.as_str());
+            g.ignored.push(i);
             continue;
         }
         if pod.phase == PodPhase::Pending {
-            g.unready.insert(pod.name.as_str());
+            g.unready.push(i);
             continue;
         }
-        let Some(sample) = samples.get(pod.name.as_str()) else {
-            g.missing.insert(pod.name.as_str());
+        let Some(sample) = samples.get(i) else {
+            g.missing.push(i);
             continue;
         };
-        if resource == CPU && cpu_unready(pod, sample, settings, now) {
-            g.unready.insert(pod.name.as_str());
+        if cpu && cpu_unready(pod, sample, settings, now) {
+            g.unready.push(i);
             continue;
         }
         g.ready_count += 1;
@@ -387,13 +469,6 @@ fn cpu_unready(pod: &Pod, sample: &Sample, settings: &Settings, now: Time) -> bo
         !ready || sample.timestamp < transition.plus(sample.window)
     } else {
         !ready && start.plus(settings.initial_readiness_delay) > transition
-    }
-}
-
-/// `removeMetricsForPods`.
-fn remove_samples(samples: &mut Samples<'_>, pods: &BTreeSet<&str>) {
-    for name in pods {
-        samples.remove(*name);
     }
 }
 
@@ -421,15 +496,16 @@ const NO_TARGETED_METRICS: &str =
 /// integer percentage, `ratio = utilization ÷ target` (from the truncated percentage), and
 /// the raw average `Σ sample ÷ count` (integer division).
 fn utilization_ratio(
-    samples: &Samples<'_>,
-    requests: &BTreeMap<&str, i64>,
+    samples: &Samples,
+    requests: &[i64],
     target: i32,
 ) -> Result<(f64, i32, i64), String> {
     let mut sample_sum: i128 = 0;
     let mut request_sum: i128 = 0;
     let mut count: i128 = 0;
-    for (name, sample) in samples {
-        let Some(request) = requests.get(name) else {
+    // Orphans have no request: only listed pods count.
+    for (sample, request) in samples.listed.iter().zip(requests) {
+        let Some(sample) = sample else {
             continue;
         };
         sample_sum += i128::from(sample.value);
@@ -453,8 +529,8 @@ fn utilization_ratio(
 
 /// `GetMetricUsageRatio`: `usage = Σ sample ÷ count` (integer division), `ratio = usage ÷
 /// target`. Every sample counts, unlisted pods included.
-fn usage_ratio(samples: &Samples<'_>, target: i64) -> (f64, i64) {
-    let sum: i128 = samples.values().map(|s| i128::from(s.value)).sum();
+fn usage_ratio(samples: &Samples, target: i64) -> (f64, i64) {
+    let sum: i128 = samples.values().map(i128::from).sum();
     let count = i128::try_from(samples.len()).unwrap_or(i128::MAX).max(1);
     let usage = saturate_i64(sum / count);
     (usage as f64 / target as f64, usage)
@@ -594,7 +670,7 @@ impl<'a> Ctx<'a> {
     /// `GetResourceReplicas` after the fetch.
     fn utilization_replicas(
         &self,
-        mut samples: Samples<'a>,
+        mut samples: Samples,
         target: i32,
         resource: &str,
         container: Option<&str>,
@@ -605,9 +681,9 @@ impl<'a> Ctx<'a> {
             return (Err(NO_PODS.to_string()), None);
         }
         let g = group(pods, &samples, resource, self.settings, self.now);
-        let groups = Some(g.to_pod_groups());
-        remove_samples(&mut samples, &g.ignored);
-        remove_samples(&mut samples, &g.unready);
+        let groups = Some(g.to_pod_groups(pods));
+        samples.remove(&g.ignored);
+        samples.remove(&g.unready);
         if samples.is_empty() {
             return (Err(NO_TARGETED_METRICS.to_string()), groups);
         }
@@ -643,21 +719,21 @@ impl<'a> Ctx<'a> {
                 // On a scale-down a missing pod is taken at its full request, or at the
                 // target when that is above 100 %, so that it never pushes further down.
                 let fallback = i128::from(target.max(100));
-                for name in &g.missing {
-                    let request = requests.get(name).copied().unwrap_or(0);
+                for &pod in &g.missing {
+                    let request = requests.get(pod).copied().unwrap_or(0);
                     let value = saturate_i64(i128::from(request) * fallback / 100);
-                    samples.insert(name, filled(value));
+                    samples.insert(pod, filled(value));
                 }
             } else if ratio > 1.0 {
                 // On a scale-up it is taken as idle, so that it never pushes further up.
-                for name in &g.missing {
-                    samples.insert(name, filled(0));
+                for &pod in &g.missing {
+                    samples.insert(pod, filled(0));
                 }
             }
         }
         if scale_up_with_unready {
-            for name in &g.unready {
-                samples.insert(name, filled(0));
+            for &pod in &g.unready {
+                samples.insert(pod, filled(0));
             }
         }
 
@@ -694,7 +770,7 @@ impl<'a> Ctx<'a> {
     /// ContainerResource AverageValue targets (`resource` set, so the CPU rules apply).
     fn plain_metric_replicas(
         &self,
-        mut samples: Samples<'a>,
+        mut samples: Samples,
         target: i64,
         resource: &str,
     ) -> (Result<Computed, String>, Option<PodGroups>) {
@@ -704,9 +780,9 @@ impl<'a> Ctx<'a> {
             return (Err(NO_PODS.to_string()), None);
         }
         let g = group(pods, &samples, resource, self.settings, self.now);
-        let groups = Some(g.to_pod_groups());
-        remove_samples(&mut samples, &g.ignored);
-        remove_samples(&mut samples, &g.unready);
+        let groups = Some(g.to_pod_groups(pods));
+        samples.remove(&g.ignored);
+        samples.remove(&g.unready);
         if samples.is_empty() {
             return (Err(NO_TARGETED_METRICS.to_string()), groups);
         }
@@ -731,18 +807,18 @@ impl<'a> Ctx<'a> {
 
         if !g.missing.is_empty() {
             if ratio < 1.0 {
-                for name in &g.missing {
-                    samples.insert(name, filled(target));
+                for &pod in &g.missing {
+                    samples.insert(pod, filled(target));
                 }
             } else if ratio > 1.0 {
-                for name in &g.missing {
-                    samples.insert(name, filled(0));
+                for &pod in &g.missing {
+                    samples.insert(pod, filled(0));
                 }
             }
         }
         if scale_up_with_unready {
-            for name in &g.unready {
-                samples.insert(name, filled(0));
+            for &pod in &g.unready {
+                samples.insert(pod, filled(0));
             }
         }
 
@@ -956,12 +1032,12 @@ fn filled(value: i64) -> Sample {
 /// `calculateRequests` for every listed pod (ignored pods included). The observation carries
 /// each pod's request summed as upstream sums it (`Pod::requests`) and each container's
 /// request; a pod or container without one is an error naming it.
-fn calculate_requests<'a>(
-    pods: &'a [Pod],
+fn calculate_requests(
+    pods: &[Pod],
     container: Option<&str>,
     resource: &str,
-) -> Result<BTreeMap<&'a str, i64>, String> {
-    let mut requests = BTreeMap::new();
+) -> Result<Vec<i64>, String> {
+    let mut requests = Vec::with_capacity(pods.len());
     for pod in pods {
         let request = match container {
             Some(c) => {
@@ -996,7 +1072,7 @@ fn calculate_requests<'a>(
                 }
             },
         };
-        requests.insert(pod.name.as_str(), request);
+        requests.push(request);
     }
     Ok(requests)
 }
