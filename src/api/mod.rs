@@ -9,6 +9,7 @@
 
 pub mod convert;
 pub mod horizontal;
+pub mod simulate;
 pub mod status;
 pub mod vertical;
 

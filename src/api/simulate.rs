@@ -1,0 +1,738 @@
+//! What-if replay (`Simulate`): a target's past run again under another spec. Never writes.
+//!
+//! Two sources, one result ([`pb::SimulateResponse`]):
+//!
+//! * a **trace** (the `RecommendRequest`s an adapter sent, oldest first): every request goes
+//!   through the same conversion ([`convert::recommend_request`]) and the same engine
+//!   ([`hpa::evaluate`]) as `Recommend`, with its own history carried from step to step and
+//!   pruned as the server prunes it. The "stored" run is the trace under its own specs, the
+//!   simulated run the trace under the override: both exact.
+//! * the **stored decision log** of a target: each logged decision keeps the per-metric
+//!   readings and proposals (`MetricProposal`, `PodGroups`), so the metric proposals are taken
+//!   as recorded when the target and tolerance are unchanged, or recomputed from the recorded
+//!   utilization / value and ready pod count (`GetResourceReplicas`' `ceil(ratio × ready)`,
+//!   exact without unready or missing pods), then normalized by [`hpa::normalize_only`]
+//!   (`normalizeDesiredReplicas*`) against the simulated run's own history.
+//!
+//! The replay is open-loop: each step keeps the recorded current replica count and metric
+//! readings; the load a different replica count would have caused is not modelled (see
+//! `docs/whatif.md`).
+
+use std::time::Duration;
+
+use super::{
+    convert::{self, Context},
+    status::ApiError,
+};
+use crate::{
+    config::Limits,
+    engine::{
+        condition::{ConditionReason, ConditionType},
+        error::InvalidInput,
+        history::History,
+        hpa::{self, Decision, DecisionPath, MetricOutcome, MetricProposal},
+        settings::Settings,
+        spec::{HorizontalSpec, MetricSpec, MetricTarget, MetricTargetType},
+        time::Time,
+    },
+    pb::v1 as pb,
+    store::{DecisionEntry, prune},
+};
+
+/// What a replay needs from the server configuration.
+#[derive(Clone, Debug)]
+pub struct SimulateOptions {
+    /// Server defaults of the controller flags (the trace's `spec.settings` override them).
+    pub defaults: Settings,
+    pub limits: Limits,
+    /// Pruning horizon, as `Recommend` prunes (see `store::prune`).
+    pub history_retention: Duration,
+}
+
+impl Default for SimulateOptions {
+    fn default() -> Self {
+        SimulateOptions {
+            defaults: Settings::default(),
+            limits: Limits::default(),
+            history_retention: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// The `[from, to)` window of returned steps.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Window {
+    pub from: Option<Time>,
+    pub to: Option<Time>,
+}
+
+impl Window {
+    fn contains(&self, t: Time) -> bool {
+        self.from.is_none_or(|f| t >= f) && self.to.is_none_or(|e| t < e)
+    }
+
+    /// Reads `from` / `to` of a request; `from` must not be after `to`.
+    pub fn from_request(req: &pb::SimulateRequest) -> Result<Self, ApiError> {
+        let from = req.from.as_ref().map(|t| time("from", t)).transpose()?;
+        let to = req.to.as_ref().map(|t| time("to", t)).transpose()?;
+        if let (Some(f), Some(t)) = (from, to)
+            && f > t
+        {
+            return Err(ApiError::field("to", "must not be before from"));
+        }
+        Ok(Window { from, to })
+    }
+}
+
+fn time(field: &str, t: &prost_types::Timestamp) -> Result<Time, ApiError> {
+    // 0001-01-01 .. 9999-12-31, as every other timestamp of the API.
+    if !(-62_135_596_800..=253_402_300_799).contains(&t.seconds)
+        || !(0..1_000_000_000).contains(&t.nanos)
+    {
+        return Err(ApiError::field(
+            field,
+            "must be a valid timestamp (0001-01-01 to 9999-12-31)",
+        ));
+    }
+    Ok(Time::from_unix_millis(
+        t.seconds * 1000 + i64::from(t.nanos / 1_000_000),
+    ))
+}
+
+/// The `Simulate` call: checks the request's shape, then replays the trace or the stored log
+/// (`load_decisions` is only called for a `target_key`).
+pub fn simulate(
+    req: &pb::SimulateRequest,
+    options: &SimulateOptions,
+    load_decisions: impl FnOnce(&str) -> Result<Vec<DecisionEntry>, ApiError>,
+) -> Result<pb::SimulateResponse, ApiError> {
+    let window = Window::from_request(req)?;
+    match (req.target_key.is_empty(), req.trace.is_empty()) {
+        (true, true) => Err(ApiError::field(
+            "target_key",
+            "set target_key (replay stored history) or trace (replay requests)",
+        )),
+        (false, false) => Err(ApiError::field(
+            "trace",
+            "give either target_key or trace, not both",
+        )),
+        (true, false) => replay_trace(&req.trace, req.spec.as_ref(), window, options),
+        (false, true) => {
+            convert::target_key(&req.target_key, &options.limits)?;
+            let Some(spec) = req.spec.as_ref() else {
+                return Err(ApiError::field(
+                    "spec",
+                    "must be set to replay stored history (the decision log keeps the metrics, not the spec in force)",
+                ));
+            };
+            let decisions = load_decisions(&req.target_key)?;
+            if decisions.is_empty() {
+                return Err(ApiError::TargetNotFound(req.target_key.clone()));
+            }
+            replay_decisions(&decisions, spec, window, options)
+        }
+    }
+}
+
+/// Validates an override spec on its own, so that its violations are named `spec.*`.
+fn override_spec(
+    spec: &pb::HorizontalSpec,
+    options: &SimulateOptions,
+) -> Result<(HorizontalSpec, Settings), ApiError> {
+    let input = convert::recommend_request(
+        pb::RecommendRequest {
+            target_key: "simulate".to_owned(),
+            spec: Some(spec.clone()),
+            ..Default::default()
+        },
+        &context(options, Time::from_unix_millis(0)),
+    )?;
+    Ok((input.spec, input.settings.apply(&options.defaults)))
+}
+
+fn context(options: &SimulateOptions, now: Time) -> Context<'_> {
+    Context {
+        limits: &options.limits,
+        trust_request_time: true,
+        server_now: now,
+        history_retention: options.history_retention,
+    }
+}
+
+/// Renames a step's violations `trace[i].…`.
+fn in_trace(i: usize, e: ApiError) -> ApiError {
+    match e {
+        ApiError::InvalidArgument(v) => ApiError::InvalidArgument(
+            v.into_iter()
+                .map(|x| InvalidInput::new(format!("trace[{i}].{}", x.field), x.description))
+                .collect(),
+        ),
+        ApiError::ResourceExhausted { field, message } => ApiError::ResourceExhausted {
+            field: format!("trace[{i}].{field}"),
+            message,
+        },
+        other => other,
+    }
+}
+
+/// One evaluated step of one run.
+#[derive(Clone, Debug)]
+struct RunStep {
+    desired: i32,
+    decision: Decision,
+    metrics: Vec<MetricSpec>,
+}
+
+/// The decisions of a trace under `spec` (or each request's own), history carried and pruned
+/// as `Recommend` does; dry runs decide but change no history.
+fn run_trace(
+    trace: &[pb::RecommendRequest],
+    spec: Option<&pb::HorizontalSpec>,
+    options: &SimulateOptions,
+) -> Result<Vec<(Time, bool, RunStep)>, ApiError> {
+    let mut history = History::default();
+    let mut out = Vec::with_capacity(trace.len());
+    for (i, req) in trace.iter().enumerate() {
+        if req.evaluation_time.is_none() {
+            return Err(ApiError::field(
+                format!("trace[{i}].evaluation_time"),
+                "must be set (a trace step is replayed at its recorded time)",
+            ));
+        }
+        let mut req = req.clone();
+        if let Some(spec) = spec {
+            req.spec = Some(spec.clone());
+        }
+        let input = convert::recommend_request(req, &context(options, Time::from_unix_millis(0)))
+            .map_err(|e| in_trace(i, e))?;
+        let settings = input.settings.apply(&options.defaults);
+        let evaluation = hpa::evaluate(
+            &settings,
+            &input.spec,
+            &input.observation,
+            &history,
+            input.now,
+        )
+        .map_err(|e| in_trace(i, convert::engine_invalid(e)))?;
+        if !input.dry_run {
+            history = evaluation.history;
+            prune::prune(&mut history, input.now, options.history_retention);
+        }
+        out.push((
+            input.now,
+            input.dry_run,
+            RunStep {
+                desired: evaluation.decision.desired_replicas,
+                decision: evaluation.decision,
+                metrics: input.spec.metrics,
+            },
+        ));
+    }
+    Ok(out)
+}
+
+/// Replays a trace: the stored run is the trace under its own specs, the simulated run under
+/// `spec` (the same run when absent). Exact.
+pub fn replay_trace(
+    trace: &[pb::RecommendRequest],
+    spec: Option<&pb::HorizontalSpec>,
+    window: Window,
+    options: &SimulateOptions,
+) -> Result<pb::SimulateResponse, ApiError> {
+    if let Some(spec) = spec {
+        override_spec(spec, options)?;
+    }
+    let stored = run_trace(trace, None, options)?;
+    let simulated = match spec {
+        None => stored.clone(),
+        Some(spec) => run_trace(trace, Some(spec), options)?,
+    };
+    let steps = stored
+        .into_iter()
+        .zip(simulated)
+        .filter(|((t, _, _), _)| window.contains(*t))
+        .map(|((t, dry_run, s), (_, _, m))| step(t, dry_run, &s, &m))
+        .collect();
+    Ok(response(steps, "exact".to_owned()))
+}
+
+/// Replays a stored decision log under `spec` (see the module doc for what is exact).
+pub fn replay_decisions(
+    entries: &[DecisionEntry],
+    pb_spec: &pb::HorizontalSpec,
+    window: Window,
+    options: &SimulateOptions,
+) -> Result<pb::SimulateResponse, ApiError> {
+    let (spec, settings) = override_spec(pb_spec, options)?;
+    let defaulted = hpa::defaults::set_defaults(&spec, &settings);
+    let tolerances = hpa::defaults::tolerances_for_hpa(&defaulted, &settings);
+    // The log does not keep the tolerance in force: a spec that sets one recomputes.
+    let tolerance_changed = pb_spec.settings.as_ref().is_some_and(|s| s.tolerance.is_some())
+        || spec.behavior.as_ref().is_some_and(|b| {
+            b.scale_up.as_ref().is_some_and(|r| r.tolerance.is_some())
+                || b.scale_down.as_ref().is_some_and(|r| r.tolerance.is_some())
+        });
+    let mut history = History::default();
+    let mut approximate: Vec<String> = Vec::new();
+    let mut note = |s: String| {
+        if !approximate.contains(&s) && approximate.len() < 8 {
+            approximate.push(s);
+        }
+    };
+    let mut steps = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let now = entry.time;
+        let current = entry.decision.current_replicas;
+        let min = defaulted.min_replicas;
+        let max = defaulted.max_replicas;
+        let shortcut = (current == 0 && min != 0) || current > max || current < min;
+        let decision = if shortcut {
+            // The shortcuts run before any metric: the engine with no pods decides them exactly.
+            let observation = crate::engine::observation::Observation {
+                current_replicas: current,
+                ..Default::default()
+            };
+            hpa::evaluate(&settings, &spec, &observation, &history, now)
+                .map_err(convert::engine_invalid)?
+        } else {
+            let outcomes: Vec<MetricOutcome> = defaulted
+                .metrics
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    let (outcome, exact) = replay_metric(
+                        i,
+                        m,
+                        entry,
+                        current,
+                        tolerances,
+                        tolerance_changed,
+                    );
+                    if let Some(why) = exact {
+                        note(why);
+                    }
+                    outcome
+                })
+                .collect();
+            match combine(&outcomes, current) {
+                None => {
+                    let mut history_after = history.clone();
+                    if history_after.recommendations.is_none() {
+                        history_after.recommendations = Some(vec![
+                            crate::engine::history::Recommendation {
+                                replicas: current,
+                                time: now,
+                            },
+                        ]);
+                    }
+                    hpa::Evaluation {
+                        decision: Decision {
+                            current_replicas: current,
+                            desired_replicas: current,
+                            conditions: Vec::new(),
+                            metrics: outcomes,
+                            path: DecisionPath::MetricsFailed,
+                            prenormalized_replicas: None,
+                            stabilized_replicas: None,
+                            scale_up_limit: None,
+                            scale_down_limit: None,
+                            error: Some("no metric could be replayed".to_owned()),
+                            rescale_reason: None,
+                        },
+                        history: history_after,
+                    }
+                }
+                Some(prenormalized) => {
+                    let mut e = hpa::normalize_only(
+                        &settings,
+                        &spec,
+                        current,
+                        prenormalized,
+                        &history,
+                        now,
+                    )
+                    .map_err(convert::engine_invalid)?;
+                    e.decision.metrics = outcomes;
+                    e
+                }
+            }
+        };
+        history = decision.history;
+        prune::prune(&mut history, now, options.history_retention);
+        if !window.contains(now) {
+            continue;
+        }
+        let stored = RunStep {
+            desired: entry.decision.desired_replicas,
+            decision: entry.decision.clone(),
+            metrics: entry.metrics.clone(),
+        };
+        let simulated = RunStep {
+            desired: decision.decision.desired_replicas,
+            decision: decision.decision,
+            metrics: defaulted.metrics.clone(),
+        };
+        steps.push(step(now, false, &stored, &simulated));
+    }
+    let fidelity = if approximate.is_empty() {
+        "exact: every metric proposal taken or recomputed from complete records".to_owned()
+    } else {
+        format!("approximate: {}", approximate.join("; "))
+    };
+    Ok(response(steps, fidelity))
+}
+
+/// `computeReplicasForMetrics`' combination: the largest proposal; `None` when every metric
+/// failed, or when some failed and the others would scale down.
+fn combine(outcomes: &[MetricOutcome], current: i32) -> Option<i32> {
+    let mut best: Option<i32> = None;
+    let mut invalid = 0;
+    for o in outcomes {
+        match &o.result {
+            Ok(p) => best = Some(best.map_or(p.replicas, |b| b.max(p.replicas))),
+            Err(_) => invalid += 1,
+        }
+    }
+    let best = best?;
+    if invalid > 0 && best < current {
+        return None;
+    }
+    Some(best.max(0))
+}
+
+/// Identity of a metric for matching a simulated metric with a recorded one.
+fn identity(m: &MetricSpec) -> (u8, &str, &str) {
+    match m {
+        MetricSpec::Resource { name, .. } => (1, name, ""),
+        MetricSpec::ContainerResource {
+            name, container, ..
+        } => (2, name, container),
+        MetricSpec::Pods { name, .. } => (3, name, ""),
+        MetricSpec::Object { name, .. } => (4, name, ""),
+        MetricSpec::External { name, .. } => (5, name, ""),
+        MetricSpec::Unknown { type_name } => (0, type_name, ""),
+    }
+}
+
+fn target_of(m: &MetricSpec) -> Option<&MetricTarget> {
+    match m {
+        MetricSpec::Resource { target, .. }
+        | MetricSpec::ContainerResource { target, .. }
+        | MetricSpec::Pods { target, .. }
+        | MetricSpec::Object { target, .. }
+        | MetricSpec::External { target, .. } => Some(target),
+        MetricSpec::Unknown { .. } => None,
+    }
+}
+
+/// The recorded outcome of the metric with `m`'s identity, with its recorded spec.
+fn recorded<'a>(entry: &'a DecisionEntry, m: &MetricSpec) -> Option<(&'a MetricOutcome, &'a MetricSpec)> {
+    let specs: Vec<MetricSpec> = if entry.metrics.is_empty() {
+        vec![hpa::defaults::default_metric()]
+    } else {
+        entry.metrics.clone()
+    };
+    let index = specs.iter().position(|s| identity(s) == identity(m))?;
+    let outcome = entry.decision.metrics.iter().find(|o| o.index == index)?;
+    match entry.metrics.get(index) {
+        Some(s) => Some((outcome, s)),
+        None => {
+            // An empty recorded list is Kubernetes' default metric (cpu at 80%).
+            static DEFAULT: std::sync::OnceLock<MetricSpec> = std::sync::OnceLock::new();
+            Some((outcome, DEFAULT.get_or_init(hpa::defaults::default_metric)))
+        }
+    }
+}
+
+/// One metric of a stored step under the simulated spec. The second value names why the
+/// result is approximate, if it is.
+fn replay_metric(
+    index: usize,
+    m: &MetricSpec,
+    entry: &DecisionEntry,
+    current: i32,
+    tolerances: hpa::replicas::Tolerances,
+    tolerance_changed: bool,
+) -> (MetricOutcome, Option<String>) {
+    let failed = |reason: ConditionReason, message: String| MetricOutcome {
+        index,
+        result: Err(hpa::MetricFailure { reason, message }),
+        pod_groups: None,
+    };
+    let Some((outcome, spec)) = recorded(entry, m) else {
+        return (
+            failed(
+                ConditionReason::InvalidMetricSourceType,
+                "metric not in the recorded decision".to_owned(),
+            ),
+            Some("a simulated metric is not in the recorded decisions (counted as failed)".to_owned()),
+        );
+    };
+    let proposal = match &outcome.result {
+        Err(_) => return (MetricOutcome { index, ..outcome.clone() }, None),
+        Ok(p) => p,
+    };
+    let (Some(new_target), Some(old_target)) = (target_of(m), target_of(spec)) else {
+        return (MetricOutcome { index, ..outcome.clone() }, None);
+    };
+    if new_target == old_target && !tolerance_changed {
+        return (MetricOutcome { index, ..outcome.clone() }, None);
+    }
+    let groups = outcome.pod_groups.clone().unwrap_or_default();
+    let ready = groups.ready_count;
+    let mut why = None;
+    if !groups.unready.is_empty() || !groups.missing.is_empty() {
+        why = Some(
+            "steps with unready or missing pods recompute proposals without the per-pod rebalancing".to_owned(),
+        );
+    }
+    // The reading in the unit of the new target, and the target.
+    let (reading, target, per_pod) = match new_target.target_type {
+        MetricTargetType::Utilization => (
+            proposal.current_average_utilization.map(i64::from),
+            new_target.average_utilization.map(i64::from),
+            true,
+        ),
+        MetricTargetType::AverageValue => (
+            proposal.current_average_value,
+            new_target.average_value,
+            !matches!(m, MetricSpec::Object { .. } | MetricSpec::External { .. }),
+        ),
+        MetricTargetType::Value => (proposal.current_value, new_target.value, true),
+    };
+    let (Some(reading), Some(target)) = (reading, target) else {
+        return (
+            failed(
+                ConditionReason::InvalidMetricSourceType,
+                "the recorded reading has no value for the simulated target type".to_owned(),
+            ),
+            Some("a simulated target type has no recorded reading (counted as failed)".to_owned()),
+        );
+    };
+    if target <= 0 {
+        return (MetricOutcome { index, ..outcome.clone() }, why);
+    }
+    #[allow(clippy::cast_precision_loss)]
+    let ratio = reading as f64 / target as f64;
+    if matches!(new_target.target_type, MetricTargetType::Utilization) {
+        why.get_or_insert_with(|| {
+            "utilization targets recompute from the recorded whole-percent utilization".to_owned()
+        });
+    }
+    let replicas = if per_pod {
+        if tolerances.is_within(ratio) {
+            current
+        } else {
+            ceil_i32(ratio * f64::from(ready))
+        }
+    } else {
+        // Object / External AverageValue: ceil(total / target), total = average × current.
+        #[allow(clippy::cast_precision_loss)]
+        let total = reading as f64 * f64::from(current);
+        if tolerances.is_within(ratio) {
+            current
+        } else {
+            ceil_i32(total / target as f64)
+        }
+    };
+    (
+        MetricOutcome {
+            index,
+            result: Ok(MetricProposal {
+                replicas,
+                usage_ratio: Some(ratio),
+                ..proposal.clone()
+            }),
+            pod_groups: outcome.pod_groups.clone(),
+        },
+        why,
+    )
+}
+
+fn ceil_i32(x: f64) -> i32 {
+    let c = x.ceil();
+    if c.is_nan() {
+        0
+    } else {
+        // Saturating float → int conversion.
+        c as i32
+    }
+}
+
+/// Which rule shaped a decision's count (see `SimulationStep.stored_limited_by`).
+pub fn limited_by(d: &Decision) -> String {
+    match d.path {
+        DecisionPath::ScalingDisabled
+        | DecisionPath::AboveMaxReplicas
+        | DecisionPath::BelowMinReplicas
+        | DecisionPath::MetricsFailed => return d.path.as_str().to_owned(),
+        DecisionPath::Legacy | DecisionPath::Behavior => {}
+    }
+    if let Some(c) = d
+        .conditions
+        .iter()
+        .find(|c| c.condition_type == ConditionType::ScalingLimited && c.status)
+    {
+        return c.reason.as_str().to_owned();
+    }
+    match (d.prenormalized_replicas, d.stabilized_replicas) {
+        (Some(p), Some(s)) if s > p => "ScaleDownStabilized".to_owned(),
+        (Some(p), Some(s)) if s < p => "ScaleUpStabilized".to_owned(),
+        _ => String::new(),
+    }
+}
+
+/// The reading and target of a metric in the target's unit.
+fn reading(spec: Option<&MetricSpec>, p: Option<&MetricProposal>) -> (Option<i64>, Option<i64>) {
+    let Some(target) = spec.and_then(target_of) else {
+        return (None, None);
+    };
+    let value = |p: &MetricProposal| match target.target_type {
+        MetricTargetType::Utilization => p.current_average_utilization.map(i64::from),
+        MetricTargetType::AverageValue => p.current_average_value,
+        MetricTargetType::Value => p.current_value,
+    };
+    let t = match target.target_type {
+        MetricTargetType::Utilization => target.average_utilization.map(i64::from),
+        MetricTargetType::AverageValue => target.average_value,
+        MetricTargetType::Value => target.value,
+    };
+    (p.and_then(value), t)
+}
+
+fn metric_specs(metrics: &[MetricSpec]) -> Vec<MetricSpec> {
+    if metrics.is_empty() {
+        vec![hpa::defaults::default_metric()]
+    } else {
+        metrics.to_vec()
+    }
+}
+
+fn step(t: Time, dry_run: bool, stored: &RunStep, simulated: &RunStep) -> pb::SimulationStep {
+    let sim_specs = metric_specs(&simulated.metrics);
+    let stored_specs = metric_specs(&stored.metrics);
+    let metrics = sim_specs
+        .iter()
+        .enumerate()
+        .map(|(i, spec)| {
+            let outcome = simulated.decision.metrics.iter().find(|o| o.index == i);
+            let proposal = outcome.and_then(|o| o.result.as_ref().ok());
+            let (current, target) = reading(Some(spec), proposal);
+            let stored_proposal = stored_specs
+                .iter()
+                .position(|s| identity(s) == identity(spec))
+                .and_then(|j| stored.decision.metrics.iter().find(|o| o.index == j))
+                .and_then(|o| o.result.as_ref().ok())
+                .map(|p| p.replicas);
+            let (ty, name, container) = identity(spec);
+            pb::SimulatedMetric {
+                r#type: i32::from(ty),
+                name: name.to_owned(),
+                container: container.to_owned(),
+                current,
+                target,
+                stored_proposal,
+                simulated_proposal: proposal.map(|p| p.replicas),
+            }
+        })
+        .collect();
+    let explanation = convert::recommend_response(&simulated.decision, &sim_specs, t, false)
+        .explanation;
+    pb::SimulationStep {
+        evaluation_time: Some(convert::to_timestamp(t)),
+        current_replicas: stored.decision.current_replicas,
+        stored_desired_replicas: stored.desired,
+        simulated_desired_replicas: simulated.desired,
+        stored_limited_by: limited_by(&stored.decision),
+        simulated_limited_by: limited_by(&simulated.decision),
+        metrics,
+        dry_run,
+        simulated_explanation: explanation,
+    }
+}
+
+fn response(steps: Vec<pb::SimulationStep>, fidelity: String) -> pb::SimulateResponse {
+    let asked = |s: &pb::SimulationStep, stored: bool| {
+        s.metrics
+            .iter()
+            .filter_map(|m| {
+                if stored {
+                    m.stored_proposal
+                } else {
+                    m.simulated_proposal
+                }
+            })
+            .max()
+    };
+    let stored = summarize(
+        steps
+            .iter()
+            .map(|s| (s, s.stored_desired_replicas, asked(s, true))),
+    );
+    let simulated = summarize(
+        steps
+            .iter()
+            .map(|s| (s, s.simulated_desired_replicas, asked(s, false))),
+    );
+    pb::SimulateResponse {
+        steps,
+        summary: Some(pb::SimulationSummary {
+            stored: Some(stored),
+            simulated: Some(simulated),
+        }),
+        fidelity,
+    }
+}
+
+fn millis(s: &pb::SimulationStep) -> i64 {
+    s.evaluation_time
+        .as_ref()
+        .map_or(0, |t| t.seconds * 1000 + i64::from(t.nanos / 1_000_000))
+}
+
+/// The summary of one replica curve (see `RunSummary` in the proto). Dry-run steps are
+/// skipped: they changed nothing.
+fn summarize<'a>(
+    steps: impl Iterator<Item = (&'a pb::SimulationStep, i32, Option<i32>)>,
+) -> pb::RunSummary {
+    let steps: Vec<_> = steps.filter(|(s, _, _)| !s.dry_run).collect();
+    let mut out = pb::RunSummary::default();
+    let mut replica_ms: f64 = 0.0;
+    let mut above_ms: f64 = 0.0;
+    let mut previous: Option<i32> = None;
+    for (i, (s, count, asked)) in steps.iter().enumerate() {
+        let before = previous.unwrap_or(s.current_replicas);
+        let change = count - before;
+        if change != 0 {
+            out.scale_events += 1;
+            if change > 0 {
+                out.scale_ups += 1;
+            } else {
+                out.scale_downs += 1;
+            }
+            out.largest_step = out.largest_step.max(change.abs());
+        }
+        out.max_replicas = if i == 0 {
+            *count
+        } else {
+            out.max_replicas.max(*count)
+        };
+        out.min_replicas = if i == 0 {
+            *count
+        } else {
+            out.min_replicas.min(*count)
+        };
+        if let Some((next, _, _)) = steps.get(i + 1) {
+            #[allow(clippy::cast_precision_loss)]
+            let dt = (millis(next) - millis(s)).max(0) as f64;
+            replica_ms += f64::from(*count) * dt;
+            if asked.is_some_and(|a| a > *count) {
+                above_ms += dt;
+            }
+        }
+        previous = Some(*count);
+    }
+    out.replica_hours = replica_ms / 3_600_000.0;
+    out.seconds_above_target = above_ms / 1000.0;
+    out
+}
