@@ -26,6 +26,14 @@ pub enum Command {
     Recommend(RecommendArgs),
     /// Print the stored history of a target.
     History(HistoryArgs),
+    /// What-if: replay a trace (offline) or a target's stored decisions (through a server)
+    /// under another spec; print both runs side by side, optionally draw them (docs/whatif.md).
+    Simulate(crate::whatif::SimulateArgs),
+    /// Run a recording proxy: forward every call to a server and append each Recommend
+    /// request to a trace file.
+    Record(crate::whatif::record::RecordArgs),
+    /// Write a self-contained HTML report of a target's history.
+    Report(crate::whatif::report::ReportArgs),
 }
 
 /// `autoscaled recommend --addr ADDR --file REQUEST.json`.
@@ -90,6 +98,11 @@ pub fn run(cli: Cli) -> ExitCode {
             &args.target_key,
             args.output,
         )),
+        Command::Simulate(args) => crate::client::run(crate::whatif::simulate_command(args)),
+        Command::Record(args) => crate::whatif::record::run(args),
+        Command::Report(args) => {
+            crate::client::run(crate::whatif::report::report_command(args))
+        }
     }
 }
 

@@ -8,6 +8,8 @@
 //! * `store`: per-target history in sled.
 //! * `api`: the tonic services; proto ↔ engine conversion at the boundary.
 //! * `config` (the only reader of the environment), `telemetry`, `metrics`, `server`, `shutdown`: wiring.
+//! * `whatif`: `simulate` / `record` / `report` on the command line (the replay is
+//!   `api::simulate`).
 //! * `cli`: the clap command line and what each subcommand runs; `main.rs` stays thin.
 //!
 //! Dependencies point one way: engine ← store ← api ← server ← main.
@@ -25,3 +27,4 @@ pub mod server;
 pub mod shutdown;
 pub mod store;
 pub mod telemetry;
+pub mod whatif;

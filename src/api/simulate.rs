@@ -179,6 +179,10 @@ fn in_trace(i: usize, e: ApiError) -> ApiError {
 #[derive(Clone, Debug)]
 struct RunStep {
     desired: i32,
+    /// The count this run started the step from.
+    current: i32,
+    /// The count the trace or log recorded.
+    recorded_current: i32,
     decision: Decision,
     metrics: Vec<MetricSpec>,
 }
@@ -189,9 +193,12 @@ fn run_trace(
     trace: &[pb::RecommendRequest],
     spec: Option<&pb::HorizontalSpec>,
     options: &SimulateOptions,
+    baseline: Option<&[(Time, bool, RunStep)]>,
 ) -> Result<Vec<(Time, bool, RunStep)>, ApiError> {
     let mut history = History::default();
-    let mut out = Vec::with_capacity(trace.len());
+    let mut out: Vec<(Time, bool, RunStep)> = Vec::with_capacity(trace.len());
+    // The last applied (non-dry-run) count of the baseline and of this run.
+    let mut applied: Option<(i32, i32)> = None;
     for (i, req) in trace.iter().enumerate() {
         if req.evaluation_time.is_none() {
             return Err(ApiError::field(
@@ -202,6 +209,10 @@ fn run_trace(
         let mut req = req.clone();
         if let Some(spec) = spec {
             req.spec = Some(spec.clone());
+        }
+        let recorded_current = req.current_replicas;
+        if let Some((base, own)) = applied {
+            req.current_replicas = closed_loop(req.current_replicas, base, own);
         }
         let input = convert::recommend_request(req, &context(options, Time::from_unix_millis(0)))
             .map_err(|e| in_trace(i, e))?;
@@ -217,12 +228,17 @@ fn run_trace(
         if !input.dry_run {
             history = evaluation.history;
             prune::prune(&mut history, input.now, options.history_retention);
+            if let Some(base) = baseline.and_then(|b| b.get(i)) {
+                applied = Some((base.2.desired, evaluation.decision.desired_replicas));
+            }
         }
         out.push((
             input.now,
             input.dry_run,
             RunStep {
                 desired: evaluation.decision.desired_replicas,
+                current: evaluation.decision.current_replicas,
+                recorded_current,
                 decision: evaluation.decision,
                 metrics: input.spec.metrics,
             },
@@ -242,10 +258,10 @@ pub fn replay_trace(
     if let Some(spec) = spec {
         override_spec(spec, options)?;
     }
-    let stored = run_trace(trace, None, options)?;
+    let stored = run_trace(trace, None, options, None)?;
     let simulated = match spec {
         None => stored.clone(),
-        Some(spec) => run_trace(trace, Some(spec), options)?,
+        Some(spec) => run_trace(trace, Some(spec), options, Some(&stored))?,
     };
     let steps = stored
         .into_iter()
@@ -280,9 +296,14 @@ pub fn replay_decisions(
         }
     };
     let mut steps = Vec::with_capacity(entries.len());
+    let mut applied: Option<(i32, i32)> = None;
     for entry in entries {
         let now = entry.time;
-        let current = entry.decision.current_replicas;
+        let recorded_current = entry.decision.current_replicas;
+        let current = match applied {
+            Some((base, own)) => closed_loop(recorded_current, base, own),
+            None => recorded_current,
+        };
         let min = defaulted.min_replicas;
         let max = defaulted.max_replicas;
         let shortcut = (current == 0 && min != 0) || current > max || current < min;
@@ -359,15 +380,23 @@ pub fn replay_decisions(
         };
         history = decision.history;
         prune::prune(&mut history, now, options.history_retention);
+        applied = Some((
+            entry.decision.desired_replicas,
+            decision.decision.desired_replicas,
+        ));
         if !window.contains(now) {
             continue;
         }
         let stored = RunStep {
+            current: recorded_current,
+            recorded_current,
             desired: entry.decision.desired_replicas,
             decision: entry.decision.clone(),
             metrics: entry.metrics.clone(),
         };
         let simulated = RunStep {
+            current,
+            recorded_current,
             desired: decision.decision.desired_replicas,
             decision: decision.decision,
             metrics: defaulted.metrics.clone(),
@@ -398,6 +427,15 @@ fn combine(outcomes: &[MetricOutcome], current: i32) -> Option<i32> {
         return None;
     }
     Some(best.max(0))
+}
+
+/// The count a simulated step starts from: the recorded count moved by the difference between
+/// the runs' last applied counts (the simulated decisions are applied; outside changes carry
+/// over). Equal to the recorded count while the runs agree, so a replay under the recorded
+/// spec is exact.
+fn closed_loop(recorded: i32, baseline_applied: i32, simulated_applied: i32) -> i32 {
+    let moved = i64::from(recorded) + i64::from(simulated_applied) - i64::from(baseline_applied);
+    i32::try_from(moved.max(0)).unwrap_or(i32::MAX)
 }
 
 /// Identity of a metric for matching a simulated metric with a recorded one.
@@ -476,7 +514,17 @@ fn replay_metric(
         return (MetricOutcome { index, ..outcome.clone() }, None);
     };
     if new_target == old_target && !tolerance_changed {
-        return (MetricOutcome { index, ..outcome.clone() }, None);
+        let mut reused = MetricOutcome {
+            index,
+            ..outcome.clone()
+        };
+        // Within tolerance the metric proposes the current count: the simulated run's own.
+        if let Ok(p) = &mut reused.result
+            && p.replicas == entry.decision.current_replicas
+        {
+            p.replicas = current;
+        }
+        return (reused, None);
     }
     let groups = outcome.pod_groups.clone().unwrap_or_default();
     let ready = groups.ready_count;
@@ -640,7 +688,8 @@ fn step(t: Time, dry_run: bool, stored: &RunStep, simulated: &RunStep) -> pb::Si
         .explanation;
     pb::SimulationStep {
         evaluation_time: Some(convert::to_timestamp(t)),
-        current_replicas: stored.decision.current_replicas,
+        current_replicas: stored.recorded_current,
+        simulated_current_replicas: simulated.current,
         stored_desired_replicas: stored.desired,
         simulated_desired_replicas: simulated.desired,
         stored_limited_by: limited_by(&stored.decision),
