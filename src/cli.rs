@@ -100,9 +100,7 @@ pub fn run(cli: Cli) -> ExitCode {
         )),
         Command::Simulate(args) => crate::client::run(crate::whatif::simulate_command(args)),
         Command::Record(args) => crate::whatif::record::run(args),
-        Command::Report(args) => {
-            crate::client::run(crate::whatif::report::report_command(args))
-        }
+        Command::Report(args) => crate::client::run(crate::whatif::report::report_command(args)),
     }
 }
 

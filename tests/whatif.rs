@@ -57,7 +57,11 @@ fn behavior_demo_replays_to_the_documented_curve() {
     let r = replay_trace(&trace, None, Window::default(), &SimulateOptions::default()).unwrap();
     let stored: Vec<i32> = r.steps.iter().map(|s| s.stored_desired_replicas).collect();
     assert_eq!(stored, documented_curve());
-    let simulated: Vec<i32> = r.steps.iter().map(|s| s.simulated_desired_replicas).collect();
+    let simulated: Vec<i32> = r
+        .steps
+        .iter()
+        .map(|s| s.simulated_desired_replicas)
+        .collect();
     assert_eq!(simulated, stored);
     // The rules that shaped it: the 900 % limit, then the window, then 1 pod per 10 s.
     assert_eq!(r.steps[0].stored_limited_by, "ScaleUpLimit");
@@ -72,9 +76,20 @@ fn behavior_demo_replays_to_the_documented_curve() {
 
     // Under the default behavior (4 pods or 100 % per 15 s up, 300 s window down) the same
     // load climbs 1 → 5 → 10 → 13 and is still held at 13 when the trace ends.
-    let spec: pb::HorizontalSpec = autoscaled::whatif::read_spec(&examples().join("default-behavior-spec.json")).unwrap();
-    let r = replay_trace(&trace, Some(&spec), Window::default(), &SimulateOptions::default()).unwrap();
-    let simulated: Vec<i32> = r.steps.iter().map(|s| s.simulated_desired_replicas).collect();
+    let spec: pb::HorizontalSpec =
+        autoscaled::whatif::read_spec(&examples().join("default-behavior-spec.json")).unwrap();
+    let r = replay_trace(
+        &trace,
+        Some(&spec),
+        Window::default(),
+        &SimulateOptions::default(),
+    )
+    .unwrap();
+    let simulated: Vec<i32> = r
+        .steps
+        .iter()
+        .map(|s| s.simulated_desired_replicas)
+        .collect();
     assert_eq!(&simulated[..5], &[5, 5, 10, 10, 13]);
     assert!(simulated[5..70].iter().all(|&c| c == 13), "{simulated:?}");
     // Stored counts are untouched by the override.
@@ -82,8 +97,14 @@ fn behavior_demo_replays_to_the_documented_curve() {
     assert_eq!(stored, documented_curve());
 
     // A window returns only its steps, decided with the history before it.
-    let from = prost_types::Timestamp { seconds: trace[30].evaluation_time.unwrap().seconds, nanos: 0 };
-    let window = Window { from: Some(autoscaled::engine::time::Time::from_unix_secs(from.seconds)), to: None };
+    let from = prost_types::Timestamp {
+        seconds: trace[30].evaluation_time.unwrap().seconds,
+        nanos: 0,
+    };
+    let window = Window {
+        from: Some(autoscaled::engine::time::Time::from_unix_secs(from.seconds)),
+        to: None,
+    };
     let r = replay_trace(&trace, None, window, &SimulateOptions::default()).unwrap();
     assert_eq!(r.steps.len(), 41);
     assert_eq!(r.steps[0].stored_desired_replicas, 13);
@@ -91,8 +112,15 @@ fn behavior_demo_replays_to_the_documented_curve() {
 
 #[test]
 fn the_svg_is_well_formed_and_has_every_series() {
-    let spec = autoscaled::whatif::read_spec(&examples().join("default-behavior-spec.json")).unwrap();
-    let r = replay_trace(&demo_trace(), Some(&spec), Window::default(), &SimulateOptions::default()).unwrap();
+    let spec =
+        autoscaled::whatif::read_spec(&examples().join("default-behavior-spec.json")).unwrap();
+    let r = replay_trace(
+        &demo_trace(),
+        Some(&spec),
+        Window::default(),
+        &SimulateOptions::default(),
+    )
+    .unwrap();
     let svg = plot::svg(&plot::Timeline::from_simulation("demo", &r), 1000, 560).unwrap();
     let doc = roxmltree::Document::parse(&svg).expect("well-formed XML");
     assert_eq!(doc.root_element().tag_name().name(), "svg");
@@ -100,7 +128,10 @@ fn the_svg_is_well_formed_and_has_every_series() {
     let lines_of = |color: &str| {
         doc.descendants()
             .filter(|n| n.has_tag_name("polyline"))
-            .filter(|n| n.attribute("stroke").is_some_and(|s| s.eq_ignore_ascii_case(color)))
+            .filter(|n| {
+                n.attribute("stroke")
+                    .is_some_and(|s| s.eq_ignore_ascii_case(color))
+            })
             .count()
     };
     // One data line per series plus its legend sample.
@@ -108,14 +139,28 @@ fn the_svg_is_well_formed_and_has_every_series() {
         assert!(lines_of(&hex(c)) >= 1, "no line in {}", hex(c));
     }
     let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).collect();
-    for label in ["current replicas", "stored desired", "simulated desired", "cpu (% of target)", "target (100 %)", "replicas", "metric, % of target"] {
-        assert!(texts.iter().any(|t| t.trim() == label), "no label {label:?} in {texts:?}");
+    for label in [
+        "current replicas",
+        "stored desired",
+        "simulated desired",
+        "cpu (% of target)",
+        "target (100 %)",
+        "replicas",
+        "metric, % of target",
+    ] {
+        assert!(
+            texts.iter().any(|t| t.trim() == label),
+            "no label {label:?} in {texts:?}"
+        );
     }
     // Scale events are marked: 11 stored changes as circles, 3 simulated ones as triangles.
     let circles = doc
         .descendants()
         .filter(|n| n.has_tag_name("circle"))
-        .filter(|n| n.attribute("fill").is_some_and(|s| s.eq_ignore_ascii_case(&hex(plot::STORED))))
+        .filter(|n| {
+            n.attribute("fill")
+                .is_some_and(|s| s.eq_ignore_ascii_case(&hex(plot::STORED)))
+        })
         .count();
     assert_eq!(circles, 11);
 }
@@ -151,11 +196,17 @@ fn spec_strategy() -> impl Strategy<Value = pb::HorizontalSpec> {
             tolerance: None,
         });
     let behavior = proptest::option::of(
-        (proptest::option::of(rules.clone()), proptest::option::of(rules))
-            .prop_map(|(up, down)| pb::Behavior { scale_up: up, scale_down: down }),
+        (
+            proptest::option::of(rules.clone()),
+            proptest::option::of(rules),
+        )
+            .prop_map(|(up, down)| pb::Behavior {
+                scale_up: up,
+                scale_down: down,
+            }),
     );
-    (0..3i32, 3..12i32, 20..90i32, behavior, 0..120u64).prop_map(|(min, max, target, behavior, window)| {
-        pb::HorizontalSpec {
+    (0..3i32, 3..12i32, 20..90i32, behavior, 0..120u64).prop_map(
+        |(min, max, target, behavior, window)| pb::HorizontalSpec {
             min_replicas: Some(min),
             max_replicas: max,
             metrics: vec![pb::MetricSpec {
@@ -170,25 +221,52 @@ fn spec_strategy() -> impl Strategy<Value = pb::HorizontalSpec> {
             }],
             behavior,
             settings: Some(pb::ControllerSettings {
-                downscale_stabilization: Some(prost_types::Duration { seconds: window as i64, nanos: 0 }),
+                downscale_stabilization: Some(prost_types::Duration {
+                    seconds: window as i64,
+                    nanos: 0,
+                }),
                 ..Default::default()
             }),
-        }
-    })
+        },
+    )
 }
 
 fn steps_strategy() -> impl Strategy<Value = Vec<Step>> {
     proptest::collection::vec(
-        (1..40i64, proptest::bool::weighted(0.8), 0..14i32, 0..3000i64, proptest::bool::weighted(0.1), proptest::bool::weighted(0.05))
-            .prop_map(|(dt, follow, current, usage, dry_run, unavailable)| Step { dt, follow, current, usage, dry_run, unavailable }),
+        (
+            1..40i64,
+            proptest::bool::weighted(0.8),
+            0..14i32,
+            0..3000i64,
+            proptest::bool::weighted(0.1),
+            proptest::bool::weighted(0.05),
+        )
+            .prop_map(|(dt, follow, current, usage, dry_run, unavailable)| Step {
+                dt,
+                follow,
+                current,
+                usage,
+                dry_run,
+                unavailable,
+            }),
         1..30,
     )
 }
 
 const T0: i64 = 1_767_225_600;
 
-fn request(spec: &pb::HorizontalSpec, t: i64, current: i32, usage: i64, dry_run: bool, unavailable: bool) -> pb::RecommendRequest {
-    let ts = |s: i64| prost_types::Timestamp { seconds: s, nanos: 0 };
+fn request(
+    spec: &pb::HorizontalSpec,
+    t: i64,
+    current: i32,
+    usage: i64,
+    dry_run: bool,
+    unavailable: bool,
+) -> pb::RecommendRequest {
+    let ts = |s: i64| prost_types::Timestamp {
+        seconds: s,
+        nanos: 0,
+    };
     let pods = (0..current)
         .map(|i| pb::PodSample {
             name: format!("p{i}"),
@@ -198,7 +276,11 @@ fn request(spec: &pb::HorizontalSpec, t: i64, current: i32, usage: i64, dry_run:
             requests_milli: HashMap::from([("cpu".to_owned(), 1000)]),
             metrics: HashMap::from([(
                 "cpu".to_owned(),
-                pb::MetricSample { value_milli: Some(usage), timestamp: Some(ts(t)), ..Default::default() },
+                pb::MetricSample {
+                    value_milli: Some(usage),
+                    timestamp: Some(ts(t)),
+                    ..Default::default()
+                },
             )]),
             ..Default::default()
         })
@@ -209,7 +291,11 @@ fn request(spec: &pb::HorizontalSpec, t: i64, current: i32, usage: i64, dry_run:
         spec: Some(spec.clone()),
         pods,
         dry_run,
-        unavailable_metrics: if unavailable { vec!["cpu".into()] } else { vec![] },
+        unavailable_metrics: if unavailable {
+            vec!["cpu".into()]
+        } else {
+            vec![]
+        },
         evaluation_time: Some(ts(t)),
         ..Default::default()
     }
@@ -279,35 +365,120 @@ proptest! {
 #[tokio::test]
 async fn bad_simulate_requests_are_invalid_argument_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn HistoryStore> = Arc::new(SledStore::open(dir.path(), SledOptions::default()).unwrap());
+    let store: Arc<dyn HistoryStore> =
+        Arc::new(SledStore::open(dir.path(), SledOptions::default()).unwrap());
     let durability = Arc::new(Durability::start(Arc::clone(&store), Mode::Strict));
     let service = HorizontalService::new(
         Arc::clone(&store),
         durability,
-        ServiceOptions { defaults: Settings::default(), limits: Limits::default(), trust_request_time: false, history_retention: Duration::from_secs(3600) },
+        ServiceOptions {
+            defaults: Settings::default(),
+            limits: Limits::default(),
+            trust_request_time: false,
+            history_retention: Duration::from_secs(3600),
+        },
         hpa::evaluate,
     );
     let field = |e: tonic::Status| {
         use tonic_types::StatusExt;
         assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
-        e.get_details_bad_request().unwrap().field_violations.into_iter().map(|v| v.field).collect::<Vec<_>>()
+        e.get_details_bad_request()
+            .unwrap()
+            .field_violations
+            .into_iter()
+            .map(|v| v.field)
+            .collect::<Vec<_>>()
     };
     let mut trace = demo_trace();
     let call = |req: pb::SimulateRequest| service.simulate(Request::new(req));
-    assert_eq!(field(call(pb::SimulateRequest::default()).await.unwrap_err()), ["target_key"]);
+    assert_eq!(
+        field(call(pb::SimulateRequest::default()).await.unwrap_err()),
+        ["target_key"]
+    );
     trace[3].evaluation_time = None;
-    assert_eq!(field(call(pb::SimulateRequest { trace: trace.clone(), ..Default::default() }).await.unwrap_err()), ["trace[3].evaluation_time"]);
+    assert_eq!(
+        field(
+            call(pb::SimulateRequest {
+                trace: trace.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err()
+        ),
+        ["trace[3].evaluation_time"]
+    );
     trace[3] = demo_trace()[3].clone();
     trace[5].current_replicas = -1;
-    assert_eq!(field(call(pb::SimulateRequest { trace: trace.clone(), ..Default::default() }).await.unwrap_err()), ["trace[5].current_replicas"]);
-    let bad_spec = pb::HorizontalSpec { max_replicas: 0, ..Default::default() };
-    assert_eq!(field(call(pb::SimulateRequest { trace: demo_trace(), spec: Some(bad_spec), ..Default::default() }).await.unwrap_err()), ["spec.max_replicas"]);
-    assert_eq!(field(call(pb::SimulateRequest { target_key: "x".into(), ..Default::default() }).await.unwrap_err()), ["spec"]);
-    let e = call(pb::SimulateRequest { target_key: "none".into(), spec: Some(pb::HorizontalSpec { max_replicas: 3, ..Default::default() }), ..Default::default() }).await.unwrap_err();
+    assert_eq!(
+        field(
+            call(pb::SimulateRequest {
+                trace: trace.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err()
+        ),
+        ["trace[5].current_replicas"]
+    );
+    let bad_spec = pb::HorizontalSpec {
+        max_replicas: 0,
+        ..Default::default()
+    };
+    assert_eq!(
+        field(
+            call(pb::SimulateRequest {
+                trace: demo_trace(),
+                spec: Some(bad_spec),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err()
+        ),
+        ["spec.max_replicas"]
+    );
+    assert_eq!(
+        field(
+            call(pb::SimulateRequest {
+                target_key: "x".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err()
+        ),
+        ["spec"]
+    );
+    let e = call(pb::SimulateRequest {
+        target_key: "none".into(),
+        spec: Some(pb::HorizontalSpec {
+            max_replicas: 3,
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await
+    .unwrap_err();
     assert_eq!(e.code(), tonic::Code::NotFound);
-    let late = prost_types::Timestamp { seconds: 10, nanos: 0 };
-    let early = prost_types::Timestamp { seconds: 5, nanos: 0 };
-    assert_eq!(field(call(pb::SimulateRequest { trace: demo_trace(), from: Some(late), to: Some(early), ..Default::default() }).await.unwrap_err()), ["to"]);
+    let late = prost_types::Timestamp {
+        seconds: 10,
+        nanos: 0,
+    };
+    let early = prost_types::Timestamp {
+        seconds: 5,
+        nanos: 0,
+    };
+    assert_eq!(
+        field(
+            call(pb::SimulateRequest {
+                trace: demo_trace(),
+                from: Some(late),
+                to: Some(early),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err()
+        ),
+        ["to"]
+    );
     // Nothing was stored by any of it (the demo trace's key included).
     assert!(store.decisions("demo/behavior").unwrap().is_empty());
 }
@@ -325,7 +496,14 @@ impl Drop for Proxy {
 
 fn start_proxy(upstream: &str, trace: &Path) -> Proxy {
     let mut child = Command::new(env!("CARGO_BIN_EXE_autoscaled"))
-        .args(["record", "--listen", "127.0.0.1:0", "--upstream", upstream, "--trace"])
+        .args([
+            "record",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            upstream,
+            "--trace",
+        ])
         .arg(trace)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -333,7 +511,9 @@ fn start_proxy(upstream: &str, trace: &Path) -> Proxy {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     let addr = line
         .strip_prefix("autoscaled record listening on ")
         .and_then(|rest| rest.split(',').next())
@@ -343,13 +523,25 @@ fn start_proxy(upstream: &str, trace: &Path) -> Proxy {
 }
 
 fn run(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_autoscaled")).args(args).output().unwrap();
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(env!("CARGO_BIN_EXE_autoscaled"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
 fn curve(json: &serde_json::Value, field: &str) -> Vec<i64> {
-    json["steps"].as_array().unwrap().iter().map(|s| s[field].as_i64().unwrap()).collect()
+    json["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s[field].as_i64().unwrap())
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -365,7 +557,14 @@ async fn recorded_through_the_proxy_then_replayed_by_the_real_server() {
     let mut client = autoscaled::client::connect(&proxy.1).await.unwrap();
     let mut decided = Vec::new();
     for req in demo_trace() {
-        decided.push(i64::from(client.recommend(req).await.unwrap().into_inner().desired_replicas));
+        decided.push(i64::from(
+            client
+                .recommend(req)
+                .await
+                .unwrap()
+                .into_inner()
+                .desired_replicas,
+        ));
     }
     drop(client);
     drop(proxy);
@@ -376,34 +575,89 @@ async fn recorded_through_the_proxy_then_replayed_by_the_real_server() {
     let spec = examples().join("behavior-demo-spec.json");
     let spec = spec.to_str().unwrap();
     // Stored history under its own spec: every decision reproduced.
-    let json: serde_json::Value = serde_json::from_str(&run(&["simulate", "--addr", &upstream, "--target", "demo/behavior", "--spec", spec, "--output", "json"])).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&run(&[
+        "simulate",
+        "--addr",
+        &upstream,
+        "--target",
+        "demo/behavior",
+        "--spec",
+        spec,
+        "--output",
+        "json",
+    ]))
+    .unwrap();
     assert_eq!(curve(&json, "storedDesiredReplicas"), expected);
     assert_eq!(curve(&json, "simulatedDesiredReplicas"), expected);
     assert!(json["summary"]["stored"]["replicaHours"].as_f64().unwrap() > 1.7);
     assert!(json["steps"][0]["evaluationTime"].is_string());
     assert!(json["steps"][0]["currentReplicas"].is_number());
     // The recorded trace, offline.
-    let json: serde_json::Value = serde_json::from_str(&run(&["simulate", "--trace", recorded.to_str().unwrap(), "--output", "json"])).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&run(&[
+        "simulate",
+        "--trace",
+        recorded.to_str().unwrap(),
+        "--output",
+        "json",
+    ]))
+    .unwrap();
     assert_eq!(curve(&json, "simulatedDesiredReplicas"), expected);
     // Another spec through the server: a different curve, history untouched.
     let other = examples().join("default-behavior-spec.json");
     let plot = dir.path().join("whatif.svg");
-    let text = run(&["simulate", "--addr", &upstream, "--target", "demo/behavior", "--spec", other.to_str().unwrap(), "--plot", plot.to_str().unwrap()]);
+    let text = run(&[
+        "simulate",
+        "--addr",
+        &upstream,
+        "--target",
+        "demo/behavior",
+        "--spec",
+        other.to_str().unwrap(),
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
     assert!(text.contains("replica-hours"), "{text}");
     roxmltree::Document::parse(&std::fs::read_to_string(&plot).unwrap()).unwrap();
-    let history = run(&["history", "--addr", &upstream, "demo/behavior", "--output", "json"]);
+    let history = run(&[
+        "history",
+        "--addr",
+        &upstream,
+        "demo/behavior",
+        "--output",
+        "json",
+    ]);
     let history: serde_json::Value = serde_json::from_str(&history).unwrap();
     assert_eq!(history["decisions"].as_array().unwrap().len(), 71);
 
     // The report.
     let report = dir.path().join("report.html");
-    run(&["report", "--addr", &upstream, "--target", "demo/behavior", "--spec", other.to_str().unwrap(), "--out", report.to_str().unwrap()]);
+    run(&[
+        "report",
+        "--addr",
+        &upstream,
+        "--target",
+        "demo/behavior",
+        "--spec",
+        other.to_str().unwrap(),
+        "--out",
+        report.to_str().unwrap(),
+    ]);
     let html = std::fs::read_to_string(&report).unwrap();
-    for part in ["<svg", "Conditions over time", "Why each change", "ScaleUpLimit", "1 &rarr; 10", "What if"] {
+    for part in [
+        "<svg",
+        "Conditions over time",
+        "Why each change",
+        "ScaleUpLimit",
+        "1 &rarr; 10",
+        "What if",
+    ] {
         assert!(html.contains(part), "report lacks {part:?}");
     }
     for external in ["src=", "<link", "<script", "url("] {
-        assert!(!html.contains(external), "the report must load nothing: found {external:?}");
+        assert!(
+            !html.contains(external),
+            "the report must load nothing: found {external:?}"
+        );
     }
     drop(server);
 }

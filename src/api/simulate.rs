@@ -283,7 +283,10 @@ pub fn replay_decisions(
     let defaulted = hpa::defaults::set_defaults(&spec, &settings);
     let tolerances = hpa::defaults::tolerances_for_hpa(&defaulted, &settings);
     // The log does not keep the tolerance in force: a spec that sets one recomputes.
-    let tolerance_changed = pb_spec.settings.as_ref().is_some_and(|s| s.tolerance.is_some())
+    let tolerance_changed = pb_spec
+        .settings
+        .as_ref()
+        .is_some_and(|s| s.tolerance.is_some())
         || spec.behavior.as_ref().is_some_and(|b| {
             b.scale_up.as_ref().is_some_and(|r| r.tolerance.is_some())
                 || b.scale_down.as_ref().is_some_and(|r| r.tolerance.is_some())
@@ -321,14 +324,8 @@ pub fn replay_decisions(
                 .iter()
                 .enumerate()
                 .map(|(i, m)| {
-                    let (outcome, exact) = replay_metric(
-                        i,
-                        m,
-                        entry,
-                        current,
-                        tolerances,
-                        tolerance_changed,
-                    );
+                    let (outcome, exact) =
+                        replay_metric(i, m, entry, current, tolerances, tolerance_changed);
                     if let Some(why) = exact {
                         note(why);
                     }
@@ -339,12 +336,11 @@ pub fn replay_decisions(
                 None => {
                     let mut history_after = history.clone();
                     if history_after.recommendations.is_none() {
-                        history_after.recommendations = Some(vec![
-                            crate::engine::history::Recommendation {
+                        history_after.recommendations =
+                            Some(vec![crate::engine::history::Recommendation {
                                 replicas: current,
                                 time: now,
-                            },
-                        ]);
+                            }]);
                     }
                     hpa::Evaluation {
                         decision: Decision {
@@ -464,7 +460,10 @@ fn target_of(m: &MetricSpec) -> Option<&MetricTarget> {
 }
 
 /// The recorded outcome of the metric with `m`'s identity, with its recorded spec.
-fn recorded<'a>(entry: &'a DecisionEntry, m: &MetricSpec) -> Option<(&'a MetricOutcome, &'a MetricSpec)> {
+fn recorded<'a>(
+    entry: &'a DecisionEntry,
+    m: &MetricSpec,
+) -> Option<(&'a MetricOutcome, &'a MetricSpec)> {
     let specs: Vec<MetricSpec> = if entry.metrics.is_empty() {
         vec![hpa::defaults::default_metric()]
     } else {
@@ -503,15 +502,32 @@ fn replay_metric(
                 ConditionReason::InvalidMetricSourceType,
                 "metric not in the recorded decision".to_owned(),
             ),
-            Some("a simulated metric is not in the recorded decisions (counted as failed)".to_owned()),
+            Some(
+                "a simulated metric is not in the recorded decisions (counted as failed)"
+                    .to_owned(),
+            ),
         );
     };
     let proposal = match &outcome.result {
-        Err(_) => return (MetricOutcome { index, ..outcome.clone() }, None),
+        Err(_) => {
+            return (
+                MetricOutcome {
+                    index,
+                    ..outcome.clone()
+                },
+                None,
+            );
+        }
         Ok(p) => p,
     };
     let (Some(new_target), Some(old_target)) = (target_of(m), target_of(spec)) else {
-        return (MetricOutcome { index, ..outcome.clone() }, None);
+        return (
+            MetricOutcome {
+                index,
+                ..outcome.clone()
+            },
+            None,
+        );
     };
     if new_target == old_target && !tolerance_changed {
         let mut reused = MetricOutcome {
@@ -558,7 +574,13 @@ fn replay_metric(
         );
     };
     if target <= 0 {
-        return (MetricOutcome { index, ..outcome.clone() }, why);
+        return (
+            MetricOutcome {
+                index,
+                ..outcome.clone()
+            },
+            why,
+        );
     }
     #[allow(clippy::cast_precision_loss)]
     let ratio = reading as f64 / target as f64;
@@ -684,8 +706,8 @@ fn step(t: Time, dry_run: bool, stored: &RunStep, simulated: &RunStep) -> pb::Si
             }
         })
         .collect();
-    let explanation = convert::recommend_response(&simulated.decision, &sim_specs, t, false)
-        .explanation;
+    let explanation =
+        convert::recommend_response(&simulated.decision, &sim_specs, t, false).explanation;
     pb::SimulationStep {
         evaluation_time: Some(convert::to_timestamp(t)),
         current_replicas: stored.recorded_current,

@@ -13,7 +13,10 @@ pub mod record;
 pub mod report;
 pub mod trace;
 
-use std::{fmt::Write as _, path::{Path, PathBuf}};
+use std::{
+    fmt::Write as _,
+    path::{Path, PathBuf},
+};
 
 use crate::{
     api::simulate::{self, SimulateOptions},
@@ -75,7 +78,10 @@ fn write(path: &Path, contents: &str) -> Result<(), ClientError> {
     })
 }
 
-fn timestamp(flag: &str, value: Option<&str>) -> Result<Option<prost_types::Timestamp>, ClientError> {
+fn timestamp(
+    flag: &str,
+    value: Option<&str>,
+) -> Result<Option<prost_types::Timestamp>, ClientError> {
     value
         .map(|v| {
             v.parse::<prost_types::Timestamp>()
@@ -101,14 +107,13 @@ pub async fn simulate_command(args: SimulateArgs) -> Result<String, ClientError>
     let (response, title) = match (&args.trace, &args.addr, &args.target) {
         (Some(path), _, _) => {
             request.trace = trace::read_trace(path)?;
-            let response = simulate::simulate(&request, &SimulateOptions::default(), |_| {
-                Ok(Vec::new())
-            })
-            .map_err(|e| ClientError::Rpc {
-                rpc: "Simulate (offline)",
-                code: e_code(&e),
-                message: e.to_string(),
-            })?;
+            let response =
+                simulate::simulate(&request, &SimulateOptions::default(), |_| Ok(Vec::new()))
+                    .map_err(|e| ClientError::Rpc {
+                        rpc: "Simulate (offline)",
+                        code: e_code(&e),
+                        message: e.to_string(),
+                    })?;
             (response, format!("what-if: {}", path.display()))
         }
         (None, Some(addr), Some(target)) => {
@@ -174,7 +179,7 @@ pub fn write_plot(path: &Path, timeline: &plot::Timeline) -> Result<(), ClientEr
 pub fn describe(r: &api::SimulateResponse) -> String {
     let mut out = String::new();
     let default = api::RunSummary::default();
-    let summary = r.summary.clone().unwrap_or_default();
+    let summary = r.summary.unwrap_or_default();
     let a = summary.stored.as_ref().unwrap_or(&default);
     let b = summary.simulated.as_ref().unwrap_or(&default);
     let rows: [(&str, String, String); 6] = [
@@ -203,7 +208,11 @@ pub fn describe(r: &api::SimulateResponse) -> String {
             format!("{}-{}", a.min_replicas, a.max_replicas),
             format!("{}-{}", b.min_replicas, b.max_replicas),
         ),
-        ("steps", r.steps.len().to_string(), r.steps.len().to_string()),
+        (
+            "steps",
+            r.steps.len().to_string(),
+            r.steps.len().to_string(),
+        ),
     ];
     let _ = writeln!(out, "{:<24} {:>14} {:>14}", "", "stored", "simulated");
     for (name, x, y) in rows {

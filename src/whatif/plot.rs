@@ -61,13 +61,14 @@ impl Timeline {
                 let values = steps
                     .iter()
                     .map(|s| {
-                        s.metrics.iter().find(|m| &metric_label(m) == label).and_then(|m| {
-                            match (m.current, m.target) {
+                        s.metrics
+                            .iter()
+                            .find(|m| &metric_label(m) == label)
+                            .and_then(|m| match (m.current, m.target) {
                                 #[allow(clippy::cast_precision_loss)]
                                 (Some(c), Some(t)) if t > 0 => Some(c as f64 * 100.0 / t as f64),
                                 _ => None,
-                            }
-                        })
+                            })
                     })
                     .collect();
                 (format!("{label} (% of target)"), values)
@@ -166,13 +167,21 @@ fn draw<DB: DrawingBackend>(
         .set_secondary_coord(0f64..x_max, 0f64..m_max);
     chart
         .configure_mesh()
-        .light_line_style(RGBColor(238, 238, 238))
+        .light_line_style(TRANSPARENT)
+        .bold_line_style(RGBColor(230, 230, 230))
+        .label_style(("sans-serif", 13))
+        .axis_desc_style(("sans-serif", 14))
+        .x_labels(12)
         .x_desc(format!("minutes since {start_label}"))
         .y_desc("replicas")
+        .x_label_formatter(&|v| format!("{v:.0}"))
         .y_label_formatter(&|v| format!("{v:.0}"))
         .draw()?;
     chart
         .configure_secondary_axes()
+        .label_style(("sans-serif", 13))
+        .axis_desc_style(("sans-serif", 14))
+        .y_label_formatter(&|v| format!("{v:.0}"))
         .y_desc(if t.percent_of_target {
             "metric, % of target"
         } else {
@@ -243,6 +252,7 @@ fn draw<DB: DrawingBackend>(
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)
+        .label_font(("sans-serif", 13))
         .background_style(WHITE.mix(0.85))
         .border_style(RGBColor(200, 200, 200))
         .draw()?;

@@ -171,9 +171,10 @@ svg{max-width:100%;height:auto}
 table{border-collapse:collapse;width:100%;font-size:13px}
 th,td{text-align:left;padding:5px 8px;border-bottom:1px solid #e4e7ec;vertical-align:top}
 th{background:#f0f2f5;font-weight:600}
-.T{background:#e3f4e6;color:#17612a}.F{background:#fbe5e4;color:#9b1c1c}
+.T{background:#e3f4e6;color:#17612a}.W{background:#fdf1d8;color:#8a5a00}.F{background:#fbe5e4;color:#9b1c1c}
 .up{color:#17612a;font-weight:600}.down{color:#9b1c1c;font-weight:600}
-.muted{color:#8892a6}
+.muted{color:#8892a6;font-size:13px}
+td.t{white-space:nowrap;font-variant-numeric:tabular-nums}
 "#;
 
 /// The page.
@@ -201,8 +202,18 @@ pub fn render(h: &api::TargetHistory, simulation: Option<&api::SimulateResponse>
         .iter()
         .filter(|d| d.desired_replicas > d.current_replicas)
         .count();
-    let min = h.decisions.iter().map(|d| d.desired_replicas).min().unwrap_or(0);
-    let max = h.decisions.iter().map(|d| d.desired_replicas).max().unwrap_or(0);
+    let min = h
+        .decisions
+        .iter()
+        .map(|d| d.desired_replicas)
+        .min()
+        .unwrap_or(0);
+    let max = h
+        .decisions
+        .iter()
+        .map(|d| d.desired_replicas)
+        .max()
+        .unwrap_or(0);
     let _ = write!(
         out,
         "<section><h2>Summary</h2><div class=\"cards\">\
@@ -252,15 +263,19 @@ fn strip_xml_declaration(svg: &str) -> &str {
 }
 
 fn simulation_section(out: &mut String, h: &api::TargetHistory, sim: &api::SimulateResponse) {
-    let _ = write!(out, "<section><h2>What if: the same history under the given spec</h2>");
-    let timeline = Timeline::from_simulation(&format!("{}: stored vs simulated", h.target_key), sim);
+    let _ = write!(
+        out,
+        "<section><h2>What if: the same history under the given spec</h2>"
+    );
+    let timeline =
+        Timeline::from_simulation(&format!("{}: stored vs simulated", h.target_key), sim);
     match plot::svg(&timeline, 1060, 480) {
         Ok(svg) => out.push_str(strip_xml_declaration(&svg)),
         Err(e) => {
             let _ = write!(out, "<p>cannot draw: {}</p>", esc(&e));
         }
     }
-    let s = sim.summary.clone().unwrap_or_default();
+    let s = sim.summary.unwrap_or_default();
     let a = s.stored.unwrap_or_default();
     let b = s.simulated.unwrap_or_default();
     let _ = write!(
@@ -312,11 +327,20 @@ fn conditions_section(out: &mut String, h: &api::TargetHistory) {
         if previous.as_ref() == Some(&state) {
             continue;
         }
-        let _ = write!(out, "<tr><td>{}</td>", esc(&time(d.evaluation_time.as_ref())));
+        let _ = write!(
+            out,
+            "<tr><td class=\"t\">{}</td>",
+            esc(&time(d.evaluation_time.as_ref()))
+        );
         for t in CONDITION_TYPES {
             match d.conditions.iter().find(|c| c.r#type == t) {
                 Some(c) => {
-                    let class = if c.status == "True" { "T" } else { "F" };
+                    // Green is healthy: ScalingLimited True is a warning, False is fine.
+                    let class = match (t, c.status == "True") {
+                        ("ScalingLimited", true) => "W",
+                        ("ScalingLimited", false) | (_, true) => "T",
+                        (_, false) => "F",
+                    };
                     let _ = write!(
                         out,
                         "<td class=\"{class}\" title=\"{}\">{} {}</td>",
@@ -355,7 +379,11 @@ fn changes_section(out: &mut String, changes: &[&api::DecisionRecord]) {
             shaped.push(format!("stabilized to {s}"));
         }
         if !e.limited_by.is_empty() {
-            let limit = if up { e.scale_up_limit } else { e.scale_down_limit };
+            let limit = if up {
+                e.scale_up_limit
+            } else {
+                e.scale_down_limit
+            };
             shaped.push(match limit {
                 Some(l) => format!("limited by {} ({l})", e.limited_by),
                 None => format!("limited by {}", e.limited_by),
@@ -376,7 +404,7 @@ fn changes_section(out: &mut String, changes: &[&api::DecisionRecord]) {
             .collect();
         let _ = write!(
             out,
-            "<tr><td>{}</td><td class=\"{}\">{} &rarr; {}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td class=\"t\">{}</td><td class=\"{} t\">{} &rarr; {}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&time(d.evaluation_time.as_ref())),
             if up { "up" } else { "down" },
             d.current_replicas,

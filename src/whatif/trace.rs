@@ -29,7 +29,10 @@ pub fn parse_trace(text: &str, origin: &str) -> Result<Vec<api::RecommendRequest
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        out.push(parse_recommend_request(line, &format!("{origin}:{}", i + 1))?);
+        out.push(parse_recommend_request(
+            line,
+            &format!("{origin}:{}", i + 1),
+        )?);
     }
     Ok(out)
 }
@@ -54,12 +57,13 @@ pub fn parse_json<M: prost::Message + Default>(
         message: full_name,
         detail,
     };
-    let descriptor = pool()
-        .get_message_by_name(full_name)
-        .ok_or_else(|| ClientError::Descriptor {
-            message: full_name,
-            detail: "not in the descriptor set".to_owned(),
-        })?;
+    let descriptor =
+        pool()
+            .get_message_by_name(full_name)
+            .ok_or_else(|| ClientError::Descriptor {
+                message: full_name,
+                detail: "not in the descriptor set".to_owned(),
+            })?;
     let mut de = serde_json::Deserializer::from_str(json);
     let message =
         DynamicMessage::deserialize(descriptor, &mut de).map_err(|e| json_error(e.to_string()))?;
@@ -82,8 +86,11 @@ pub fn to_line(request: &api::RecommendRequest) -> Result<String, ClientError> {
     let descriptor = pool()
         .get_message_by_name(NAME)
         .ok_or_else(|| descriptor_error("not in the descriptor set".to_owned()))?;
-    let dynamic = DynamicMessage::decode(descriptor, prost::Message::encode_to_vec(request).as_slice())
-        .map_err(|e| descriptor_error(e.to_string()))?;
+    let dynamic = DynamicMessage::decode(
+        descriptor,
+        prost::Message::encode_to_vec(request).as_slice(),
+    )
+    .map_err(|e| descriptor_error(e.to_string()))?;
     let mut serializer = serde_json::Serializer::new(Vec::new());
     dynamic
         .serialize_with_options(&mut serializer, &SerializeOptions::new())
