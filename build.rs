@@ -13,13 +13,17 @@ const PROTOS: &[&str] = &[
     "proto/autoscaled/v1/vertical.proto",
 ];
 
+/// Storage-only records (`src/store/record/`): Rust messages only, no services, no
+/// descriptor set (never served or registered for reflection).
+const STORE_PROTOS: &[&str] = &["proto/store/v1/records.proto"];
+
 const RPC_PROTOS: &[&str] = &[
     "proto/google/rpc/status.proto",
     "proto/google/rpc/error_details.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    for proto in PROTOS.iter().chain(RPC_PROTOS) {
+    for proto in PROTOS.iter().chain(RPC_PROTOS).chain(STORE_PROTOS) {
         println!("cargo:rerun-if-changed={proto}");
     }
     let out_dir = PathBuf::from(env::var("OUT_DIR")?);
@@ -29,6 +33,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         fds.encode_to_vec(),
     )?;
     tonic_prost_build::configure().compile_fds(fds)?;
+    let store = protox::compile(STORE_PROTOS, ["proto"])?;
+    tonic_prost_build::configure()
+        .build_client(false)
+        .build_server(false)
+        .compile_fds(store)?;
     let rpc = protox::compile(RPC_PROTOS, ["proto"])?;
     fs::write(out_dir.join("rpc_descriptor.bin"), rpc.encode_to_vec())?;
     Ok(())

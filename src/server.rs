@@ -138,6 +138,9 @@ pub fn open_store(config: &Config) -> Result<Arc<SledStore>, StoreError> {
         &config.data_dir,
         SledOptions {
             decision_log_len: config.decision_log_len,
+            decision_retention: config.decision_retention,
+            max_pod_names: config.max_pod_names,
+            cache_bytes: config.cache_mb.saturating_mul(1024 * 1024),
         },
     )
     .map(Arc::new)

@@ -151,11 +151,7 @@ impl HorizontalService {
             let commit_started = Instant::now();
             let mut new_history = evaluation.history;
             prune::prune(&mut new_history, now, self.options.history_retention);
-            let entry = DecisionEntry {
-                time: now,
-                decision,
-                metrics: input.spec.metrics.clone(),
-            };
+            let entry = DecisionEntry::single(now, decision, &input.spec, &settings);
             self.store.commit(&input.target_key, &new_history, &entry)?;
             let ticket = self.durability.written();
             drop(guard);
@@ -183,11 +179,12 @@ impl HorizontalService {
             .store
             .load(&req.target_key)?
             .ok_or_else(|| ApiError::TargetNotFound(req.target_key.clone()))?;
-        let decisions = self.store.decisions(&req.target_key)?;
-        Ok(convert::target_history(
+        let request = convert::history::history_page_request(&req)?;
+        let page = self.store.decision_page(&req.target_key, &request)?;
+        Ok(convert::history::target_history_page(
             &req.target_key,
             &state.history,
-            &decisions,
+            &page,
         ))
     }
 
