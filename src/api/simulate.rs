@@ -119,17 +119,11 @@ pub fn simulate(
         (true, false) => replay_trace(&req.trace, req.spec.as_ref(), window, options),
         (false, true) => {
             convert::target_key(&req.target_key, &options.limits)?;
-            let Some(spec) = req.spec.as_ref() else {
-                return Err(ApiError::field(
-                    "spec",
-                    "must be set to replay stored history (the decision log keeps the metrics, not the spec in force)",
-                ));
-            };
             let decisions = load_decisions(&req.target_key)?;
             if decisions.is_empty() {
                 return Err(ApiError::TargetNotFound(req.target_key.clone()));
             }
-            replay_decisions(&decisions, spec, window, options)
+            replay_decisions(&decisions, req.spec.as_ref(), window, options)
         }
     }
 }
@@ -272,25 +266,85 @@ pub fn replay_trace(
     Ok(response(steps, "exact".to_owned()))
 }
 
-/// Replays a stored decision log under `spec` (see the module doc for what is exact).
+/// At most this many steps are returned (the summary covers them all); see
+/// `SimulateResponse.omitted_steps`.
+pub const MAX_STEPS: usize = 5000;
+/// A stored run of more decisions than this is replayed as this many evenly spaced steps.
+pub const MAX_STEPS_PER_RUN: u64 = 1000;
+
+/// The spec and settings one stored step is replayed under.
+struct StepSpec {
+    spec: HorizontalSpec,
+    settings: Settings,
+    defaulted: hpa::defaults::DefaultedSpec,
+    tolerances: hpa::replicas::Tolerances,
+}
+
+impl StepSpec {
+    fn new(spec: HorizontalSpec, settings: Settings) -> Self {
+        let defaulted = hpa::defaults::set_defaults(&spec, &settings);
+        let tolerances = hpa::defaults::tolerances_for_hpa(&defaulted, &settings);
+        StepSpec {
+            spec,
+            settings,
+            defaulted,
+            tolerances,
+        }
+    }
+}
+
+/// The spec in force at a stored decision, from its recorded inputs (`None` for records
+/// written before the inputs were kept).
+fn recorded_spec(entry: &DecisionEntry) -> Option<StepSpec> {
+    let inputs = entry.inputs.as_ref()?;
+    Some(StepSpec::new(
+        HorizontalSpec {
+            min_replicas: inputs.min_replicas,
+            max_replicas: inputs.max_replicas,
+            metrics: entry.metrics.clone(),
+            behavior: inputs.behavior.clone(),
+        },
+        inputs.settings.clone(),
+    ))
+}
+
+/// The decisions of a stored run: its count, evenly spaced from its first to its last time
+/// (exact when the adapter called at a fixed period), at most [`MAX_STEPS_PER_RUN`].
+fn expand(entry: &DecisionEntry) -> (Vec<Time>, bool) {
+    let count = entry.run.count.max(1);
+    let first = entry.run.first_time.unix_millis();
+    let last = entry.time.unix_millis();
+    let n = count.min(MAX_STEPS_PER_RUN);
+    if n == 1 || first >= last {
+        // One decision, or several at one instant.
+        let n = usize::try_from(n).unwrap_or(1);
+        return (vec![entry.time; n], count > MAX_STEPS_PER_RUN);
+    }
+    let span = i128::from(last - first);
+    let times = (0..n)
+        .map(|k| {
+            let offset = span * i128::from(k) / i128::from(n - 1);
+            Time::from_unix_millis(first + i64::try_from(offset).unwrap_or(0))
+        })
+        .collect();
+    (times, count > MAX_STEPS_PER_RUN)
+}
+
+/// Replays a stored decision log (runs expanded) under `spec`, or under each decision's
+/// recorded spec when `spec` is absent (see the module doc for what is exact).
 pub fn replay_decisions(
     entries: &[DecisionEntry],
-    pb_spec: &pb::HorizontalSpec,
+    pb_spec: Option<&pb::HorizontalSpec>,
     window: Window,
     options: &SimulateOptions,
 ) -> Result<pb::SimulateResponse, ApiError> {
-    let (spec, settings) = override_spec(pb_spec, options)?;
-    let defaulted = hpa::defaults::set_defaults(&spec, &settings);
-    let tolerances = hpa::defaults::tolerances_for_hpa(&defaulted, &settings);
-    // The log does not keep the tolerance in force: a spec that sets one recomputes.
-    let tolerance_changed = pb_spec
-        .settings
-        .as_ref()
-        .is_some_and(|s| s.tolerance.is_some())
-        || spec.behavior.as_ref().is_some_and(|b| {
-            b.scale_up.as_ref().is_some_and(|r| r.tolerance.is_some())
-                || b.scale_down.as_ref().is_some_and(|r| r.tolerance.is_some())
-        });
+    let fixed = match pb_spec {
+        Some(s) => {
+            let (spec, settings) = override_spec(s, options)?;
+            Some(StepSpec::new(spec, settings))
+        }
+        None => None,
+    };
     let mut history = History::default();
     let mut approximate: Vec<String> = Vec::new();
     let mut note = |s: String| {
@@ -298,113 +352,157 @@ pub fn replay_decisions(
             approximate.push(s);
         }
     };
-    let mut steps = Vec::with_capacity(entries.len());
+    let mut steps = Vec::new();
     let mut applied: Option<(i32, i32)> = None;
     for entry in entries {
-        let now = entry.time;
-        let recorded_current = entry.decision.current_replicas;
-        let current = match applied {
-            Some((base, own)) => closed_loop(recorded_current, base, own),
-            None => recorded_current,
-        };
-        let min = defaulted.min_replicas;
-        let max = defaulted.max_replicas;
-        let shortcut = (current == 0 && min != 0) || current > max || current < min;
-        let decision = if shortcut {
-            // The shortcuts run before any metric: the engine with no pods decides them exactly.
-            let observation = crate::engine::observation::Observation {
-                current_replicas: current,
-                ..Default::default()
-            };
-            hpa::evaluate(&settings, &spec, &observation, &history, now)
-                .map_err(convert::engine_invalid)?
-        } else {
-            let outcomes: Vec<MetricOutcome> = defaulted
-                .metrics
-                .iter()
-                .enumerate()
-                .map(|(i, m)| {
-                    let (outcome, exact) =
-                        replay_metric(i, m, entry, current, tolerances, tolerance_changed);
-                    if let Some(why) = exact {
-                        note(why);
-                    }
-                    outcome
-                })
-                .collect();
-            match combine(&outcomes, current) {
-                None => {
-                    let mut history_after = history.clone();
-                    if history_after.recommendations.is_none() {
-                        history_after.recommendations =
-                            Some(vec![crate::engine::history::Recommendation {
-                                replicas: current,
-                                time: now,
-                            }]);
-                    }
-                    hpa::Evaluation {
-                        decision: Decision {
-                            current_replicas: current,
-                            desired_replicas: current,
-                            conditions: Vec::new(),
-                            metrics: outcomes,
-                            path: DecisionPath::MetricsFailed,
-                            prenormalized_replicas: None,
-                            stabilized_replicas: None,
-                            scale_up_limit: None,
-                            scale_down_limit: None,
-                            error: Some("no metric could be replayed".to_owned()),
-                            rescale_reason: None,
-                        },
-                        history: history_after,
-                    }
-                }
-                Some(prenormalized) => {
-                    let mut e = hpa::normalize_only(
-                        &settings,
-                        &spec,
-                        current,
-                        prenormalized,
-                        &history,
-                        now,
-                    )
-                    .map_err(convert::engine_invalid)?;
-                    e.decision.metrics = outcomes;
-                    e
-                }
+        let own = recorded_spec(entry);
+        let step_spec = match (&fixed, &own) {
+            (Some(f), _) => f,
+            (None, Some(o)) => o,
+            (None, None) => {
+                return Err(ApiError::field(
+                    "spec",
+                    "must be set: the stored decisions predate the recorded spec (format 1)",
+                ));
             }
         };
-        history = decision.history;
-        prune::prune(&mut history, now, options.history_retention);
-        applied = Some((
-            entry.decision.desired_replicas,
-            decision.decision.desired_replicas,
-        ));
-        if !window.contains(now) {
-            continue;
+        // The per-metric proposals are reused unless the tolerance in force changes.
+        let tolerance_changed = match &own {
+            Some(o) => o.tolerances != step_spec.tolerances,
+            None => true,
+        };
+        if own.is_none() {
+            note("decisions stored without their spec (format 1) reuse or recompute proposals without knowing the tolerance in force".to_owned());
         }
-        let stored = RunStep {
-            current: recorded_current,
-            recorded_current,
-            desired: entry.decision.desired_replicas,
-            decision: entry.decision.clone(),
-            metrics: entry.metrics.clone(),
-        };
-        let simulated = RunStep {
-            current,
-            recorded_current,
-            desired: decision.decision.desired_replicas,
-            decision: decision.decision,
-            metrics: defaulted.metrics.clone(),
-        };
-        steps.push(step(now, false, &stored, &simulated));
+        let (times, thinned) = expand(entry);
+        if thinned {
+            note(format!(
+                "runs of more than {MAX_STEPS_PER_RUN} decisions are replayed as {MAX_STEPS_PER_RUN} evenly spaced steps"
+            ));
+        } else if entry.run.count > 2 {
+            note("the decisions inside a stored run are replayed evenly spaced between its first and last time".to_owned());
+        }
+        for now in times {
+            let recorded_current = entry.decision.current_replicas;
+            let current = match applied {
+                Some((base, own)) => closed_loop(recorded_current, base, own),
+                None => recorded_current,
+            };
+            let evaluation = replay_step(
+                entry,
+                step_spec,
+                current,
+                now,
+                &history,
+                tolerance_changed,
+                &mut note,
+            )?;
+            history = evaluation.history;
+            prune::prune(&mut history, now, options.history_retention);
+            applied = Some((
+                entry.decision.desired_replicas,
+                evaluation.decision.desired_replicas,
+            ));
+            if !window.contains(now) {
+                continue;
+            }
+            let stored = RunStep {
+                current: recorded_current,
+                recorded_current,
+                desired: entry.decision.desired_replicas,
+                decision: entry.decision.clone(),
+                metrics: entry.metrics.clone(),
+            };
+            let simulated = RunStep {
+                current,
+                recorded_current,
+                desired: evaluation.decision.desired_replicas,
+                decision: evaluation.decision,
+                metrics: step_spec.defaulted.metrics.clone(),
+            };
+            steps.push(step(now, false, &stored, &simulated));
+        }
     }
+    // Only an exact replay's identity is promised: note that the exact words differ.
     let fidelity = if approximate.is_empty() {
         "exact: every metric proposal taken or recomputed from complete records".to_owned()
     } else {
         format!("approximate: {}", approximate.join("; "))
     };
     Ok(response(steps, fidelity))
+}
+
+/// One stored decision replayed under `s` from `current`.
+fn replay_step(
+    entry: &DecisionEntry,
+    s: &StepSpec,
+    current: i32,
+    now: Time,
+    history: &History,
+    tolerance_changed: bool,
+    note: &mut impl FnMut(String),
+) -> Result<hpa::Evaluation, ApiError> {
+    let min = s.defaulted.min_replicas;
+    let max = s.defaulted.max_replicas;
+    if (current == 0 && min != 0) || current > max || current < min {
+        // The shortcuts run before any metric: the engine with no pods decides them exactly.
+        let observation = crate::engine::observation::Observation {
+            current_replicas: current,
+            ..Default::default()
+        };
+        return hpa::evaluate(&s.settings, &s.spec, &observation, history, now)
+            .map_err(convert::engine_invalid);
+    }
+    let outcomes: Vec<MetricOutcome> = s
+        .defaulted
+        .metrics
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let (outcome, why) =
+                replay_metric(i, m, entry, current, s.tolerances, tolerance_changed);
+            if let Some(why) = why {
+                note(why);
+            }
+            outcome
+        })
+        .collect();
+    match combine(&outcomes, current) {
+        None => {
+            // computeReplicasForMetrics failed: no normalization, nothing recorded but the
+            // initial recommendation.
+            let mut after = history.clone();
+            if after.recommendations.is_none() {
+                after.recommendations = Some(vec![crate::engine::history::Recommendation {
+                    replicas: current,
+                    time: now,
+                }]);
+            }
+            Ok(hpa::Evaluation {
+                decision: Decision {
+                    current_replicas: current,
+                    desired_replicas: current,
+                    conditions: Vec::new(),
+                    metrics: outcomes,
+                    path: DecisionPath::MetricsFailed,
+                    prenormalized_replicas: None,
+                    stabilized_replicas: None,
+                    scale_up_limit: None,
+                    scale_down_limit: None,
+                    error: Some("no metric could be replayed".to_owned()),
+                    rescale_reason: None,
+                },
+                history: after,
+            })
+        }
+        Some(prenormalized) => {
+            let mut e =
+                hpa::normalize_only(&s.settings, &s.spec, current, prenormalized, history, now)
+                    .map_err(convert::engine_invalid)?;
+            e.decision.metrics = outcomes;
+            Ok(e)
+        }
+    }
 }
 
 /// `computeReplicasForMetrics`' combination: the largest proposal; `None` when every metric
@@ -542,10 +640,16 @@ fn replay_metric(
         }
         return (reused, None);
     }
-    let groups = outcome.pod_groups.clone().unwrap_or_default();
-    let ready = groups.ready_count;
+    let totals = entry
+        .decision
+        .metrics
+        .iter()
+        .position(|o| std::ptr::eq(o, outcome))
+        .map(|i| entry.pod_totals(i))
+        .unwrap_or_default();
+    let ready = totals.ready;
     let mut why = None;
-    if !groups.unready.is_empty() || !groups.missing.is_empty() {
+    if totals.unready > 0 || totals.missing > 0 {
         why = Some(
             "steps with unready or missing pods recompute proposals without the per-pod rebalancing".to_owned(),
         );
@@ -745,6 +849,9 @@ fn response(steps: Vec<pb::SimulationStep>, fidelity: String) -> pb::SimulateRes
             .iter()
             .map(|s| (s, s.simulated_desired_replicas, asked(s, false))),
     );
+    let omitted = steps.len().saturating_sub(MAX_STEPS);
+    let mut steps = steps;
+    steps.truncate(MAX_STEPS);
     pb::SimulateResponse {
         steps,
         summary: Some(pb::SimulationSummary {
@@ -752,6 +859,7 @@ fn response(steps: Vec<pb::SimulationStep>, fidelity: String) -> pb::SimulateRes
             simulated: Some(simulated),
         }),
         fidelity,
+        omitted_steps: i32::try_from(omitted).unwrap_or(i32::MAX),
     }
 }
 

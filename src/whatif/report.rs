@@ -29,17 +29,35 @@ pub struct ReportArgs {
 pub async fn report_command(args: ReportArgs) -> Result<String, ClientError> {
     let spec = args.spec.as_deref().map(super::read_spec).transpose()?;
     let mut client = crate::client::connect(&args.addr).await?;
-    let history = client
-        .get_history(api::GetHistoryRequest {
-            target_key: args.target.clone(),
-        })
-        .await
-        .map_err(|s| ClientError::Rpc {
-            rpc: "GetHistory",
-            code: s.code(),
-            message: s.message().to_owned(),
-        })?
-        .into_inner();
+    // Every page, oldest run first.
+    let mut history = api::TargetHistory::default();
+    let mut page_token = String::new();
+    loop {
+        let page = client
+            .get_history(api::GetHistoryRequest {
+                target_key: args.target.clone(),
+                page_token: page_token.clone(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|s| ClientError::Rpc {
+                rpc: "GetHistory",
+                code: s.code(),
+                message: s.message().to_owned(),
+            })?
+            .into_inner();
+        let next = page.next_page_token.clone();
+        if page_token.is_empty() {
+            history = page;
+        } else {
+            history.decisions.extend(page.decisions);
+        }
+        if next.is_empty() || next == page_token {
+            break;
+        }
+        page_token = next;
+    }
+    history.next_page_token.clear();
     let simulation = match spec {
         None => None,
         Some(spec) => Some(
@@ -64,7 +82,7 @@ pub async fn report_command(args: ReportArgs) -> Result<String, ClientError> {
         source,
     })?;
     Ok(format!(
-        "wrote {} ({} decisions)",
+        "wrote {} ({} decision runs)",
         args.out.display(),
         history.decisions.len()
     ))
@@ -123,24 +141,35 @@ pub fn history_timeline(h: &api::TargetHistory) -> Timeline {
         }
     }
     labels.truncate(4);
+    // A run stands for its first and its last decision (the same outcome throughout).
+    let points: Vec<(i64, &api::DecisionRecord)> = h
+        .decisions
+        .iter()
+        .flat_map(|d| {
+            let last = d.evaluation_time.map_or(0, |t| t.seconds);
+            let first = d.first_evaluation_time.map_or(last, |t| t.seconds);
+            let mut v = Vec::with_capacity(2);
+            if d.run_count > 1 && first < last {
+                v.push((first, d));
+            }
+            v.push((last, d));
+            v
+        })
+        .collect();
     Timeline {
         title: format!("{}: replicas and metrics", h.target_key),
-        times: h
-            .decisions
-            .iter()
-            .map(|d| d.evaluation_time.map_or(0, |t| t.seconds))
-            .collect(),
-        current: h.decisions.iter().map(|d| d.current_replicas).collect(),
-        stored: h.decisions.iter().map(|d| d.desired_replicas).collect(),
+        times: points.iter().map(|(t, _)| *t).collect(),
+        current: points.iter().map(|(_, d)| d.current_replicas).collect(),
+        stored: points.iter().map(|(_, d)| d.desired_replicas).collect(),
         simulated: None,
         metrics: labels
             .iter()
             .map(|(name, unit)| {
                 (
                     format!("{name} ({unit})"),
-                    h.decisions
+                    points
                         .iter()
-                        .map(|d| {
+                        .map(|(_, d)| {
                             d.metrics
                                 .iter()
                                 .find(|m| metric_name(m) == *name)
@@ -180,12 +209,17 @@ td.t{white-space:nowrap;font-variant-numeric:tabular-nums}
 /// The page.
 pub fn render(h: &api::TargetHistory, simulation: Option<&api::SimulateResponse>) -> String {
     let mut out = String::new();
-    let first = h.decisions.first().and_then(|d| d.evaluation_time.as_ref());
+    let first = h.decisions.first().and_then(|d| {
+        d.first_evaluation_time
+            .as_ref()
+            .or(d.evaluation_time.as_ref())
+    });
+    let decided: u64 = h.decisions.iter().map(|d| d.run_count.max(1)).sum();
     let last = h.decisions.last().and_then(|d| d.evaluation_time.as_ref());
     let _ = write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>autoscaled report: {key}</title><style>{CSS}</style></head><body>\
-<header><h1>Autoscaling report: {key}</h1><p>{n} logged decisions, {from} to {to}</p></header><main>",
+<header><h1>Autoscaling report: {key}</h1><p>{decided} logged decisions in {n} runs, {from} to {to}</p></header><main>",
         key = esc(&h.target_key),
         n = h.decisions.len(),
         from = esc(&time(first)),
@@ -217,12 +251,11 @@ pub fn render(h: &api::TargetHistory, simulation: Option<&api::SimulateResponse>
     let _ = write!(
         out,
         "<section><h2>Summary</h2><div class=\"cards\">\
-<div class=\"card\"><b>{}</b><span>decisions</span></div>\
+<div class=\"card\"><b>{decided}</b><span>decisions</span></div>\
 <div class=\"card\"><b>{}</b><span>scale-ups</span></div>\
 <div class=\"card\"><b>{}</b><span>scale-downs</span></div>\
 <div class=\"card\"><b>{min}&ndash;{max}</b><span>desired replicas</span></div>\
 <div class=\"card\"><b>{}</b><span>desired now</span></div></div></section>",
-        h.decisions.len(),
         ups,
         changes.len() - ups,
         h.decisions.last().map_or(0, |d| d.desired_replicas),
