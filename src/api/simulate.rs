@@ -839,16 +839,22 @@ fn response(steps: Vec<pb::SimulationStep>, fidelity: String) -> pb::SimulateRes
             })
             .max()
     };
-    let stored = summarize(
-        steps
-            .iter()
-            .map(|s| (s, s.stored_desired_replicas, asked(s, true))),
-    );
-    let simulated = summarize(
-        steps
-            .iter()
-            .map(|s| (s, s.simulated_desired_replicas, asked(s, false))),
-    );
+    let stored = summarize(steps.iter().map(|s| {
+        (
+            s,
+            s.current_replicas,
+            s.stored_desired_replicas,
+            asked(s, true),
+        )
+    }));
+    let simulated = summarize(steps.iter().map(|s| {
+        (
+            s,
+            s.simulated_current_replicas,
+            s.simulated_desired_replicas,
+            asked(s, false),
+        )
+    }));
     let omitted = steps.len().saturating_sub(MAX_STEPS);
     let mut steps = steps;
     steps.truncate(MAX_STEPS);
@@ -872,15 +878,15 @@ fn millis(s: &pb::SimulationStep) -> i64 {
 /// The summary of one replica curve (see `RunSummary` in the proto). Dry-run steps are
 /// skipped: they changed nothing.
 fn summarize<'a>(
-    steps: impl Iterator<Item = (&'a pb::SimulationStep, i32, Option<i32>)>,
+    steps: impl Iterator<Item = (&'a pb::SimulationStep, i32, i32, Option<i32>)>,
 ) -> pb::RunSummary {
-    let steps: Vec<_> = steps.filter(|(s, _, _)| !s.dry_run).collect();
+    let steps: Vec<_> = steps.filter(|(s, _, _, _)| !s.dry_run).collect();
     let mut out = pb::RunSummary::default();
     let mut replica_ms: f64 = 0.0;
     let mut above_ms: f64 = 0.0;
     let mut previous: Option<i32> = None;
-    for (i, (s, count, asked)) in steps.iter().enumerate() {
-        let before = previous.unwrap_or(s.current_replicas);
+    for (i, (s, start, count, asked)) in steps.iter().enumerate() {
+        let before = previous.unwrap_or(*start);
         let change = count - before;
         if change != 0 {
             out.scale_events += 1;
@@ -901,7 +907,7 @@ fn summarize<'a>(
         } else {
             out.min_replicas.min(*count)
         };
-        if let Some((next, _, _)) = steps.get(i + 1) {
+        if let Some((next, _, _, _)) = steps.get(i + 1) {
             #[allow(clippy::cast_precision_loss)]
             let dt = (millis(next) - millis(s)).max(0) as f64;
             replica_ms += f64::from(*count) * dt;
