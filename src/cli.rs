@@ -30,6 +30,14 @@ pub enum Command {
     /// these clap definitions; a test fails when the README's copy drifts).
     #[command(hide = true)]
     ConfigTable,
+    /// What-if: replay a trace (offline) or a target's stored decisions (through a server)
+    /// under another spec; print both runs side by side, optionally draw them (docs/whatif.md).
+    Simulate(crate::whatif::SimulateArgs),
+    /// Run a recording proxy: forward every call to a server and append each Recommend
+    /// request to a trace file.
+    Record(crate::whatif::record::RecordArgs),
+    /// Write a self-contained HTML report of a target's history.
+    Report(crate::whatif::report::ReportArgs),
 }
 
 /// `autoscaled recommend --addr ADDR --file REQUEST.json`.
@@ -107,6 +115,9 @@ pub fn run(cli: Cli) -> ExitCode {
             args.output,
         )),
         Command::ConfigTable => crate::client::print_stdout(config_table().trim_end()),
+        Command::Simulate(args) => crate::client::run(crate::whatif::simulate_command(args)),
+        Command::Record(args) => crate::whatif::record::run(args),
+        Command::Report(args) => crate::client::run(crate::whatif::report::report_command(args)),
     }
 }
 

@@ -11,6 +11,8 @@
 //!   acceptor and certificate reload), `security` (loading and reloading both): issue 10.
 //! * `config` (the only reader of the environment), `telemetry`, `metrics`, `server`, `shutdown`: wiring.
 //! * `kube`: Kubernetes quantities and HPA manifests for the command-line client.
+//! * `whatif`: `simulate` / `record` / `report` on the command line (the replay is
+//!   `api::simulate`).
 //! * `cli`: the clap command line and what each subcommand runs; `main.rs` stays thin.
 //!
 //! Dependencies point one way: engine ← store ← api ← server ← main.
@@ -36,3 +38,4 @@ pub mod store;
 pub mod store_health;
 pub mod telemetry;
 pub mod tls;
+pub mod whatif;

@@ -144,6 +144,13 @@ impl HorizontalAutoscaler for Noop {
     ) -> Result<Response<()>, Status> {
         Ok(Response::new(()))
     }
+
+    async fn simulate(
+        &self,
+        _request: Request<pb::SimulateRequest>,
+    ) -> Result<Response<pb::SimulateResponse>, Status> {
+        Ok(Response::new(pb::SimulateResponse::default()))
+    }
 }
 
 /// A response the size of a real one: three conditions, one metric with its pod groups.

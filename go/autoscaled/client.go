@@ -203,6 +203,14 @@ func (c *Client) GetHistory(ctx context.Context, targetKey string) (*pb.TargetHi
 	return c.horizontal.GetHistory(ctx, &pb.GetHistoryRequest{TargetKey: targetKey})
 }
 
+// Simulate replays a target's stored decisions (req.TargetKey) or an inline trace of
+// RecommendRequests (req.Trace) under req.Spec (absent: the recorded specs), optionally within
+// [req.From, req.To), and returns the stored and simulated replica counts per step with a
+// summary of both runs. It never writes history, so it is safe to retry.
+func (c *Client) Simulate(ctx context.Context, req *pb.SimulateRequest) (*pb.SimulateResponse, error) {
+	return c.horizontal.Simulate(ctx, req)
+}
+
 // RecordUsage feeds container usage samples and OOM events to the vertical autoscaler.
 func (c *Client) RecordUsage(ctx context.Context, req *pb.RecordUsageRequest) (*pb.RecordUsageResponse, error) {
 	return c.vertical.RecordUsage(ctx, req)

@@ -30,6 +30,10 @@ type HorizontalAutoscalerClient interface {
 	// Forgets everything stored for a target (as deleting an HPA does). NOT_FOUND if the
 	// target has nothing stored.
 	DeleteTarget(ctx context.Context, in *DeleteTargetRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
+	// What-if: replays a target's stored decisions, or an inline trace of Recommend requests,
+	// under another spec and returns both replica curves side by side. Never writes history.
+	// See SimulateRequest (at the end of this file) and docs/whatif.md.
+	Simulate(ctx context.Context, in *SimulateRequest, opts ...grpc.CallOption) (*SimulateResponse, error)
 }
 
 type horizontalAutoscalerClient struct {
@@ -76,6 +80,15 @@ func (c *horizontalAutoscalerClient) DeleteTarget(ctx context.Context, in *Delet
 	return out, nil
 }
 
+func (c *horizontalAutoscalerClient) Simulate(ctx context.Context, in *SimulateRequest, opts ...grpc.CallOption) (*SimulateResponse, error) {
+	out := new(SimulateResponse)
+	err := c.cc.Invoke(ctx, "/autoscaled.v1.HorizontalAutoscaler/Simulate", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HorizontalAutoscalerServer is the server API for HorizontalAutoscaler service.
 // All implementations must embed UnimplementedHorizontalAutoscalerServer
 // for forward compatibility
@@ -92,6 +105,10 @@ type HorizontalAutoscalerServer interface {
 	// Forgets everything stored for a target (as deleting an HPA does). NOT_FOUND if the
 	// target has nothing stored.
 	DeleteTarget(context.Context, *DeleteTargetRequest) (*emptypb.Empty, error)
+	// What-if: replays a target's stored decisions, or an inline trace of Recommend requests,
+	// under another spec and returns both replica curves side by side. Never writes history.
+	// See SimulateRequest (at the end of this file) and docs/whatif.md.
+	Simulate(context.Context, *SimulateRequest) (*SimulateResponse, error)
 	mustEmbedUnimplementedHorizontalAutoscalerServer()
 }
 
@@ -110,6 +127,9 @@ func (UnimplementedHorizontalAutoscalerServer) ListTargets(context.Context, *Lis
 }
 func (UnimplementedHorizontalAutoscalerServer) DeleteTarget(context.Context, *DeleteTargetRequest) (*emptypb.Empty, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DeleteTarget not implemented")
+}
+func (UnimplementedHorizontalAutoscalerServer) Simulate(context.Context, *SimulateRequest) (*SimulateResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Simulate not implemented")
 }
 func (UnimplementedHorizontalAutoscalerServer) mustEmbedUnimplementedHorizontalAutoscalerServer() {}
 
@@ -196,6 +216,24 @@ func _HorizontalAutoscaler_DeleteTarget_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HorizontalAutoscaler_Simulate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SimulateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HorizontalAutoscalerServer).Simulate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/autoscaled.v1.HorizontalAutoscaler/Simulate",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HorizontalAutoscalerServer).Simulate(ctx, req.(*SimulateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _HorizontalAutoscaler_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "autoscaled.v1.HorizontalAutoscaler",
 	HandlerType: (*HorizontalAutoscalerServer)(nil),
@@ -215,6 +253,10 @@ var _HorizontalAutoscaler_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteTarget",
 			Handler:    _HorizontalAutoscaler_DeleteTarget_Handler,
+		},
+		{
+			MethodName: "Simulate",
+			Handler:    _HorizontalAutoscaler_Simulate_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -16,7 +16,8 @@ use crate::{
     pb::v1::{
         DeleteTargetRequest, DeleteVerticalTargetRequest, GetHistoryRequest,
         GetRecommendationRequest, ListTargetsRequest, ListTargetsResponse,
-        ListVerticalTargetsRequest, ListVerticalTargetsResponse, RecommendRequest,
+        ListVerticalTargetsRequest, ListVerticalTargetsResponse, RecommendRequest, SimulateRequest,
+        SimulateResponse,
         RecommendResponse, RecordUsageRequest, RecordUsageResponse, TargetHistory,
         VerticalRecommendation, horizontal_autoscaler_server::HorizontalAutoscaler,
         vertical_autoscaler_server::VerticalAutoscaler,
@@ -176,6 +177,26 @@ impl<S: HorizontalAutoscaler> HorizontalAutoscaler for Authorized<S> {
             target_keys,
             next_page_token,
         }))
+    }
+
+    /// A replay reads history: `read` on the stored target, or on every key of an inline
+    /// trace (its requests are evaluated, never stored).
+    async fn simulate(
+        &self,
+        request: Request<SimulateRequest>,
+    ) -> Result<Response<SimulateResponse>, Status> {
+        let req = request.get_ref();
+        if !req.target_key.is_empty() || req.trace.is_empty() {
+            self.check(&request, Verb::Read, &req.target_key)?;
+        }
+        let mut checked: Vec<&str> = Vec::new();
+        for step in &req.trace {
+            if !checked.contains(&step.target_key.as_str()) {
+                self.check(&request, Verb::Read, &step.target_key)?;
+                checked.push(&step.target_key);
+            }
+        }
+        self.inner.simulate(request).await
     }
 
     async fn delete_target(

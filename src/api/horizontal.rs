@@ -34,7 +34,7 @@ use crate::{
     },
     pb::v1::{
         DeleteTargetRequest, GetHistoryRequest, ListTargetsRequest, ListTargetsResponse,
-        RecommendRequest, RecommendResponse, TargetHistory,
+        RecommendRequest, RecommendResponse, SimulateRequest, SimulateResponse, TargetHistory,
         horizontal_autoscaler_server::HorizontalAutoscaler,
     },
     store::{DecisionEntry, HistoryStore, durability::Durability, locks::KeyLocks, prune},
@@ -216,6 +216,19 @@ impl HorizontalService {
     }
 }
 
+impl HorizontalService {
+    /// `Simulate` (see `api::simulate`): reads the decision log, never writes.
+    fn do_simulate(&self, req: SimulateRequest) -> Result<SimulateResponse, ApiError> {
+        Span::current().record("target.key", req.target_key.as_str());
+        let options = super::simulate::SimulateOptions {
+            defaults: self.options.defaults.clone(),
+            limits: self.options.limits.clone(),
+            history_retention: self.options.history_retention,
+        };
+        super::simulate::simulate(&req, &options, |key| Ok(self.store.decisions(key)?))
+    }
+}
+
 /// The server clock, read once per request (only `api` reads it).
 fn server_now() -> Time {
     let millis = match SystemTime::now().duration_since(UNIX_EPOCH) {
@@ -250,6 +263,14 @@ impl HorizontalAutoscaler for HorizontalService {
         request: Request<ListTargetsRequest>,
     ) -> Result<Response<ListTargetsResponse>, Status> {
         Ok(Response::new(self.do_list_targets(request.into_inner())?))
+    }
+
+    #[tracing::instrument(name = "Simulate", skip_all, fields(target.key = Empty))]
+    async fn simulate(
+        &self,
+        request: Request<SimulateRequest>,
+    ) -> Result<Response<SimulateResponse>, Status> {
+        Ok(Response::new(self.do_simulate(request.into_inner())?))
     }
 
     #[tracing::instrument(name = "DeleteTarget", skip_all, fields(target.key = Empty))]

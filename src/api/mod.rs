@@ -16,6 +16,7 @@ pub mod context;
 pub mod authorized;
 pub mod convert;
 pub mod horizontal;
+pub mod simulate;
 pub mod status;
 pub mod vertical;
 pub mod wire_limits;

@@ -58,7 +58,7 @@ pub fn route(path: &str) -> Route {
     match service {
         "autoscaled.v1.HorizontalAutoscaler" => match method {
             "Recommend" => Route::Method(Verb::Recommend),
-            "GetHistory" | "ListTargets" => Route::Method(Verb::Read),
+            "GetHistory" | "ListTargets" | "Simulate" => Route::Method(Verb::Read),
             "DeleteTarget" => Route::Method(Verb::Delete),
             _ => Route::Unmapped,
         },

@@ -1,0 +1,259 @@
+//! What-if on the command line: `autoscaled simulate` (offline over a trace, or through a
+//! server's `Simulate`), `autoscaled record` (a recording proxy that writes the trace),
+//! `autoscaled report` (a self-contained HTML page of a target's history). The replay itself
+//! is `api::simulate`; this module reads and writes files and draws.
+//!
+//! * [`trace`]: trace files (one `RecommendRequest` per line, proto3 JSON);
+//! * [`plot`]: the SVG picture (plotters);
+//! * [`record`]: the recording proxy;
+//! * [`report`]: the HTML report.
+
+pub mod plot;
+pub mod record;
+pub mod report;
+pub mod trace;
+
+use std::{
+    fmt::Write as _,
+    path::{Path, PathBuf},
+};
+
+use crate::{
+    api::simulate::{self, SimulateOptions},
+    client::{ClientError, OutputFormat},
+    pb::v1 as api,
+};
+
+/// `autoscaled simulate`.
+#[derive(Debug, clap::Args)]
+pub struct SimulateArgs {
+    /// Replay this trace offline, without a server (one RecommendRequest per line, proto3 JSON).
+    #[arg(long, value_name = "FILE.jsonl", conflicts_with_all = ["addr", "target"])]
+    pub trace: Option<PathBuf>,
+    /// Server to ask (`host:port` or `http://host:port`); with --target, replays its stored
+    /// decision log.
+    #[arg(long, value_name = "ADDR", requires = "target")]
+    pub addr: Option<String>,
+    /// The target whose stored decisions to replay (needs --addr and --spec).
+    #[arg(long, value_name = "KEY", requires = "addr")]
+    pub target: Option<String>,
+    /// A HorizontalSpec in proto3 JSON replacing the recorded spec.
+    #[arg(long, value_name = "SPEC.json")]
+    pub spec: Option<PathBuf>,
+    /// Only steps at or after this RFC 3339 time.
+    #[arg(long, value_name = "RFC3339")]
+    pub from: Option<String>,
+    /// Only steps before this RFC 3339 time.
+    #[arg(long, value_name = "RFC3339")]
+    pub to: Option<String>,
+    #[arg(long, value_enum, default_value_t)]
+    pub output: OutputFormat,
+    /// Write the replica / metric picture here (`.svg`).
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+}
+
+const SIMULATE_RESPONSE: &str = "autoscaled.v1.SimulateResponse";
+const HORIZONTAL_SPEC: &str = "autoscaled.v1.HorizontalSpec";
+
+fn usage(detail: impl Into<String>) -> ClientError {
+    ClientError::Json {
+        path: "command line".to_owned(),
+        message: "argument",
+        detail: detail.into(),
+    }
+}
+
+fn read(path: &Path) -> Result<String, ClientError> {
+    std::fs::read_to_string(path).map_err(|source| ClientError::Read {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+fn write(path: &Path, contents: &str) -> Result<(), ClientError> {
+    std::fs::write(path, contents).map_err(|source| ClientError::Read {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+fn timestamp(
+    flag: &str,
+    value: Option<&str>,
+) -> Result<Option<prost_types::Timestamp>, ClientError> {
+    value
+        .map(|v| {
+            v.parse::<prost_types::Timestamp>()
+                .map_err(|e| usage(format!("--{flag} {v:?} is not an RFC 3339 time: {e}")))
+        })
+        .transpose()
+}
+
+/// Reads a `--spec` file.
+pub fn read_spec(path: &Path) -> Result<api::HorizontalSpec, ClientError> {
+    trace::parse_json(&read(path)?, HORIZONTAL_SPEC, &path.display().to_string())
+}
+
+/// `autoscaled simulate`: the response rendered, the plot written.
+pub async fn simulate_command(args: SimulateArgs) -> Result<String, ClientError> {
+    let spec = args.spec.as_deref().map(read_spec).transpose()?;
+    let mut request = api::SimulateRequest {
+        spec,
+        from: timestamp("from", args.from.as_deref())?,
+        to: timestamp("to", args.to.as_deref())?,
+        ..Default::default()
+    };
+    let (response, title) = match (&args.trace, &args.addr, &args.target) {
+        (Some(path), _, _) => {
+            request.trace = trace::read_trace(path)?;
+            let response =
+                simulate::simulate(&request, &SimulateOptions::default(), |_| Ok(Vec::new()))
+                    .map_err(|e| ClientError::Rpc {
+                        rpc: "Simulate (offline)",
+                        code: e_code(&e),
+                        message: e.to_string(),
+                    })?;
+            (response, format!("what-if: {}", path.display()))
+        }
+        (None, Some(addr), Some(target)) => {
+            request.target_key = target.clone();
+            let response = crate::client::connect(addr)
+                .await?
+                .simulate(request)
+                .await
+                .map_err(|s| ClientError::Rpc {
+                    rpc: "Simulate",
+                    code: s.code(),
+                    message: s.message().to_owned(),
+                })?
+                .into_inner();
+            (response, format!("what-if: {target}"))
+        }
+        _ => return Err(usage("give --trace FILE, or --addr ADDR --target KEY")),
+    };
+    if let Some(path) = &args.plot {
+        write_plot(path, &plot::Timeline::from_simulation(&title, &response))?;
+    }
+    match args.output {
+        OutputFormat::Json => crate::client::to_json(&response, SIMULATE_RESPONSE),
+        OutputFormat::Text => Ok(describe(&response)),
+    }
+}
+
+fn e_code(e: &crate::api::status::ApiError) -> tonic::Code {
+    tonic::Status::from(clone_error(e)).code()
+}
+
+fn clone_error(e: &crate::api::status::ApiError) -> crate::api::status::ApiError {
+    use crate::api::status::ApiError;
+    match e {
+        ApiError::InvalidArgument(v) => ApiError::InvalidArgument(v.clone()),
+        ApiError::ResourceExhausted { field, message } => ApiError::ResourceExhausted {
+            field: field.clone(),
+            message: message.clone(),
+        },
+        ApiError::TargetNotFound(k) => ApiError::TargetNotFound(k.clone()),
+        ApiError::Overloaded {
+            message,
+            retry_after_ms,
+        } => ApiError::Overloaded {
+            message: message.clone(),
+            retry_after_ms: *retry_after_ms,
+        },
+        ApiError::DeadlineExceeded(m) => ApiError::DeadlineExceeded(m.clone()),
+        ApiError::Store(_) | ApiError::Internal(_) => ApiError::Internal(e.to_string()),
+    }
+}
+
+/// Writes the picture; only SVG is supported (the bitmap backend needs system fonts).
+pub fn write_plot(path: &Path, timeline: &plot::Timeline) -> Result<(), ClientError> {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    if ext != "svg" {
+        return Err(usage(format!(
+            "--plot {}: only .svg is supported (open it in a browser, or convert it with any SVG tool)",
+            path.display()
+        )));
+    }
+    let svg = plot::svg(timeline, 1000, 560).map_err(|e| usage(format!("plot: {e}")))?;
+    write(path, &svg)
+}
+
+/// The summary side by side, then one row per step.
+pub fn describe(r: &api::SimulateResponse) -> String {
+    let mut out = String::new();
+    let default = api::RunSummary::default();
+    let summary = r.summary.unwrap_or_default();
+    let a = summary.stored.as_ref().unwrap_or(&default);
+    let b = summary.simulated.as_ref().unwrap_or(&default);
+    let rows: [(&str, String, String); 6] = [
+        (
+            "replica-hours",
+            format!("{:.2}", a.replica_hours),
+            format!("{:.2}", b.replica_hours),
+        ),
+        (
+            "scale events (up/down)",
+            format!("{} ({}/{})", a.scale_events, a.scale_ups, a.scale_downs),
+            format!("{} ({}/{})", b.scale_events, b.scale_ups, b.scale_downs),
+        ),
+        (
+            "time above target",
+            format!("{:.0}s", a.seconds_above_target),
+            format!("{:.0}s", b.seconds_above_target),
+        ),
+        (
+            "largest step",
+            a.largest_step.to_string(),
+            b.largest_step.to_string(),
+        ),
+        (
+            "replicas min-max",
+            format!("{}-{}", a.min_replicas, a.max_replicas),
+            format!("{}-{}", b.min_replicas, b.max_replicas),
+        ),
+        (
+            "steps",
+            r.steps.len().to_string(),
+            r.steps.len().to_string(),
+        ),
+    ];
+    let _ = writeln!(out, "{:<24} {:>14} {:>14}", "", "stored", "simulated");
+    for (name, x, y) in rows {
+        let _ = writeln!(out, "{name:<24} {x:>14} {y:>14}");
+    }
+    let _ = writeln!(out, "Fidelity: {}", r.fidelity);
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "{:<22} {:>7} {:>7} {:>9}  {:<20} {:<20}",
+        "TIME", "CURRENT", "STORED", "SIMULATED", "STORED LIMIT", "SIMULATED LIMIT"
+    );
+    for s in &r.steps {
+        let t = s
+            .evaluation_time
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let marker = if s.stored_desired_replicas != s.simulated_desired_replicas {
+            " *"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "{t:<22} {:>7} {:>7} {:>9}  {:<20} {:<20}{marker}{}",
+            s.current_replicas,
+            s.stored_desired_replicas,
+            s.simulated_desired_replicas,
+            s.stored_limited_by,
+            s.simulated_limited_by,
+            if s.dry_run { " (dry run)" } else { "" }
+        );
+    }
+    out
+}
