@@ -721,6 +721,61 @@ mod tests {
         );
     }
 
+    /// Algorithm document, section 10: without behavior, with a downscale stabilization of 0
+    /// and no stored recommendations, the `(current, now)` entry that
+    /// `recordInitialRecommendation` stores is strictly before `stabilizeRecommendation`'s
+    /// cutoff upstream, so it does not hold the count: the scale-down happens at once and the
+    /// initial entry's slot is reused.
+    #[test]
+    fn legacy_zero_downscale_window_ignores_the_initial_recommendation() {
+        let settings = Settings {
+            downscale_stabilization: Duration::ZERO,
+            ..Settings::default()
+        };
+        // 4 pods at 10% of a 50% target: proposal 1.
+        let e = evaluate(
+            &settings,
+            &spec(1, 10, None),
+            &observation(4, 4, 100),
+            &History::default(),
+            NOW,
+        )
+        .unwrap();
+        assert_eq!(e.decision.prenormalized_replicas, Some(1));
+        assert_eq!(e.decision.stabilized_replicas, Some(1));
+        assert_eq!(e.decision.desired_replicas, 1);
+        assert_eq!(
+            reason(&e, ConditionType::AbleToScale),
+            Some(ConditionReason::SucceededRescale)
+        );
+        assert_eq!(
+            e.history.recommendations,
+            Some(vec![Recommendation {
+                replicas: 1,
+                time: NOW
+            }])
+        );
+        // With a window of 1 s the initial entry counts and holds the count, as upstream.
+        let one_second = Settings {
+            downscale_stabilization: Duration::from_secs(1),
+            ..Settings::default()
+        };
+        let held = evaluate(
+            &one_second,
+            &spec(1, 10, None),
+            &observation(4, 4, 100),
+            &History::default(),
+            NOW,
+        )
+        .unwrap();
+        assert_eq!(held.decision.stabilized_replicas, Some(4));
+        assert_eq!(held.decision.desired_replicas, 4);
+        assert_eq!(
+            reason(&held, ConditionType::AbleToScale),
+            Some(ConditionReason::ScaleDownStabilized)
+        );
+    }
+
     #[test]
     fn metrics_failure_records_nothing_and_keeps_the_count() {
         let mut obs = observation(3, 3, 1000);
