@@ -548,6 +548,7 @@ fn decision(
         scale_down_limit: e.scale_down_limit,
         error: non_empty(e.error),
         rescale_reason: non_empty(e.rescale_reason),
+        extensions: None,
     })
 }
 

@@ -509,6 +509,7 @@ mod tests {
                 scale_down_limit: None,
                 error: None,
                 rescale_reason: None,
+                extensions: None,
             },
             metrics: vec![],
         }

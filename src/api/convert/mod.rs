@@ -252,6 +252,7 @@ pub fn recommend_request(
                     max_replicas: 1,
                     metrics: vec![],
                     behavior: None,
+                    extensions: None,
                 },
                 SettingsOverride::default(),
             )
@@ -379,6 +380,7 @@ fn horizontal_spec(
             max_replicas: spec.max_replicas,
             metrics,
             behavior,
+            extensions: None,
         },
         settings,
     )

@@ -262,6 +262,7 @@ mod tests {
             max_replicas: 10,
             metrics: vec![],
             behavior: None,
+            extensions: None,
         }
     }
 
