@@ -439,6 +439,7 @@ fn noop_response() -> pb::RecommendResponse {
         }),
         evaluation_time: Some(prost_types::Timestamp::default()),
         recorded: false,
+        ..Default::default()
     }
 }
 

@@ -340,6 +340,7 @@ fn horizontal_spec(spec: &HorizontalSpec, settings: &Settings) -> pb::Horizontal
             scale_up_limit_factor: Some(settings.scale_up_limit_factor),
             scale_up_limit_minimum: Some(settings.scale_up_limit_minimum),
         }),
+        ..Default::default()
     }
 }
 
@@ -363,6 +364,7 @@ fn metric_spec(m: &MetricSpec) -> pb::MetricSpec {
         name: name.clone(),
         container: container.to_owned(),
         target: target.map(metric_target),
+        ..Default::default()
     }
 }
 

@@ -9,6 +9,7 @@
 //! and `validateMetricTarget` in `pkg/apis/autoscaling/validation`) plus what the wire format
 //! adds: enum values, required messages, timestamp and duration ranges.
 
+pub mod migration;
 pub mod vertical;
 
 use std::{
@@ -374,13 +375,14 @@ fn horizontal_spec(
         .as_ref()
         .map(|s| controller_settings(v, s, ctx))
         .unwrap_or_default();
+    let extensions = migration::extensions(v, spec);
     (
         HorizontalSpec {
             min_replicas: spec.min_replicas,
             max_replicas: spec.max_replicas,
             metrics,
             behavior,
-            extensions: None,
+            extensions,
         },
         settings,
     )
@@ -899,6 +901,12 @@ pub fn recommend_response(
         explanation: Some(explanation(d)),
         evaluation_time: Some(to_timestamp(now)),
         recorded,
+        removal_candidates: d
+            .extensions
+            .as_ref()
+            .map(|r| migration::removal_candidates(&r.removal_candidates))
+            .unwrap_or_default(),
+        extensions: d.extensions.as_deref().map(migration::report),
     }
 }
 
@@ -916,6 +924,7 @@ pub fn decision_record(e: &DecisionEntry) -> pb::DecisionRecord {
             .map(|m| metric_status(&e.metrics, m))
             .collect(),
         explanation: Some(explanation(d)),
+        extensions: d.extensions.as_deref().map(migration::report),
     }
 }
 
@@ -951,6 +960,7 @@ pub fn target_history(
             .collect(),
         scale_up_events: history.scale_up_events.iter().map(scale_event).collect(),
         scale_down_events: history.scale_down_events.iter().map(scale_event).collect(),
+        extension_state: history.extensions.as_ref().map(migration::state),
     }
 }
 
@@ -1037,6 +1047,7 @@ mod tests {
                 average_utilization: Some(utilization),
                 ..Default::default()
             }),
+            ..Default::default()
         }
     }
 

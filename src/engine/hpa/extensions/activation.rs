@@ -85,16 +85,20 @@ pub fn is_active(
         )
     });
     if resource_only {
-        return (true, "every metric is a resource metric: always active".to_owned());
+        return (
+            true,
+            "every metric is a resource metric: always active".to_owned(),
+        );
     }
     for (i, metric) in metrics.iter().enumerate() {
         let key = super::metric_key(metric);
         if fallback_metrics.contains(&i) {
-            return (true, format!("{key} is on fallback, which counts as active"));
+            return (
+                true,
+                format!("{key} is on fallback, which counts as active"),
+            );
         }
-        let failed = outcomes
-            .iter()
-            .any(|o| o.index == i && o.result.is_err());
+        let failed = outcomes.iter().any(|o| o.index == i && o.result.is_err());
         if failed {
             continue;
         }
@@ -112,15 +116,16 @@ pub fn is_active(
             );
         }
     }
-    (false, "no metric is above its activation threshold".to_owned())
+    (
+        false,
+        "no metric is above its activation threshold".to_owned(),
+    )
 }
 
 fn active_condition(status: bool, reason: ConditionReason) -> Condition {
     let message = match reason {
         ConditionReason::ScalerActive => "Scaling is performed because triggers are active",
-        ConditionReason::ScalerCooldown => {
-            "Scaler cooling down because triggers are not active"
-        }
+        ConditionReason::ScalerCooldown => "Scaler cooling down because triggers are not active",
         _ => "Scaling is not performed because triggers are not active",
     };
     Condition {
@@ -132,17 +137,22 @@ fn active_condition(status: bool, reason: ConditionReason) -> Condition {
 }
 
 /// One step decided by activation itself (no HPA reconciliation).
-fn step(
-    input: &Input<'_>,
-    to: i32,
-    clamp: Option<(i32, i32)>,
-    reason: &str,
-) -> Evaluation {
+fn step(input: &Input<'_>, to: i32, clamp: Option<(i32, i32)>, reason: &str) -> Evaluation {
     let current = input.observation.current_replicas;
-    let mut r = Reconciliation::start(input.settings, input.spec, current, input.history, input.now);
+    let mut r = Reconciliation::start(
+        input.settings,
+        input.spec,
+        current,
+        input.history,
+        input.now,
+    );
     r.decision.path = DecisionPath::Activation;
     r.clamp = clamp;
-    r.finish(to, to != current, (to != current).then(|| reason.to_owned()))
+    r.finish(
+        to,
+        to != current,
+        (to != current).then(|| reason.to_owned()),
+    )
 }
 
 /// Activation's decision, the HPA's inside the 1↔N range.
@@ -193,7 +203,10 @@ pub fn decide(
                 active_condition(true, ConditionReason::ScalerActive),
             )
         } else {
-            (hpa(outcomes), active_condition(true, ConditionReason::ScalerActive))
+            (
+                hpa(outcomes),
+                active_condition(true, ConditionReason::ScalerActive),
+            )
         }
     } else if (idle.is_some_and(|i| current > i)) || (current > 0 && min == 0) {
         let (since, period) = match state.last_active_time {
@@ -225,18 +238,30 @@ pub fn decide(
                     since.unix_millis()
                 ),
             );
-            (hpa(outcomes), active_condition(false, ConditionReason::ScalerCooldown))
+            (
+                hpa(outcomes),
+                active_condition(false, ConditionReason::ScalerCooldown),
+            )
         }
     } else if idle.is_none() && current < min {
-        report.fire("activation.min", format!("inactive below min: {current} → {min}"));
+        report.fire(
+            "activation.min",
+            format!("inactive below min: {current} → {min}"),
+        );
         (
             step(&input, min, clamp, "below min"),
             active_condition(false, ConditionReason::ScalerNotActive),
         )
     } else if current > 0 {
-        (hpa(outcomes), active_condition(false, ConditionReason::ScalerNotActive))
+        (
+            hpa(outcomes),
+            active_condition(false, ConditionReason::ScalerNotActive),
+        )
     } else {
-        report.fire("activation.inactive", format!("inactive ({why}): stays at {current}"));
+        report.fire(
+            "activation.inactive",
+            format!("inactive ({why}): stays at {current}"),
+        );
         (
             step(&input, current, clamp, ""),
             active_condition(false, ConditionReason::ScalerNotActive),

@@ -17,7 +17,7 @@
 //! is a proposal like any other, so it wakes a target from zero (#7239). Failures are counted
 //! once per evaluation.
 
-use super::{ExtensionReport, ExtensionState, Extensions, FallbackBehavior, MetricHealth, metric_key};
+use super::{ExtensionReport, ExtensionState, Extensions, FallbackBehavior, metric_key};
 use crate::engine::{
     condition::{Condition, ConditionReason, ConditionType},
     hpa::{MetricOutcome, MetricProposal},
@@ -44,10 +44,7 @@ pub fn update_health(
                 state.metric_health.remove(key);
             }
             Err(_) => {
-                let h = state
-                    .metric_health
-                    .entry(key.clone())
-                    .or_insert_with(MetricHealth::default);
+                let h = state.metric_health.entry(key.clone()).or_default();
                 h.consecutive_failures = h.consecutive_failures.saturating_add(1);
                 h.first_failure_time.get_or_insert(now);
             }

@@ -429,7 +429,10 @@ pub fn evaluate(
     }
     if clamp.is_some() {
         let (reason, message) = match (pause.scale_in, pause.scale_out) {
-            (true, true) => (ConditionReason::ScaleInPaused, "scale-in and scale-out are paused"),
+            (true, true) => (
+                ConditionReason::ScaleInPaused,
+                "scale-in and scale-out are paused",
+            ),
             (true, false) => (ConditionReason::ScaleInPaused, "scale-in is paused"),
             _ => (ConditionReason::ScaleOutPaused, "scale-out is paused"),
         };
@@ -470,16 +473,28 @@ fn pause_clamp(pause: &Pause, current: i32, report: &mut ExtensionReport) -> Opt
     match (pause.scale_in, pause.scale_out) {
         (false, false) => None,
         (true, false) => {
-            report.fire("pause.scale_in", "scale-in is paused: never below the current count");
+            report.fire(
+                "pause.scale_in",
+                "scale-in is paused: never below the current count",
+            );
             Some((current, i32::MAX))
         }
         (false, true) => {
-            report.fire("pause.scale_out", "scale-out is paused: never above the current count");
+            report.fire(
+                "pause.scale_out",
+                "scale-out is paused: never above the current count",
+            );
             Some((i32::MIN, current))
         }
         (true, true) => {
-            report.fire("pause.scale_in", "scale-in is paused: never below the current count");
-            report.fire("pause.scale_out", "scale-out is paused: never above the current count");
+            report.fire(
+                "pause.scale_in",
+                "scale-in is paused: never below the current count",
+            );
+            report.fire(
+                "pause.scale_out",
+                "scale-out is paused: never above the current count",
+            );
             Some((current, current))
         }
     }
@@ -498,7 +513,9 @@ fn push_condition(e: &mut Evaluation, c: crate::engine::condition::Condition) {
 fn attach(mut e: Evaluation, mut state: ExtensionState, mut report: ExtensionReport) -> Evaluation {
     // Bounded: the health map only keeps keys of the spec (done in update_health); nothing
     // else grows.
-    state.metric_health.retain(|_, h| h.consecutive_failures > 0);
+    state
+        .metric_health
+        .retain(|_, h| h.consecutive_failures > 0);
     report.state = state.clone();
     e.history.extensions = Some(state);
     e.decision.extensions = Some(Box::new(report));

@@ -50,11 +50,16 @@ impl RemovalReason {
 
 /// The deciding metric: the pod-based metric with the largest proposal (the one
 /// `computeReplicasForMetrics` took), else the first pod-based metric.
-fn deciding_metric<'a>(metrics: &'a [MetricSpec], outcomes: &[MetricOutcome]) -> Option<&'a MetricSpec> {
+fn deciding_metric<'a>(
+    metrics: &'a [MetricSpec],
+    outcomes: &[MetricOutcome],
+) -> Option<&'a MetricSpec> {
     let pod_based = |m: &MetricSpec| {
         matches!(
             m,
-            MetricSpec::Resource { .. } | MetricSpec::ContainerResource { .. } | MetricSpec::Pods { .. }
+            MetricSpec::Resource { .. }
+                | MetricSpec::ContainerResource { .. }
+                | MetricSpec::Pods { .. }
         )
     };
     let mut best: Option<(i32, usize)> = None;

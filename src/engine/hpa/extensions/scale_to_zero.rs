@@ -86,7 +86,10 @@ pub fn track(
     } else if current == 0 && desired > 0 {
         let ours = state.scaled_to_zero;
         state.scaled_to_zero = false;
-        report.fire("scale_to_zero.wake", format!("woken from zero to {desired}"));
+        report.fire(
+            "scale_to_zero.wake",
+            format!("woken from zero to {desired}"),
+        );
         ours.then(|| Condition {
             condition_type: ConditionType::ScaledToZero,
             status: false,
