@@ -16,6 +16,7 @@
 pub mod api;
 pub mod cli;
 pub mod client;
+pub mod client_migration;
 pub mod config;
 pub mod conformance;
 pub mod engine;
