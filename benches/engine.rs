@@ -91,6 +91,7 @@ fn spec(metrics: usize) -> HorizontalSpec {
         max_replicas: 5_000,
         metrics: all[..metrics].to_vec(),
         behavior: None,
+        extensions: None,
     }
 }
 

@@ -240,6 +240,7 @@ fn request(key: &str, pods: usize) -> pb::RecommendRequest {
                     average_utilization: Some(50),
                     ..Default::default()
                 }),
+                ..Default::default()
             }],
             ..Default::default()
         }),

@@ -351,6 +351,9 @@ pub fn describe_recommendation(
         response.explanation.as_ref(),
         &response.metrics,
     ));
+    out.push_str(&crate::client_migration::describe_extensions(
+        response.extensions.as_ref(),
+    ));
     out
 }
 
@@ -386,6 +389,9 @@ pub fn describe_history(history: &api::TargetHistory) -> String {
     out.push_str(&describe_explanation(
         last.explanation.as_ref(),
         &last.metrics,
+    ));
+    out.push_str(&crate::client_migration::describe_extensions(
+        last.extensions.as_ref(),
     ));
     out.push_str(&describe_stored(history));
     out

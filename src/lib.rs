@@ -23,6 +23,7 @@ pub mod auth;
 pub mod cli;
 pub mod client;
 pub mod client_security;
+pub mod client_migration;
 pub mod config;
 pub mod conformance;
 pub mod drain;

@@ -62,6 +62,7 @@ fn metric() -> impl Strategy<Value = pb::MetricSpec> {
                 average_value_milli: avg,
                 value_milli: value,
             }),
+            ..Default::default()
         })
 }
 
@@ -189,6 +190,7 @@ fn request() -> impl Strategy<Value = pb::RecommendRequest> {
                             downscale_stabilization: downscale,
                             ..Default::default()
                         }),
+                        ..Default::default()
                     }),
                     pods,
                     object_metrics_milli: HashMap::from([("qps".to_owned(), 7)]),

@@ -69,6 +69,7 @@ fn recommend_request(
                     average_utilization: Some(50),
                     ..Default::default()
                 }),
+                ..Default::default()
             }],
             ..Default::default()
         }),

@@ -64,6 +64,7 @@ fn cpu_utilization(percent: i32) -> pb::MetricSpec {
             average_utilization: Some(percent),
             ..Default::default()
         }),
+        ..Default::default()
     }
 }
 

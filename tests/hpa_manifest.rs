@@ -40,6 +40,7 @@ fn the_walkthrough_hpa_with_its_status() {
                 average_utilization: Some(50),
                 ..target(Target::Utilization)
             }),
+            ..Default::default()
         }]
     );
 }

@@ -196,6 +196,7 @@ fn arb_spec() -> impl Strategy<Value = HorizontalSpec> {
                 max_replicas,
                 metrics,
                 behavior,
+                extensions: None,
             },
         )
 }
@@ -278,6 +279,7 @@ fn arb_history() -> impl Strategy<Value = History> {
                 recommendations,
                 scale_up_events,
                 scale_down_events,
+                extensions: None,
             },
         )
 }
@@ -290,6 +292,7 @@ fn arb_valid_spec() -> impl Strategy<Value = HorizontalSpec> {
             max_replicas: (min + span).max(1),
             metrics: vec![cpu_utilization(target)],
             behavior: behavior.map(sanitize_behavior),
+            extensions: None,
         }
     })
 }

@@ -78,6 +78,7 @@ fn recommend_request(key: &str) -> pb::RecommendRequest {
                     average_utilization: Some(50),
                     ..Default::default()
                 }),
+                ..Default::default()
             }],
             ..Default::default()
         }),

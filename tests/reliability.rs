@@ -203,6 +203,7 @@ fn recommend(key: &str, pods: usize) -> pb::RecommendRequest {
                     average_utilization: Some(50),
                     ..Default::default()
                 }),
+                ..Default::default()
             }],
             ..Default::default()
         }),

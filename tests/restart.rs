@@ -105,6 +105,7 @@ fn request(current: i32, usage: i64, at: i64) -> pb::RecommendRequest {
                     average_utilization: Some(50),
                     ..Default::default()
                 }),
+                ..Default::default()
             }],
             ..Default::default()
         }),

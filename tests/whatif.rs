@@ -227,6 +227,7 @@ fn spec_strategy() -> impl Strategy<Value = pb::HorizontalSpec> {
                 }),
                 ..Default::default()
             }),
+            ..Default::default()
         },
     )
 }

@@ -204,6 +204,7 @@ pub fn noop_response() -> pb::RecommendResponse {
         }),
         evaluation_time: Some(prost_types::Timestamp::default()),
         recorded: false,
+        ..Default::default()
     }
 }
 

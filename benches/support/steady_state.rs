@@ -64,9 +64,11 @@ pub fn recommend_request(target_key: String) -> pb::RecommendRequest {
                     average_value_milli: None,
                     value_milli: None,
                 }),
+                ..Default::default()
             }],
             behavior: None,
             settings: None,
+            ..Default::default()
         }),
         pods,
         ..Default::default()

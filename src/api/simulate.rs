@@ -303,6 +303,9 @@ fn recorded_spec(entry: &DecisionEntry) -> Option<StepSpec> {
             max_replicas: inputs.max_replicas,
             metrics: entry.metrics.clone(),
             behavior: inputs.behavior.clone(),
+            // The migration extensions are not part of the recorded inputs: a replay of
+            // stored history runs the plain HPA rules (docs/whatif.md).
+            extensions: None,
         },
         inputs.settings.clone(),
     ))
@@ -491,6 +494,7 @@ fn replay_step(
                     scale_down_limit: None,
                     error: Some("no metric could be replayed".to_owned()),
                     rescale_reason: None,
+                    extensions: None,
                 },
                 history: after,
             })
@@ -739,7 +743,10 @@ pub fn limited_by(d: &Decision) -> String {
         DecisionPath::ScalingDisabled
         | DecisionPath::AboveMaxReplicas
         | DecisionPath::BelowMinReplicas
-        | DecisionPath::MetricsFailed => return d.path.as_str().to_owned(),
+        | DecisionPath::MetricsFailed
+        | DecisionPath::Paused
+        | DecisionPath::Activation
+        | DecisionPath::PausedAtZero => return d.path.as_str().to_owned(),
         DecisionPath::Legacy | DecisionPath::Behavior => {}
     }
     if let Some(c) = d

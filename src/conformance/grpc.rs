@@ -379,6 +379,7 @@ fn horizontal_spec(spec: &HorizontalSpec, settings: &Settings) -> pb::Horizontal
             scale_up_limit_factor: Some(settings.scale_up_limit_factor),
             scale_up_limit_minimum: Some(settings.scale_up_limit_minimum),
         }),
+        ..Default::default()
     }
 }
 
@@ -402,6 +403,7 @@ fn metric_spec(m: &MetricSpec) -> pb::MetricSpec {
         name: name.clone(),
         container: container.to_owned(),
         target: target.map(metric_target),
+        ..Default::default()
     }
 }
 
@@ -587,6 +589,7 @@ fn decision(
         scale_down_limit: e.scale_down_limit,
         error: non_empty(e.error),
         rescale_reason: non_empty(e.rescale_reason),
+        extensions: None,
     })
 }
 

@@ -398,6 +398,7 @@ fn convert_spec(s: &SpecJson) -> Result<HorizontalSpec, String> {
         max_replicas: s.max_replicas,
         metrics,
         behavior,
+        extensions: None,
     })
 }
 

@@ -3,12 +3,19 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The three condition types the HPA controller sets.
+/// The three condition types the HPA controller sets, then those of the migration
+/// extensions (`hpa::extensions`): Kubernetes' `ScaledToZero` (1.36+) and
+/// `ExternalMetricFallbackActive` (KEP-5679), KEDA's `Active`, `Fallback` and `Paused`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum ConditionType {
     AbleToScale,
     ScalingActive,
     ScalingLimited,
+    ScaledToZero,
+    Active,
+    Fallback,
+    ExternalMetricFallbackActive,
+    Paused,
 }
 
 impl ConditionType {
@@ -18,6 +25,11 @@ impl ConditionType {
             ConditionType::AbleToScale => "AbleToScale",
             ConditionType::ScalingActive => "ScalingActive",
             ConditionType::ScalingLimited => "ScalingLimited",
+            ConditionType::ScaledToZero => "ScaledToZero",
+            ConditionType::Active => "Active",
+            ConditionType::Fallback => "Fallback",
+            ConditionType::ExternalMetricFallbackActive => "ExternalMetricFallbackActive",
+            ConditionType::Paused => "Paused",
         }
     }
 }
@@ -43,6 +55,20 @@ pub enum ConditionReason {
     TooFewReplicas,
     ScaleUpLimit,
     ScaleDownLimit,
+    // Extensions (`hpa::extensions`).
+    ScaledToZero,
+    NotScaledToZero,
+    ScalerActive,
+    ScalerNotActive,
+    ScalerCooldown,
+    FallbackExists,
+    NoFallbackFound,
+    FallbackActive,
+    FallbackInactive,
+    ScaledObjectPaused,
+    ScaleInPaused,
+    ScaleOutPaused,
+    NotPaused,
 }
 
 impl ConditionReason {
@@ -67,6 +93,19 @@ impl ConditionReason {
             ConditionReason::TooFewReplicas => "TooFewReplicas",
             ConditionReason::ScaleUpLimit => "ScaleUpLimit",
             ConditionReason::ScaleDownLimit => "ScaleDownLimit",
+            ConditionReason::ScaledToZero => "ScaledToZero",
+            ConditionReason::NotScaledToZero => "NotScaledToZero",
+            ConditionReason::ScalerActive => "ScalerActive",
+            ConditionReason::ScalerNotActive => "ScalerNotActive",
+            ConditionReason::ScalerCooldown => "ScalerCooldown",
+            ConditionReason::FallbackExists => "FallbackExists",
+            ConditionReason::NoFallbackFound => "NoFallbackFound",
+            ConditionReason::FallbackActive => "FallbackActive",
+            ConditionReason::FallbackInactive => "FallbackInactive",
+            ConditionReason::ScaledObjectPaused => "ScaledObjectPaused",
+            ConditionReason::ScaleInPaused => "ScaleInPaused",
+            ConditionReason::ScaleOutPaused => "ScaleOutPaused",
+            ConditionReason::NotPaused => "NotPaused",
         }
     }
 }

@@ -15,6 +15,11 @@ pub struct History {
     pub recommendations: Option<Vec<Recommendation>>,
     pub scale_up_events: Vec<ScaleEvent>,
     pub scale_down_events: Vec<ScaleEvent>,
+    /// The state the migration extensions keep between evaluations (failure counts, first
+    /// failure times, last active time, whether zero was our decision). `None` for targets
+    /// without extensions; absent in records written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extensions: Option<super::hpa::extensions::ExtensionState>,
 }
 
 /// `timestampedRecommendation`: a prenormalized proposal and when it was made.

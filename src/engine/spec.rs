@@ -14,6 +14,10 @@ pub struct HorizontalSpec {
     /// Absent: the legacy normalization (`normalizeDesiredReplicas`). Present, even empty:
     /// `normalizeDesiredReplicasWithBehaviors` with every missing field defaulted.
     pub behavior: Option<Behavior>,
+    /// The migration extensions (scale to zero, activation, fallback, pause, removal
+    /// candidates, stale samples; `hpa::extensions`). `None`: exactly the HPA decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extensions: Option<super::hpa::extensions::Extensions>,
 }
 
 /// One metric of the spec: its source and its target.

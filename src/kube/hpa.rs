@@ -231,6 +231,7 @@ fn to_spec(manifest: Manifest) -> Result<(api::HorizontalSpec, String), Manifest
             metrics,
             behavior,
             settings: None,
+            ..Default::default()
         },
         key,
     ))
@@ -301,6 +302,7 @@ fn metric(m: &Metric, field: &str) -> Result<api::MetricSpec, ManifestError> {
         name: name.clone(),
         container,
         target: Some(metric_target(target, &target_field)?),
+        ..Default::default()
     })
 }
 

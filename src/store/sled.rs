@@ -856,6 +856,7 @@ mod tests {
             scale_down_limit: None,
             error: None,
             rescale_reason: None,
+            extensions: None,
         }
     }
 
@@ -865,6 +866,7 @@ mod tests {
             max_replicas: 10,
             metrics: vec![],
             behavior: None,
+            extensions: None,
         }
     }
 

@@ -10,6 +10,7 @@
 //! adds: enum values, required messages, timestamp and duration ranges.
 
 pub mod history;
+pub mod migration;
 pub mod vertical;
 
 use std::{
@@ -253,6 +254,7 @@ pub fn recommend_request(
                     max_replicas: 1,
                     metrics: vec![],
                     behavior: None,
+                    extensions: None,
                 },
                 SettingsOverride::default(),
             )
@@ -374,12 +376,14 @@ fn horizontal_spec(
         .as_ref()
         .map(|s| controller_settings(v, s, ctx))
         .unwrap_or_default();
+    let extensions = migration::extensions(v, spec);
     (
         HorizontalSpec {
             min_replicas: spec.min_replicas,
             max_replicas: spec.max_replicas,
             metrics,
             behavior,
+            extensions,
         },
         settings,
     )
@@ -902,6 +906,12 @@ pub fn recommend_response(
         explanation: Some(explanation(d)),
         evaluation_time: Some(to_timestamp(now)),
         recorded,
+        removal_candidates: d
+            .extensions
+            .as_ref()
+            .map(|r| migration::removal_candidates(&r.removal_candidates))
+            .unwrap_or_default(),
+        extensions: d.extensions.as_deref().map(migration::report),
     }
 }
 
@@ -932,6 +942,7 @@ pub fn decision_record(e: &DecisionEntry) -> pb::DecisionRecord {
         explanation: Some(explanation(d)),
         run_count: e.run.count,
         first_evaluation_time: Some(to_timestamp(e.run.first_time)),
+        extensions: d.extensions.as_deref().map(migration::report),
     }
 }
 
@@ -968,6 +979,7 @@ pub fn target_history(
         scale_up_events: history.scale_up_events.iter().map(scale_event).collect(),
         scale_down_events: history.scale_down_events.iter().map(scale_event).collect(),
         next_page_token: String::new(),
+        extension_state: history.extensions.as_ref().map(migration::state),
     }
 }
 
@@ -1054,6 +1066,7 @@ mod tests {
                 average_utilization: Some(utilization),
                 ..Default::default()
             }),
+            ..Default::default()
         }
     }
 

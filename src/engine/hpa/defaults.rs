@@ -200,6 +200,7 @@ mod tests {
             max_replicas: 10,
             metrics: vec![],
             behavior,
+            extensions: None,
         }
     }
 

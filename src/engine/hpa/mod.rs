@@ -6,6 +6,7 @@
 //! replay of stored history under another spec compares records.
 
 pub mod defaults;
+pub mod extensions;
 pub mod normalize;
 pub mod replicas;
 pub mod validate;
@@ -54,6 +55,10 @@ pub struct Decision {
     /// target`, `Current number of replicas above Spec.MaxReplicas`, ...); `None` when the
     /// count stays.
     pub rescale_reason: Option<String>,
+    /// What the migration extensions did (`spec.extensions`); `None` without them, so stored
+    /// decisions of targets without extensions read and compare as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extensions: Option<Box<extensions::ExtensionReport>>,
 }
 
 /// The branch of `reconcileAutoscaler` that produced the decision.
@@ -71,6 +76,12 @@ pub enum DecisionPath {
     Legacy,
     /// Normalized with behavior (`normalizeDesiredReplicasWithBehaviors`).
     Behavior,
+    /// Extensions: `pause.paused_replicas` set the count; no metric evaluation.
+    Paused,
+    /// Extensions: KEDA activation decided the 0↔1 (idle↔min) step.
+    Activation,
+    /// Extensions: the target is at 0 and zero was not our decision, so it is left alone.
+    PausedAtZero,
 }
 
 impl DecisionPath {
@@ -83,6 +94,9 @@ impl DecisionPath {
             DecisionPath::MetricsFailed => "MetricsFailed",
             DecisionPath::Legacy => "Legacy",
             DecisionPath::Behavior => "Behavior",
+            DecisionPath::Paused => "Paused",
+            DecisionPath::Activation => "Activation",
+            DecisionPath::PausedAtZero => "PausedAtZero",
         }
     }
 }
@@ -156,8 +170,9 @@ pub mod messages {
 }
 
 /// The conditions of one evaluation: one slot per type, the last write wins (`setCondition`).
+/// The three HPA types first, then the extensions' types.
 #[derive(Default)]
-struct Conditions([Option<Condition>; 3]);
+struct Conditions([Option<Condition>; 8]);
 
 impl Conditions {
     fn set(
@@ -180,6 +195,11 @@ impl Conditions {
             ConditionType::AbleToScale => 0,
             ConditionType::ScalingActive => 1,
             ConditionType::ScalingLimited => 2,
+            ConditionType::ScaledToZero => 3,
+            ConditionType::Active => 4,
+            ConditionType::Fallback => 5,
+            ConditionType::ExternalMetricFallbackActive => 6,
+            ConditionType::Paused => 7,
         };
         self.0[slot] = Some(condition);
     }
@@ -197,6 +217,8 @@ struct Reconciliation<'a> {
     now: Time,
     conditions: Conditions,
     decision: Decision,
+    /// Extensions (pause): the applied count is kept within these bounds.
+    clamp: Option<(i32, i32)>,
 }
 
 impl<'a> Reconciliation<'a> {
@@ -261,7 +283,9 @@ impl<'a> Reconciliation<'a> {
                 scale_down_limit,
                 error: None,
                 rescale_reason: None,
+                extensions: None,
             },
+            clamp: None,
         }
     }
 
@@ -306,6 +330,13 @@ impl<'a> Reconciliation<'a> {
     /// SucceededRescale, `storeScaleEvent`) or keep the current count.
     fn finish(mut self, desired: i32, rescale: bool, rescale_reason: Option<String>) -> Evaluation {
         let current = self.decision.current_replicas;
+        let (desired, rescale) = match self.clamp {
+            Some((lo, hi)) if rescale => {
+                let clamped = desired.clamp(lo, hi.max(lo));
+                (clamped, clamped != current)
+            }
+            _ => (desired, rescale),
+        };
         if rescale {
             self.conditions.set(
                 ConditionType::AbleToScale,
@@ -360,8 +391,40 @@ pub fn evaluate(
     now: Time,
 ) -> Result<Evaluation, InvalidInput> {
     validate::validate(settings, spec, observation, history)?;
+    if let Some(ext) = &spec.extensions {
+        return extensions::evaluate(settings, spec, ext, observation, history, now);
+    }
+    Ok(reconcile(
+        settings,
+        spec,
+        observation,
+        history,
+        now,
+        Hooks::default(),
+    ))
+}
+
+/// What the extensions change inside one reconciliation (`Hooks::default()`: nothing).
+#[derive(Default)]
+struct Hooks {
+    /// The metric outcomes, computed (and adjusted by fallback) before the reconciliation.
+    outcomes: Option<Vec<MetricOutcome>>,
+    /// Bounds on the applied count (pause of scale-in / scale-out).
+    clamp: Option<(i32, i32)>,
+}
+
+/// The body of [`evaluate`] on validated input.
+fn reconcile(
+    settings: &Settings,
+    spec: &HorizontalSpec,
+    observation: &Observation,
+    history: &History,
+    now: Time,
+    hooks: Hooks,
+) -> Evaluation {
     let current = observation.current_replicas;
     let mut r = Reconciliation::start(settings, spec, current, history, now);
+    r.clamp = hooks.clamp;
     let min = r.spec.min_replicas;
     let max = r.spec.max_replicas;
 
@@ -374,27 +437,30 @@ pub fn evaluate(
             ConditionReason::ScalingDisabled,
             messages::SCALING_DISABLED,
         );
-        return Ok(r.finish(0, false, None));
+        return r.finish(0, false, None);
     }
     if current > max {
         r.decision.path = DecisionPath::AboveMaxReplicas;
-        return Ok(r.finish(max, true, Some(messages::ABOVE_MAX.to_string())));
+        return r.finish(max, true, Some(messages::ABOVE_MAX.to_string()));
     }
     if current < min {
         r.decision.path = DecisionPath::BelowMinReplicas;
-        return Ok(r.finish(min, true, Some(messages::BELOW_MIN.to_string())));
+        return r.finish(min, true, Some(messages::BELOW_MIN.to_string()));
     }
 
     let tolerances = defaults::tolerances_for_hpa(&r.spec, settings);
-    let outcomes: Vec<MetricOutcome> = r
-        .spec
-        .metrics
-        .iter()
-        .enumerate()
-        .map(|(i, metric)| {
-            replicas::replicas_for_metric(i, metric, observation, settings, tolerances, now)
-        })
-        .collect();
+    let outcomes: Vec<MetricOutcome> = match hooks.outcomes {
+        Some(outcomes) => outcomes,
+        None => r
+            .spec
+            .metrics
+            .iter()
+            .enumerate()
+            .map(|(i, metric)| {
+                replicas::replicas_for_metric(i, metric, observation, settings, tolerances, now)
+            })
+            .collect(),
+    };
     let combined = compute_replicas_for_metrics(&r.spec.metrics, &outcomes, current);
     r.decision.metrics = outcomes;
     let combined = match combined {
@@ -406,7 +472,7 @@ pub fn evaluate(
                 "failed to compute desired number of replicas based on listed metrics: {}",
                 failure.error
             ));
-            return Ok(r.finish(current, false, None));
+            return r.finish(current, false, None);
         }
         Ok(combined) => combined,
     };
@@ -430,7 +496,7 @@ pub fn evaluate(
         None
     };
     let desired = r.normalize(prenormalized);
-    Ok(r.finish(desired, desired != current, rescale_reason))
+    r.finish(desired, desired != current, rescale_reason)
 }
 
 /// Normalizes a given proposal as if the metrics had produced it: for callers (and the
@@ -617,6 +683,7 @@ mod tests {
             max_replicas: max,
             metrics: vec![cpu(50)],
             behavior,
+            extensions: None,
         }
     }
 
@@ -718,6 +785,61 @@ mod tests {
         assert_eq!(
             e.decision.rescale_reason.as_deref(),
             Some("cpu resource utilization (percentage of request) above target")
+        );
+    }
+
+    /// Algorithm document, section 10: without behavior, with a downscale stabilization of 0
+    /// and no stored recommendations, the `(current, now)` entry that
+    /// `recordInitialRecommendation` stores is strictly before `stabilizeRecommendation`'s
+    /// cutoff upstream, so it does not hold the count: the scale-down happens at once and the
+    /// initial entry's slot is reused.
+    #[test]
+    fn legacy_zero_downscale_window_ignores_the_initial_recommendation() {
+        let settings = Settings {
+            downscale_stabilization: Duration::ZERO,
+            ..Settings::default()
+        };
+        // 4 pods at 10% of a 50% target: proposal 1.
+        let e = evaluate(
+            &settings,
+            &spec(1, 10, None),
+            &observation(4, 4, 100),
+            &History::default(),
+            NOW,
+        )
+        .unwrap();
+        assert_eq!(e.decision.prenormalized_replicas, Some(1));
+        assert_eq!(e.decision.stabilized_replicas, Some(1));
+        assert_eq!(e.decision.desired_replicas, 1);
+        assert_eq!(
+            reason(&e, ConditionType::AbleToScale),
+            Some(ConditionReason::SucceededRescale)
+        );
+        assert_eq!(
+            e.history.recommendations,
+            Some(vec![Recommendation {
+                replicas: 1,
+                time: NOW
+            }])
+        );
+        // With a window of 1 s the initial entry counts and holds the count, as upstream.
+        let one_second = Settings {
+            downscale_stabilization: Duration::from_secs(1),
+            ..Settings::default()
+        };
+        let held = evaluate(
+            &one_second,
+            &spec(1, 10, None),
+            &observation(4, 4, 100),
+            &History::default(),
+            NOW,
+        )
+        .unwrap();
+        assert_eq!(held.decision.stabilized_replicas, Some(4));
+        assert_eq!(held.decision.desired_replicas, 4);
+        assert_eq!(
+            reason(&held, ConditionType::AbleToScale),
+            Some(ConditionReason::ScaleDownStabilized)
         );
     }
 

@@ -128,6 +128,13 @@ pub fn normalize_desired_replicas(
 /// `stabilizeRecommendation`: the maximum of `prenormalized` and every recommendation not
 /// older than `now - downscaleStabilization` (an entry exactly at the cutoff counts). The
 /// prenormalized value overwrites the last entry older than the cutoff, else is appended.
+///
+/// Zero window: upstream stamps every stored entry, including the one
+/// `recordInitialRecommendation` adds at the start of the same reconciliation, with an
+/// earlier `time.Now()` than the `cutoff := time.Now().Add(-window)` read here, so
+/// `rec.timestamp.Before(cutoff)` holds for all of them: none counts and a scale-down happens
+/// at once (algorithm document, section 10). With one instant per evaluation that is "an entry
+/// at `now` is before a zero-width cutoff" (test `legacy_zero_downscale_window_ignores_the_initial_recommendation`).
 pub fn stabilize_recommendation(
     settings: &Settings,
     recommendations: &mut Vec<Recommendation>,
@@ -135,10 +142,11 @@ pub fn stabilize_recommendation(
     prenormalized: i32,
 ) -> i32 {
     let cutoff = now.minus(settings.downscale_stabilization);
+    let zero_window = settings.downscale_stabilization.is_zero();
     let mut max_recommendation = prenormalized;
     let mut old_sample = None;
     for (i, rec) in recommendations.iter().enumerate() {
-        if rec.time < cutoff {
+        if rec.time < cutoff || (zero_window && rec.time <= cutoff) {
             old_sample = Some(i);
         } else if rec.replicas > max_recommendation {
             max_recommendation = rec.replicas;
@@ -681,6 +689,7 @@ mod tests {
             recommendations: None,
             scale_up_events: vec![event(1, 120), event(2, 61), event(3, 60)],
             scale_down_events: vec![],
+            extensions: None,
         };
         store_scale_event(&behavior, &mut history, NOW, 4, 9);
         assert_eq!(history.scale_up_events.len(), 3);

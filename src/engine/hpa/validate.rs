@@ -284,6 +284,7 @@ mod tests {
             max_replicas: 10,
             metrics: vec![],
             behavior: None,
+            extensions: None,
         }
     }
 

@@ -4,7 +4,7 @@
 
 use crate::engine::{
     condition::{ConditionReason, ConditionType},
-    hpa::DecisionPath,
+    hpa::{DecisionPath, extensions::removal::RemovalReason},
     spec::{MetricTargetType, ScalingPolicyType, SelectPolicy},
 };
 
@@ -27,6 +27,11 @@ codes!(condition_type, condition_type_from, ConditionType, {
     ConditionType::AbleToScale => 0,
     ConditionType::ScalingActive => 1,
     ConditionType::ScalingLimited => 2,
+    ConditionType::ScaledToZero => 3,
+    ConditionType::Active => 4,
+    ConditionType::Fallback => 5,
+    ConditionType::ExternalMetricFallbackActive => 6,
+    ConditionType::Paused => 7,
 });
 
 codes!(condition_reason, condition_reason_from, ConditionReason, {
@@ -48,6 +53,19 @@ codes!(condition_reason, condition_reason_from, ConditionReason, {
     ConditionReason::TooFewReplicas => 15,
     ConditionReason::ScaleUpLimit => 16,
     ConditionReason::ScaleDownLimit => 17,
+    ConditionReason::ScaledToZero => 18,
+    ConditionReason::NotScaledToZero => 19,
+    ConditionReason::ScalerActive => 20,
+    ConditionReason::ScalerNotActive => 21,
+    ConditionReason::ScalerCooldown => 22,
+    ConditionReason::FallbackExists => 23,
+    ConditionReason::NoFallbackFound => 24,
+    ConditionReason::FallbackActive => 25,
+    ConditionReason::FallbackInactive => 26,
+    ConditionReason::ScaledObjectPaused => 27,
+    ConditionReason::ScaleInPaused => 28,
+    ConditionReason::ScaleOutPaused => 29,
+    ConditionReason::NotPaused => 30,
 });
 
 codes!(decision_path, decision_path_from, DecisionPath, {
@@ -57,6 +75,17 @@ codes!(decision_path, decision_path_from, DecisionPath, {
     DecisionPath::MetricsFailed => 3,
     DecisionPath::Legacy => 4,
     DecisionPath::Behavior => 5,
+    DecisionPath::Paused => 6,
+    DecisionPath::Activation => 7,
+    DecisionPath::PausedAtZero => 8,
+});
+
+codes!(removal_reason, removal_reason_from, RemovalReason, {
+    RemovalReason::NotReady => 0,
+    RemovalReason::Pending => 1,
+    RemovalReason::MissingMetrics => 2,
+    RemovalReason::LowestUsage => 3,
+    RemovalReason::Youngest => 4,
 });
 
 codes!(target_type, target_type_from, MetricTargetType, {

@@ -13,7 +13,13 @@ use crate::{
     engine::{
         condition::Condition,
         history::{History, Recommendation, ScaleEvent},
-        hpa::{Decision, MetricFailure, MetricOutcome, MetricProposal, PodGroups},
+        hpa::{
+            Decision, MetricFailure, MetricOutcome, MetricProposal, PodGroups,
+            extensions::{
+                ExtensionReport, ExtensionState, FiredRule, MetricHealth,
+                removal::RemovalCandidate,
+            },
+        },
         settings::Settings,
         spec::{Behavior, MetricSpec, MetricTarget, ScalingPolicy, ScalingRules},
         time::Time,
@@ -23,7 +29,7 @@ use crate::{
 
 // === history ===
 
-/// The controller memory as a record; `extensions` is left empty (room for later features).
+/// The controller memory as a record, with the migration extensions' state when there is one.
 pub fn history_to_record(h: &History) -> pb::History {
     let recs = h.recommendations.as_deref().unwrap_or(&[]);
     let mut previous = 0i64;
@@ -47,7 +53,7 @@ pub fn history_to_record(h: &History) -> pb::History {
             .iter()
             .map(scale_event_to_record)
             .collect(),
-        extensions: None,
+        extensions: h.extensions.as_ref().map(extensions_to_record),
     }
 }
 
@@ -86,6 +92,109 @@ pub fn history_from_record(r: &pb::History) -> Result<History, String> {
             .iter()
             .map(scale_event_from_record)
             .collect(),
+        extensions: r.extensions.as_ref().map(extensions_from_record),
+    })
+}
+
+// === migration extensions (issue 12) ===
+
+fn extensions_to_record(s: &ExtensionState) -> pb::Extensions {
+    pb::Extensions {
+        metric_health: s
+            .metric_health
+            .iter()
+            .map(|(metric, h)| pb::MetricHealth {
+                metric: metric.clone(),
+                consecutive_failures: h.consecutive_failures,
+                first_failure_time_ms: h.first_failure_time.map(Time::unix_millis),
+            })
+            .collect(),
+        last_active_time_ms: s.last_active_time.map(Time::unix_millis),
+        first_seen_ms: s.first_seen.map(Time::unix_millis),
+        scaled_to_zero: s.scaled_to_zero,
+    }
+}
+
+fn extensions_from_record(r: &pb::Extensions) -> ExtensionState {
+    ExtensionState {
+        metric_health: r
+            .metric_health
+            .iter()
+            .map(|h| {
+                (
+                    h.metric.clone(),
+                    MetricHealth {
+                        consecutive_failures: h.consecutive_failures,
+                        first_failure_time: h.first_failure_time_ms.map(Time::from_unix_millis),
+                    },
+                )
+            })
+            .collect(),
+        last_active_time: r.last_active_time_ms.map(Time::from_unix_millis),
+        first_seen: r.first_seen_ms.map(Time::from_unix_millis),
+        scaled_to_zero: r.scaled_to_zero,
+    }
+}
+
+fn report_to_record(r: &ExtensionReport) -> pb::ExtensionReport {
+    pb::ExtensionReport {
+        rules: r
+            .rules
+            .iter()
+            .map(|f| pb::FiredRule {
+                rule: f.rule.clone(),
+                detail: f.detail.clone(),
+            })
+            .collect(),
+        active: r.active,
+        fallback_metrics: r
+            .fallback_metrics
+            .iter()
+            .map(|&i| u32::try_from(i).unwrap_or(u32::MAX))
+            .collect(),
+        stale_samples: r.stale_samples,
+        removal_candidates: r
+            .removal_candidates
+            .iter()
+            .map(|c| pb::RemovalCandidate {
+                pod: c.pod.clone(),
+                reason: codes::removal_reason(c.reason),
+                usage_ratio: c.usage_ratio,
+            })
+            .collect(),
+        state: Some(extensions_to_record(&r.state)),
+    }
+}
+
+fn report_from_record(r: &pb::ExtensionReport) -> Result<ExtensionReport, String> {
+    Ok(ExtensionReport {
+        rules: r
+            .rules
+            .iter()
+            .map(|f| FiredRule {
+                rule: f.rule.clone(),
+                detail: f.detail.clone(),
+            })
+            .collect(),
+        active: r.active,
+        fallback_metrics: r.fallback_metrics.iter().map(|&i| i as usize).collect(),
+        stale_samples: r.stale_samples,
+        removal_candidates: r
+            .removal_candidates
+            .iter()
+            .map(|c| {
+                Ok(RemovalCandidate {
+                    pod: c.pod.clone(),
+                    reason: codes::removal_reason_from(c.reason)?,
+                    usage_ratio: c.usage_ratio,
+                })
+            })
+            .collect::<Result<_, String>>()?,
+        state: r
+            .state
+            .as_ref()
+            .map(extensions_from_record)
+            .unwrap_or_default(),
     })
 }
 
@@ -162,6 +271,12 @@ pub fn run_from_record(r: &pb::DecisionRun) -> Result<DecisionEntry, String> {
         scale_down_limit: d.scale_down_limit,
         error: d.error.clone(),
         rescale_reason: d.rescale_reason.clone(),
+        extensions: d
+            .extensions
+            .as_ref()
+            .map(report_from_record)
+            .transpose()?
+            .map(Box::new),
     };
     Ok(DecisionEntry {
         time: Time::from_unix_millis(r.first_time_ms.wrapping_add(r.last_time_delta_ms)),
@@ -200,6 +315,7 @@ fn decision_to_record(e: &DecisionEntry, max_pod_names: usize) -> pb::Decision {
         scale_down_limit: d.scale_down_limit,
         error: d.error.clone(),
         rescale_reason: d.rescale_reason.clone(),
+        extensions: d.extensions.as_deref().map(report_to_record),
     }
 }
 
@@ -509,6 +625,7 @@ mod tests {
             rescale_reason: Some(
                 "cpu resource utilization (percentage of request) above target".into(),
             ),
+            extensions: None,
         };
         DecisionEntry {
             time: Time::from_unix_millis(1_767_225_660_000),
@@ -586,6 +703,7 @@ mod tests {
                 outdated: false,
             }],
             scale_down_events: vec![],
+            extensions: None,
         }
     }
 

@@ -1,0 +1,526 @@
+//! The migration extensions (issue 12): what users of Kubernetes 1.36/1.37 and KEDA rely on
+//! beyond the HPA decision. Each is optional; a spec without `extensions` never reaches this
+//! module, so its decision is exactly the HPA's.
+//!
+//! * scale to zero with Kubernetes 1.37 semantics ([`scale_to_zero`]);
+//! * KEDA activation, cooldown and idle replicas ([`activation`]);
+//! * fallback per metric (KEP-5679) and per target (KEDA) ([`fallback`]);
+//! * pause of the count, of scale-in, of scale-out (KEDA's annotations);
+//! * removal candidates on a scale-down ([`removal`]);
+//! * stale samples counted as missing ([`stale`]).
+//!
+//! The state these need between evaluations is one [`ExtensionState`] stored in
+//! `History::extensions`; the decision explains what fired in [`ExtensionReport`].
+
+pub mod activation;
+pub mod fallback;
+pub mod removal;
+pub mod scale_to_zero;
+pub mod stale;
+
+use std::{borrow::Cow, collections::BTreeMap, time::Duration};
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    DecisionPath, Evaluation, Hooks, MetricOutcome, Reconciliation, defaults, reconcile, replicas,
+};
+use crate::engine::{
+    condition::{ConditionReason, ConditionType},
+    error::InvalidInput,
+    history::History,
+    observation::Observation,
+    settings::Settings,
+    spec::{HorizontalSpec, MetricSpec},
+    time::Time,
+};
+
+// === spec ===
+
+/// `spec.extensions`. Every part is optional.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Extensions {
+    /// Kubernetes 1.37 scale to zero (`HPAScaleToZero`): `min_replicas: 0` requires an Object
+    /// or External metric, `ScaledToZero` is reported, and a target at 0 that we did not scale
+    /// to zero is left alone.
+    #[serde(default)]
+    pub scale_to_zero: bool,
+    /// KEDA activation: the 0↔1 (idle↔min) step is decided by activation thresholds.
+    #[serde(default)]
+    pub activation: Option<Activation>,
+    /// KEDA-style fallback for the whole target.
+    #[serde(default)]
+    pub fallback: Option<TargetFallback>,
+    /// KEDA's pause annotations.
+    #[serde(default)]
+    pub pause: Option<Pause>,
+    /// List the pods to remove first on a scale-down.
+    #[serde(default)]
+    pub removal_candidates: bool,
+    /// A pod sample older than this counts as missing.
+    #[serde(default)]
+    pub max_sample_age: Option<Duration>,
+    /// Per-metric extensions by index in `spec.metrics`.
+    #[serde(default)]
+    pub metrics: BTreeMap<usize, MetricExtension>,
+}
+
+/// Per-metric extensions.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MetricExtension {
+    /// KEDA `activationThreshold` (milli-units): the metric is active when its value is
+    /// strictly greater. Absent: 0.
+    #[serde(default)]
+    pub activation_threshold: Option<i64>,
+    /// KEP-5679 fallback for this metric.
+    #[serde(default)]
+    pub fallback: Option<MetricFallback>,
+}
+
+/// KEDA `cooldownPeriod`, `initialCooldownPeriod`, `idleReplicaCount`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Activation {
+    /// Default 300 s.
+    pub cooldown_period: Duration,
+    /// Default 0: counted from the target's first evaluation while it was never active.
+    pub initial_cooldown_period: Duration,
+    /// Below `min_replicas`; when set, an inactive target goes to this count instead of min.
+    pub idle_replicas: Option<i32>,
+}
+
+impl Default for Activation {
+    fn default() -> Self {
+        Activation {
+            cooldown_period: Duration::from_secs(DEFAULT_COOLDOWN_SECS),
+            initial_cooldown_period: Duration::ZERO,
+            idle_replicas: None,
+        }
+    }
+}
+
+/// KEDA's default `cooldownPeriod`.
+pub const DEFAULT_COOLDOWN_SECS: u64 = 300;
+/// KEP-5679's default and minimum `failureDurationSeconds`.
+pub const MIN_FAILURE_DURATION_SECS: u64 = 180;
+
+/// KEP-5679 `fallback` of one metric.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MetricFallback {
+    /// At least 180 s (the default).
+    pub failure_duration: Duration,
+    /// Greater than 0.
+    pub replicas: i32,
+}
+
+/// KEDA `spec.fallback`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TargetFallback {
+    /// Fires when a metric's consecutive failures are strictly more than this.
+    pub failure_threshold: u32,
+    pub replicas: i32,
+    pub behavior: FallbackBehavior,
+}
+
+/// KEDA `fallback.behavior`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FallbackBehavior {
+    #[default]
+    Static,
+    CurrentReplicas,
+    CurrentReplicasIfHigher,
+    CurrentReplicasIfLower,
+}
+
+/// KEDA `autoscaling.keda.sh/paused-replicas`, `paused-scale-in`, `paused-scale-out`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Pause {
+    pub paused_replicas: Option<i32>,
+    #[serde(default)]
+    pub scale_in: bool,
+    #[serde(default)]
+    pub scale_out: bool,
+}
+
+// === state ===
+
+/// What the extensions keep per target between evaluations (stored in
+/// `History::extensions`). Bounded: one health entry per spec metric.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtensionState {
+    /// Health by metric key ([`metric_key`]); entries of metrics no longer in the spec are
+    /// dropped.
+    #[serde(default)]
+    pub metric_health: BTreeMap<String, MetricHealth>,
+    /// KEDA `lastActiveTime`.
+    #[serde(default)]
+    pub last_active_time: Option<Time>,
+    /// The first evaluation with extensions (KEDA's creation time for
+    /// `initialCooldownPeriod`).
+    #[serde(default)]
+    pub first_seen: Option<Time>,
+    /// The target is at zero because we decided so (Kubernetes' `ScaledToZero=True`).
+    #[serde(default)]
+    pub scaled_to_zero: bool,
+}
+
+/// KEDA `status.health[metric]` and KEP-5679 `firstFailureTime`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetricHealth {
+    /// Consecutive evaluations in which the metric failed; reset by a success.
+    pub consecutive_failures: u32,
+    /// When the current run of failures began; cleared by a success.
+    pub first_failure_time: Option<Time>,
+}
+
+// === report ===
+
+/// What the extensions did in one evaluation, for `GetHistory` and the CLI.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExtensionReport {
+    /// Which rules fired, in order, each with a sentence saying why.
+    pub rules: Vec<FiredRule>,
+    /// KEDA activation: whether the target was active (`None` without activation).
+    pub active: Option<bool>,
+    /// Metrics (by index) whose proposal is a fallback count.
+    pub fallback_metrics: Vec<usize>,
+    /// Pod samples dropped as older than `max_sample_age`.
+    pub stale_samples: u32,
+    /// On a scale-down with `removal_candidates`: which pods to remove first.
+    pub removal_candidates: Vec<removal::RemovalCandidate>,
+    /// The state after this evaluation (the stored counters).
+    pub state: ExtensionState,
+}
+
+/// One rule that changed or explained the decision.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FiredRule {
+    /// A stable name, e.g. `fallback.target`, `activation.wake`, `pause.scale_in`.
+    pub rule: String,
+    pub detail: String,
+}
+
+impl ExtensionReport {
+    fn fire(&mut self, rule: &str, detail: impl Into<String>) {
+        self.rules.push(FiredRule {
+            rule: rule.to_owned(),
+            detail: detail.into(),
+        });
+    }
+}
+
+/// The key a metric's health is stored under: its type and name (and container), so that
+/// reordering the spec keeps it.
+pub fn metric_key(metric: &MetricSpec) -> String {
+    match metric {
+        MetricSpec::Resource { name, .. } => format!("Resource/{name}"),
+        MetricSpec::ContainerResource {
+            name, container, ..
+        } => format!("ContainerResource/{container}/{name}"),
+        MetricSpec::Pods { name, .. } => format!("Pods/{name}"),
+        MetricSpec::Object { name, .. } => format!("Object/{name}"),
+        MetricSpec::External { name, .. } => format!("External/{name}"),
+        MetricSpec::Unknown { type_name } => format!("Unknown/{type_name}"),
+    }
+}
+
+// === validation ===
+
+/// Rejects extension input that makes no sense, naming the field as the API does.
+pub fn validate(spec: &HorizontalSpec, ext: &Extensions) -> Result<(), InvalidInput> {
+    let min = spec.min_replicas.unwrap_or(1);
+    if ext.scale_to_zero && min == 0 {
+        scale_to_zero::validate(spec)?;
+    }
+    if let Some(a) = &ext.activation
+        && let Some(idle) = a.idle_replicas
+    {
+        if idle < 0 {
+            return Err(InvalidInput::new(
+                "spec.activation.idle_replicas",
+                "must not be negative",
+            ));
+        }
+        if idle >= min {
+            return Err(InvalidInput::new(
+                "spec.activation.idle_replicas",
+                "must be less than min_replicas",
+            ));
+        }
+    }
+    if let Some(f) = &ext.fallback
+        && f.replicas < 0
+    {
+        return Err(InvalidInput::new(
+            "spec.fallback.replicas",
+            "must not be negative",
+        ));
+    }
+    if let Some(p) = &ext.pause
+        && let Some(r) = p.paused_replicas
+        && r < 0
+    {
+        return Err(InvalidInput::new(
+            "spec.pause.paused_replicas",
+            "must not be negative",
+        ));
+    }
+    if let Some(age) = ext.max_sample_age
+        && age.is_zero()
+    {
+        return Err(InvalidInput::new(
+            "spec.max_sample_age",
+            "must be greater than 0",
+        ));
+    }
+    for (i, m) in &ext.metrics {
+        if *i >= spec.metrics.len().max(1) {
+            return Err(InvalidInput::new(
+                format!("spec.metrics[{i}]"),
+                "extension for a metric that is not in the spec",
+            ));
+        }
+        if let Some(f) = &m.fallback {
+            if f.replicas <= 0 {
+                return Err(InvalidInput::new(
+                    format!("spec.metrics[{i}].fallback.replicas"),
+                    "must be greater than 0",
+                ));
+            }
+            if f.failure_duration < Duration::from_secs(MIN_FAILURE_DURATION_SECS) {
+                return Err(InvalidInput::new(
+                    format!("spec.metrics[{i}].fallback.failure_duration"),
+                    format!("must be at least {MIN_FAILURE_DURATION_SECS} s"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+// === evaluation ===
+
+/// [`super::evaluate`] for a spec with extensions (input already validated by the HPA rules).
+///
+/// Order: stale samples are dropped; `paused_replicas` short-circuits; the metrics are
+/// evaluated once and fallback replaces failed metrics' proposals; then activation (KEDA)
+/// or the scale-to-zero rules decide the 0↔1 step, and the HPA reconciliation the rest, with
+/// pause of scale-in/out clamping the applied count.
+pub fn evaluate(
+    settings: &Settings,
+    spec: &HorizontalSpec,
+    ext: &Extensions,
+    observation: &Observation,
+    history: &History,
+    now: Time,
+) -> Result<Evaluation, InvalidInput> {
+    validate(spec, ext)?;
+    let mut report = ExtensionReport::default();
+    let mut state = history.extensions.clone().unwrap_or_default();
+    state.first_seen.get_or_insert(now);
+    let current = observation.current_replicas;
+
+    let observation: Cow<'_, Observation> = match ext.max_sample_age {
+        Some(age) => {
+            let (o, dropped) = stale::drop_stale_samples(observation, age, now);
+            if dropped > 0 {
+                report.stale_samples = dropped;
+                report.fire(
+                    "stale_samples",
+                    format!(
+                        "{dropped} pod samples older than {} s count as missing",
+                        age.as_secs()
+                    ),
+                );
+            }
+            Cow::Owned(o)
+        }
+        None => Cow::Borrowed(observation),
+    };
+
+    let pause = ext.pause.clone().unwrap_or_default();
+    if let Some(paused) = pause.paused_replicas {
+        let mut r = Reconciliation::start(settings, spec, current, history, now);
+        r.decision.path = DecisionPath::Paused;
+        r.conditions.set(
+            ConditionType::Paused,
+            true,
+            ConditionReason::ScaledObjectPaused,
+            format!("autoscaling is paused at {paused} replicas"),
+        );
+        report.fire("pause.replicas", format!("paused at {paused} replicas"));
+        if paused == 0 && current != 0 {
+            // Zero by pause is the user's decision, not ours.
+            state.scaled_to_zero = false;
+        }
+        let reason = (paused != current).then(|| format!("paused at {paused} replicas"));
+        let e = r.finish(paused, paused != current, reason);
+        return Ok(attach(e, state, report));
+    }
+
+    // The metrics, once; failures update the health and fallback replaces them.
+    let defaulted = defaults::set_defaults(spec, settings);
+    let tolerances = defaults::tolerances_for_hpa(&defaulted, settings);
+    let mut outcomes: Vec<MetricOutcome> = defaulted
+        .metrics
+        .iter()
+        .enumerate()
+        .map(|(i, m)| replicas::replicas_for_metric(i, m, &observation, settings, tolerances, now))
+        .collect();
+    fallback::update_health(&mut state, &defaulted.metrics, &outcomes, now);
+    let fallback_conditions = fallback::apply(
+        ext,
+        &state,
+        &defaulted.metrics,
+        &mut outcomes,
+        current,
+        now,
+        &mut report,
+    );
+
+    let clamp = pause_clamp(&pause, current, &mut report);
+    let min = defaulted.min_replicas;
+
+    let mut evaluation = if let Some(act) = &ext.activation {
+        activation::decide(
+            activation::Input {
+                settings,
+                spec,
+                activation: act,
+                ext,
+                metrics: &defaulted.metrics,
+                observation: &observation,
+                history,
+                now,
+                min,
+            },
+            outcomes,
+            clamp,
+            &mut state,
+            &mut report,
+        )
+    } else if ext.scale_to_zero && current == 0 && !state.scaled_to_zero && min == 0 {
+        scale_to_zero::paused_at_zero(settings, spec, history, now, &mut report)
+    } else {
+        reconcile(
+            settings,
+            spec,
+            &observation,
+            history,
+            now,
+            Hooks {
+                outcomes: Some(outcomes),
+                clamp,
+            },
+        )
+    };
+
+    if ext.scale_to_zero || ext.activation.is_some() {
+        scale_to_zero::track(
+            &mut evaluation,
+            ext,
+            &defaulted.metrics,
+            min,
+            &mut state,
+            &mut report,
+        );
+    }
+    for c in fallback_conditions {
+        push_condition(&mut evaluation, c);
+    }
+    if clamp.is_some() {
+        let (reason, message) = match (pause.scale_in, pause.scale_out) {
+            (true, true) => (
+                ConditionReason::ScaleInPaused,
+                "scale-in and scale-out are paused",
+            ),
+            (true, false) => (ConditionReason::ScaleInPaused, "scale-in is paused"),
+            _ => (ConditionReason::ScaleOutPaused, "scale-out is paused"),
+        };
+        push_condition(
+            &mut evaluation,
+            crate::engine::condition::Condition {
+                condition_type: ConditionType::Paused,
+                status: true,
+                reason,
+                message: message.to_owned(),
+            },
+        );
+    }
+    if ext.removal_candidates {
+        let d = &evaluation.decision;
+        report.removal_candidates = removal::candidates(
+            &defaulted.metrics,
+            &d.metrics,
+            &observation,
+            d.current_replicas,
+            d.desired_replicas,
+        );
+        if !report.removal_candidates.is_empty() {
+            report.fire(
+                "removal_candidates",
+                format!(
+                    "{} pods listed to remove first",
+                    report.removal_candidates.len()
+                ),
+            );
+        }
+    }
+    Ok(attach(evaluation, state, report))
+}
+
+/// The bounds pause of scale-in / scale-out puts on the applied count.
+fn pause_clamp(pause: &Pause, current: i32, report: &mut ExtensionReport) -> Option<(i32, i32)> {
+    match (pause.scale_in, pause.scale_out) {
+        (false, false) => None,
+        (true, false) => {
+            report.fire(
+                "pause.scale_in",
+                "scale-in is paused: never below the current count",
+            );
+            Some((current, i32::MAX))
+        }
+        (false, true) => {
+            report.fire(
+                "pause.scale_out",
+                "scale-out is paused: never above the current count",
+            );
+            Some((i32::MIN, current))
+        }
+        (true, true) => {
+            report.fire(
+                "pause.scale_in",
+                "scale-in is paused: never below the current count",
+            );
+            report.fire(
+                "pause.scale_out",
+                "scale-out is paused: never above the current count",
+            );
+            Some((current, current))
+        }
+    }
+}
+
+/// Adds or replaces a condition of an extension type, keeping the type order of
+/// [`ConditionType`].
+fn push_condition(e: &mut Evaluation, c: crate::engine::condition::Condition) {
+    let conditions = &mut e.decision.conditions;
+    conditions.retain(|x| x.condition_type != c.condition_type);
+    conditions.push(c);
+    conditions.sort_by_key(|x| x.condition_type);
+}
+
+/// Stores the state in the history and the report in the decision.
+fn attach(mut e: Evaluation, mut state: ExtensionState, mut report: ExtensionReport) -> Evaluation {
+    // Bounded: the health map only keeps keys of the spec (done in update_health); nothing
+    // else grows.
+    state
+        .metric_health
+        .retain(|_, h| h.consecutive_failures > 0);
+    report.state = state.clone();
+    e.history.extensions = Some(state);
+    e.decision.extensions = Some(Box::new(report));
+    e
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,574 @@
+//! Worked multi-step scenarios through the engine: each step feeds the returned history into
+//! the next, as the service does.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use super::{removal::RemovalReason, *};
+use crate::engine::{
+    condition::{ConditionReason, ConditionType},
+    history::History,
+    hpa::{DecisionPath, Evaluation, evaluate},
+    observation::{MetricSample, Observation, Pod, PodPhase},
+    settings::Settings,
+    spec::{HorizontalSpec, MetricSpec, MetricTarget, MetricTargetType},
+    time::Time,
+};
+
+const T0: Time = Time::from_unix_secs(1_800_000_000);
+
+fn queue() -> MetricSpec {
+    MetricSpec::External {
+        name: "queue".into(),
+        target: MetricTarget {
+            target_type: MetricTargetType::AverageValue,
+            average_value: Some(10_000),
+            ..MetricTarget::default()
+        },
+    }
+}
+
+fn cpu() -> MetricSpec {
+    MetricSpec::Resource {
+        name: "cpu".into(),
+        target: MetricTarget {
+            target_type: MetricTargetType::Utilization,
+            average_utilization: Some(50),
+            ..MetricTarget::default()
+        },
+    }
+}
+
+fn spec(min: i32, metrics: Vec<MetricSpec>, ext: Extensions) -> HorizontalSpec {
+    HorizontalSpec {
+        min_replicas: Some(min),
+        max_replicas: 10,
+        metrics,
+        behavior: None,
+        extensions: Some(ext),
+    }
+}
+
+/// `n` ready pods using `usage` of 1000m cpu each, sampled at `at`.
+fn pods(n: usize, usage: i64, at: Time) -> Vec<Pod> {
+    (0..n)
+        .map(|i| Pod {
+            name: format!("p{i}"),
+            ready: Some(true),
+            ready_transition: Some(at.plus_secs(-3600)),
+            start_time: Some(at.plus_secs(-3600 + i as i64)),
+            requests: BTreeMap::from([("cpu".into(), 1000)]),
+            metrics: BTreeMap::from([(
+                "cpu".into(),
+                MetricSample {
+                    value: Some(usage),
+                    timestamp: at,
+                    window: Duration::from_secs(60),
+                },
+            )]),
+            ..Pod::default()
+        })
+        .collect()
+}
+
+fn obs(current: i32, queue_milli: Option<i64>, at: Time) -> Observation {
+    let mut o = Observation {
+        current_replicas: current,
+        pods: pods(current.max(0) as usize, 500, at),
+        ..Observation::default()
+    };
+    match queue_milli {
+        Some(v) => {
+            o.external_metrics.insert("queue".into(), vec![v]);
+        }
+        None => {
+            o.unavailable_metrics.insert("queue".into());
+        }
+    }
+    o
+}
+
+/// Zero downscale stabilization so that each step shows the rule, not the window.
+fn settings() -> Settings {
+    Settings {
+        downscale_stabilization: Duration::ZERO,
+        ..Settings::default()
+    }
+}
+
+fn step(s: &HorizontalSpec, o: &Observation, h: &History, at: Time) -> Evaluation {
+    evaluate(&settings(), s, o, h, at).unwrap()
+}
+
+fn condition(e: &Evaluation, t: ConditionType) -> Option<(bool, ConditionReason)> {
+    e.decision
+        .conditions
+        .iter()
+        .find(|c| c.condition_type == t)
+        .map(|c| (c.status, c.reason))
+}
+
+fn rules(e: &Evaluation) -> Vec<String> {
+    e.decision
+        .extensions
+        .as_ref()
+        .map(|r| r.rules.iter().map(|f| f.rule.clone()).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn min_zero_without_object_or_external_metric_is_invalid_with_scale_to_zero() {
+    let ext = Extensions {
+        scale_to_zero: true,
+        ..Extensions::default()
+    };
+    let e = evaluate(
+        &settings(),
+        &spec(0, vec![cpu()], ext),
+        &obs(2, Some(0), T0),
+        &History::default(),
+        T0,
+    )
+    .unwrap_err();
+    assert_eq!(e.field, "spec.min_replicas");
+}
+
+#[test]
+fn scale_to_zero_and_wake_on_an_external_metric() {
+    let s = spec(
+        0,
+        vec![queue()],
+        Extensions {
+            scale_to_zero: true,
+            ..Extensions::default()
+        },
+    );
+    // 2 replicas, empty queue: to zero, ScaledToZero True, stored.
+    let e1 = step(&s, &obs(2, Some(0), T0), &History::default(), T0);
+    assert_eq!(e1.decision.desired_replicas, 0);
+    assert_eq!(
+        condition(&e1, ConditionType::ScaledToZero),
+        Some((true, ConditionReason::ScaledToZero))
+    );
+    assert!(e1.history.extensions.as_ref().unwrap().scaled_to_zero);
+    // At zero, still empty: stays, condition kept.
+    let t1 = T0.plus_secs(30);
+    let e2 = step(&s, &obs(0, Some(0), t1), &e1.history, t1);
+    assert_eq!(e2.decision.desired_replicas, 0);
+    assert_eq!(
+        condition(&e2, ConditionType::ScaledToZero),
+        Some((true, ConditionReason::ScaledToZero))
+    );
+    // 25 items per 10 target: wakes to 3, NotScaledToZero.
+    let t2 = T0.plus_secs(60);
+    let e3 = step(&s, &obs(0, Some(25_000), t2), &e2.history, t2);
+    assert_eq!(e3.decision.desired_replicas, 3);
+    assert_eq!(
+        condition(&e3, ConditionType::ScaledToZero),
+        Some((false, ConditionReason::NotScaledToZero))
+    );
+    assert!(!e3.history.extensions.as_ref().unwrap().scaled_to_zero);
+}
+
+#[test]
+fn a_target_at_zero_that_we_did_not_scale_to_zero_is_not_woken() {
+    let s = spec(
+        0,
+        vec![queue()],
+        Extensions {
+            scale_to_zero: true,
+            ..Extensions::default()
+        },
+    );
+    let e = step(&s, &obs(0, Some(50_000), T0), &History::default(), T0);
+    assert_eq!(e.decision.path, DecisionPath::PausedAtZero);
+    assert_eq!(e.decision.desired_replicas, 0);
+    assert_eq!(
+        condition(&e, ConditionType::ScalingActive),
+        Some((false, ConditionReason::ScalingDisabled))
+    );
+    assert_eq!(condition(&e, ConditionType::ScaledToZero), None);
+}
+
+#[test]
+fn activation_with_cooldown_then_idle_and_wake() {
+    let s = spec(
+        0,
+        vec![queue()],
+        Extensions {
+            activation: Some(Activation {
+                cooldown_period: Duration::from_secs(300),
+                ..Activation::default()
+            }),
+            metrics: BTreeMap::from([(
+                0,
+                MetricExtension {
+                    activation_threshold: Some(5_000),
+                    fallback: None,
+                },
+            )]),
+            ..Extensions::default()
+        },
+    );
+    // Active (20 > 5): the HPA decides 1..N: 20/10 → 2.
+    let e1 = step(&s, &obs(2, Some(20_000), T0), &History::default(), T0);
+    assert_eq!(e1.decision.desired_replicas, 2);
+    assert_eq!(
+        condition(&e1, ConditionType::Active),
+        Some((true, ConditionReason::ScalerActive))
+    );
+    assert_eq!(
+        e1.history.extensions.as_ref().unwrap().last_active_time,
+        Some(T0)
+    );
+    // 4 is not above the activation threshold 5: inactive, cooling down; the HPA (min 1)
+    // goes to 1.
+    let t1 = T0.plus_secs(100);
+    let e2 = step(&s, &obs(2, Some(4_000), t1), &e1.history, t1);
+    assert_eq!(
+        condition(&e2, ConditionType::Active),
+        Some((false, ConditionReason::ScalerCooldown))
+    );
+    assert_eq!(e2.decision.desired_replicas, 1);
+    // 299 s after the last activity: still cooling down.
+    let t2 = T0.plus_secs(299);
+    let e3 = step(&s, &obs(1, Some(4_000), t2), &e2.history, t2);
+    assert_eq!(e3.decision.desired_replicas, 1);
+    assert!(rules(&e3).contains(&"activation.cooldown".to_owned()));
+    // 300 s: to zero.
+    let t3 = T0.plus_secs(300);
+    let e4 = step(&s, &obs(1, Some(4_000), t3), &e3.history, t3);
+    assert_eq!(e4.decision.desired_replicas, 0);
+    assert_eq!(e4.decision.path, DecisionPath::Activation);
+    assert!(e4.history.extensions.as_ref().unwrap().scaled_to_zero);
+    // At zero and active again: to max(min, 1) = 1, not to the HPA's 3.
+    let t4 = T0.plus_secs(400);
+    let e5 = step(&s, &obs(0, Some(30_000), t4), &e4.history, t4);
+    assert_eq!(e5.decision.desired_replicas, 1);
+    assert!(rules(&e5).contains(&"activation.wake".to_owned()));
+}
+
+#[test]
+fn idle_replicas_after_the_cooldown() {
+    let s = spec(
+        2,
+        vec![queue()],
+        Extensions {
+            activation: Some(Activation {
+                cooldown_period: Duration::from_secs(60),
+                idle_replicas: Some(0),
+                ..Activation::default()
+            }),
+            ..Extensions::default()
+        },
+    );
+    let e1 = step(&s, &obs(3, Some(0), T0), &History::default(), T0);
+    // Never active, initial cooldown 0: straight to idle.
+    assert_eq!(e1.decision.desired_replicas, 0);
+    let t1 = T0.plus_secs(10);
+    let e2 = step(&s, &obs(0, Some(1), t1), &e1.history, t1);
+    // Active below min with idle set: to min.
+    assert_eq!(e2.decision.desired_replicas, 2);
+}
+
+fn keda(behavior: FallbackBehavior) -> Extensions {
+    Extensions {
+        fallback: Some(TargetFallback {
+            failure_threshold: 2,
+            replicas: 6,
+            behavior,
+        }),
+        ..Extensions::default()
+    }
+}
+
+/// Three failed evaluations of the only metric: the third fires (3 > 2).
+fn failing_run(s: &HorizontalSpec, current: i32) -> Vec<Evaluation> {
+    let mut h = History::default();
+    let mut out = Vec::new();
+    for i in 0..3 {
+        let at = T0.plus_secs(30 * i);
+        let e = step(s, &obs(current, None, at), &h, at);
+        h = e.history.clone();
+        out.push(e);
+    }
+    out
+}
+
+#[test]
+fn keda_fallback_static_fires_after_the_threshold_when_every_metric_fails() {
+    let s = spec(1, vec![queue()], keda(FallbackBehavior::Static));
+    let run = failing_run(&s, 3);
+    assert_eq!(run[0].decision.desired_replicas, 3);
+    assert_eq!(run[0].decision.path, DecisionPath::MetricsFailed);
+    assert_eq!(
+        condition(&run[1], ConditionType::Fallback),
+        Some((false, ConditionReason::NoFallbackFound))
+    );
+    let last = &run[2];
+    assert_eq!(last.decision.desired_replicas, 6);
+    assert_eq!(
+        condition(last, ConditionType::Fallback),
+        Some((true, ConditionReason::FallbackExists))
+    );
+    let state = last.history.extensions.as_ref().unwrap();
+    assert_eq!(
+        state.metric_health["External/queue"].consecutive_failures,
+        3
+    );
+    // A success resets the count.
+    let at = T0.plus_secs(100);
+    let ok = step(&s, &obs(6, Some(60_000), at), &last.history, at);
+    assert!(
+        ok.history
+            .extensions
+            .as_ref()
+            .unwrap()
+            .metric_health
+            .is_empty()
+    );
+}
+
+#[test]
+fn keda_fallback_behaviors() {
+    for (behavior, current, expected) in [
+        (FallbackBehavior::CurrentReplicas, 3, 3),
+        (FallbackBehavior::CurrentReplicasIfHigher, 3, 6),
+        (FallbackBehavior::CurrentReplicasIfHigher, 8, 8),
+        (FallbackBehavior::CurrentReplicasIfLower, 3, 3),
+        (FallbackBehavior::CurrentReplicasIfLower, 8, 6),
+    ] {
+        let s = spec(1, vec![queue()], keda(behavior));
+        let run = failing_run(&s, current);
+        assert_eq!(
+            run[2].decision.desired_replicas, expected,
+            "{behavior:?} at {current}"
+        );
+    }
+}
+
+#[test]
+fn keda_fallback_never_overrides_a_higher_healthy_metric() {
+    // cpu at 500m of a 50% target on 8 pods proposes 8; the failed queue falls back to 6.
+    let s = spec(1, vec![cpu(), queue()], keda(FallbackBehavior::Static));
+    let mut h = History::default();
+    let mut last = None;
+    for i in 0..3 {
+        let at = T0.plus_secs(30 * i);
+        let mut o = obs(8, None, at);
+        o.pods = pods(8, 500, at);
+        let e = step(&s, &o, &h, at);
+        h = e.history.clone();
+        last = Some(e);
+    }
+    assert_eq!(last.unwrap().decision.desired_replicas, 8);
+}
+
+#[test]
+fn fallback_wakes_a_target_from_zero() {
+    let mut ext = keda(FallbackBehavior::Static);
+    ext.activation = Some(Activation::default());
+    let s = spec(0, vec![queue()], ext);
+    let run = failing_run(&s, 0);
+    assert_eq!(run[1].decision.desired_replicas, 0);
+    // Fallback counts as active: wake to 1 (activation's step), the HPA takes it from there.
+    assert_eq!(run[2].decision.desired_replicas, 1);
+    assert_eq!(
+        run[2].decision.extensions.as_ref().unwrap().active,
+        Some(true)
+    );
+}
+
+#[test]
+fn kep5679_metric_fallback_after_the_failure_duration() {
+    let s = spec(
+        1,
+        vec![queue()],
+        Extensions {
+            metrics: BTreeMap::from([(
+                0,
+                MetricExtension {
+                    activation_threshold: None,
+                    fallback: Some(MetricFallback {
+                        failure_duration: Duration::from_secs(180),
+                        replicas: 5,
+                    }),
+                },
+            )]),
+            ..Extensions::default()
+        },
+    );
+    let e1 = step(&s, &obs(3, None, T0), &History::default(), T0);
+    assert_eq!(e1.decision.desired_replicas, 3);
+    assert_eq!(
+        condition(&e1, ConditionType::ExternalMetricFallbackActive),
+        Some((false, ConditionReason::FallbackInactive))
+    );
+    let t1 = T0.plus_secs(179);
+    let e2 = step(&s, &obs(3, None, t1), &e1.history, t1);
+    assert_eq!(e2.decision.desired_replicas, 3);
+    let t2 = T0.plus_secs(180);
+    let e3 = step(&s, &obs(3, None, t2), &e2.history, t2);
+    assert_eq!(e3.decision.desired_replicas, 5);
+    assert_eq!(
+        condition(&e3, ConditionType::ExternalMetricFallbackActive),
+        Some((true, ConditionReason::FallbackActive))
+    );
+    assert_eq!(
+        e3.history.extensions.as_ref().unwrap().metric_health["External/queue"].first_failure_time,
+        Some(T0)
+    );
+}
+
+#[test]
+fn pause_replicas_scale_in_and_scale_out() {
+    let paused = spec(
+        1,
+        vec![queue()],
+        Extensions {
+            pause: Some(Pause {
+                paused_replicas: Some(4),
+                ..Pause::default()
+            }),
+            ..Extensions::default()
+        },
+    );
+    let e = step(&paused, &obs(2, Some(90_000), T0), &History::default(), T0);
+    assert_eq!(e.decision.desired_replicas, 4);
+    assert_eq!(e.decision.path, DecisionPath::Paused);
+    assert_eq!(
+        condition(&e, ConditionType::Paused),
+        Some((true, ConditionReason::ScaledObjectPaused))
+    );
+    let no_in = spec(
+        1,
+        vec![queue()],
+        Extensions {
+            pause: Some(Pause {
+                scale_in: true,
+                ..Pause::default()
+            }),
+            ..Extensions::default()
+        },
+    );
+    // Would go to 1; held at 4. Scaling out still works.
+    let e = step(&no_in, &obs(4, Some(5_000), T0), &History::default(), T0);
+    assert_eq!(e.decision.desired_replicas, 4);
+    assert_eq!(
+        condition(&e, ConditionType::Paused),
+        Some((true, ConditionReason::ScaleInPaused))
+    );
+    let e = step(&no_in, &obs(4, Some(80_000), T0), &History::default(), T0);
+    assert_eq!(e.decision.desired_replicas, 8);
+    let no_out = spec(
+        1,
+        vec![queue()],
+        Extensions {
+            pause: Some(Pause {
+                scale_out: true,
+                ..Pause::default()
+            }),
+            ..Extensions::default()
+        },
+    );
+    let e = step(&no_out, &obs(4, Some(80_000), T0), &History::default(), T0);
+    assert_eq!(e.decision.desired_replicas, 4);
+    assert_eq!(
+        condition(&e, ConditionType::Paused),
+        Some((true, ConditionReason::ScaleOutPaused))
+    );
+    let e = step(&no_out, &obs(4, Some(5_000), T0), &History::default(), T0);
+    assert_eq!(e.decision.desired_replicas, 1);
+}
+
+#[test]
+fn removal_candidates_are_ordered_and_bounded() {
+    let s = spec(
+        1,
+        vec![cpu()],
+        Extensions {
+            removal_candidates: true,
+            ..Extensions::default()
+        },
+    );
+    let mut o = obs(8, Some(0), T0);
+    o.external_metrics.clear();
+    // p0..p7 at 100m of 1000m: proposal ceil(8 × 0.2) = 2 → remove 6.
+    for p in &mut o.pods {
+        p.metrics.get_mut("cpu").unwrap().value = Some(100);
+    }
+    o.pods[0].deleting = true; // excluded
+    o.pods[1].phase = PodPhase::Failed; // excluded
+    o.pods[2].phase = PodPhase::Pending;
+    o.pods[2].ready = Some(false);
+    o.pods[3].ready = Some(false);
+    o.pods[4].metrics.clear(); // missing
+    o.pods[5].metrics.get_mut("cpu").unwrap().value = Some(50); // lowest
+    let e = step(&s, &o, &History::default(), T0);
+    let d = &e.decision;
+    let candidates = &d.extensions.as_ref().unwrap().removal_candidates;
+    let limit = (d.current_replicas - d.desired_replicas) as usize;
+    assert!(candidates.len() <= limit);
+    let got: Vec<(&str, RemovalReason)> = candidates
+        .iter()
+        .map(|c| (c.pod.as_str(), c.reason))
+        .collect();
+    // p6 and p7 tie at 0.1: the youngest (p7 started last) first.
+    let expected = [
+        ("p3", RemovalReason::NotReady),
+        ("p2", RemovalReason::Pending),
+        ("p4", RemovalReason::MissingMetrics),
+        ("p5", RemovalReason::LowestUsage),
+        ("p7", RemovalReason::LowestUsage),
+        ("p6", RemovalReason::LowestUsage),
+    ];
+    assert_eq!(got, expected[..got.len()].to_vec());
+    assert!(!got.iter().any(|(p, _)| *p == "p0" || *p == "p1"));
+}
+
+#[test]
+fn stale_samples_count_as_missing_and_let_fallback_apply() {
+    let mut ext = keda(FallbackBehavior::Static);
+    ext.fallback.as_mut().unwrap().failure_threshold = 0;
+    ext.max_sample_age = Some(Duration::from_secs(120));
+    let s = spec(1, vec![cpu()], ext);
+    // Samples 10 min old: every cpu sample is stale, the metric fails, the fallback (0 < 1
+    // failure) proposes 6.
+    let mut o = obs(3, Some(0), T0);
+    o.pods = pods(3, 1000, T0.plus_secs(-600));
+    let e = step(&s, &o, &History::default(), T0);
+    let report = e.decision.extensions.as_ref().unwrap();
+    assert_eq!(report.stale_samples, 3);
+    assert_eq!(e.decision.desired_replicas, 6);
+    // Fresh samples are used: 3 pods at 100% of a 50% target → 6 as well, without fallback.
+    let o = Observation {
+        pods: pods(3, 1000, T0.plus_secs(-60)),
+        ..o
+    };
+    let e = step(&s, &o, &History::default(), T0);
+    assert_eq!(e.decision.extensions.as_ref().unwrap().stale_samples, 0);
+    assert!(
+        e.decision
+            .extensions
+            .as_ref()
+            .unwrap()
+            .fallback_metrics
+            .is_empty()
+    );
+}
+
+#[test]
+fn empty_extensions_decide_as_the_hpa() {
+    let base = HorizontalSpec {
+        extensions: None,
+        ..spec(1, vec![cpu(), queue()], Extensions::default())
+    };
+    let with = spec(1, vec![cpu(), queue()], Extensions::default());
+    for (current, q) in [(2, Some(50_000)), (5, Some(0)), (3, None)] {
+        let o = obs(current, q, T0);
+        let a = step(&base, &o, &History::default(), T0);
+        let b = step(&with, &o, &History::default(), T0);
+        assert_eq!(a.decision.desired_replicas, b.decision.desired_replicas);
+        assert_eq!(a.decision.conditions, b.decision.conditions);
+        assert_eq!(a.history.recommendations, b.history.recommendations);
+    }
+}
