@@ -86,6 +86,7 @@ fn request(key: String, at: i64) -> pb::RecommendRequest {
                 }),
             }],
             behavior: Some(pb::Behavior::default()),
+            ..Default::default()
         }),
         pods: (0..10)
             .map(|i| pb::PodSample {
