@@ -85,7 +85,6 @@ fn history_is_runs_in_pages_with_pod_names_capped() {
         send(request(11, 6, 500, i * 15));
     }
     send(request(12, 6, 100, 90));
-    drop(send);
 
     let mut get = |page_size: i32, page_token: String, newest_first: bool| {
         rt.block_on(c.get_history(pb::GetHistoryRequest {
