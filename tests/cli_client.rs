@@ -78,7 +78,14 @@ fn recommend_and_history_print_the_decision() {
     ]);
     assert!(history.status.success(), "{history:?}");
     let value: serde_json::Value = serde_json::from_slice(&history.stdout).unwrap();
-    assert_eq!(value["decisions"].as_array().unwrap().len(), 2);
+    // Two calls that decided the same: one run of two decisions.
+    assert_eq!(value["decisions"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        value["decisions"][0]["runCount"]
+            .to_string()
+            .trim_matches('"'),
+        "2"
+    );
     // The initial recommendation (3), then one proposal (5) per call.
     let replicas: Vec<i64> = value["recommendations"]
         .as_array()
