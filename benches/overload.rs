@@ -5,7 +5,7 @@
 //! For each server configuration, a fresh `autoscaled serve` (bench profile, strict
 //! durability, its own temporary folder):
 //!
-//! 1. capacity: closed loop, `CAPACITY_IN_FLIGHT` calls in flight for `OVERLOAD_SECS`; the
+//! 1. capacity: closed loop, 32 calls in flight for `OVERLOAD_SECS`; the
 //!    OK calls per second are the capacity;
 //! 2. overload: open loop at 10 × capacity for `OVERLOAD_SECS`, every call with a 2 s deadline
 //!    (`grpc-timeout`, enforced by the client too), then up to 3 s for the stragglers.
@@ -38,7 +38,9 @@ use tower::ServiceExt;
 mod binary;
 
 const KEYS: usize = 64;
-const CAPACITY_IN_FLIGHT: usize = 8;
+/// Calls in flight when measuring capacity: the default `max_concurrent_requests`, so that
+/// group commit batches as it does under overload.
+const CAPACITY_IN_FLIGHT: usize = 32;
 const DEADLINE: Duration = Duration::from_secs(2);
 
 fn main() -> anyhow::Result<()> {
