@@ -217,15 +217,21 @@ impl HorizontalService {
 }
 
 impl HorizontalService {
-    /// `Simulate` (see `api::simulate`): reads the decision log, never writes.
-    fn do_simulate(&self, req: SimulateRequest) -> Result<SimulateResponse, ApiError> {
+    /// `Simulate` (see `api::simulate`): reads the decision log, never writes. The replay
+    /// runs on a blocking thread: a long log is CPU work that must not stall other calls.
+    async fn do_simulate(&self, req: SimulateRequest) -> Result<SimulateResponse, ApiError> {
         Span::current().record("target.key", req.target_key.as_str());
         let options = super::simulate::SimulateOptions {
             defaults: self.options.defaults.clone(),
             limits: self.options.limits.clone(),
             history_retention: self.options.history_retention,
         };
-        super::simulate::simulate(&req, &options, |key| Ok(self.store.decisions(key)?))
+        let store = Arc::clone(&self.store);
+        tokio::task::spawn_blocking(move || {
+            super::simulate::simulate(&req, &options, |key| Ok(store.decisions(key)?))
+        })
+        .await
+        .map_err(|_| ApiError::Internal("the simulation panicked".to_owned()))?
     }
 }
 
@@ -270,7 +276,7 @@ impl HorizontalAutoscaler for HorizontalService {
         &self,
         request: Request<SimulateRequest>,
     ) -> Result<Response<SimulateResponse>, Status> {
-        Ok(Response::new(self.do_simulate(request.into_inner())?))
+        Ok(Response::new(self.do_simulate(request.into_inner()).await?))
     }
 
     #[tracing::instrument(name = "DeleteTarget", skip_all, fields(target.key = Empty))]

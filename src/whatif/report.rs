@@ -360,11 +360,12 @@ fn conditions_section(out: &mut String, h: &api::TargetHistory) {
         if previous.as_ref() == Some(&state) {
             continue;
         }
-        let _ = write!(
-            out,
-            "<tr><td class=\"t\">{}</td>",
-            esc(&time(d.evaluation_time.as_ref()))
-        );
+        // The run's first decision is when this state began.
+        let began = d
+            .first_evaluation_time
+            .as_ref()
+            .or(d.evaluation_time.as_ref());
+        let _ = write!(out, "<tr><td class=\"t\">{}</td>", esc(&time(began)));
         for t in CONDITION_TYPES {
             match d.conditions.iter().find(|c| c.r#type == t) {
                 Some(c) => {
