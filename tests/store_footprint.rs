@@ -84,6 +84,7 @@ fn request(key: String, at: i64) -> pb::RecommendRequest {
                     average_utilization: Some(50),
                     ..Default::default()
                 }),
+                ..Default::default()
             }],
             behavior: Some(pb::Behavior::default()),
             ..Default::default()
