@@ -13,13 +13,17 @@ const PROTOS: &[&str] = &[
     "proto/autoscaled/v1/vertical.proto",
 ];
 
+/// The subset of etcd's v3 KV API used by `store::etcd` (client only; declared in this repo so
+/// that no `protoc` is needed, unlike the etcd-client crate whose build script runs prost-build).
+const ETCD_PROTOS: &[&str] = &["proto/etcd/kv.proto"];
+
 const RPC_PROTOS: &[&str] = &[
     "proto/google/rpc/status.proto",
     "proto/google/rpc/error_details.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    for proto in PROTOS.iter().chain(RPC_PROTOS) {
+    for proto in PROTOS.iter().chain(RPC_PROTOS).chain(ETCD_PROTOS) {
         println!("cargo:rerun-if-changed={proto}");
     }
     let out_dir = PathBuf::from(env::var("OUT_DIR")?);
@@ -29,6 +33,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         fds.encode_to_vec(),
     )?;
     tonic_prost_build::configure().compile_fds(fds)?;
+    let etcd = protox::compile(ETCD_PROTOS, ["proto"])?;
+    tonic_prost_build::configure()
+        .build_server(false)
+        .compile_fds(etcd)?;
     let rpc = protox::compile(RPC_PROTOS, ["proto"])?;
     fs::write(out_dir.join("rpc_descriptor.bin"), rpc.encode_to_vec())?;
     Ok(())

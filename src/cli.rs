@@ -137,7 +137,7 @@ fn serve(args: ServeArgs) -> ExitCode {
     let result: anyhow::Result<()> = runtime.block_on(async {
         // Open the store before binding, so that a bad data folder fails before anything
         // listens and the "listening" line is only printed by a server that can serve.
-        let store = crate::server::open_store(&config)?;
+        let store = crate::server::open_configured_store(&config)?;
         let signals = crate::shutdown::Signals::install()
             .map_err(|e| anyhow::anyhow!("cannot install the SIGTERM/SIGINT handlers: {e}"))?;
         let listener = tokio::net::TcpListener::bind(config.listen)
@@ -149,7 +149,7 @@ fn serve(args: ServeArgs) -> ExitCode {
             writeln!(out, "autoscaled listening on {addr}")?;
             out.flush()?;
         }
-        crate::server::serve_with_store(listener, config, store, signals.recv()).await?;
+        crate::server::serve_opened(listener, config, store, signals.recv()).await?;
         Ok(())
     });
     if let Err(e) = &result {

@@ -15,6 +15,7 @@
 //! The store may use engine types, never `pb` or `api`.
 
 pub mod durability;
+pub mod etcd;
 pub mod keys;
 pub mod locks;
 pub mod prune;
@@ -54,6 +55,18 @@ pub struct DecisionEntry {
     pub metrics: Vec<MetricSpec>,
 }
 
+/// What [`HistoryStore::load_for_update`] saw: handed back to [`HistoryStore::commit_after`],
+/// which fails with [`StoreError::Conflict`] if the target changed since (optimistic
+/// concurrency between replicas sharing one store; see [`etcd`]). Meaningless for a store
+/// with a single writer (sled), whose defaults ignore it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Seen {
+    /// The store's version of the target's state record (etcd: its `mod_revision`; 0: absent).
+    pub revision: i64,
+    /// The loaded state's `next_seq` (0 when absent).
+    pub next_seq: u64,
+}
+
 /// A page of target keys.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct KeyPage {
@@ -86,6 +99,40 @@ pub trait HistoryStore: Send + Sync + 'static {
     fn delete(&self, key: &str) -> Result<bool, StoreError>;
     /// Makes every write that returned before this call durable. Blocking.
     fn flush(&self) -> Result<(), StoreError>;
+
+    /// [`Self::load`] for a read-modify-write: also returns what [`Self::commit_after`] needs
+    /// to detect that another writer (another replica) committed in between.
+    fn load_for_update(&self, key: &str) -> Result<(Option<TargetState>, Seen), StoreError> {
+        let state = self.load(key)?;
+        let next_seq = state.as_ref().map_or(0, |s| s.next_seq);
+        Ok((
+            state,
+            Seen {
+                revision: 0,
+                next_seq,
+            },
+        ))
+    }
+
+    /// [`Self::commit`], only if the target is still as [`Self::load_for_update`] saw it;
+    /// otherwise [`StoreError::Conflict`] and nothing is written (the caller re-reads and
+    /// decides again). The default (one writer per store) is `commit`.
+    fn commit_after(
+        &self,
+        key: &str,
+        seen: Seen,
+        history: &History,
+        decision: &DecisionEntry,
+    ) -> Result<(), StoreError> {
+        let _ = seen;
+        self.commit(key, history, decision)
+    }
+
+    /// Whether the store can take writes now (health). The default, a local store, always can;
+    /// the etcd store answers whether a quorum read succeeds.
+    fn probe(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// Why the store failed.
@@ -122,4 +169,12 @@ pub enum StoreError {
     /// A flush failed; the write may not be durable.
     #[error("flush failed: {0}")]
     Flush(String),
+    /// Another writer (another replica) changed the target since it was read; nothing was
+    /// written. The API re-reads and decides again.
+    #[error("the history of {key:?} changed concurrently")]
+    Conflict { key: String },
+    /// etcd cannot be reached or refused the request; the write may or may not have happened
+    /// (it is not acknowledged).
+    #[error("etcd: {0}")]
+    Etcd(String),
 }

@@ -1,0 +1,806 @@
+//! The etcd v3 store: several autoscaled replicas share one history, any replica serves any
+//! target, and a response is sent only after etcd acknowledged the write (a Raft commit on a
+//! quorum of members, so it survives the loss of any minority of them).
+//!
+//! # Layout (under the configured prefix, default `autoscaled/`)
+//!
+//! * `hpa/s/<target_key>` → the [`TargetState`] record (the same [`record`] encoding as sled);
+//! * `hpa/d/<target_key> 0x00 be(seq)` → one [`DecisionEntry`] record per logged decision;
+//!   `seq` is the state's `next_seq` at commit, so the oldest entries beyond the log bound are
+//!   one contiguous range and are trimmed with a single `DeleteRange`, without a read;
+//! * `vpa/<target_key>` → the [`VerticalState`] record ([`super::vertical::encode_vertical`]).
+//!
+//! # Concurrency between replicas
+//!
+//! A Recommend reads the state with [`HistoryStore::load_for_update`] (a linearizable `Range`,
+//! which returns the key's `mod_revision`), decides, and commits with
+//! [`HistoryStore::commit_after`]: one etcd transaction whose guard is
+//! `mod_revision(state key) == seen` (0 when absent: etcd compares a missing key's revisions
+//! as 0), and whose success branch puts the state, puts the decision and trims the log. If
+//! another replica committed in between the guard fails, nothing is written, and the API
+//! re-reads and decides again (`api::horizontal`), so two replicas never both append from the
+//! same previous state. No global lock, no lease.
+//!
+//! # Group commit
+//!
+//! Commits of different targets that arrive while a transaction is in flight are sent
+//! together in the next one (as the sled store shares one flush), within etcd's limits:
+//! `--max-txn-ops` (default 128; each target takes 3 operations) and `--max-request-bytes`
+//! (default 1.5 MiB). When a batch's guard fails, the failure branch reads every state key's
+//! `mod_revision`, so only the targets that really conflicted fail; the others are re-sent.
+//!
+//! # Failures
+//!
+//! A transaction that fails in transport (leader change, member killed) may or may not have
+//! been applied. Each of its targets is then read back: if both the state and the decision
+//! are exactly what we wrote, it was applied (acknowledged); if the state is unchanged it is
+//! re-sent (at most [`MAX_ATTEMPTS`] times); otherwise the caller gets a conflict and decides
+//! again. So an acknowledged decision is always in etcd, and a decision is never logged twice
+//! for one attempt.
+//!
+//! # Blocking
+//!
+//! The store traits are synchronous. The store runs its own small tokio runtime for the etcd
+//! connections and the batcher; a trait call hands the work to it and waits (inside
+//! `block_in_place` on a multi-thread runtime, so the server's other tasks keep running).
+//! This works from any caller, including a current-thread runtime, without deadlock.
+
+use std::{collections::VecDeque, future::Future, path::PathBuf, time::Duration};
+
+use tokio::{
+    runtime::{Handle, Runtime, RuntimeFlavor},
+    sync::{mpsc, oneshot},
+};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+
+use super::{
+    DecisionEntry, HistoryStore, KeyPage, Seen, StoreError, TargetState, record,
+    vertical::{self, VerticalState, VerticalStore},
+};
+use crate::engine::history::History;
+
+/// The generated client of `proto/etcd/kv.proto`.
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+mod pb {
+    tonic::include_proto!("etcdserverpb");
+}
+
+use pb::{
+    Compare, DeleteRangeRequest, KeyValue, PutRequest, RangeRequest, RequestOp, TxnRequest,
+    compare::{CompareResult, CompareTarget, TargetUnion},
+    kv_client::KvClient,
+    request_op::Request as Op,
+    response_op::Response as OpResponse,
+};
+
+/// Targets per transaction: etcd's default `--max-txn-ops` is 128 and a target takes three
+/// operations (put state, put decision, trim), and the failure branch one range each.
+pub const MAX_BATCH_TARGETS: usize = 40;
+/// Bytes of keys and values per transaction, below etcd's default `--max-request-bytes`
+/// (1.5 MiB) with room for the envelope.
+pub const MAX_BATCH_BYTES: usize = 1024 * 1024;
+/// Sends of one commit before its error is returned (transport failures, leader changes).
+pub const MAX_ATTEMPTS: u32 = 4;
+
+/// TLS to etcd: a CA to verify the members, and a client certificate and key if etcd
+/// requires client authentication (`--client-cert-auth`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EtcdTls {
+    pub ca: Option<PathBuf>,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+}
+
+/// Options of [`EtcdStore::connect`].
+#[derive(Clone, Debug)]
+pub struct EtcdOptions {
+    /// Client URLs of the members (`http://host:2379` or `https://…`).
+    pub endpoints: Vec<String>,
+    /// Prefix of every key written, so that several deployments can share a cluster.
+    pub prefix: String,
+    pub tls: EtcdTls,
+    /// Decisions kept per target.
+    pub decision_log_len: usize,
+    /// Bound on one etcd request; a request that takes longer fails (UNAVAILABLE).
+    pub request_timeout: Duration,
+}
+
+impl Default for EtcdOptions {
+    fn default() -> Self {
+        EtcdOptions {
+            endpoints: vec!["http://127.0.0.1:2379".to_owned()],
+            prefix: "autoscaled/".to_owned(),
+            tls: EtcdTls::default(),
+            decision_log_len: crate::config::DEFAULT_DECISION_LOG_LEN,
+            request_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// One commit waiting for the batcher.
+struct Pending {
+    state_key: Vec<u8>,
+    state_value: Vec<u8>,
+    expected: i64,
+    decision_key: Vec<u8>,
+    decision_value: Vec<u8>,
+    /// `[from, to)` of log entries to drop.
+    trim: Option<(Vec<u8>, Vec<u8>)>,
+    target: String,
+    attempts: u32,
+    done: oneshot::Sender<Result<(), StoreError>>,
+}
+
+impl Pending {
+    fn bytes(&self) -> usize {
+        self.state_key.len() * 3
+            + self.state_value.len()
+            + self.decision_key.len()
+            + self.decision_value.len()
+            + self.trim.as_ref().map_or(0, |(a, b)| a.len() + b.len())
+            + 64
+    }
+}
+
+/// History (and VPA state) in etcd.
+pub struct EtcdStore {
+    runtime: Option<Runtime>,
+    handle: Handle,
+    kv: KvClient<Channel>,
+    commits: mpsc::UnboundedSender<Pending>,
+    prefix: Vec<u8>,
+    options: EtcdOptions,
+}
+
+impl std::fmt::Debug for EtcdStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdStore")
+            .field("endpoints", &self.options.endpoints)
+            .field("prefix", &self.options.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for EtcdStore {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks, which panics inside another runtime; let it wind down in
+        // the background instead.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+fn etcd_error(context: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Etcd(format!("{context}: {e}"))
+}
+
+/// The smallest key after every key starting with `prefix` (etcd's "prefix end").
+fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    // All 0xff (or empty): every key after it.
+    vec![0]
+}
+
+impl EtcdStore {
+    /// Connects to etcd (lazily: members may be down at start; requests fail with
+    /// [`StoreError::Etcd`] until one answers) and starts the batcher. Fails on bad options
+    /// (no endpoint, an unparsable URL, an unreadable certificate).
+    pub fn connect(options: EtcdOptions) -> Result<Self, StoreError> {
+        let open_err = |message: String| StoreError::Open {
+            path: PathBuf::from(format!("etcd {}", options.endpoints.join(","))),
+            message,
+        };
+        if options.endpoints.is_empty() {
+            return Err(open_err("no etcd endpoint given".to_owned()));
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("autoscaled-etcd")
+            .enable_all()
+            .build()
+            .map_err(|e| open_err(format!("cannot start the etcd client runtime: {e}")))?;
+        let tls = tls_config(&options.tls).map_err(open_err)?;
+        let mut endpoints = Vec::with_capacity(options.endpoints.len());
+        for url in &options.endpoints {
+            let mut endpoint = Endpoint::from_shared(url.clone())
+                .map_err(|e| open_err(format!("bad etcd endpoint {url:?}: {e}")))?
+                .connect_timeout(Duration::from_secs(2))
+                .tcp_nodelay(true)
+                // Detect a dead member (SIGKILL, partition) in seconds, not at the TCP timeout.
+                .http2_keep_alive_interval(Duration::from_secs(2))
+                .keep_alive_timeout(Duration::from_secs(2))
+                .keep_alive_while_idle(true);
+            if let Some(tls) = &tls {
+                endpoint = endpoint
+                    .tls_config(tls.clone())
+                    .map_err(|e| open_err(format!("TLS for {url:?}: {e}")))?;
+            }
+            endpoints.push(endpoint);
+        }
+        let handle = runtime.handle().clone();
+        let channel = {
+            let _entered = runtime.enter();
+            // Like etcd's own clients: requests go to any member that is connected (a follower
+            // forwards writes to the leader).
+            Channel::balance_list(endpoints.into_iter())
+        };
+        let kv = KvClient::new(channel);
+        let (commits, rx) = mpsc::unbounded_channel();
+        handle.spawn(batcher(kv.clone(), rx, options.request_timeout));
+        Ok(EtcdStore {
+            runtime: Some(runtime),
+            handle,
+            kv,
+            commits,
+            prefix: options.prefix.as_bytes().to_vec(),
+            options,
+        })
+    }
+
+    fn key(&self, parts: &[&[u8]]) -> Vec<u8> {
+        let mut k = self.prefix.clone();
+        for p in parts {
+            k.extend_from_slice(p);
+        }
+        k
+    }
+
+    fn state_key(&self, target: &str) -> Vec<u8> {
+        self.key(&[b"hpa/s/", target.as_bytes()])
+    }
+
+    fn decision_prefix(&self, target: &str) -> Vec<u8> {
+        self.key(&[b"hpa/d/", target.as_bytes(), &[0]])
+    }
+
+    fn decision_key(&self, target: &str, seq: u64) -> Vec<u8> {
+        let mut k = self.decision_prefix(target);
+        k.extend_from_slice(&seq.to_be_bytes());
+        k
+    }
+
+    fn vertical_key(&self, target: &str) -> Vec<u8> {
+        self.key(&[b"vpa/", target.as_bytes()])
+    }
+
+    /// Runs `future` on the store's runtime and waits for it.
+    fn block<T: Send + 'static>(
+        &self,
+        future: impl Future<Output = Result<T, StoreError>> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let timeout = self.options.request_timeout;
+        self.handle.spawn(async move {
+            let result = match tokio::time::timeout(timeout, future).await {
+                Ok(result) => result,
+                Err(_) => Err(StoreError::Etcd(format!(
+                    "no answer within {} ms",
+                    timeout.as_millis()
+                ))),
+            };
+            let _ = tx.send(result);
+        });
+        let wait = move || rx.recv();
+        let received = match Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(wait)
+            }
+            _ => wait(),
+        };
+        received.map_err(|_| StoreError::Etcd("the etcd client runtime stopped".to_owned()))?
+    }
+
+    /// One linearizable `Range`.
+    fn range(&self, request: RangeRequest) -> Result<pb::RangeResponse, StoreError> {
+        let mut kv = self.kv.clone();
+        self.block(async move {
+            kv.range(request)
+                .await
+                .map(tonic::Response::into_inner)
+                .map_err(|s| etcd_error("range", s.message()))
+        })
+    }
+
+    fn get(&self, key: Vec<u8>) -> Result<Option<KeyValue>, StoreError> {
+        Ok(self
+            .range(RangeRequest {
+                key,
+                ..Default::default()
+            })?
+            .kvs
+            .into_iter()
+            .next())
+    }
+
+    /// Up to `limit` keys under `under` after `after`, as target keys.
+    fn list(&self, under: Vec<u8>, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError> {
+        let end = prefix_end(&under);
+        let mut start = under.clone();
+        if let Some(after) = after {
+            start.extend_from_slice(after.as_bytes());
+            // The smallest key after `after`.
+            start.push(0);
+        }
+        let response = self.range(RangeRequest {
+            key: start,
+            range_end: end,
+            limit: i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX),
+            keys_only: true,
+            ..Default::default()
+        })?;
+        let more = response.kvs.len() > limit || response.more;
+        let mut keys = Vec::with_capacity(limit.min(response.kvs.len()));
+        for kv in response.kvs.into_iter().take(limit) {
+            let k = kv.key.get(under.len()..).unwrap_or_default();
+            keys.push(
+                String::from_utf8(k.to_vec()).map_err(|_| StoreError::Corrupt {
+                    kind: "state",
+                    key: String::from_utf8_lossy(k).into_owned(),
+                    message: "key is not UTF-8".to_owned(),
+                })?,
+            );
+        }
+        Ok(KeyPage { keys, more })
+    }
+
+    /// Deletes `keys` (exact) and `ranges` in one transaction; how many keys went.
+    fn delete_all(&self, ops: Vec<DeleteRangeRequest>) -> Result<i64, StoreError> {
+        let mut kv = self.kv.clone();
+        self.block(async move {
+            let response = kv
+                .txn(TxnRequest {
+                    compare: vec![],
+                    success: ops
+                        .into_iter()
+                        .map(|d| RequestOp {
+                            request: Some(Op::RequestDeleteRange(d)),
+                        })
+                        .collect(),
+                    failure: vec![],
+                })
+                .await
+                .map_err(|s| etcd_error("delete", s.message()))?
+                .into_inner();
+            Ok(response
+                .responses
+                .iter()
+                .map(|r| match &r.response {
+                    Some(OpResponse::ResponseDeleteRange(d)) => d.deleted,
+                    _ => 0,
+                })
+                .sum())
+        })
+    }
+
+    /// Total bytes of keys and values stored for `target` (state, decisions, VPA state): the
+    /// figure "etcd bytes per target" of `docs/ha.md` (etcd's own per-key overhead excluded).
+    pub fn target_bytes(&self, target: &str) -> Result<usize, StoreError> {
+        let mut total = 0;
+        for kv in [self.state_key(target), self.vertical_key(target)]
+            .into_iter()
+            .filter_map(|k| self.get(k).transpose())
+        {
+            let kv = kv?;
+            total += kv.key.len() + kv.value.len();
+        }
+        let prefix = self.decision_prefix(target);
+        let decisions = self.range(RangeRequest {
+            range_end: prefix_end(&prefix),
+            key: prefix,
+            ..Default::default()
+        })?;
+        total += decisions
+            .kvs
+            .iter()
+            .map(|kv| kv.key.len() + kv.value.len())
+            .sum::<usize>();
+        Ok(total)
+    }
+}
+
+fn tls_config(tls: &EtcdTls) -> Result<Option<ClientTlsConfig>, String> {
+    if tls.ca.is_none() && tls.cert.is_none() && tls.key.is_none() {
+        return Ok(None);
+    }
+    let read = |what: &str, path: &PathBuf| {
+        std::fs::read(path).map_err(|e| format!("cannot read the etcd {what} {}: {e}", path.display()))
+    };
+    let mut config = ClientTlsConfig::new();
+    match &tls.ca {
+        Some(ca) => config = config.ca_certificate(Certificate::from_pem(read("CA", ca)?)),
+        None => return Err("--etcd-ca is required with --etcd-cert/--etcd-key".to_owned()),
+    }
+    match (&tls.cert, &tls.key) {
+        (Some(cert), Some(key)) => {
+            config = config.identity(Identity::from_pem(
+                read("client certificate", cert)?,
+                read("client key", key)?,
+            ));
+        }
+        (None, None) => {}
+        _ => return Err("--etcd-cert and --etcd-key go together".to_owned()),
+    }
+    Ok(Some(config))
+}
+
+/// Sends the queued commits, batching those that arrive while a transaction is in flight.
+async fn batcher(kv: KvClient<Channel>, mut rx: mpsc::UnboundedReceiver<Pending>, timeout: Duration) {
+    let mut queue: VecDeque<Pending> = VecDeque::new();
+    loop {
+        if queue.is_empty() {
+            match rx.recv().await {
+                Some(p) => queue.push_back(p),
+                None => return,
+            }
+        }
+        while let Ok(p) = rx.try_recv() {
+            queue.push_back(p);
+        }
+        let mut batch = Vec::new();
+        let mut bytes = 0;
+        while let Some(p) = queue.front() {
+            if !batch.is_empty()
+                && (batch.len() >= MAX_BATCH_TARGETS || bytes + p.bytes() > MAX_BATCH_BYTES)
+            {
+                break;
+            }
+            bytes += p.bytes();
+            batch.extend(queue.pop_front());
+        }
+        let again = send_batch(&kv, batch, timeout).await;
+        for p in again.into_iter().rev() {
+            queue.push_front(p);
+        }
+    }
+}
+
+/// Sends one batch; returns the commits to send again (not applied, not conflicting).
+async fn send_batch(kv: &KvClient<Channel>, batch: Vec<Pending>, timeout: Duration) -> Vec<Pending> {
+    let mut request = TxnRequest::default();
+    for p in &batch {
+        request.compare.push(Compare {
+            result: CompareResult::Equal as i32,
+            target: CompareTarget::Mod as i32,
+            key: p.state_key.clone(),
+            target_union: Some(TargetUnion::ModRevision(p.expected)),
+            range_end: vec![],
+        });
+        request.success.push(RequestOp {
+            request: Some(Op::RequestPut(PutRequest {
+                key: p.state_key.clone(),
+                value: p.state_value.clone(),
+                ..Default::default()
+            })),
+        });
+        request.success.push(RequestOp {
+            request: Some(Op::RequestPut(PutRequest {
+                key: p.decision_key.clone(),
+                value: p.decision_value.clone(),
+                ..Default::default()
+            })),
+        });
+        if let Some((from, to)) = &p.trim {
+            request.success.push(RequestOp {
+                request: Some(Op::RequestDeleteRange(DeleteRangeRequest {
+                    key: from.clone(),
+                    range_end: to.clone(),
+                    prev_kv: false,
+                })),
+            });
+        }
+        request.failure.push(RequestOp {
+            request: Some(Op::RequestRange(RangeRequest {
+                key: p.state_key.clone(),
+                keys_only: true,
+                ..Default::default()
+            })),
+        });
+    }
+    let mut client = kv.clone();
+    let result = match tokio::time::timeout(timeout, client.txn(request)).await {
+        Ok(Ok(response)) => Ok(response.into_inner()),
+        Ok(Err(status)) => Err(status.message().to_owned()),
+        Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
+    };
+    let mut again = Vec::new();
+    match result {
+        Ok(response) if response.succeeded => {
+            for p in batch {
+                let _ = p.done.send(Ok(()));
+            }
+        }
+        Ok(response) => {
+            // Some guard failed: the failure branch read every state key's revision.
+            for (p, r) in batch.into_iter().zip(
+                response
+                    .responses
+                    .into_iter()
+                    .map(Some)
+                    .chain(std::iter::repeat_with(|| None)),
+            ) {
+                let now = match r.and_then(|r| r.response) {
+                    Some(OpResponse::ResponseRange(range)) => {
+                        range.kvs.first().map_or(0, |kv| kv.mod_revision)
+                    }
+                    _ => -1,
+                };
+                if now == p.expected {
+                    again.push(p);
+                } else {
+                    let _ = p.done.send(Err(StoreError::Conflict { key: p.target }));
+                }
+            }
+        }
+        Err(message) => {
+            // Applied or not? Read each target back.
+            for mut p in batch {
+                match resolve(kv, &p, timeout).await {
+                    Ok(Resolved::Applied) => {
+                        let _ = p.done.send(Ok(()));
+                    }
+                    Ok(Resolved::NotApplied) if p.attempts + 1 < MAX_ATTEMPTS => {
+                        p.attempts += 1;
+                        again.push(p);
+                    }
+                    Ok(Resolved::NotApplied) => {
+                        let _ = p.done.send(Err(etcd_error("commit", &message)));
+                    }
+                    Ok(Resolved::Changed) => {
+                        let _ = p.done.send(Err(StoreError::Conflict { key: p.target }));
+                    }
+                    Err(e) => {
+                        let _ = p.done.send(Err(etcd_error(
+                            "commit (outcome unknown, not acknowledged)",
+                            format!("{message}; reading back: {e}"),
+                        )));
+                    }
+                }
+            }
+        }
+    }
+    again
+}
+
+enum Resolved {
+    Applied,
+    NotApplied,
+    Changed,
+}
+
+/// After a transport failure: was `p` applied?
+async fn resolve(kv: &KvClient<Channel>, p: &Pending, timeout: Duration) -> Result<Resolved, String> {
+    let get = |key: Vec<u8>| {
+        let mut client = kv.clone();
+        async move {
+            match tokio::time::timeout(
+                timeout,
+                client.range(RangeRequest {
+                    key,
+                    ..Default::default()
+                }),
+            )
+            .await
+            {
+                Ok(Ok(r)) => Ok(r.into_inner().kvs.into_iter().next()),
+                Ok(Err(s)) => Err(s.message().to_owned()),
+                Err(_) => Err("timed out".to_owned()),
+            }
+        }
+    };
+    let state = get(p.state_key.clone()).await?;
+    let decision = get(p.decision_key.clone()).await?;
+    let state_rev = state.as_ref().map_or(0, |kv| kv.mod_revision);
+    if state.is_some_and(|kv| kv.value == p.state_value)
+        && decision.is_some_and(|kv| kv.value == p.decision_value)
+    {
+        Ok(Resolved::Applied)
+    } else if state_rev == p.expected {
+        Ok(Resolved::NotApplied)
+    } else {
+        Ok(Resolved::Changed)
+    }
+}
+
+impl HistoryStore for EtcdStore {
+    fn load(&self, key: &str) -> Result<Option<TargetState>, StoreError> {
+        Ok(self.load_for_update(key)?.0)
+    }
+
+    fn load_for_update(&self, key: &str) -> Result<(Option<TargetState>, Seen), StoreError> {
+        match self.get(self.state_key(key))? {
+            None => Ok((None, Seen::default())),
+            Some(kv) => {
+                let state: TargetState = record::decode("state", key, &kv.value)?;
+                let seen = Seen {
+                    revision: kv.mod_revision,
+                    next_seq: state.next_seq,
+                };
+                Ok((Some(state), seen))
+            }
+        }
+    }
+
+    /// Without a [`Seen`], the state is read first; only for callers that serialize writers
+    /// themselves (the API uses [`HistoryStore::commit_after`]).
+    fn commit(&self, key: &str, history: &History, decision: &DecisionEntry) -> Result<(), StoreError> {
+        let (_, seen) = self.load_for_update(key)?;
+        self.commit_after(key, seen, history, decision)
+    }
+
+    fn commit_after(
+        &self,
+        key: &str,
+        seen: Seen,
+        history: &History,
+        decision: &DecisionEntry,
+    ) -> Result<(), StoreError> {
+        let seq = seen.next_seq;
+        let state = TargetState {
+            history: history.clone(),
+            next_seq: seq.saturating_add(1),
+        };
+        let bound = self.options.decision_log_len.max(1) as u64;
+        // Keep seqs (seq - bound, seq]: drop [0, seq + 1 - bound).
+        let trim = (seq + 1)
+            .checked_sub(bound)
+            .filter(|first_kept| *first_kept > 0)
+            .map(|first_kept| (self.decision_key(key, 0), self.decision_key(key, first_kept)));
+        let (done, result) = oneshot::channel();
+        let pending = Pending {
+            state_key: self.state_key(key),
+            state_value: record::encode("state", key, &state)?,
+            expected: seen.revision,
+            decision_key: self.decision_key(key, seq),
+            decision_value: record::encode("decision", key, decision)?,
+            trim,
+            target: key.to_owned(),
+            attempts: 0,
+            done,
+        };
+        self.commits
+            .send(pending)
+            .map_err(|_| StoreError::Etcd("the etcd batcher stopped".to_owned()))?;
+        // No timeout here: the batcher bounds each send, and waits at most MAX_ATTEMPTS sends.
+        let wait = async move {
+            result
+                .await
+                .map_err(|_| StoreError::Etcd("the etcd batcher stopped".to_owned()))?
+        };
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.handle.spawn(async move {
+            let _ = tx.send(wait.await);
+        });
+        let recv = move || rx.recv();
+        let received = match Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(recv)
+            }
+            _ => recv(),
+        };
+        received.map_err(|_| StoreError::Etcd("the etcd client runtime stopped".to_owned()))?
+    }
+
+    fn decisions(&self, key: &str) -> Result<Vec<DecisionEntry>, StoreError> {
+        let prefix = self.decision_prefix(key);
+        let response = self.range(RangeRequest {
+            range_end: prefix_end(&prefix),
+            key: prefix,
+            ..Default::default()
+        })?;
+        let mut entries = response
+            .kvs
+            .iter()
+            .map(|kv| record::decode::<DecisionEntry>("decision", key, &kv.value))
+            .collect::<Result<Vec<_>, _>>()?;
+        // The sled store orders the log by evaluation time, then sequence; so do we (the
+        // entries come in sequence order and the sort is stable).
+        entries.sort_by_key(|e| e.time);
+        Ok(entries)
+    }
+
+    fn list_keys(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError> {
+        self.list(self.key(&[b"hpa/s/"]), after, limit)
+    }
+
+    fn delete(&self, key: &str) -> Result<bool, StoreError> {
+        let prefix = self.decision_prefix(key);
+        let deleted = self.delete_all(vec![
+            DeleteRangeRequest {
+                key: self.state_key(key),
+                ..Default::default()
+            },
+            DeleteRangeRequest {
+                range_end: prefix_end(&prefix),
+                key: prefix,
+                prev_kv: false,
+            },
+        ])?;
+        Ok(deleted > 0)
+    }
+
+    /// Every write was acknowledged by etcd (a quorum) before it returned.
+    fn flush(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn probe(&self) -> Result<(), StoreError> {
+        // A linearizable read goes through the leader's read index: it succeeds only when a
+        // quorum is reachable, i.e. when a write could succeed too.
+        self.range(RangeRequest {
+            key: self.key(&[b"health"]),
+            count_only: true,
+            ..Default::default()
+        })
+        .map(|_| ())
+    }
+}
+
+impl VerticalStore for EtcdStore {
+    fn load_vertical(&self, key: &str) -> Result<Option<VerticalState>, StoreError> {
+        self.get(self.vertical_key(key))?
+            .map(|kv| vertical::decode_vertical(key, &kv.value))
+            .transpose()
+    }
+
+    fn put_vertical(&self, key: &str, state: &VerticalState) -> Result<(), StoreError> {
+        let value = vertical::encode_vertical(key, state)?;
+        let mut kv = self.kv.clone();
+        let k = self.vertical_key(key);
+        self.block(async move {
+            kv.put(PutRequest {
+                key: k,
+                value,
+                ..Default::default()
+            })
+            .await
+            .map(|_| ())
+            .map_err(|s| etcd_error("put", s.message()))
+        })
+    }
+
+    fn delete_vertical(&self, key: &str) -> Result<bool, StoreError> {
+        Ok(self.delete_all(vec![DeleteRangeRequest {
+            key: self.vertical_key(key),
+            ..Default::default()
+        }])? > 0)
+    }
+
+    fn vertical_record_bytes(&self, key: &str) -> Result<Option<usize>, StoreError> {
+        Ok(self.get(self.vertical_key(key))?.map(|kv| kv.value.len()))
+    }
+
+    fn list_vertical_keys(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError> {
+        self.list(self.key(&[b"vpa/"]), after, limit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_end_is_the_first_key_after_the_prefix() {
+        assert_eq!(prefix_end(b"a/"), b"a0".to_vec());
+        assert_eq!(prefix_end(b"a\x00"), b"a\x01".to_vec());
+        assert_eq!(prefix_end(b"a\xff"), b"b".to_vec());
+        assert_eq!(prefix_end(b"\xff"), vec![0]);
+    }
+
+    #[test]
+    fn tls_options_must_be_complete() {
+        assert!(matches!(tls_config(&EtcdTls::default()), Ok(None)));
+        let only_cert = EtcdTls {
+            ca: None,
+            cert: Some("c".into()),
+            key: Some("k".into()),
+        };
+        assert!(matches!(tls_config(&only_cert), Err(e) if e.contains("--etcd-ca")));
+    }
+}
