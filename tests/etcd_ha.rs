@@ -22,7 +22,8 @@ use std::{
 use autoscaled::{
     conformance::grpc,
     pb::v1::{
-        GetHistoryRequest, RecommendRequest, horizontal_autoscaler_client::HorizontalAutoscalerClient,
+        GetHistoryRequest, RecommendRequest,
+        horizontal_autoscaler_client::HorizontalAutoscalerClient,
     },
 };
 use etcd_support::Etcd;
@@ -133,7 +134,10 @@ async fn check_history(addr: SocketAddr, acks: &BTreeMap<String, Vec<i64>>, exac
         let acked: BTreeSet<i64> = times.iter().copied().collect();
         assert_eq!(acked.len(), times.len(), "{target}: a time was used twice");
         let lost: Vec<_> = acked.difference(&decided_set).collect();
-        assert!(lost.is_empty(), "{target}: acknowledged decisions lost: {lost:?}");
+        assert!(
+            lost.is_empty(),
+            "{target}: acknowledged decisions lost: {lost:?}"
+        );
         let lost: Vec<_> = acked.difference(&recommended).collect();
         assert!(
             lost.is_empty(),
@@ -150,7 +154,13 @@ async fn check_history(addr: SocketAddr, acks: &BTreeMap<String, Vec<i64>>, exac
 
 /// `clients` tasks, each sending `calls` Recommends over `targets` shared targets, spread
 /// round-robin over `replicas`; every call must succeed.
-async fn concurrent_load(replicas: &[SocketAddr], clients: usize, calls: usize, targets: usize, prefix: &str) -> BTreeMap<String, Vec<i64>> {
+async fn concurrent_load(
+    replicas: &[SocketAddr],
+    clients: usize,
+    calls: usize,
+    targets: usize,
+    prefix: &str,
+) -> BTreeMap<String, Vec<i64>> {
     let acks: Acks = Arc::default();
     let base = epoch_millis();
     let counter = Arc::new(AtomicUsize::new(0));
@@ -389,7 +399,10 @@ async fn failover_kill_a_replica_then_the_etcd_leader_under_load() {
     eprintln!(
         "failover: {} acknowledged, {failed} failed calls; first decision {:?} after the replica SIGKILL, {:?} after the etcd leader SIGKILL; longest gap after the leader kill {:?}",
         times.len(),
-        sorted.iter().find(|t| **t > replica_killed).map(|t| *t - replica_killed),
+        sorted
+            .iter()
+            .find(|t| **t > replica_killed)
+            .map(|t| *t - replica_killed),
         after_leader.iter().min().map(|t| **t - leader_killed),
         gap(leader_killed),
     );

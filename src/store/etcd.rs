@@ -45,7 +45,16 @@
 //! `block_in_place` on a multi-thread runtime, so the server's other tasks keep running).
 //! This works from any caller, including a current-thread runtime, without deadlock.
 
-use std::{collections::VecDeque, future::Future, path::PathBuf, time::Duration};
+use std::{
+    collections::VecDeque,
+    future::Future,
+    path::PathBuf,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
 
 use tokio::{
     runtime::{Handle, Runtime, RuntimeFlavor},
@@ -101,7 +110,7 @@ pub struct EtcdOptions {
     pub tls: EtcdTls,
     /// Decisions kept per target.
     pub decision_log_len: usize,
-    /// Bound on one etcd request; a request that takes longer fails (UNAVAILABLE).
+    /// Bound on one try of an etcd request on one member; then the next member is tried.
     pub request_timeout: Duration,
 }
 
@@ -112,7 +121,7 @@ impl Default for EtcdOptions {
             prefix: "autoscaled/".to_owned(),
             tls: EtcdTls::default(),
             decision_log_len: crate::config::DEFAULT_DECISION_LOG_LEN,
-            request_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(2),
         }
     }
 }
@@ -142,11 +151,108 @@ impl Pending {
     }
 }
 
+/// One lazily connected client per member, and the one in use. A request that fails in
+/// transport (member killed, partitioned, no leader, no answer within the per-try timeout)
+/// moves to the next member. tonic's `Channel::balance_list` was not used: after a member is
+/// SIGKILLed it kept routing calls to it (they hung until our timeout), so decisions stalled.
+struct Members {
+    clients: Vec<KvClient<Channel>>,
+    current: AtomicUsize,
+    per_try: Duration,
+}
+
+/// The failure of a request to one member: worth another member, or final.
+fn retryable(status: &tonic::Status) -> bool {
+    matches!(
+        status.code(),
+        tonic::Code::Unavailable
+            | tonic::Code::Unknown
+            | tonic::Code::DeadlineExceeded
+            | tonic::Code::Cancelled
+            | tonic::Code::Aborted
+            | tonic::Code::Internal
+    )
+}
+
+impl Members {
+    fn client(&self) -> (usize, KvClient<Channel>) {
+        let i = self.current.load(Ordering::Relaxed) % self.clients.len();
+        (i, self.clients[i].clone())
+    }
+
+    /// After a failure on member `i`, use the next one (unless another caller already moved).
+    fn failed(&self, i: usize) {
+        let _ = self.current.compare_exchange(
+            i,
+            (i + 1) % self.clients.len(),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// One attempt on the current member, bounded by the per-try timeout; moves on if it fails
+    /// in transport. For requests that must not be repeated blindly (a transaction).
+    async fn once<T, F, Fut>(&self, op: F) -> Result<T, String>
+    where
+        F: FnOnce(KvClient<Channel>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let (i, client) = self.client();
+        match tokio::time::timeout(self.per_try, op(client)).await {
+            Ok(Ok(response)) => Ok(response.into_inner()),
+            Ok(Err(status)) => {
+                if retryable(&status) {
+                    self.failed(i);
+                }
+                Err(format!("member {i}: {}", status.message()))
+            }
+            Err(_) => {
+                self.failed(i);
+                Err(format!(
+                    "member {i}: no answer within {} ms",
+                    self.per_try.as_millis()
+                ))
+            }
+        }
+    }
+
+    /// An idempotent request (a read, or a write whose repetition is harmless), tried on each
+    /// member in turn, twice round.
+    async fn call<T, F, Fut>(&self, op: F) -> Result<T, StoreError>
+    where
+        F: Fn(KvClient<Channel>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let mut last = String::new();
+        for _ in 0..self.clients.len() * 2 {
+            let (i, client) = self.client();
+            match tokio::time::timeout(self.per_try, op(client)).await {
+                Ok(Ok(response)) => return Ok(response.into_inner()),
+                Ok(Err(status)) if retryable(&status) => {
+                    last = format!("member {i}: {}", status.message());
+                    self.failed(i);
+                }
+                Ok(Err(status)) => return Err(etcd_error("request refused", status.message())),
+                Err(_) => {
+                    last = format!(
+                        "member {i}: no answer within {} ms",
+                        self.per_try.as_millis()
+                    );
+                    self.failed(i);
+                }
+            }
+        }
+        Err(StoreError::Etcd(format!(
+            "no etcd member answered; last: {last}"
+        )))
+    }
+}
+
 /// History (and VPA state) in etcd.
 pub struct EtcdStore {
     runtime: Option<Runtime>,
     handle: Handle,
-    kv: KvClient<Channel>,
+    members: Arc<Members>,
     commits: mpsc::UnboundedSender<Pending>,
     prefix: Vec<u8>,
     options: EtcdOptions,
@@ -225,19 +331,24 @@ impl EtcdStore {
             endpoints.push(endpoint);
         }
         let handle = runtime.handle().clone();
-        let channel = {
+        let clients = {
             let _entered = runtime.enter();
-            // Like etcd's own clients: requests go to any member that is connected (a follower
-            // forwards writes to the leader).
-            Channel::balance_list(endpoints.into_iter())
+            endpoints
+                .into_iter()
+                .map(|e| KvClient::new(e.connect_lazy()))
+                .collect()
         };
-        let kv = KvClient::new(channel);
+        let members = Arc::new(Members {
+            clients,
+            current: AtomicUsize::new(0),
+            per_try: options.request_timeout,
+        });
         let (commits, rx) = mpsc::unbounded_channel();
-        handle.spawn(batcher(kv.clone(), rx, options.request_timeout));
+        handle.spawn(batcher(Arc::clone(&members), rx));
         Ok(EtcdStore {
             runtime: Some(runtime),
             handle,
-            kv,
+            members,
             commits,
             prefix: options.prefix.as_bytes().to_vec(),
             options,
@@ -276,7 +387,9 @@ impl EtcdStore {
         future: impl Future<Output = Result<T, StoreError>> + Send + 'static,
     ) -> Result<T, StoreError> {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        let timeout = self.options.request_timeout;
+        // `Members::call` bounds each try; this bounds the whole (every member, twice).
+        let timeout = self.options.request_timeout
+            * (2 * u32::try_from(self.options.endpoints.len()).unwrap_or(u32::MAX / 4) + 1);
         self.handle.spawn(async move {
             let result = match tokio::time::timeout(timeout, future).await {
                 Ok(result) => result,
@@ -299,12 +412,14 @@ impl EtcdStore {
 
     /// One linearizable `Range`.
     fn range(&self, request: RangeRequest) -> Result<pb::RangeResponse, StoreError> {
-        let mut kv = self.kv.clone();
+        let members = Arc::clone(&self.members);
         self.block(async move {
-            kv.range(request)
+            members
+                .call(|mut kv| {
+                    let request = request.clone();
+                    async move { kv.range(request).await }
+                })
                 .await
-                .map(tonic::Response::into_inner)
-                .map_err(|s| etcd_error("range", s.message()))
         })
     }
 
@@ -320,7 +435,12 @@ impl EtcdStore {
     }
 
     /// Up to `limit` keys under `under` after `after`, as target keys.
-    fn list(&self, under: Vec<u8>, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError> {
+    fn list(
+        &self,
+        under: Vec<u8>,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<KeyPage, StoreError> {
         let end = prefix_end(&under);
         let mut start = under.clone();
         if let Some(after) = after {
@@ -352,22 +472,26 @@ impl EtcdStore {
 
     /// Deletes `keys` (exact) and `ranges` in one transaction; how many keys went.
     fn delete_all(&self, ops: Vec<DeleteRangeRequest>) -> Result<i64, StoreError> {
-        let mut kv = self.kv.clone();
-        self.block(async move {
-            let response = kv
-                .txn(TxnRequest {
-                    compare: vec![],
-                    success: ops
-                        .into_iter()
-                        .map(|d| RequestOp {
-                            request: Some(Op::RequestDeleteRange(d)),
-                        })
-                        .collect(),
-                    failure: vec![],
+        let members = Arc::clone(&self.members);
+        let request = TxnRequest {
+            compare: vec![],
+            success: ops
+                .into_iter()
+                .map(|d| RequestOp {
+                    request: Some(Op::RequestDeleteRange(d)),
                 })
-                .await
-                .map_err(|s| etcd_error("delete", s.message()))?
-                .into_inner();
+                .collect(),
+            failure: vec![],
+        };
+        self.block(async move {
+            // Repeating a delete is harmless (the count of a repeat may be 0: the API then
+            // answers NOT_FOUND for a target this call did delete, which a retry would too).
+            let response = members
+                .call(|mut kv| {
+                    let request = request.clone();
+                    async move { kv.txn(request).await }
+                })
+                .await?;
             Ok(response
                 .responses
                 .iter()
@@ -410,7 +534,8 @@ fn tls_config(tls: &EtcdTls) -> Result<Option<ClientTlsConfig>, String> {
         return Ok(None);
     }
     let read = |what: &str, path: &PathBuf| {
-        std::fs::read(path).map_err(|e| format!("cannot read the etcd {what} {}: {e}", path.display()))
+        std::fs::read(path)
+            .map_err(|e| format!("cannot read the etcd {what} {}: {e}", path.display()))
     };
     let mut config = ClientTlsConfig::new();
     match &tls.ca {
@@ -431,7 +556,7 @@ fn tls_config(tls: &EtcdTls) -> Result<Option<ClientTlsConfig>, String> {
 }
 
 /// Sends the queued commits, batching those that arrive while a transaction is in flight.
-async fn batcher(kv: KvClient<Channel>, mut rx: mpsc::UnboundedReceiver<Pending>, timeout: Duration) {
+async fn batcher(members: Arc<Members>, mut rx: mpsc::UnboundedReceiver<Pending>) {
     let mut queue: VecDeque<Pending> = VecDeque::new();
     loop {
         if queue.is_empty() {
@@ -454,7 +579,7 @@ async fn batcher(kv: KvClient<Channel>, mut rx: mpsc::UnboundedReceiver<Pending>
             bytes += p.bytes();
             batch.extend(queue.pop_front());
         }
-        let again = send_batch(&kv, batch, timeout).await;
+        let again = send_batch(&members, batch).await;
         for p in again.into_iter().rev() {
             queue.push_front(p);
         }
@@ -462,7 +587,7 @@ async fn batcher(kv: KvClient<Channel>, mut rx: mpsc::UnboundedReceiver<Pending>
 }
 
 /// Sends one batch; returns the commits to send again (not applied, not conflicting).
-async fn send_batch(kv: &KvClient<Channel>, batch: Vec<Pending>, timeout: Duration) -> Vec<Pending> {
+async fn send_batch(members: &Members, batch: Vec<Pending>) -> Vec<Pending> {
     let mut request = TxnRequest::default();
     for p in &batch {
         request.compare.push(Compare {
@@ -503,12 +628,9 @@ async fn send_batch(kv: &KvClient<Channel>, batch: Vec<Pending>, timeout: Durati
             })),
         });
     }
-    let mut client = kv.clone();
-    let result = match tokio::time::timeout(timeout, client.txn(request)).await {
-        Ok(Ok(response)) => Ok(response.into_inner()),
-        Ok(Err(status)) => Err(status.message().to_owned()),
-        Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
-    };
+    let result = members
+        .once(|mut kv| async move { kv.txn(request).await })
+        .await;
     let mut again = Vec::new();
     match result {
         Ok(response) if response.succeeded => {
@@ -541,7 +663,7 @@ async fn send_batch(kv: &KvClient<Channel>, batch: Vec<Pending>, timeout: Durati
         Err(message) => {
             // Applied or not? Read each target back.
             for mut p in batch {
-                match resolve(kv, &p, timeout).await {
+                match resolve(members, &p).await {
                     Ok(Resolved::Applied) => {
                         let _ = p.done.send(Ok(()));
                     }
@@ -575,24 +697,18 @@ enum Resolved {
 }
 
 /// After a transport failure: was `p` applied?
-async fn resolve(kv: &KvClient<Channel>, p: &Pending, timeout: Duration) -> Result<Resolved, String> {
-    let get = |key: Vec<u8>| {
-        let mut client = kv.clone();
-        async move {
-            match tokio::time::timeout(
-                timeout,
-                client.range(RangeRequest {
-                    key,
+async fn resolve(members: &Members, p: &Pending) -> Result<Resolved, StoreError> {
+    let get = |key: Vec<u8>| async move {
+        members
+            .call(|mut kv| {
+                let request = RangeRequest {
+                    key: key.clone(),
                     ..Default::default()
-                }),
-            )
+                };
+                async move { kv.range(request).await }
+            })
             .await
-            {
-                Ok(Ok(r)) => Ok(r.into_inner().kvs.into_iter().next()),
-                Ok(Err(s)) => Err(s.message().to_owned()),
-                Err(_) => Err("timed out".to_owned()),
-            }
-        }
+            .map(|r| r.kvs.into_iter().next())
     };
     let state = get(p.state_key.clone()).await?;
     let decision = get(p.decision_key.clone()).await?;
@@ -629,7 +745,12 @@ impl HistoryStore for EtcdStore {
 
     /// Without a [`Seen`], the state is read first; only for callers that serialize writers
     /// themselves (the API uses [`HistoryStore::commit_after`]).
-    fn commit(&self, key: &str, history: &History, decision: &DecisionEntry) -> Result<(), StoreError> {
+    fn commit(
+        &self,
+        key: &str,
+        history: &History,
+        decision: &DecisionEntry,
+    ) -> Result<(), StoreError> {
         let (_, seen) = self.load_for_update(key)?;
         self.commit_after(key, seen, history, decision)
     }
@@ -651,7 +772,12 @@ impl HistoryStore for EtcdStore {
         let trim = (seq + 1)
             .checked_sub(bound)
             .filter(|first_kept| *first_kept > 0)
-            .map(|first_kept| (self.decision_key(key, 0), self.decision_key(key, first_kept)));
+            .map(|first_kept| {
+                (
+                    self.decision_key(key, 0),
+                    self.decision_key(key, first_kept),
+                )
+            });
         let (done, result) = oneshot::channel();
         let pending = Pending {
             state_key: self.state_key(key),
@@ -751,17 +877,20 @@ impl VerticalStore for EtcdStore {
 
     fn put_vertical(&self, key: &str, state: &VerticalState) -> Result<(), StoreError> {
         let value = vertical::encode_vertical(key, state)?;
-        let mut kv = self.kv.clone();
-        let k = self.vertical_key(key);
+        let members = Arc::clone(&self.members);
+        let request = PutRequest {
+            key: self.vertical_key(key),
+            value,
+            ..Default::default()
+        };
         self.block(async move {
-            kv.put(PutRequest {
-                key: k,
-                value,
-                ..Default::default()
-            })
-            .await
-            .map(|_| ())
-            .map_err(|s| etcd_error("put", s.message()))
+            members
+                .call(|mut kv| {
+                    let request = request.clone();
+                    async move { kv.put(request).await }
+                })
+                .await
+                .map(|_| ())
         })
     }
 

@@ -186,7 +186,11 @@ impl Etcd {
             assert!(
                 started.elapsed() < Duration::from_secs(60),
                 "etcd did not become ready; logs in {}",
-                self.members[0].data_dir.parent().map_or(Path::new("?"), |p| p).display()
+                self.members[0]
+                    .data_dir
+                    .parent()
+                    .map_or(Path::new("?"), |p| p)
+                    .display()
             );
             std::thread::sleep(Duration::from_millis(100));
         }
