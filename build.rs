@@ -16,6 +16,9 @@ const PROTOS: &[&str] = &[
 /// The subset of etcd's v3 KV API used by `store::etcd` (client only; declared in this repo so
 /// that no `protoc` is needed, unlike the etcd-client crate whose build script runs prost-build).
 const ETCD_PROTOS: &[&str] = &["proto/etcd/kv.proto"];
+/// Storage-only records (`src/store/record/`): Rust messages only, no services, no
+/// descriptor set (never served or registered for reflection).
+const STORE_PROTOS: &[&str] = &["proto/store/v1/records.proto"];
 
 const RPC_PROTOS: &[&str] = &[
     "proto/google/rpc/status.proto",
@@ -23,7 +26,12 @@ const RPC_PROTOS: &[&str] = &[
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    for proto in PROTOS.iter().chain(RPC_PROTOS).chain(ETCD_PROTOS) {
+    for proto in PROTOS
+        .iter()
+        .chain(RPC_PROTOS)
+        .chain(STORE_PROTOS)
+        .chain(ETCD_PROTOS)
+    {
         println!("cargo:rerun-if-changed={proto}");
     }
     let out_dir = PathBuf::from(env::var("OUT_DIR")?);
@@ -37,6 +45,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_server(false)
         .compile_fds(etcd)?;
+    let store = protox::compile(STORE_PROTOS, ["proto"])?;
+    tonic_prost_build::configure()
+        .build_client(false)
+        .build_server(false)
+        .compile_fds(store)?;
     let rpc = protox::compile(RPC_PROTOS, ["proto"])?;
     fs::write(out_dir.join("rpc_descriptor.bin"), rpc.encode_to_vec())?;
     Ok(())

@@ -222,6 +222,7 @@ pub async fn history(
         .await?
         .get_history(api::GetHistoryRequest {
             target_key: target_key.to_owned(),
+            ..Default::default()
         })
         .await
         .map_err(rpc_error("GetHistory"))?

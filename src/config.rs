@@ -173,6 +173,18 @@ pub struct ServeArgs {
     /// longest stabilization window Kubernetes allows) and at least the downscale stabilization. [default: 3600]
     #[arg(long, env = "AUTOSCALED_HISTORY_RETENTION_SECS", value_name = "SECS")]
     pub history_retention_secs: Option<u64>,
+    /// Decision runs that ended longer ago than this (before the target's newest decision)
+    /// are dropped from the decision log. [default: 86400]
+    #[arg(long, env = "AUTOSCALED_DECISION_RETENTION_SECS", value_name = "SECS")]
+    pub decision_retention_secs: Option<u64>,
+    /// Pod names kept per group (unready, missing, ignored) and metric in a logged decision;
+    /// the totals are always kept. [default: 50]
+    #[arg(long, env = "AUTOSCALED_MAX_POD_NAMES", value_name = "N")]
+    pub max_pod_names: Option<usize>,
+    /// sled's page cache in MiB; keep it well under the memory limit (the chart's 512 Mi
+    /// limit fits the default). [default: 64]
+    #[arg(long, env = "AUTOSCALED_CACHE_MB", value_name = "MIB")]
+    pub cache_mb: Option<u64>,
     /// Maximum decoded request size, in bytes. [default: 4194304]
     #[arg(long, env = "AUTOSCALED_MAX_MESSAGE_BYTES", value_name = "BYTES")]
     pub max_message_bytes: Option<usize>,
@@ -263,6 +275,9 @@ struct FileConfig {
     shutdown_grace_secs: Option<u64>,
     decision_log_len: Option<usize>,
     history_retention_secs: Option<u64>,
+    decision_retention_secs: Option<u64>,
+    max_pod_names: Option<usize>,
+    cache_mb: Option<u64>,
     max_message_bytes: Option<usize>,
     max_pods: Option<usize>,
     max_metrics: Option<usize>,
@@ -319,6 +334,12 @@ pub struct Config {
     pub decision_log_len: usize,
     /// Recommendations and scale events older than this are pruned (see `store::prune`).
     pub history_retention: Duration,
+    /// Closed decision runs older than this are dropped (see `store::sled`).
+    pub decision_retention: Duration,
+    /// Pod names kept per group in a logged decision.
+    pub max_pod_names: usize,
+    /// sled's page cache, MiB.
+    pub cache_mb: u64,
     pub limits: Limits,
     pub log: String,
     pub log_format: LogFormat,
@@ -464,6 +485,19 @@ impl ServeArgs {
                 self.history_retention_secs.or(file.history_retention_secs),
                 Duration::from_secs(DEFAULT_HISTORY_RETENTION_SECS),
             ),
+            decision_retention: secs(
+                self.decision_retention_secs
+                    .or(file.decision_retention_secs),
+                crate::store::sled::DEFAULT_DECISION_RETENTION,
+            ),
+            max_pod_names: self
+                .max_pod_names
+                .or(file.max_pod_names)
+                .unwrap_or(crate::store::sled::DEFAULT_MAX_POD_NAMES),
+            cache_mb: self
+                .cache_mb
+                .or(file.cache_mb)
+                .unwrap_or(crate::store::sled::DEFAULT_CACHE_BYTES / (1024 * 1024)),
             limits: Limits {
                 max_message_bytes: self
                     .max_message_bytes
@@ -534,6 +568,12 @@ impl Config {
         }
         if self.decision_log_len == 0 {
             return Err(invalid("decision_log_len", "must be greater than 0"));
+        }
+        if self.decision_retention.is_zero() {
+            return Err(invalid("decision_retention_secs", "must be greater than 0"));
+        }
+        if self.cache_mb == 0 {
+            return Err(invalid("cache_mb", "must be greater than 0"));
         }
         if self.history_retention < Duration::from_secs(DEFAULT_HISTORY_RETENTION_SECS) {
             return Err(invalid(

@@ -139,6 +139,9 @@ pub fn open_store(config: &Config) -> Result<Arc<SledStore>, StoreError> {
         &config.data_dir,
         SledOptions {
             decision_log_len: config.decision_log_len,
+            decision_retention: config.decision_retention,
+            max_pod_names: config.max_pod_names,
+            cache_bytes: config.cache_mb.saturating_mul(1024 * 1024),
         },
     )
     .map(Arc::new)
@@ -164,6 +167,8 @@ pub fn open_configured_store(config: &Config) -> Result<OpenedStore, StoreError>
                 key: config.etcd.key.clone(),
             },
             decision_log_len: config.decision_log_len,
+            decision_retention: config.decision_retention,
+            max_pod_names: config.max_pod_names,
             ..EtcdOptions::default()
         })?)),
     })

@@ -250,6 +250,7 @@ async fn recommend_scales_up_and_history_survives_a_restart() {
     let history = client
         .get_history(pb::GetHistoryRequest {
             target_key: "ns/web".into(),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -272,6 +273,7 @@ async fn recommend_scales_up_and_history_survives_a_restart() {
     let after = client
         .get_history(pb::GetHistoryRequest {
             target_key: "ns/web".into(),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -294,6 +296,7 @@ async fn dry_run_decides_with_stored_history_and_records_nothing() {
     let missing = client
         .get_history(pb::GetHistoryRequest {
             target_key: "ns/dry".into(),
+            ..Default::default()
         })
         .await
         .unwrap_err();
@@ -305,6 +308,7 @@ async fn dry_run_decides_with_stored_history_and_records_nothing() {
     let before = client
         .get_history(pb::GetHistoryRequest {
             target_key: "ns/dry".into(),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -314,6 +318,7 @@ async fn dry_run_decides_with_stored_history_and_records_nothing() {
     let after = client
         .get_history(pb::GetHistoryRequest {
             target_key: "ns/dry".into(),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -374,6 +379,7 @@ async fn list_targets_paginates_and_delete_target_forgets() {
     let gone = client
         .get_history(pb::GetHistoryRequest {
             target_key: "b/1".into(),
+            ..Default::default()
         })
         .await
         .unwrap_err();
@@ -395,6 +401,7 @@ async fn list_targets_paginates_and_delete_target_forgets() {
     let cd = client
         .get_history(pb::GetHistoryRequest {
             target_key: "c/d".into(),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -428,6 +435,7 @@ async fn concurrent_recommends_on_one_target_lose_no_update() {
     let history = client
         .get_history(pb::GetHistoryRequest {
             target_key: "ns/hot".into(),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -666,6 +674,7 @@ async fn bad_input_is_rejected_with_the_field_path_and_nothing_is_stored() {
         let status = client
             .get_history(pb::GetHistoryRequest {
                 target_key: key.repeat(600),
+                ..Default::default()
             })
             .await
             .unwrap_err();
@@ -683,6 +692,7 @@ async fn bad_input_is_rejected_with_the_field_path_and_nothing_is_stored() {
     let history = client
         .get_history(pb::GetHistoryRequest {
             target_key: "ns/bad".into(),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -996,6 +1006,7 @@ async fn history_older_than_the_retention_is_pruned_on_write() {
     let before = client
         .get_history(pb::GetHistoryRequest {
             target_key: "ns/old".into(),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -1008,6 +1019,7 @@ async fn history_older_than_the_retention_is_pruned_on_write() {
     let after = client
         .get_history(pb::GetHistoryRequest {
             target_key: "ns/old".into(),
+            ..Default::default()
         })
         .await
         .unwrap()

@@ -162,6 +162,7 @@ fn recommendations(
 ) -> Vec<(i64, i32)> {
     rt.block_on(client.get_history(pb::GetHistoryRequest {
         target_key: "restart/web".to_owned(),
+        ..Default::default()
     }))
     .expect("GetHistory succeeds")
     .into_inner()
@@ -223,6 +224,88 @@ fn a_folder_in_use_is_refused_with_a_clear_message() {
     let data = dir.path().join("data");
     let _first = start(&data);
     assert_refused_naming(&data);
+}
+
+/// Acknowledged decisions under `key`: (count, evaluation seconds after T0 of the newest).
+fn logged(
+    rt: &tokio::runtime::Runtime,
+    client: &mut HorizontalAutoscalerClient<Channel>,
+    key: &str,
+) -> Vec<i64> {
+    rt.block_on(client.get_history(pb::GetHistoryRequest {
+        target_key: key.to_owned(),
+        ..Default::default()
+    }))
+    .expect("GetHistory succeeds")
+    .into_inner()
+    .decisions
+    .iter()
+    .map(|d| d.evaluation_time.as_ref().map_or(0, |t| t.seconds) - T0)
+    .collect()
+}
+
+/// Issue 8 item 1: a second server on a live folder is refused without touching it. Older
+/// builds copied `db` aside before sled took its lock and renamed the copy back over the live
+/// file when the lock failed, so the live server's later writes went to an unlinked inode and
+/// were lost at its restart, and a third start then succeeded next to it.
+#[test]
+fn a_refused_second_start_leaves_the_live_server_and_its_writes_intact() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let rt = runtime();
+    let server = start(&data);
+    let pid = server.child.id();
+    let mut c = client(&rt, server.addr);
+    let key = |i: usize| format!("inuse/k{i}");
+    let write = |c: &mut HorizontalAutoscalerClient<Channel>, i: usize| {
+        let mut r = request(2, 900, i as i64);
+        r.target_key = key(i);
+        recommend(&rt, c, r);
+    };
+    for i in 0..20 {
+        write(&mut c, i);
+    }
+    let inode = std::fs::metadata(data.join("db")).unwrap().ino();
+
+    let (status, err) = start_refused(&data);
+    assert!(!status.success(), "exit status {status}");
+    assert!(
+        err.contains(&format!("in use by another process (pid {pid}?)"))
+            && err.contains(&data.display().to_string()),
+        "the refusal names the folder and the live server's pid: {err}"
+    );
+    assert!(!err.contains("repair or move"), "{err}");
+    assert!(!err.contains("{ "), "no debug struct in the message: {err}");
+    assert_eq!(
+        std::fs::metadata(data.join("db")).unwrap().ino(),
+        inode,
+        "the live database was replaced"
+    );
+
+    // The live server keeps acknowledging writes, into the same file.
+    for i in 20..40 {
+        write(&mut c, i);
+    }
+    assert_eq!(std::fs::metadata(data.join("db")).unwrap().ino(), inode);
+    // A third start while A runs is still refused.
+    let (status, err) = start_refused(&data);
+    assert!(!status.success(), "exit status {status}");
+    assert!(err.contains("in use by another process"), "{err}");
+
+    // Restart A (SIGKILL, so only what was flushed counts): every acknowledged write is there.
+    drop(c);
+    drop(server);
+    let server = start(&data);
+    let mut c = client(&rt, server.addr);
+    for i in 0..40 {
+        assert_eq!(
+            logged(&rt, &mut c, &key(i)),
+            vec![i as i64],
+            "acknowledged decision of {} lost",
+            key(i)
+        );
+    }
 }
 
 #[test]

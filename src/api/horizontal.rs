@@ -144,11 +144,7 @@ impl HorizontalService {
                 let commit_started = Instant::now();
                 let mut new_history = evaluation.history;
                 prune::prune(&mut new_history, now, self.options.history_retention);
-                let entry = DecisionEntry {
-                    time: now,
-                    decision: response_decision,
-                    metrics: input.spec.metrics.clone(),
-                };
+                let entry = DecisionEntry::single(now, response_decision, &input.spec, &settings);
                 match self
                     .store
                     .commit_after(&input.target_key, seen, &new_history, &entry)
@@ -201,11 +197,12 @@ impl HorizontalService {
             .store
             .load(&req.target_key)?
             .ok_or_else(|| ApiError::TargetNotFound(req.target_key.clone()))?;
-        let decisions = self.store.decisions(&req.target_key)?;
-        Ok(convert::target_history(
+        let request = convert::history::history_page_request(&req)?;
+        let page = self.store.decision_page(&req.target_key, &request)?;
+        Ok(convert::history::target_history_page(
             &req.target_key,
             &state.history,
-            &decisions,
+            &page,
         ))
     }
 

@@ -47,9 +47,16 @@ fn summary(violations: &[InvalidInput]) -> String {
 /// The status of a store failure. Exhaustive, so a new `StoreError` variant must be placed here.
 fn store_status(e: &StoreError) -> Status {
     match e {
+        // A damaged record is found when it is read (start-up scans nothing): that target
+        // answers DATA_LOSS naming its key (the caller's own), every other target keeps
+        // working; the decoder's details stay in the server log.
+        StoreError::UnknownVersion { kind, key, .. } | StoreError::Corrupt { kind, key, .. } => {
+            Status::data_loss(format!(
+                "the stored {kind} record of target {key:?} cannot be read (damaged, or written by a newer autoscaled); it is left in place (details in the server log)"
+            ))
+        }
         StoreError::Open { .. }
-        | StoreError::UnknownVersion { .. }
-        | StoreError::Corrupt { .. }
+        | StoreError::InUse { .. }
         | StoreError::Sled(_)
         | StoreError::Flush(_) => {
             Status::internal("internal storage error (details in the server log)")
@@ -130,8 +137,16 @@ mod tests {
             message: "bad json at byte 7".into(),
         })
         .into();
-        assert_eq!(status.code(), Code::Internal);
-        assert!(!status.message().contains("secret"), "{}", status.message());
+        assert_eq!(status.code(), Code::DataLoss);
+        assert!(
+            status.message().contains("\"secret/path\""),
+            "{}",
+            status.message()
+        );
+        assert!(!status.message().contains("byte 7"), "{}", status.message());
+        let sled: Status = ApiError::Store(StoreError::Flush("disk /secret full".into())).into();
+        assert_eq!(sled.code(), Code::Internal);
+        assert!(!sled.message().contains("secret"), "{}", sled.message());
         let unavailable: Status = ApiError::Store(StoreError::FlusherStopped).into();
         assert_eq!(unavailable.code(), Code::Unavailable);
     }

@@ -197,6 +197,7 @@ impl GrpcRunner {
             .runtime
             .block_on(self.client.get_history(pb::GetHistoryRequest {
                 target_key: key.to_owned(),
+                ..Default::default()
             }))
             .map_err(|s| format!("GetHistory failed: {:?}: {}", s.code(), s.message()))?
             .into_inner();

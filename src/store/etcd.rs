@@ -63,10 +63,12 @@ use tokio::{
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use super::{
-    DecisionEntry, HistoryStore, KeyPage, Seen, StoreError, TargetState, record,
+    DecisionEntry, HistoryStore, KeyPage, Run, Seen, StoreError, TargetState, keys,
+    record::{self, hpa},
+    sled::{StoredState, decode_run},
     vertical::{self, VerticalState, VerticalStore},
 };
-use crate::engine::history::History;
+use crate::engine::{history::History, time::Time};
 
 /// The generated client of `proto/etcd/kv.proto`.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
@@ -82,9 +84,10 @@ use pb::{
     response_op::Response as OpResponse,
 };
 
-/// Targets per transaction: etcd's default `--max-txn-ops` is 128 and a target takes three
-/// operations (put state, put decision, trim), and the failure branch one range each.
-pub const MAX_BATCH_TARGETS: usize = 40;
+/// Operations per transaction: etcd's default `--max-txn-ops` is 128 (a steady-state commit
+/// is one put; closing a run adds a put and the trimmed runs' deletes). The failure branch
+/// has one range per target, fewer than the success operations.
+pub const MAX_BATCH_OPS: usize = 120;
 /// Bytes of keys and values per transaction, below etcd's default `--max-request-bytes`
 /// (1.5 MiB) with room for the envelope.
 pub const MAX_BATCH_BYTES: usize = 1024 * 1024;
@@ -108,8 +111,12 @@ pub struct EtcdOptions {
     /// Prefix of every key written, so that several deployments can share a cluster.
     pub prefix: String,
     pub tls: EtcdTls,
-    /// Decisions kept per target.
+    /// Decision runs kept per target.
     pub decision_log_len: usize,
+    /// Closed runs older than this (relative to the target's newest decision) are dropped.
+    pub decision_retention: Duration,
+    /// Pod names kept per group and metric in a logged decision.
+    pub max_pod_names: usize,
     /// Bound on one try of an etcd request on one member; then the next member is tried.
     pub request_timeout: Duration,
 }
@@ -121,34 +128,24 @@ impl Default for EtcdOptions {
             prefix: "autoscaled/".to_owned(),
             tls: EtcdTls::default(),
             decision_log_len: crate::config::DEFAULT_DECISION_LOG_LEN,
+            decision_retention: super::sled::DEFAULT_DECISION_RETENTION,
+            max_pod_names: super::sled::DEFAULT_MAX_POD_NAMES,
             request_timeout: Duration::from_secs(2),
         }
     }
 }
 
-/// One commit waiting for the batcher.
+/// One commit waiting for the batcher: its guard, its operations, and the state value it
+/// writes (to recognise it after a transport failure).
 struct Pending {
     state_key: Vec<u8>,
     state_value: Vec<u8>,
     expected: i64,
-    decision_key: Vec<u8>,
-    decision_value: Vec<u8>,
-    /// `[from, to)` of log entries to drop.
-    trim: Option<(Vec<u8>, Vec<u8>)>,
+    ops: Vec<RequestOp>,
+    bytes: usize,
     target: String,
     attempts: u32,
     done: oneshot::Sender<Result<(), StoreError>>,
-}
-
-impl Pending {
-    fn bytes(&self) -> usize {
-        self.state_key.len() * 3
-            + self.state_value.len()
-            + self.decision_key.len()
-            + self.decision_value.len()
-            + self.trim.as_ref().map_or(0, |(a, b)| a.len() + b.len())
-            + 64
-    }
 }
 
 /// One lazily connected client per member, and the one in use. A request that fails in
@@ -367,14 +364,43 @@ impl EtcdStore {
         self.key(&[b"hpa/s/", target.as_bytes()])
     }
 
+    /// `hpa/d/` ++ the sled store's decision key (`target 0x00 be(first time) be(seq)`), so
+    /// that [`keys`]' decoders read the part after `hpa/d/`.
     fn decision_prefix(&self, target: &str) -> Vec<u8> {
-        self.key(&[b"hpa/d/", target.as_bytes(), &[0]])
+        self.key(&[b"hpa/d/", &keys::decision_prefix(target)])
     }
 
-    fn decision_key(&self, target: &str, seq: u64) -> Vec<u8> {
-        let mut k = self.decision_prefix(target);
-        k.extend_from_slice(&seq.to_be_bytes());
-        k
+    fn decision_key(&self, target: &str, time: Time, seq: u64) -> Vec<u8> {
+        self.key(&[b"hpa/d/", &keys::decision_key(target, time, seq)])
+    }
+
+    /// The sled-layout part of a decision key read from etcd.
+    fn log_part<'a>(&self, etcd_key: &'a [u8]) -> &'a [u8] {
+        etcd_key.get(self.prefix.len() + 6..).unwrap_or_default()
+    }
+
+    /// The target's state record and its `mod_revision` (0: absent).
+    fn read_state(&self, key: &str) -> Result<(Option<StoredState>, i64), StoreError> {
+        match self.get(self.state_key(key))? {
+            None => Ok((None, 0)),
+            Some(kv) => Ok((Some(StoredState::decode(key, &kv.value)?), kv.mod_revision)),
+        }
+    }
+
+    /// The keys of the target's closed runs, oldest first.
+    fn log_keys(&self, key: &str) -> Result<Vec<Vec<u8>>, StoreError> {
+        let prefix = self.decision_prefix(key);
+        Ok(self
+            .range(RangeRequest {
+                range_end: prefix_end(&prefix),
+                key: prefix,
+                keys_only: true,
+                ..Default::default()
+            })?
+            .kvs
+            .into_iter()
+            .map(|kv| kv.key)
+            .collect())
     }
 
     fn vertical_key(&self, target: &str) -> Vec<u8> {
@@ -570,13 +596,15 @@ async fn batcher(members: Arc<Members>, mut rx: mpsc::UnboundedReceiver<Pending>
         }
         let mut batch = Vec::new();
         let mut bytes = 0;
+        let mut ops = 0;
         while let Some(p) = queue.front() {
             if !batch.is_empty()
-                && (batch.len() >= MAX_BATCH_TARGETS || bytes + p.bytes() > MAX_BATCH_BYTES)
+                && (ops + p.ops.len() > MAX_BATCH_OPS || bytes + p.bytes > MAX_BATCH_BYTES)
             {
                 break;
             }
-            bytes += p.bytes();
+            bytes += p.bytes;
+            ops += p.ops.len();
             batch.extend(queue.pop_front());
         }
         let again = send_batch(&members, batch).await;
@@ -597,29 +625,7 @@ async fn send_batch(members: &Members, batch: Vec<Pending>) -> Vec<Pending> {
             target_union: Some(TargetUnion::ModRevision(p.expected)),
             range_end: vec![],
         });
-        request.success.push(RequestOp {
-            request: Some(Op::RequestPut(PutRequest {
-                key: p.state_key.clone(),
-                value: p.state_value.clone(),
-                ..Default::default()
-            })),
-        });
-        request.success.push(RequestOp {
-            request: Some(Op::RequestPut(PutRequest {
-                key: p.decision_key.clone(),
-                value: p.decision_value.clone(),
-                ..Default::default()
-            })),
-        });
-        if let Some((from, to)) = &p.trim {
-            request.success.push(RequestOp {
-                request: Some(Op::RequestDeleteRange(DeleteRangeRequest {
-                    key: from.clone(),
-                    range_end: to.clone(),
-                    prev_kv: false,
-                })),
-            });
-        }
+        request.success.extend(p.ops.iter().cloned());
         request.failure.push(RequestOp {
             request: Some(Op::RequestRange(RangeRequest {
                 key: p.state_key.clone(),
@@ -698,24 +704,22 @@ enum Resolved {
 
 /// After a transport failure: was `p` applied?
 async fn resolve(members: &Members, p: &Pending) -> Result<Resolved, StoreError> {
-    let get = |key: Vec<u8>| async move {
-        members
-            .call(|mut kv| {
-                let request = RangeRequest {
-                    key: key.clone(),
-                    ..Default::default()
-                };
-                async move { kv.range(request).await }
-            })
-            .await
-            .map(|r| r.kvs.into_iter().next())
-    };
-    let state = get(p.state_key.clone()).await?;
-    let decision = get(p.decision_key.clone()).await?;
+    let state = members
+        .call(|mut kv| {
+            let request = RangeRequest {
+                key: p.state_key.clone(),
+                ..Default::default()
+            };
+            async move { kv.range(request).await }
+        })
+        .await?
+        .kvs
+        .into_iter()
+        .next();
+    // The state value carries this commit's newest run (its time and decision): it is ours
+    // only if this transaction was applied, and then all of it was (a transaction is atomic).
     let state_rev = state.as_ref().map_or(0, |kv| kv.mod_revision);
-    if state.is_some_and(|kv| kv.value == p.state_value)
-        && decision.is_some_and(|kv| kv.value == p.decision_value)
-    {
+    if state.is_some_and(|kv| kv.value == p.state_value) {
         Ok(Resolved::Applied)
     } else if state_rev == p.expected {
         Ok(Resolved::NotApplied)
@@ -724,23 +728,29 @@ async fn resolve(members: &Members, p: &Pending) -> Result<Resolved, StoreError>
     }
 }
 
+/// What `load_for_update` read, for `commit_after` ([`Seen::token`]).
+struct Loaded(Option<StoredState>);
+
 impl HistoryStore for EtcdStore {
     fn load(&self, key: &str) -> Result<Option<TargetState>, StoreError> {
-        Ok(self.load_for_update(key)?.0)
+        Ok(self.read_state(key)?.0.map(|s| TargetState {
+            history: s.history,
+            next_seq: s.next_seq,
+        }))
     }
 
     fn load_for_update(&self, key: &str) -> Result<(Option<TargetState>, Seen), StoreError> {
-        match self.get(self.state_key(key))? {
-            None => Ok((None, Seen::default())),
-            Some(kv) => {
-                let state: TargetState = record::decode("state", key, &kv.value)?;
-                let seen = Seen {
-                    revision: kv.mod_revision,
-                    next_seq: state.next_seq,
-                };
-                Ok((Some(state), seen))
-            }
-        }
+        let (stored, revision) = self.read_state(key)?;
+        let state = stored.as_ref().map(|s| TargetState {
+            history: s.history.clone(),
+            next_seq: s.next_seq,
+        });
+        let seen = Seen {
+            revision,
+            next_seq: stored.as_ref().map_or(0, |s| s.next_seq),
+            token: Some(Arc::new(Loaded(stored))),
+        };
+        Ok((state, seen))
     }
 
     /// Without a [`Seen`], the state is read first; only for callers that serialize writers
@@ -755,6 +765,10 @@ impl HistoryStore for EtcdStore {
         self.commit_after(key, seen, history, decision)
     }
 
+    /// The sled store's commit ([`SledStore`](super::SledStore)'s, same records and run
+    /// rules) as one guarded etcd transaction: the state record with the new history and the
+    /// newest run as `pending`; when the decision closes the previous run, that run's record
+    /// under its final key and the deletes of runs beyond the count bound or the retention.
     fn commit_after(
         &self,
         key: &str,
@@ -762,30 +776,128 @@ impl HistoryStore for EtcdStore {
         history: &History,
         decision: &DecisionEntry,
     ) -> Result<(), StoreError> {
-        let seq = seen.next_seq;
-        let state = TargetState {
-            history: history.clone(),
-            next_seq: seq.saturating_add(1),
+        let max_names = self.options.max_pod_names;
+        let loaded = seen.token.as_ref().and_then(|t| t.downcast_ref::<Loaded>());
+        let reread;
+        let previous = match loaded {
+            Some(Loaded(previous)) => previous.as_ref(),
+            None => {
+                let (state, revision) = self.read_state(key)?;
+                if revision != seen.revision {
+                    return Err(StoreError::Conflict {
+                        key: key.to_owned(),
+                    });
+                }
+                reread = state;
+                reread.as_ref()
+            }
         };
-        let bound = self.options.decision_log_len.max(1) as u64;
-        // Keep seqs (seq - bound, seq]: drop [0, seq + 1 - bound).
-        let trim = (seq + 1)
-            .checked_sub(bound)
-            .filter(|first_kept| *first_kept > 0)
-            .map(|first_kept| {
-                (
-                    self.decision_key(key, 0),
-                    self.decision_key(key, first_kept),
-                )
-            });
+        let state_key = self.state_key(key);
+        let mut ops = Vec::new();
+        let extends = previous
+            .and_then(|p| p.pending.as_ref())
+            .filter(|p| p.same_outcome(decision))
+            .filter(|_| previous.is_some_and(|p| p.log_len.is_some()));
+        let next = if let Some(run) = extends {
+            // The same outcome as the newest run: the run grows, nothing else is written.
+            let mut extended = decision.clone();
+            extended.run = Run {
+                count: run.run.count.saturating_add(1),
+                first_time: run.run.first_time,
+            };
+            extended.seq = run.seq;
+            StoredState {
+                history: History::default(),
+                next_seq: previous.map_or(0, |p| p.next_seq),
+                log_len: previous.and_then(|p| p.log_len),
+                pending: Some(extended),
+            }
+        } else {
+            let seq = previous.map_or(0, |p| p.next_seq);
+            let mut log = match previous.and_then(|p| p.log_len) {
+                Some(0) | None if previous.is_none() => Vec::new(),
+                _ => self.log_keys(key)?,
+            };
+            if let Some(pending) = previous.and_then(|p| p.pending.as_ref()) {
+                let log_key = self.decision_key(key, pending.run.first_time, pending.seq);
+                ops.push(RequestOp {
+                    request: Some(Op::RequestPut(PutRequest {
+                        key: log_key.clone(),
+                        value: record::encode_binary(&hpa::run_to_record(pending, max_names)),
+                        ..Default::default()
+                    })),
+                });
+                if !log.contains(&log_key) {
+                    log.push(log_key);
+                }
+            }
+            // Trim as sled does: by count (the bound includes the new pending run) and by age
+            // (a closed run ended before its successor began).
+            let bound = self.options.decision_log_len.max(1);
+            let excess = (log.len() + 1).saturating_sub(bound);
+            let cutoff = decision.time.minus(self.options.decision_retention);
+            let mut removed = 0;
+            for (i, k) in log.iter().enumerate() {
+                let successor_began = match log.get(i + 1) {
+                    Some(next) => keys::decision_key_time(self.log_part(next)),
+                    None => Some(decision.time),
+                };
+                let old = successor_began.is_some_and(|t| t <= cutoff);
+                if removed < excess || old {
+                    removed += 1;
+                    // The run closed by this commit may go at once (log bound 1): then it is
+                    // not written either (etcd refuses a put and a delete of one key).
+                    ops.retain(|op: &RequestOp| {
+                        !matches!(&op.request, Some(Op::RequestPut(put)) if &put.key == k)
+                    });
+                    ops.push(RequestOp {
+                        request: Some(Op::RequestDeleteRange(DeleteRangeRequest {
+                            key: k.clone(),
+                            ..Default::default()
+                        })),
+                    });
+                } else {
+                    break;
+                }
+            }
+            let mut fresh = decision.clone();
+            fresh.run = Run {
+                count: 1,
+                first_time: decision.time,
+            };
+            fresh.seq = seq;
+            StoredState {
+                history: History::default(),
+                next_seq: seq.saturating_add(1),
+                log_len: Some((log.len() - removed) as u64),
+                pending: Some(fresh),
+            }
+        };
+        let state_value = next.encode(history, max_names);
+        ops.push(RequestOp {
+            request: Some(Op::RequestPut(PutRequest {
+                key: state_key.clone(),
+                value: state_value.clone(),
+                ..Default::default()
+            })),
+        });
+        let bytes = ops
+            .iter()
+            .map(|op| match &op.request {
+                Some(Op::RequestPut(p)) => p.key.len() + p.value.len() + 16,
+                Some(Op::RequestDeleteRange(d)) => d.key.len() + 16,
+                _ => 16,
+            })
+            .sum::<usize>()
+            + 2 * state_key.len()
+            + 32;
         let (done, result) = oneshot::channel();
         let pending = Pending {
-            state_key: self.state_key(key),
-            state_value: record::encode("state", key, &state)?,
+            state_key,
+            state_value,
             expected: seen.revision,
-            decision_key: self.decision_key(key, seq),
-            decision_value: record::encode("decision", key, decision)?,
-            trim,
+            ops,
+            bytes,
             target: key.to_owned(),
             attempts: 0,
             done,
@@ -793,7 +905,7 @@ impl HistoryStore for EtcdStore {
         self.commits
             .send(pending)
             .map_err(|_| StoreError::Etcd("the etcd batcher stopped".to_owned()))?;
-        // No timeout here: the batcher bounds each send, and waits at most MAX_ATTEMPTS sends.
+        // No timeout here: the batcher bounds each send, and sends at most MAX_ATTEMPTS times.
         let wait = async move {
             result
                 .await
@@ -813,22 +925,32 @@ impl HistoryStore for EtcdStore {
         received.map_err(|_| StoreError::Etcd("the etcd client runtime stopped".to_owned()))?
     }
 
+    /// As the sled store: the closed runs, then the pending one, at most `decision_log_len`.
     fn decisions(&self, key: &str) -> Result<Vec<DecisionEntry>, StoreError> {
+        let pending = self.read_state(key)?.0.and_then(|s| s.pending);
         let prefix = self.decision_prefix(key);
         let response = self.range(RangeRequest {
             range_end: prefix_end(&prefix),
             key: prefix,
             ..Default::default()
         })?;
-        let mut entries = response
-            .kvs
-            .iter()
-            .map(|kv| record::decode::<DecisionEntry>("decision", key, &kv.value))
-            .collect::<Result<Vec<_>, _>>()?;
-        // The sled store orders the log by evaluation time, then sequence; so do we (the
-        // entries come in sequence order and the sort is stable).
-        entries.sort_by_key(|e| e.time);
-        Ok(entries)
+        let mut out = Vec::new();
+        let mut seqs = Vec::new();
+        for kv in &response.kvs {
+            let entry = decode_run(key, self.log_part(&kv.key), &kv.value)?;
+            seqs.push(entry.seq);
+            out.push(entry);
+        }
+        if let Some(pending) = pending
+            && !seqs.contains(&pending.seq)
+        {
+            out.push(pending);
+        }
+        let skip = out
+            .len()
+            .saturating_sub(self.options.decision_log_len.max(1));
+        out.drain(..skip);
+        Ok(out)
     }
 
     fn list_keys(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError> {

@@ -34,6 +34,21 @@ pub fn decision_key(target_key: &str, time: Time, seq: u64) -> Vec<u8> {
     k
 }
 
+/// The time of a decision key (its 16 last bytes are `be(time) ++ be(seq)`).
+pub fn decision_key_time(key: &[u8]) -> Option<Time> {
+    let at = key.len().checked_sub(16)?;
+    let bytes: [u8; 8] = key.get(at..at + 8)?.try_into().ok()?;
+    Some(Time::from_unix_millis(
+        (u64::from_be_bytes(bytes) ^ (1 << 63)) as i64,
+    ))
+}
+
+/// The sequence number of a decision key.
+pub fn decision_key_seq(key: &[u8]) -> Option<u64> {
+    let at = key.len().checked_sub(8)?;
+    Some(u64::from_be_bytes(key.get(at..)?.try_into().ok()?))
+}
+
 /// Maps `i64` onto `u64` so that unsigned order equals signed order (times before 1970 sort
 /// first): flip the sign bit.
 fn order_preserving(v: i64) -> u64 {
@@ -59,6 +74,16 @@ mod tests {
         let t = Time::from_unix_millis(7);
         assert!(decision_key("a", t, 1) < decision_key("a", t, 2));
         assert!(decision_key("a", t, u64::MAX) < decision_key("a", Time::from_unix_millis(8), 0));
+    }
+
+    #[test]
+    fn time_and_seq_read_back_from_a_decision_key() {
+        for t in [i64::MIN, -1, 0, 1_767_225_600_000, i64::MAX] {
+            let k = decision_key("a/b", Time::from_unix_millis(t), 42);
+            assert_eq!(decision_key_time(&k), Some(Time::from_unix_millis(t)));
+            assert_eq!(decision_key_seq(&k), Some(42));
+        }
+        assert_eq!(decision_key_time(b"short"), None);
     }
 
     #[test]

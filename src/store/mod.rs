@@ -16,6 +16,7 @@
 
 pub mod durability;
 pub mod etcd;
+pub mod folder_lock;
 pub mod keys;
 pub mod locks;
 pub mod prune;
@@ -28,7 +29,13 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::engine::{history::History, hpa::Decision, spec::MetricSpec, time::Time};
+use crate::engine::{
+    history::History,
+    hpa::Decision,
+    settings::Settings,
+    spec::{Behavior, HorizontalSpec, MetricSpec},
+    time::Time,
+};
 
 pub use self::sled::SledStore;
 pub use self::vertical::{VerticalOverrides, VerticalState, VerticalStore};
@@ -43,28 +50,217 @@ pub struct TargetState {
     pub next_seq: u64,
 }
 
-/// One decision, as stored in the bounded decision log.
+/// One run of the decision log: consecutive decisions that say the same thing
+/// ([`DecisionEntry::same_outcome`]) stored once, with how many there were and when the first
+/// was made; a decision that says something else starts a new run. The fields other than
+/// [`run`](Self::run) are the LAST decision's of the run (its time, outcome and inputs), so a
+/// replay of the run's last step is exact.
+///
+/// A fresh decision (as the API hands it to [`HistoryStore::commit`]) is a run of one:
+/// [`DecisionEntry::single`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DecisionEntry {
-    /// The evaluation instant (`now` of the evaluation).
+    /// The evaluation instant (`now`) of the run's last decision.
     pub time: Time,
     pub decision: Decision,
     /// The spec's metrics, so that a logged metric outcome (which carries only an index) can
-    /// be reported with its source type and name.
+    /// be reported with its source type and name, and replayed.
     #[serde(default)]
     pub metrics: Vec<MetricSpec>,
+    /// The rest of the spec and the controller settings in force at the last decision;
+    /// `None` in records written before they were kept (format 1).
+    #[serde(default)]
+    pub inputs: Option<DecisionInputs>,
+    /// Per entry of `decision.metrics` (same order): how many pods each group had. The stored
+    /// record names at most `max_pod_names` pods per group (issue 8 item 6), so the name
+    /// lists may be shorter than these totals. Empty: the totals are the lists' lengths
+    /// (see [`DecisionEntry::pod_totals`]).
+    #[serde(default)]
+    pub pod_totals: Vec<PodTotals>,
+    /// How many decisions the run holds and when the first was made.
+    #[serde(default)]
+    pub run: Run,
+    /// The run's position in the target's log (assigned by the store; 0 in a fresh decision).
+    #[serde(default)]
+    pub seq: u64,
+}
+
+/// The spec (besides its metrics) and the controller settings of a decision: with the
+/// metric outcomes, what a replay of the decision needs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DecisionInputs {
+    pub min_replicas: Option<i32>,
+    pub max_replicas: i32,
+    pub behavior: Option<Behavior>,
+    pub settings: Settings,
+}
+
+/// The size of each pod group of one metric outcome.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodTotals {
+    pub ready: i32,
+    pub unready: u32,
+    pub missing: u32,
+    pub ignored: u32,
+}
+
+/// A run's extent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Run {
+    /// Decisions in the run (at least 1).
+    pub count: u64,
+    /// The evaluation instant of the run's first decision.
+    pub first_time: Time,
+}
+
+impl Default for Run {
+    fn default() -> Self {
+        Run {
+            count: 1,
+            first_time: Time::default(),
+        }
+    }
+}
+
+impl DecisionEntry {
+    /// A fresh decision at `time`: a run of one.
+    pub fn single(
+        time: Time,
+        decision: Decision,
+        spec: &HorizontalSpec,
+        settings: &Settings,
+    ) -> Self {
+        DecisionEntry {
+            time,
+            decision,
+            metrics: spec.metrics.clone(),
+            inputs: Some(DecisionInputs {
+                min_replicas: spec.min_replicas,
+                max_replicas: spec.max_replicas,
+                behavior: spec.behavior.clone(),
+                settings: settings.clone(),
+            }),
+            pod_totals: Vec::new(),
+            run: Run {
+                count: 1,
+                first_time: time,
+            },
+            seq: 0,
+        }
+    }
+
+    /// The group sizes of `decision.metrics[i]` (zeros when it has no pod groups).
+    pub fn pod_totals(&self, i: usize) -> PodTotals {
+        if let Some(t) = self.pod_totals.get(i) {
+            return *t;
+        }
+        let count = |v: &Vec<String>| u32::try_from(v.len()).unwrap_or(u32::MAX);
+        self.decision
+            .metrics
+            .get(i)
+            .and_then(|m| m.pod_groups.as_ref())
+            .map_or_else(PodTotals::default, |g| PodTotals {
+                ready: g.ready_count,
+                unready: count(&g.unready),
+                missing: count(&g.missing),
+                ignored: count(&g.ignored),
+            })
+    }
+
+    /// Whether `other` says the same thing as this entry, so that it extends this entry's run
+    /// instead of starting a new one: same current and desired replicas, same path, same
+    /// conditions (type, status, reason) and the same per-metric proposals (replicas, or
+    /// failure reason). What differs otherwise (times, current values, pod names, messages,
+    /// inputs) is the last decision's in the run.
+    pub fn same_outcome(&self, other: &DecisionEntry) -> bool {
+        let (a, b) = (&self.decision, &other.decision);
+        a.current_replicas == b.current_replicas
+            && a.desired_replicas == b.desired_replicas
+            && a.path == b.path
+            && a.conditions.len() == b.conditions.len()
+            && a.conditions.iter().zip(&b.conditions).all(|(x, y)| {
+                x.condition_type == y.condition_type && x.status == y.status && x.reason == y.reason
+            })
+            && a.metrics.len() == b.metrics.len()
+            && a.metrics.iter().zip(&b.metrics).all(|(x, y)| {
+                x.index == y.index
+                    && match (&x.result, &y.result) {
+                        (Ok(p), Ok(q)) => p.replicas == q.replicas,
+                        (Err(e), Err(f)) => e.reason == f.reason,
+                        _ => false,
+                    }
+            })
+    }
+}
+
+/// Which page of a target's decision log to read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DecisionPageRequest {
+    /// At most this many runs (at least 1 is returned when any remain).
+    pub size: usize,
+    /// Newest run first (the default of `GetHistory`) or oldest first.
+    pub newest_first: bool,
+    /// Continue after this run (`seq` of the last run of the previous page).
+    pub after_seq: Option<u64>,
+}
+
+/// A page of a target's decision log.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DecisionPage {
+    /// In the requested order.
+    pub entries: Vec<DecisionEntry>,
+    /// More runs follow the last one.
+    pub more: bool,
+}
+
+/// Cuts `all` (oldest first, as [`HistoryStore::decisions`] returns it) into the page that
+/// `request` asks for: the default [`HistoryStore::decision_page`].
+pub fn page_of(all: Vec<DecisionEntry>, request: &DecisionPageRequest) -> DecisionPage {
+    let mut ordered = all;
+    if request.newest_first {
+        ordered.reverse();
+    }
+    let start = match request.after_seq {
+        None => 0,
+        Some(after) => ordered
+            .iter()
+            .position(|e| {
+                if request.newest_first {
+                    e.seq < after
+                } else {
+                    e.seq > after
+                }
+            })
+            .unwrap_or(ordered.len()),
+    };
+    let size = request.size.max(1);
+    let more = ordered.len() > start.saturating_add(size);
+    let entries = ordered.into_iter().skip(start).take(size).collect();
+    DecisionPage { entries, more }
 }
 
 /// What [`HistoryStore::load_for_update`] saw: handed back to [`HistoryStore::commit_after`],
 /// which fails with [`StoreError::Conflict`] if the target changed since (optimistic
 /// concurrency between replicas sharing one store; see [`etcd`]). Meaningless for a store
 /// with a single writer (sled), whose defaults ignore it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Default)]
 pub struct Seen {
     /// The store's version of the target's state record (etcd: its `mod_revision`; 0: absent).
     pub revision: i64,
     /// The loaded state's `next_seq` (0 when absent).
     pub next_seq: u64,
+    /// What else the store read and needs at commit (etcd: the decoded state record, with its
+    /// pending run), so that the commit does not read it again.
+    pub token: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Seen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Seen")
+            .field("revision", &self.revision)
+            .field("next_seq", &self.next_seq)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A page of target keys.
@@ -91,8 +287,16 @@ pub trait HistoryStore: Send + Sync + 'static {
         history: &History,
         decision: &DecisionEntry,
     ) -> Result<(), StoreError>;
-    /// The target's logged decisions, oldest first.
+    /// The target's logged decision runs, oldest first (`seq` ascending).
     fn decisions(&self, key: &str) -> Result<Vec<DecisionEntry>, StoreError>;
+    /// One page of the target's decision runs.
+    fn decision_page(
+        &self,
+        key: &str,
+        request: &DecisionPageRequest,
+    ) -> Result<DecisionPage, StoreError> {
+        Ok(page_of(self.decisions(key)?, request))
+    }
     /// Up to `limit` target keys after `after` (exclusive), in byte order.
     fn list_keys(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError>;
     /// Removes everything stored for the target; false if it had nothing.
@@ -110,6 +314,7 @@ pub trait HistoryStore: Send + Sync + 'static {
             Seen {
                 revision: 0,
                 next_seq,
+                token: None,
             },
         ))
     }
@@ -133,6 +338,12 @@ pub trait HistoryStore: Send + Sync + 'static {
     fn probe(&self) -> Result<(), StoreError> {
         Ok(())
     }
+
+    /// False while the store cannot write (the last write or flush failed and no later one
+    /// succeeded): health reports NOT_SERVING meanwhile.
+    fn healthy(&self) -> bool {
+        true
+    }
 }
 
 /// Why the store failed.
@@ -143,6 +354,12 @@ pub enum StoreError {
         "cannot open the data folder {path}: {message}; refusing to start (the folder is left untouched: repair or move it)"
     )]
     Open { path: PathBuf, message: String },
+    /// Another process holds the folder's lock (a live server): nothing in it was touched.
+    #[error(
+        "cannot open the data folder {path}: it is in use by another process (pid {}?); refusing to start (nothing in the folder was touched)",
+        pid.map_or_else(|| "unknown".to_owned(), |p| p.to_string())
+    )]
+    InUse { path: PathBuf, pid: Option<u32> },
     /// A stored value has a version this build does not know.
     #[error(
         "{kind} record for {key:?} has encoding version {version}, this build reads only version {supported} (written by a newer autoscaled?)"

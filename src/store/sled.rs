@@ -1,52 +1,87 @@
 //! The sled 0.34 store. Trees (one per record kind):
 //!
 //! * `meta`: `format` → the layout version (one byte), checked at open;
-//! * `hpa_state`: `target_key` → [`TargetState`] (versioned record);
-//! * `hpa_decisions`: `target_key ++ 0x00 ++ be(time) ++ be(seq)` → [`DecisionEntry`]
-//!   (versioned record), at most `decision_log_len` per target, oldest dropped first;
+//! * `hpa_state`: `target_key` → the target's state (versioned record: [`record::hpa`]
+//!   version 2, or the JSON of format 1 until the target's next write);
+//! * `hpa_decisions`: `target_key ++ 0x00 ++ be(first time) ++ be(seq)` → one decision run
+//!   (versioned record), at most `decision_log_len` runs per target and none older than
+//!   `decision_retention`, oldest dropped first;
 //! * `vpa_state`: `target_key` → [`VerticalState`](super::vertical::VerticalState) (versioned
 //!   record; see [`vertical`](super::vertical)).
 //!
+//! The decision log is a list of runs ([`DecisionEntry`]): a decision that says the same as
+//! the newest run ([`DecisionEntry::same_outcome`]) extends it (count + 1, its time and
+//! inputs become the run's last) instead of adding an entry, so at steady state a commit is
+//! one small write.
+//!
 //! A commit's state and decision become durable together through ONE single-key write: the
-//! state record carries the newest decision (`pending`), and the next commit first copies that
-//! one into `hpa_decisions` (an idempotent insert under its final key), then replaces the state.
-//! So after a crash a target's history and its last logged decision agree, without a sled
-//! transaction or batch: in sled 0.34 both go through `PageCache::pin_log`, which writes and
-//! syncs the log buffer twice per call (two `pwrite` + two `sync_file_range`, and each wakes
-//! all of sled's I/O threads), whatever our durability mode; that was more than half the
-//! server's CPU per Recommend.
+//! state record carries the newest run (`pending`), and the commit that closes that run first
+//! copies it into `hpa_decisions` (an idempotent insert under its final key), then replaces the
+//! state. So after a crash a target's history and its last logged decision agree, without a
+//! sled transaction or batch: in sled 0.34 both go through `PageCache::pin_log`, which writes
+//! and syncs the log buffer twice per call (two `pwrite` + two `sync_file_range`, and each
+//! wakes all of sled's I/O threads), whatever our durability mode.
+//!
+//! Start-up does constant work: the folder lock, a look at sled's files (no copy, no scan of
+//! the records), sled's own recovery. A damaged record is found when it is read: that target
+//! answers with an error naming its key, every other target keeps working.
 
 use std::{
     ops::Bound,
     panic::{AssertUnwindSafe, catch_unwind},
     path::{Path, PathBuf},
+    sync::atomic::{AtomicBool, Ordering},
+    time::Duration,
 };
 
-use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
+use serde::Deserialize;
 use sled::{Transactional, transaction::TransactionError};
 
-use super::{DecisionEntry, HistoryStore, KeyPage, StoreError, TargetState, keys, record};
-use crate::engine::{history::History, time::Time};
+use super::{
+    DecisionEntry, DecisionPage, DecisionPageRequest, HistoryStore, KeyPage, Run, StoreError,
+    TargetState,
+    folder_lock::{self, FolderLock, LockError},
+    keys,
+    record::{self, Versioned, hpa, pb},
+};
+use crate::engine::history::History;
 
 const META_TREE: &str = "meta";
 const STATE_TREE: &str = "hpa_state";
 const DECISION_TREE: &str = "hpa_decisions";
 const FORMAT_KEY: &[u8] = b"format";
-/// The tree layout written by this build.
+/// The tree layout written by this build (unchanged since format 1: the records carry their
+/// own version byte, and version-1 records are read and rewritten as version 2 lazily).
 const FORMAT: u8 = 1;
+
+/// Default time a closed decision run is kept (issue 9 item 3).
+pub const DEFAULT_DECISION_RETENTION: Duration = Duration::from_secs(24 * 3600);
+/// Default number of pod names kept per group in a logged decision (issue 8 item 6).
+pub const DEFAULT_MAX_POD_NAMES: usize = 50;
+/// Default sled page cache: fits the chart's 512 Mi memory limit with room for the server.
+pub const DEFAULT_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Options of [`SledStore::open`].
 #[derive(Clone, Debug)]
 pub struct SledOptions {
-    /// Decisions kept per target.
+    /// Decision runs kept per target.
     pub decision_log_len: usize,
+    /// Closed decision runs whose last decision is older than this (relative to the newest
+    /// decision of the target) are dropped.
+    pub decision_retention: Duration,
+    /// Pod names kept per group and metric in a logged decision; the totals are kept too.
+    pub max_pod_names: usize,
+    /// sled's page cache in bytes (`sled::Config::cache_capacity`; sled's own default is 1 GiB).
+    pub cache_bytes: u64,
 }
 
 impl Default for SledOptions {
     fn default() -> Self {
         SledOptions {
             decision_log_len: crate::config::DEFAULT_DECISION_LOG_LEN,
+            decision_retention: DEFAULT_DECISION_RETENTION,
+            max_pod_names: DEFAULT_MAX_POD_NAMES,
+            cache_bytes: DEFAULT_CACHE_BYTES,
         }
     }
 }
@@ -60,19 +95,20 @@ pub struct SledStore {
     vertical: sled::Tree,
     options: SledOptions,
     path: PathBuf,
+    /// A write or flush failed and no later flush succeeded (health: NOT_SERVING).
+    failed: AtomicBool,
+    /// Held for the store's life; dropped after `db` (fields drop in declaration order).
+    _lock: FolderLock,
 }
 
 impl SledStore {
-    /// Opens (or creates) the database in `path` and checks that every state record decodes.
-    /// Any failure is [`StoreError::Open`], and the folder is left as it was: never replaced
-    /// or repaired.
+    /// Opens (or creates) the database in `path`. Any failure is [`StoreError::Open`] (or
+    /// [`StoreError::InUse`]), and the folder is never replaced, moved or copied.
     ///
-    /// sled 0.34 "recovers" a log it cannot read by starting over, which would silently
-    /// replace a damaged history. So an existing database is copied aside before sled opens
-    /// it (`db` → `db.autoscaled-open-backup`); if afterwards our format marker is missing (sled
-    /// found nothing it could read) or any check fails, the copy is put back and start-up
-    /// stops. Limitation: damage that sled's recovery can cut off at the log's tail (a torn
-    /// last write) is repaired by sled as designed, losing only the unflushed tail.
+    /// Order: the folder lock first (nothing in the folder is read before it is held), then a
+    /// check of sled's files ([`preflight`]) that refuses a folder sled would "recover" by
+    /// starting over, then sled. Constant work: no copy of the database and no scan of the
+    /// records (a damaged record is reported when its target is read).
     pub fn open(path: &Path, options: SledOptions) -> Result<Self, StoreError> {
         let open_err = |message: String| StoreError::Open {
             path: path.to_owned(),
@@ -81,39 +117,27 @@ impl SledStore {
         if path.exists() && !path.is_dir() {
             return Err(open_err("not a directory".to_owned()));
         }
-        let existing = preflight(path).map_err(open_err)?;
-        let backup = if existing {
-            Some(Backup::take(path).map_err(open_err)?)
-        } else {
-            None
-        };
-        let result = Self::open_checked(path, options, existing);
-        match backup {
-            None => result,
-            Some(backup) => match result {
-                Ok(store) => {
-                    backup.discard();
-                    Ok(store)
-                }
-                Err(e) => match backup.restore() {
-                    Ok(()) => Err(e),
-                    Err(restore) => Err(open_err(format!(
-                        "{e}; restoring the copy made before opening also failed ({restore}): the original is in {}",
-                        backup.path.display()
-                    ))),
-                },
+        // Before anything else in the folder is read or touched (issue 8 item 1).
+        let lock = FolderLock::acquire(path).map_err(|e| match e {
+            LockError::InUse { pid } => StoreError::InUse {
+                path: path.to_owned(),
+                pid,
             },
-        }
-    }
-
-    fn open_checked(path: &Path, options: SledOptions, existing: bool) -> Result<Self, StoreError> {
-        let open_err = |message: String| StoreError::Open {
-            path: path.to_owned(),
-            message,
+            LockError::Io(message) => open_err(message),
+        })?;
+        let existing = match preflight(path) {
+            Ok(existing) => existing,
+            Err(message) => {
+                lock.release_refused();
+                return Err(open_err(message));
+            }
         };
         // sled may panic on some corruptions instead of returning an error; turn that into
         // the same clear refusal.
-        let config = sled::Config::new().path(path).flush_every_ms(None);
+        let config = sled::Config::new()
+            .path(path)
+            .flush_every_ms(None)
+            .cache_capacity(options.cache_bytes);
         let db = match catch_unwind(AssertUnwindSafe(|| config.open())) {
             Ok(Ok(db)) => db,
             Ok(Err(e)) => return Err(open_err(e.to_string())),
@@ -148,31 +172,16 @@ impl SledStore {
                 )));
             }
         }
-        let store = SledStore {
+        Ok(SledStore {
             db,
             state,
             decisions,
             vertical,
             options,
             path: path.to_owned(),
-        };
-        store.check().map_err(|e| open_err(e.to_string()))?;
-        Ok(store)
-    }
-
-    /// Decodes every state record, so that an unreadable one stops start-up rather than the
-    /// first request for that target.
-    fn check(&self) -> Result<(), StoreError> {
-        for item in self.state.iter() {
-            let (k, v) = item?;
-            let key = key_string(&k)?;
-            record::decode::<TargetState>("state", &key, &v)?;
-        }
-        for item in self.vertical.iter() {
-            let (k, v) = item?;
-            super::vertical::decode_vertical(&key_string(&k)?, &v)?;
-        }
-        Ok(())
+            failed: AtomicBool::new(false),
+            _lock: lock,
+        })
     }
 
     /// The `vpa_state` tree (used by [`super::vertical`]).
@@ -185,7 +194,17 @@ impl SledStore {
         &self.path
     }
 
-    /// The keys of the target's logged decisions, oldest first.
+    /// The store's options.
+    pub fn options(&self) -> &SledOptions {
+        &self.options
+    }
+
+    /// The encoded size of the target's state record (benchmarks and capacity planning).
+    pub fn state_record_bytes(&self, key: &str) -> Result<Option<usize>, StoreError> {
+        Ok(self.state.get(keys::state_key(key))?.map(|v| v.len()))
+    }
+
+    /// The keys of the target's logged runs, oldest first.
     fn decision_keys(&self, key: &str) -> Result<Vec<sled::IVec>, StoreError> {
         self.decisions
             .scan_prefix(keys::decision_prefix(key))
@@ -193,20 +212,50 @@ impl SledStore {
             .collect::<Result<_, _>>()
             .map_err(StoreError::from)
     }
+
+    /// Records the outcome of a write for [`HistoryStore::healthy`].
+    fn track<T>(&self, result: Result<T, sled::Error>) -> Result<T, StoreError> {
+        if result.is_err() {
+            self.failed.store(true, Ordering::Release);
+        }
+        result.map_err(StoreError::from)
+    }
+
+    /// The decoded state record of `key`.
+    fn read_state(&self, key: &str) -> Result<Option<StoredState>, StoreError> {
+        self.state
+            .get(keys::state_key(key))?
+            .map(|v| StoredState::decode(key, &v))
+            .transpose()
+    }
 }
 
-/// Checks an existing folder before sled sees it. sled 0.34 treats a truncated `conf` as
-/// "no database" and starts afresh over the old files, which would silently replace a
-/// damaged history; we refuse instead. Accepted: a missing or empty folder (a new database),
-/// or one whose `conf` is intact (checksum as sled writes it) and whose `db` file exists.
+/// Checks an existing folder before sled sees it, reading only sled's small `conf` and one
+/// header per segment of `db` (constant in the number of records).
+///
+/// sled 0.34 treats a truncated `conf` as "no database" and starts afresh over the old files,
+/// and at recovery it overwrites with zeros every segment that its snapshot and segment
+/// headers do not account for (`SegmentAccountant::initialize_from_snapshot`), so garbage over
+/// `db` would be silently replaced by an empty database. We refuse instead. Accepted: a
+/// missing or empty folder (a new database), or one whose `conf` is intact (checksum as sled
+/// writes it) and whose `db` has at least one segment header with a valid checksum
+/// (`SegmentHeader::from` in sled's `pagecache/logger.rs`: crc32 of bytes 4..20, xored with
+/// `0xFFFF_FFFF`, in bytes 0..4) and no segment header that is neither valid nor zero (sled
+/// zeroes freed segments). Damage inside a segment that sled's recovery can cut off as a torn
+/// tail is repaired by sled as designed, losing only that tail.
 ///
 /// Returns whether the folder holds a database.
 fn preflight(path: &Path) -> Result<bool, String> {
-    let mut entries = match std::fs::read_dir(path) {
+    let entries = match std::fs::read_dir(path) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(format!("cannot read the folder: {e}")),
     };
+    // Our lock file is there from the first start on; it says nothing about the database.
+    let mut entries = entries.filter(|e| {
+        e.as_ref()
+            .map_or(true, |e| e.file_name() != folder_lock::LOCK_FILE)
+    });
     if entries.next().is_none() {
         return Ok(false);
     }
@@ -222,109 +271,164 @@ fn preflight(path: &Path) -> Result<bool, String> {
     if !intact {
         return Err("its sled `conf` file is truncated or fails its checksum".to_owned());
     }
-    match std::fs::metadata(path.join("db")) {
-        Ok(m) if m.is_file() && m.len() > 0 => Ok(true),
-        Ok(_) => Err("its sled `db` file is empty or not a file".to_owned()),
-        Err(e) => Err(format!("its sled `db` file cannot be read ({e})")),
-    }
+    let segment_size = segment_size(&conf[..conf.len() - 4])
+        .ok_or("its sled `conf` file names no valid segment_size")?;
+    let db = path.join("db");
+    let len = match std::fs::metadata(&db) {
+        Ok(m) if m.is_file() && m.len() > 0 => m.len(),
+        Ok(_) => return Err("its sled `db` file is empty or not a file".to_owned()),
+        Err(e) => return Err(format!("its sled `db` file cannot be read ({e})")),
+    };
+    check_segment_headers(&db, len, segment_size)
+        .map_err(|e| format!("its sled `db` file is damaged or not a sled log: {e}"))?;
+    Ok(true)
 }
 
-/// The copy of `db` made before sled opens an existing database.
-struct Backup {
-    db: PathBuf,
-    path: PathBuf,
-    /// sled creates `blobs/` when missing; remove it again if we restore.
-    blobs: Option<PathBuf>,
+/// `segment_size: N` of sled's `conf` (lines `key: value`).
+fn segment_size(conf_body: &[u8]) -> Option<u64> {
+    std::str::from_utf8(conf_body)
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("segment_size:"))
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|&n: &u64| n >= SEG_HEADER_LEN as u64)
 }
 
-impl Backup {
-    fn take(folder: &Path) -> Result<Self, String> {
-        let blobs = folder.join("blobs");
-        let backup = Backup {
-            db: folder.join("db"),
-            path: folder.join("db.autoscaled-open-backup"),
-            blobs: (!blobs.exists()).then_some(blobs),
-        };
-        std::fs::copy(&backup.db, &backup.path)
-            .map_err(|e| format!("cannot copy `db` aside before opening it: {e}"))?;
-        Ok(backup)
-    }
+/// sled 0.34's `SEG_HEADER_LEN`.
+const SEG_HEADER_LEN: usize = 20;
 
-    /// Puts the original back (an atomic rename over what sled left).
-    fn restore(&self) -> std::io::Result<()> {
-        std::fs::rename(&self.path, &self.db)?;
-        if let Some(blobs) = &self.blobs {
-            // Only if empty: anything in it is not ours to remove.
-            let _ = std::fs::remove_dir(blobs);
+/// See [`preflight`]: as sled's `scan_segment_headers_and_tail` counts segments (a partial
+/// last segment counts when it holds a whole header).
+fn check_segment_headers(db: &Path, len: u64, segment_size: u64) -> Result<(), String> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(db).map_err(|e| e.to_string())?;
+    let segments = len / segment_size + u64::from(len % segment_size >= SEG_HEADER_LEN as u64);
+    let mut valid = 0u64;
+    for idx in 0..segments {
+        let mut header = [0u8; SEG_HEADER_LEN];
+        file.read_exact_at(&mut header, idx * segment_size)
+            .map_err(|e| e.to_string())?;
+        let stored = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) ^ 0xFFFF_FFFF;
+        if crc32fast::hash(&header[4..]) == stored {
+            valid += 1;
+        } else if header.iter().any(|&b| b != 0) {
+            return Err(format!(
+                "segment {idx} (offset {}) has no valid header",
+                idx * segment_size
+            ));
         }
-        Ok(())
     }
+    if valid == 0 {
+        return Err("no segment has a valid header".to_owned());
+    }
+    Ok(())
+}
 
-    fn discard(self) {
-        if let Err(e) = std::fs::remove_file(&self.path) {
-            tracing::warn!(error = %e, path = %self.path.display(), "cannot remove the pre-open copy");
+/// A stored state record, of either version, as the store needs it. Shared with the etcd
+/// store ([`super::etcd`]), which writes the same records.
+pub(super) struct StoredState {
+    pub(super) history: History,
+    pub(super) next_seq: u64,
+    /// Runs in `hpa_decisions` for the target; `None` in records of older builds.
+    pub(super) log_len: Option<u64>,
+    /// The newest run, not yet in `hpa_decisions`.
+    pub(super) pending: Option<DecisionEntry>,
+}
+
+impl StoredState {
+    pub(super) fn decode(key: &str, bytes: &[u8]) -> Result<Self, StoreError> {
+        match record::versioned("state", key, bytes)? {
+            Versioned::Binary(body) => {
+                let r: pb::HpaState = record::decode_binary("state", key, body)?;
+                let bad = |m: String| record::corrupt("state", key, &m);
+                let history =
+                    hpa::history_from_record(r.history.as_ref().unwrap_or(&pb::History::default()))
+                        .map_err(bad)?;
+                let pending = r
+                    .pending
+                    .as_ref()
+                    .map(hpa::run_from_record)
+                    .transpose()
+                    .map_err(bad)?;
+                Ok(StoredState {
+                    history,
+                    next_seq: r.next_seq,
+                    log_len: Some(r.log_len),
+                    pending,
+                })
+            }
+            Versioned::Json(body) => {
+                let old: LegacyState = serde_json::from_slice(body)
+                    .map_err(|e| record::corrupt("state", key, &e.to_string()))?;
+                let pending = old.pending.map(|p| legacy_entry(p.entry, p.seq));
+                Ok(StoredState {
+                    history: old.history,
+                    next_seq: old.next_seq,
+                    log_len: old.log_len,
+                    pending,
+                })
+            }
         }
     }
-}
 
-/// [`TargetState`]'s encoding, borrowing the history (no copy of it per write), plus the
-/// length of the target's decision log. `TargetState` ignores `log_len` when decoding (serde
-/// skips unknown fields), so older builds read these records; a record they write back has
-/// no `log_len`, and the next `commit` counts the log once.
-///
-/// `pending` is the decision of this commit: it belongs to the log although it is not yet in
-/// `hpa_decisions` (see the module doc); `log_len` counts the entries in `hpa_decisions` only.
-/// An older build ignores `pending` and so shows one decision fewer.
-#[derive(Serialize)]
-struct TargetStateRef<'a> {
-    history: &'a History,
-    next_seq: u64,
-    log_len: u64,
-    pending: PendingRef<'a>,
-}
-
-/// The newest decision, carried in the state record.
-#[derive(Serialize)]
-struct PendingRef<'a> {
-    time: Time,
-    seq: u64,
-    entry: &'a DecisionEntry,
-}
-
-/// [`PendingRef`] as read back; the entry stays encoded, to be copied into the log as is.
-#[derive(Deserialize)]
-struct PendingRaw {
-    time: Time,
-    seq: u64,
-    entry: Box<RawValue>,
-}
-
-impl PendingRaw {
-    fn log_key(&self, key: &str) -> Vec<u8> {
-        keys::decision_key(key, self.time, self.seq)
-    }
-
-    /// The log value, exactly as [`record::encode`] writes the entry.
-    fn log_value(&self) -> Vec<u8> {
-        let json = self.entry.get().as_bytes();
-        let mut out = Vec::with_capacity(json.len() + 1);
-        out.push(record::VERSION);
-        out.extend_from_slice(json);
-        out
+    pub(super) fn encode(&self, history: &History, max_pod_names: usize) -> Vec<u8> {
+        record::encode_binary(&pb::HpaState {
+            history: Some(hpa::history_to_record(history)),
+            next_seq: self.next_seq,
+            log_len: self.log_len.unwrap_or(0),
+            pending: self
+                .pending
+                .as_ref()
+                .map(|p| hpa::run_to_record(p, max_pod_names)),
+        })
     }
 }
 
-/// The fields of a stored state that `commit` needs.
+/// A format-1 decision (JSON of `time`, `decision`, `metrics`) as a run of one.
+fn legacy_entry(mut entry: DecisionEntry, seq: u64) -> DecisionEntry {
+    entry.run = Run {
+        count: 1,
+        first_time: entry.time,
+    };
+    entry.seq = seq;
+    entry
+}
+
+/// The state record of format 1 (JSON).
 #[derive(Deserialize)]
-struct StoredCounters {
+struct LegacyState {
+    history: History,
     next_seq: u64,
-    /// Entries in `hpa_decisions` for the target; absent in records of older builds.
     #[serde(default)]
     log_len: Option<u64>,
-    /// The newest decision, not yet copied into `hpa_decisions`; absent in records of older
-    /// builds (their commits wrote the log entry in the same transaction).
     #[serde(default)]
-    pending: Option<PendingRaw>,
+    pending: Option<LegacyPending>,
+}
+
+#[derive(Deserialize)]
+struct LegacyPending {
+    seq: u64,
+    entry: DecisionEntry,
+}
+
+/// A logged run, of either version; `seq` from the key for format-1 records.
+pub(super) fn decode_run(
+    key: &str,
+    log_key: &[u8],
+    bytes: &[u8],
+) -> Result<DecisionEntry, StoreError> {
+    match record::versioned("decision", key, bytes)? {
+        Versioned::Binary(body) => {
+            let r: pb::DecisionRun = record::decode_binary("decision", key, body)?;
+            hpa::run_from_record(&r).map_err(|m| record::corrupt("decision", key, &m))
+        }
+        Versioned::Json(body) => {
+            let entry: DecisionEntry = serde_json::from_slice(body)
+                .map_err(|e| record::corrupt("decision", key, &e.to_string()))?;
+            let seq = keys::decision_key_seq(log_key).unwrap_or(0);
+            Ok(legacy_entry(entry, seq))
+        }
+    }
 }
 
 fn key_string(k: &[u8]) -> Result<String, StoreError> {
@@ -344,10 +448,10 @@ fn tx_error(e: TransactionError<StoreError>) -> StoreError {
 
 impl HistoryStore for SledStore {
     fn load(&self, key: &str) -> Result<Option<TargetState>, StoreError> {
-        self.state
-            .get(keys::state_key(key))?
-            .map(|v| record::decode("state", key, &v))
-            .transpose()
+        Ok(self.read_state(key)?.map(|s| TargetState {
+            history: s.history,
+            next_seq: s.next_seq,
+        }))
     }
 
     fn commit(
@@ -357,95 +461,142 @@ impl HistoryStore for SledStore {
         decision: &DecisionEntry,
     ) -> Result<(), StoreError> {
         let state_key = keys::state_key(key);
+        let max_names = self.options.max_pod_names;
         // Read before writing, like the log scan below: writers of one target are serialized
-        // by the caller. Only the counters and the pending decision of the previous state are
-        // needed, not its history.
-        let previous = match self.state.get(state_key)? {
-            Some(v) => record::decode::<StoredCounters>("state", key, &v)?,
-            None => StoredCounters {
-                next_seq: 0,
-                log_len: Some(0),
-                pending: None,
-            },
-        };
+        // by the caller.
+        let previous = self.read_state(key)?.unwrap_or(StoredState {
+            history: History::default(),
+            next_seq: 0,
+            log_len: Some(0),
+            pending: None,
+        });
+        // The same outcome as the newest run: the run grows, nothing else is written.
+        if let Some(run) = previous
+            .pending
+            .as_ref()
+            .filter(|p| p.same_outcome(decision))
+        {
+            let mut extended = decision.clone();
+            extended.run = Run {
+                count: run.run.count.saturating_add(1),
+                first_time: run.run.first_time,
+            };
+            extended.seq = run.seq;
+            let next = StoredState {
+                history: History::default(),
+                next_seq: previous.next_seq,
+                log_len: previous.log_len,
+                pending: Some(extended),
+            };
+            // A state of an older build: count its log once (below, on the closing path).
+            if next.log_len.is_some() {
+                let bytes = next.encode(history, max_names);
+                self.track(self.state.insert(state_key, bytes))?;
+                return Ok(());
+            }
+        }
         let seq = previous.next_seq;
-        // 1. The previous commit's decision goes into the log under its final key. Idempotent:
+        // 1. The newest run is closed: it goes into the log under its final key. Idempotent:
         //    after a crash between this insert and step 2 it is already there, and the state
         //    still names it as pending; `log_len` never counts the pending one, so it is
         //    counted here, once.
         let mut logged = match previous.log_len {
             Some(len) => len,
-            // A state of an older build: count its log once.
             None => self.decision_keys(key)?.len() as u64,
         };
+        let mut newest_logged = None;
         if let Some(pending) = &previous.pending {
-            self.decisions
-                .insert(pending.log_key(key), pending.log_value())?;
+            let log_key = keys::decision_key(key, pending.run.first_time, pending.seq);
+            let bytes = record::encode_binary(&hpa::run_to_record(pending, max_names));
+            self.track(self.decisions.insert(log_key, bytes))?;
             logged = logged.saturating_add(1);
+            newest_logged = Some(pending.run.first_time);
         }
-        // After adding this decision (pending in the state), keep `decision_log_len` in all:
-        // the oldest logged entries beyond that go (never the new one, as before).
+        // 2. Trim, by count (the bound includes the new pending run) and by age: a closed run
+        //    ended before its successor began, so it is older than the cutoff when its
+        //    successor began at or before it.
         let bound = self.options.decision_log_len as u64;
         let excess = logged.saturating_add(1).saturating_sub(bound);
-        let to_remove: Vec<sled::IVec> = if excess == 0 {
-            Vec::new()
-        } else {
-            self.decisions
+        let cutoff = decision.time.minus(self.options.decision_retention);
+        let mut to_remove: Vec<sled::IVec> = Vec::new();
+        if logged > 0 && newest_logged.is_some() {
+            let mut iter = self
+                .decisions
                 .scan_prefix(keys::decision_prefix(key))
                 .keys()
-                .take(usize::try_from(excess).unwrap_or(usize::MAX))
-                .collect::<Result<_, _>>()?
-        };
+                .peekable();
+            while let Some(k) = iter.next() {
+                let k = k?;
+                let successor_began = match iter.peek() {
+                    Some(Ok(next)) => keys::decision_key_time(next),
+                    Some(Err(_)) => None,
+                    None => Some(decision.time),
+                };
+                let old = successor_began.is_some_and(|t| t <= cutoff);
+                if (to_remove.len() as u64) < excess || old {
+                    to_remove.push(k);
+                } else {
+                    break;
+                }
+            }
+        }
         let log_len = logged.saturating_sub(to_remove.len() as u64);
-        // 2. The commit point: one single-key write of the new history with this decision.
-        let state_bytes = record::encode(
-            "state",
-            key,
-            &TargetStateRef {
-                history,
-                next_seq: seq.saturating_add(1),
-                log_len,
-                pending: PendingRef {
-                    time: decision.time,
-                    seq,
-                    entry: decision,
-                },
-            },
+        // 3. The commit point: one single-key write of the new history with the new run.
+        let mut fresh = decision.clone();
+        fresh.run = Run {
+            count: 1,
+            first_time: decision.time,
+        };
+        fresh.seq = seq;
+        let next = StoredState {
+            history: History::default(),
+            next_seq: seq.saturating_add(1),
+            log_len: Some(log_len),
+            pending: Some(fresh),
+        };
+        self.track(
+            self.state
+                .insert(state_key, next.encode(history, max_names)),
         )?;
-        self.state.insert(state_key, state_bytes)?;
-        // 3. Trim. A crash before this leaves at most these few extra old entries on disk;
-        //    `decisions` shows only the newest `decision_log_len`.
+        // 4. A crash before this leaves at most these few old runs on disk; `decisions`
+        //    shows only the newest `decision_log_len`.
         for old in &to_remove {
-            self.decisions.remove(old)?;
+            self.track(self.decisions.remove(old))?;
         }
         Ok(())
     }
 
     fn decisions(&self, key: &str) -> Result<Vec<DecisionEntry>, StoreError> {
-        let pending = match self.state.get(keys::state_key(key))? {
-            Some(v) => record::decode::<StoredCounters>("state", key, &v)?.pending,
-            None => None,
-        };
-        let mut logged: Vec<(sled::IVec, sled::IVec)> = self
-            .decisions
-            .scan_prefix(keys::decision_prefix(key))
-            .collect::<Result<_, _>>()?;
+        let pending = self.read_state(key)?.and_then(|s| s.pending);
+        let mut out = Vec::new();
+        let mut seqs = Vec::new();
+        for item in self.decisions.scan_prefix(keys::decision_prefix(key)) {
+            let (k, v) = item?;
+            let entry = decode_run(key, &k, &v)?;
+            seqs.push(entry.seq);
+            out.push(entry);
+        }
         if let Some(pending) = pending {
-            let pending_key = pending.log_key(key);
             // Already there after a crash between the two writes of a commit.
-            if let Err(at) = logged.binary_search_by(|(k, _)| k.as_ref().cmp(&pending_key)) {
-                logged.insert(at, (pending_key.into(), pending.log_value().into()));
+            if !seqs.contains(&pending.seq) {
+                out.push(pending);
             }
         }
         // Entries a crash kept from being trimmed are not shown.
-        let skip = logged
+        let skip = out
             .len()
             .saturating_sub(self.options.decision_log_len.max(1));
-        logged
-            .iter()
-            .skip(skip)
-            .map(|(_, v)| record::decode("decision", key, v))
-            .collect()
+        out.drain(..skip);
+        Ok(out)
+    }
+
+    fn decision_page(
+        &self,
+        key: &str,
+        request: &DecisionPageRequest,
+    ) -> Result<DecisionPage, StoreError> {
+        // At most `decision_log_len` runs per target: reading them all is bounded.
+        Ok(super::page_of(self.decisions(key)?, request))
     }
 
     fn list_keys(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError> {
@@ -468,7 +619,7 @@ impl HistoryStore for SledStore {
 
     fn delete(&self, key: &str) -> Result<bool, StoreError> {
         let logged = self.decision_keys(key)?;
-        (&self.state, &self.decisions)
+        let result = (&self.state, &self.decisions)
             .transaction(|(state, decisions)| {
                 let existed = state.remove(keys::state_key(key))?.is_some();
                 for k in &logged {
@@ -476,42 +627,76 @@ impl HistoryStore for SledStore {
                 }
                 Ok(existed || !logged.is_empty())
             })
-            .map_err(tx_error)
+            .map_err(tx_error);
+        if matches!(result, Err(StoreError::Sled(_))) {
+            self.failed.store(true, Ordering::Release);
+        }
+        result
     }
 
     fn flush(&self) -> Result<(), StoreError> {
-        self.db.flush()?;
+        self.track(self.db.flush())?;
+        self.failed.store(false, Ordering::Release);
         Ok(())
+    }
+
+    fn healthy(&self) -> bool {
+        !self.failed.load(Ordering::Acquire)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use serde::Serialize;
+
     use super::*;
     use crate::engine::{
+        condition::{Condition, ConditionReason, ConditionType},
         history::Recommendation,
-        hpa::{Decision, DecisionPath},
+        hpa::{Decision, DecisionPath, MetricOutcome, MetricProposal, PodGroups},
+        settings::Settings,
+        spec::HorizontalSpec,
         time::Time,
     };
+    use crate::store::PodTotals;
+
+    fn decision(desired: i32) -> Decision {
+        Decision {
+            current_replicas: 1,
+            desired_replicas: desired,
+            conditions: vec![Condition {
+                condition_type: ConditionType::AbleToScale,
+                status: true,
+                reason: ConditionReason::ReadyForNewScale,
+                message: "recommended size matches current size".to_owned(),
+            }],
+            metrics: vec![],
+            path: DecisionPath::Legacy,
+            prenormalized_replicas: Some(desired),
+            stabilized_replicas: None,
+            scale_up_limit: None,
+            scale_down_limit: None,
+            error: None,
+            rescale_reason: None,
+        }
+    }
+
+    fn spec() -> HorizontalSpec {
+        HorizontalSpec {
+            min_replicas: Some(1),
+            max_replicas: 10,
+            metrics: vec![],
+            behavior: None,
+        }
+    }
 
     fn entry(secs: i64, desired: i32) -> DecisionEntry {
-        DecisionEntry {
-            time: Time::from_unix_secs(secs),
-            decision: Decision {
-                current_replicas: 1,
-                desired_replicas: desired,
-                conditions: vec![],
-                metrics: vec![],
-                path: DecisionPath::Legacy,
-                prenormalized_replicas: Some(desired),
-                stabilized_replicas: None,
-                scale_up_limit: None,
-                scale_down_limit: None,
-                error: None,
-                rescale_reason: None,
-            },
-            metrics: vec![],
-        }
+        DecisionEntry::single(
+            Time::from_unix_secs(secs),
+            decision(desired),
+            &spec(),
+            &Settings::default(),
+        )
     }
 
     fn history(replicas: i32, secs: i64) -> History {
@@ -524,11 +709,41 @@ mod tests {
         }
     }
 
+    fn options(len: usize) -> SledOptions {
+        SledOptions {
+            decision_log_len: len,
+            ..SledOptions::default()
+        }
+    }
+
     fn open(dir: &Path, len: usize) -> SledStore {
-        SledStore::open(
-            dir,
-            SledOptions {
-                decision_log_len: len,
+        SledStore::open(dir, options(len)).unwrap()
+    }
+
+    fn desired(s: &SledStore, key: &str) -> Vec<i32> {
+        s.decisions(key)
+            .unwrap()
+            .iter()
+            .map(|d| d.decision.desired_replicas)
+            .collect()
+    }
+
+    /// The old JSON records (format 1), as builds before version 2 wrote them.
+    #[derive(Serialize)]
+    struct OldEntry<'a> {
+        time: Time,
+        decision: &'a Decision,
+        metrics: Vec<crate::engine::spec::MetricSpec>,
+    }
+
+    fn old_entry(secs: i64, desired: i32) -> Vec<u8> {
+        record::encode(
+            "decision",
+            "a",
+            &OldEntry {
+                time: Time::from_unix_secs(secs),
+                decision: &decision(desired),
+                metrics: vec![],
             },
         )
         .unwrap()
@@ -547,14 +762,166 @@ mod tests {
         let state = s.load("a").unwrap().unwrap();
         assert_eq!(state.history, history(4, 20));
         assert_eq!(state.next_seq, 2);
-        let log: Vec<i32> = s
+        let log = s.decisions("a").unwrap();
+        assert_eq!(log.len(), 2);
+        assert_eq!(log[1], {
+            let mut e = entry(20, 4);
+            e.seq = 1;
+            e
+        });
+        assert_eq!(desired(&s, "a"), vec![3, 4]);
+        assert_eq!(s.load("b").unwrap(), None);
+    }
+
+    #[test]
+    fn decisions_that_say_the_same_thing_are_one_run_with_count_and_times() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path(), 10);
+        for t in 0..5 {
+            s.commit("a", &history(3, t * 15), &entry(t * 15, 3))
+                .unwrap();
+        }
+        s.commit("a", &history(4, 75), &entry(75, 4)).unwrap();
+        s.commit("a", &history(4, 90), &entry(90, 4)).unwrap();
+        let log = s.decisions("a").unwrap();
+        let runs: Vec<(i32, u64, i64, i64)> = log
+            .iter()
+            .map(|e| {
+                (
+                    e.decision.desired_replicas,
+                    e.run.count,
+                    e.run.first_time.unix_millis() / 1000,
+                    e.time.unix_millis() / 1000,
+                )
+            })
+            .collect();
+        assert_eq!(runs, vec![(3, 5, 0, 60), (4, 2, 75, 90)]);
+        // Strictly increasing positions.
+        assert!(log[0].seq < log[1].seq);
+        // The newest pages first, one at a time.
+        let page = s
+            .decision_page(
+                "a",
+                &DecisionPageRequest {
+                    size: 1,
+                    newest_first: true,
+                    after_seq: None,
+                },
+            )
+            .unwrap();
+        assert!(page.more);
+        assert_eq!(page.entries[0].decision.desired_replicas, 4);
+        let page = s
+            .decision_page(
+                "a",
+                &DecisionPageRequest {
+                    size: 1,
+                    newest_first: true,
+                    after_seq: Some(page.entries[0].seq),
+                },
+            )
+            .unwrap();
+        assert!(!page.more);
+        assert_eq!(page.entries[0].decision.desired_replicas, 3);
+    }
+
+    #[test]
+    fn a_different_reason_starts_a_new_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path(), 10);
+        s.commit("a", &history(3, 0), &entry(0, 3)).unwrap();
+        let mut other = entry(15, 3);
+        other.decision.conditions[0].reason = ConditionReason::ScaleDownStabilized;
+        s.commit("a", &history(3, 15), &other).unwrap();
+        // A different message alone does not.
+        let mut worded = entry(30, 3);
+        worded.decision.conditions[0].reason = ConditionReason::ScaleDownStabilized;
+        worded.decision.conditions[0].message = "other words".to_owned();
+        s.commit("a", &history(3, 30), &worded).unwrap();
+        let counts: Vec<u64> = s
             .decisions("a")
             .unwrap()
             .iter()
-            .map(|d| d.decision.desired_replicas)
+            .map(|e| e.run.count)
             .collect();
-        assert_eq!(log, vec![3, 4]);
-        assert_eq!(s.load("b").unwrap(), None);
+        assert_eq!(counts, vec![1, 2]);
+        assert_eq!(
+            s.decisions("a").unwrap()[1].decision.conditions[0].message,
+            "other words",
+            "a run keeps its last decision"
+        );
+    }
+
+    #[test]
+    fn closed_runs_older_than_the_retention_are_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SledStore::open(
+            dir.path(),
+            SledOptions {
+                decision_retention: Duration::from_secs(100),
+                ..options(50)
+            },
+        )
+        .unwrap();
+        // Runs beginning at 0, 50, 100, ..., each of one decision.
+        for i in 0..6 {
+            s.commit(
+                "a",
+                &history(i, i64::from(i) * 50),
+                &entry(i64::from(i) * 50, i),
+            )
+            .unwrap();
+        }
+        // At 250 the cutoff is 150: runs that ended by 150 (began 0, 50, 100) are gone.
+        assert_eq!(desired(&s, "a"), vec![3, 4, 5]);
+    }
+
+    #[test]
+    fn pod_names_are_capped_per_group_with_the_totals_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SledStore::open(
+            dir.path(),
+            SledOptions {
+                max_pod_names: 2,
+                ..options(10)
+            },
+        )
+        .unwrap();
+        let names = |n: usize| (0..n).map(|i| format!("p{i}")).collect::<Vec<_>>();
+        let mut e = entry(0, 3);
+        e.decision.metrics = vec![MetricOutcome {
+            index: 0,
+            result: Ok(MetricProposal {
+                replicas: 3,
+                current_average_utilization: Some(70),
+                current_average_value: Some(700),
+                current_value: None,
+                usage_ratio: Some(1.4),
+            }),
+            pod_groups: Some(PodGroups {
+                ready_count: 7,
+                unready: names(5),
+                missing: names(1),
+                ignored: vec![],
+            }),
+        }];
+        s.commit("a", &history(3, 0), &e).unwrap();
+        let read = &s.decisions("a").unwrap()[0];
+        let groups = read.decision.metrics[0].pod_groups.as_ref().unwrap();
+        assert_eq!(groups.unready, names(2));
+        assert_eq!(groups.missing, names(1));
+        assert_eq!(
+            read.pod_totals(0),
+            PodTotals {
+                ready: 7,
+                unready: 5,
+                missing: 1,
+                ignored: 0
+            }
+        );
+        // The next commit closes that run into the log: still capped with totals.
+        s.commit("a", &history(4, 15), &entry(15, 4)).unwrap();
+        assert_eq!(s.decisions("a").unwrap()[0].pod_totals(0).unready, 5);
     }
 
     #[test]
@@ -567,19 +934,11 @@ mod tests {
         }
         // Same time twice: the sequence number keeps both.
         s.commit("a", &history(7, 6), &entry(6, 70)).unwrap();
-        let log: Vec<i32> = s
-            .decisions("a")
-            .unwrap()
-            .iter()
-            .map(|d| d.decision.desired_replicas)
-            .collect();
-        assert_eq!(log, vec![5, 6, 70]);
+        assert_eq!(desired(&s, "a"), vec![5, 6, 70]);
     }
 
     #[test]
     fn a_shorter_log_bound_after_reopen_trims_the_surplus_on_the_next_write() {
-        // The scan that trims the log is skipped while `next_seq < decision_log_len`; a bound
-        // lowered between runs must still trim every surplus entry at the next write.
         let dir = tempfile::tempdir().unwrap();
         {
             let s = open(dir.path(), 10);
@@ -591,28 +950,87 @@ mod tests {
         }
         let s = open(dir.path(), 3);
         s.commit("a", &history(6, 6), &entry(6, 6)).unwrap();
-        let log: Vec<i32> = s
-            .decisions("a")
-            .unwrap()
-            .iter()
-            .map(|d| d.decision.desired_replicas)
-            .collect();
-        assert_eq!(log, vec![4, 5, 6]);
+        assert_eq!(desired(&s, "a"), vec![4, 5, 6]);
         assert_eq!(s.load("a").unwrap().unwrap().next_seq, 7);
     }
 
     #[test]
-    fn a_state_without_the_log_length_is_counted_once_then_trimmed_as_usual() {
-        // Records of older builds carry no `log_len`: the next write counts the log by a scan
-        // and stores the count; later writes rely on it.
+    fn a_format_1_target_reads_and_migrates_on_its_next_write() {
+        // As format 1 left it: logged JSON entries, a JSON state with the newest pending.
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 3);
-        // As older builds left it: the last three entries in `hpa_decisions`.
-        for i in 2..5i32 {
+        for i in 2..4i32 {
             s.decisions
                 .insert(
                     keys::decision_key("a", Time::from_unix_secs(i.into()), i as u64),
-                    record::encode("decision", "a", &entry(i.into(), i)).unwrap(),
+                    old_entry(i.into(), i),
+                )
+                .unwrap();
+        }
+        #[derive(Serialize)]
+        struct OldPending<'a> {
+            time: Time,
+            seq: u64,
+            entry: OldEntry<'a>,
+        }
+        #[derive(Serialize)]
+        struct OldState<'a> {
+            history: History,
+            next_seq: u64,
+            log_len: u64,
+            pending: OldPending<'a>,
+        }
+        let d = decision(4);
+        let old = OldState {
+            history: history(4, 4),
+            next_seq: 5,
+            log_len: 2,
+            pending: OldPending {
+                time: Time::from_unix_secs(4),
+                seq: 4,
+                entry: OldEntry {
+                    time: Time::from_unix_secs(4),
+                    decision: &d,
+                    metrics: vec![],
+                },
+            },
+        };
+        s.state
+            .insert("a", record::encode("state", "a", &old).unwrap())
+            .unwrap();
+        assert_eq!(s.load("a").unwrap().unwrap().history, history(4, 4));
+        let log = s.decisions("a").unwrap();
+        assert_eq!(
+            log.iter()
+                .map(|e| (e.decision.desired_replicas, e.seq, e.run.count))
+                .collect::<Vec<_>>(),
+            vec![(2, 2, 1), (3, 3, 1), (4, 4, 1)]
+        );
+        assert_eq!(log[2].run.first_time, Time::from_unix_secs(4));
+        assert_eq!(log[2].inputs, None);
+        s.commit("a", &history(5, 5), &entry(5, 5)).unwrap();
+        assert_eq!(desired(&s, "a"), vec![3, 4, 5]);
+        assert_eq!(
+            s.state.get("a").unwrap().unwrap()[0],
+            record::VERSION_BINARY,
+            "rewritten as version 2"
+        );
+        // The closed format-1 run went into the log as version 2.
+        let logged = s
+            .decisions
+            .get(keys::decision_key("a", Time::from_unix_secs(4), 4));
+        assert_eq!(logged.unwrap().unwrap()[0], record::VERSION_BINARY);
+    }
+
+    #[test]
+    fn a_format_1_state_without_the_log_length_is_counted_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path(), 3);
+        for i in 0..3i32 {
+            s.decisions
+                .insert(
+                    keys::decision_key("a", Time::from_unix_secs(i.into()), i as u64),
+                    old_entry(i.into(), i),
                 )
                 .unwrap();
         }
@@ -620,54 +1038,33 @@ mod tests {
             "state",
             "a",
             &TargetState {
-                history: history(4, 4),
-                next_seq: 5,
+                history: history(2, 2),
+                next_seq: 3,
             },
         )
         .unwrap();
         s.state.insert("a", old).unwrap();
-        let log = |s: &SledStore| -> Vec<i32> {
-            s.decisions("a")
-                .unwrap()
-                .iter()
-                .map(|d| d.decision.desired_replicas)
-                .collect()
-        };
-        assert_eq!(log(&s), vec![2, 3, 4]);
-        s.commit("a", &history(5, 5), &entry(5, 5)).unwrap();
-        assert_eq!(log(&s), vec![3, 4, 5]);
-        let raw = s.state.get("a").unwrap().unwrap();
-        let counters: StoredCounters = record::decode("state", "a", &raw).unwrap();
-        // Two in `hpa_decisions`, the newest pending in the state.
-        assert_eq!((counters.next_seq, counters.log_len), (6, Some(2)));
-        assert!(counters.pending.is_some());
-        s.commit("a", &history(6, 6), &entry(6, 6)).unwrap();
-        assert_eq!(log(&s), vec![4, 5, 6]);
-    }
-
-    fn desired(s: &SledStore, key: &str) -> Vec<i32> {
-        s.decisions(key)
-            .unwrap()
-            .iter()
-            .map(|d| d.decision.desired_replicas)
-            .collect()
+        assert_eq!(desired(&s, "a"), vec![0, 1, 2]);
+        s.commit("a", &history(3, 3), &entry(3, 3)).unwrap();
+        assert_eq!(desired(&s, "a"), vec![1, 2, 3]);
+        s.commit("a", &history(4, 4), &entry(4, 4)).unwrap();
+        assert_eq!(desired(&s, "a"), vec![2, 3, 4]);
+        assert_eq!(s.decision_keys("a").unwrap().len(), 2);
     }
 
     #[test]
     fn a_crash_between_the_log_copy_and_the_state_write_counts_the_entry_once() {
-        // Step 1 of a commit (the previous decision copied into the log) done, step 2 (the
-        // new state) lost: the log shows the entry once, and later commits count it once.
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 3);
         s.commit("a", &history(1, 1), &entry(1, 1)).unwrap();
         s.commit("a", &history(2, 2), &entry(2, 2)).unwrap();
-        let raw = s.state.get("a").unwrap().unwrap();
-        let pending = record::decode::<StoredCounters>("state", "a", &raw)
-            .unwrap()
-            .pending
-            .unwrap();
+        // Step 1 of the next commit done (the pending run copied into the log), step 3 lost.
+        let pending = s.read_state("a").unwrap().unwrap().pending.unwrap();
         s.decisions
-            .insert(pending.log_key("a"), pending.log_value())
+            .insert(
+                keys::decision_key("a", pending.run.first_time, pending.seq),
+                record::encode_binary(&hpa::run_to_record(&pending, 50)),
+            )
             .unwrap();
         assert_eq!(desired(&s, "a"), vec![1, 2]);
         for i in 3..6 {
@@ -683,96 +1080,45 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 2);
         s.commit("a", &history(1, 1), &entry(1, 1)).unwrap();
-        // An old entry that step 3 (trim) did not remove.
         let stale = keys::decision_key("a", Time::from_unix_secs(0), 99);
-        s.decisions
-            .insert(
-                stale,
-                record::encode("decision", "a", &entry(0, 0)).unwrap(),
-            )
-            .unwrap();
+        s.decisions.insert(stale, old_entry(0, 0)).unwrap();
         s.commit("a", &history(2, 2), &entry(2, 2)).unwrap();
         s.commit("a", &history(3, 3), &entry(3, 3)).unwrap();
         assert_eq!(desired(&s, "a"), vec![2, 3]);
     }
 
     #[test]
-    fn a_log_written_by_transactions_of_older_builds_reads_and_continues() {
-        // Older builds wrote the newest decision into `hpa_decisions` in the same
-        // transaction as a state without `pending`.
-        let dir = tempfile::tempdir().unwrap();
-        let s = open(dir.path(), 3);
-        for i in 0..2i32 {
-            s.decisions
-                .insert(
-                    keys::decision_key("a", Time::from_unix_secs(i.into()), i as u64),
-                    record::encode("decision", "a", &entry(i.into(), i)).unwrap(),
-                )
-                .unwrap();
-        }
-        #[derive(Serialize)]
-        struct OldState<'a> {
-            history: &'a History,
-            next_seq: u64,
-            log_len: u64,
-        }
-        let old = OldState {
-            history: &history(1, 1),
-            next_seq: 2,
-            log_len: 2,
-        };
-        s.state
-            .insert("a", record::encode("state", "a", &old).unwrap())
-            .unwrap();
-        assert_eq!(desired(&s, "a"), vec![0, 1]);
-        s.commit("a", &history(2, 2), &entry(2, 2)).unwrap();
-        s.commit("a", &history(3, 3), &entry(3, 3)).unwrap();
-        assert_eq!(desired(&s, "a"), vec![1, 2, 3]);
-        assert_eq!(s.load("a").unwrap().unwrap().next_seq, 4);
-    }
-
-    #[test]
-    fn the_state_written_by_commit_reads_back_as_a_target_state() {
-        // `commit` encodes a borrowed view of the state; it must decode as `TargetState`.
-        let dir = tempfile::tempdir().unwrap();
-        let s = open(dir.path(), 3);
-        s.commit("a", &history(2, 5), &entry(5, 2)).unwrap();
-        let raw = s.state.get("a").unwrap().unwrap();
-        let decoded: TargetState = record::decode("state", "a", &raw).unwrap();
-        assert_eq!(
-            decoded,
-            TargetState {
-                history: history(2, 5),
-                next_seq: 1
-            }
-        );
-    }
-
-    #[test]
-    fn unknown_version_is_refused_at_open_with_a_clear_message() {
+    fn a_damaged_record_fails_its_target_only_and_is_left_in_place() {
         let dir = tempfile::tempdir().unwrap();
         {
             let s = open(dir.path(), 3);
             s.commit("a", &history(1, 1), &entry(1, 1)).unwrap();
+            s.commit("b", &history(2, 1), &entry(1, 2)).unwrap();
             let mut bytes = s.state.get("a").unwrap().unwrap().to_vec();
-            bytes[0] = 9;
+            bytes.truncate(bytes.len() / 2);
             s.state.insert("a", bytes).unwrap();
+            s.state.insert("v", &[9u8, 1, 2][..]).unwrap();
             s.flush().unwrap();
         }
-        let err = SledStore::open(dir.path(), SledOptions::default()).unwrap_err();
-        let text = err.to_string();
-        assert!(text.contains("encoding version 9"), "{text}");
-        assert!(text.contains("left untouched"), "{text}");
-        // Still there, untouched.
-        drop(err);
-        let db = sled::open(dir.path()).unwrap();
-        let v = db.open_tree(STATE_TREE).unwrap().get("a").unwrap().unwrap();
-        assert_eq!(v[0], 9);
+        // Opens: no scan of the records at start.
+        let s = open(dir.path(), 3);
+        let err = s.load("a").unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Corrupt { key, .. } if key == "a"),
+            "{err}"
+        );
+        assert!(s.decisions("a").is_err());
+        let err = s.load("v").unwrap_err();
+        assert!(err.to_string().contains("encoding version 9"), "{err}");
+        assert!(s.load("b").unwrap().is_some());
+        s.commit("b", &history(3, 2), &entry(2, 3)).unwrap();
+        // A write to the damaged target fails too: nothing silently replaced.
+        assert!(s.commit("a", &history(1, 2), &entry(2, 1)).is_err());
+        assert_eq!(s.state.get("v").unwrap().unwrap().as_ref(), &[9u8, 1, 2]);
     }
 
     #[test]
     fn damaged_or_foreign_folders_are_refused_and_left_untouched() {
-        // A real database first, then damage its files one way or another.
         let dir = tempfile::tempdir().unwrap();
         let good = dir.path().join("good");
         {
@@ -798,13 +1144,27 @@ mod tests {
         let len = std::fs::metadata(random_db.join("db")).unwrap().len() as usize;
         let noise: Vec<u8> = (0..len).map(|i| (i * 7919 % 251) as u8).collect();
         std::fs::write(random_db.join("db"), noise).unwrap();
+        let zero_db = copy("zero_db");
+        std::fs::write(zero_db.join("db"), vec![0u8; len]).unwrap();
+        let header_db = copy("header_db");
+        let mut db = std::fs::read(header_db.join("db")).unwrap();
+        db[5] ^= 0x40;
+        std::fs::write(header_db.join("db"), db).unwrap();
         let no_db = copy("no_db");
         std::fs::remove_file(no_db.join("db")).unwrap();
         let foreign = dir.path().join("foreign");
         std::fs::create_dir(&foreign).unwrap();
         std::fs::write(foreign.join("notes.txt"), b"mine").unwrap();
 
-        for folder in [&truncated_conf, &flipped_conf, &random_db, &no_db, &foreign] {
+        for folder in [
+            &truncated_conf,
+            &flipped_conf,
+            &random_db,
+            &zero_db,
+            &header_db,
+            &no_db,
+            &foreign,
+        ] {
             let snapshot = || {
                 let mut files: Vec<_> = std::fs::read_dir(folder)
                     .unwrap()
@@ -842,6 +1202,22 @@ mod tests {
     }
 
     #[test]
+    fn a_second_store_on_the_same_folder_is_refused_while_the_first_lives() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = open(dir.path(), 3);
+        let err = SledStore::open(dir.path(), SledOptions::default()).unwrap_err();
+        assert!(
+            err.to_string().contains(&format!(
+                "in use by another process (pid {}?)",
+                std::process::id()
+            )),
+            "{err}"
+        );
+        drop(first);
+        open(dir.path(), 3);
+    }
+
+    #[test]
     fn list_keys_paginates_in_byte_order() {
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 3);
@@ -872,7 +1248,6 @@ mod tests {
                 more: false
             }
         );
-        // The decision tree's keys never show up as targets.
         assert_eq!(s.list_keys(None, 100).unwrap().keys.len(), 5);
     }
 
@@ -881,6 +1256,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 3);
         s.commit("a", &history(1, 1), &entry(1, 1)).unwrap();
+        s.commit("a", &history(2, 2), &entry(2, 2)).unwrap();
         s.commit("ab", &history(2, 1), &entry(1, 2)).unwrap();
         assert!(s.delete("a").unwrap());
         assert!(!s.delete("a").unwrap());

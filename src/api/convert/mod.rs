@@ -9,6 +9,7 @@
 //! and `validateMetricTarget` in `pkg/apis/autoscaling/validation`) plus what the wire format
 //! adds: enum values, required messages, timestamp and duration ranges.
 
+pub mod history;
 pub mod vertical;
 
 use std::{
@@ -809,11 +810,15 @@ fn condition(c: &Condition) -> pb::Condition {
 }
 
 fn pod_groups(g: &PodGroups) -> pb::PodGroups {
+    let count = |v: &Vec<String>| u32::try_from(v.len()).unwrap_or(u32::MAX);
     pb::PodGroups {
         ready_count: g.ready_count,
         unready: g.unready.clone(),
         missing: g.missing.clone(),
         ignored: g.ignored.clone(),
+        unready_total: count(&g.unready),
+        missing_total: count(&g.missing),
+        ignored_total: count(&g.ignored),
     }
 }
 
@@ -911,9 +916,22 @@ pub fn decision_record(e: &DecisionEntry) -> pb::DecisionRecord {
         metrics: d
             .metrics
             .iter()
-            .map(|m| metric_status(&e.metrics, m))
+            .enumerate()
+            .map(|(i, m)| {
+                let mut status = metric_status(&e.metrics, m);
+                // The stored record names at most N pods per group; the totals count all.
+                if let Some(g) = status.pod_groups.as_mut() {
+                    let totals = e.pod_totals(i);
+                    g.unready_total = totals.unready;
+                    g.missing_total = totals.missing;
+                    g.ignored_total = totals.ignored;
+                }
+                status
+            })
             .collect(),
         explanation: Some(explanation(d)),
+        run_count: e.run.count,
+        first_evaluation_time: Some(to_timestamp(e.run.first_time)),
     }
 }
 
@@ -949,6 +967,7 @@ pub fn target_history(
             .collect(),
         scale_up_events: history.scale_up_events.iter().map(scale_event).collect(),
         scale_down_events: history.scale_down_events.iter().map(scale_event).collect(),
+        next_page_token: String::new(),
     }
 }
 

@@ -1,13 +1,12 @@
-//! Versioned value encoding: one version byte, then the record as JSON. A reader meeting a
-//! version it does not know refuses clearly instead of misreading (an upgrade path can add
-//! version 2 and keep reading 1).
+//! Version 1 records: one version byte, then the record as JSON (the engine's serde structs).
+//! Read for folders of format 1; still written for the VPA state.
 
 use serde::{Serialize, de::DeserializeOwned};
 
 use super::StoreError;
 
-/// The encoding written by this build.
-pub const VERSION: u8 = 1;
+/// The JSON encoding's version byte.
+pub const VERSION: u8 = super::VERSION_JSON;
 
 /// Encodes `value` as `[VERSION] ++ json`.
 pub fn encode<T: Serialize>(
@@ -64,17 +63,17 @@ mod tests {
         );
 
         let mut future = bytes.clone();
-        future[0] = 2;
+        future[0] = 9;
         let err = decode::<Vec<i32>>("state", "k", &future).unwrap_err();
         assert!(matches!(
             err,
             StoreError::UnknownVersion {
-                version: 2,
+                version: 9,
                 supported: 1,
                 ..
             }
         ));
-        assert!(err.to_string().contains("encoding version 2"), "{err}");
+        assert!(err.to_string().contains("encoding version 9"), "{err}");
 
         assert!(matches!(
             decode::<Vec<i32>>("state", "k", &[]),
@@ -84,5 +83,38 @@ mod tests {
             decode::<Vec<i32>>("state", "k", &[VERSION, b'{']),
             Err(StoreError::Corrupt { .. })
         ));
+    }
+}
+
+#[cfg(test)]
+mod golden {
+    use crate::{
+        engine::{
+            history::{History, Recommendation},
+            time::Time,
+        },
+        store::TargetState,
+    };
+
+    /// A state record of format 1 exactly as builds before version 2 wrote it: it must keep
+    /// reading (migrate on read).
+    const GOLDEN_V1_STATE: &[u8] = b"\x01{\"history\":{\"recommendations\":[{\"replicas\":4,\"time\":1767225600000}],\"scale_up_events\":[],\"scale_down_events\":[]},\"next_seq\":3,\"log_len\":2}";
+
+    #[test]
+    fn version_1_golden_bytes_read() {
+        let state: TargetState = super::decode("state", "k", GOLDEN_V1_STATE).unwrap();
+        assert_eq!(
+            state,
+            TargetState {
+                history: History {
+                    recommendations: Some(vec![Recommendation {
+                        replicas: 4,
+                        time: Time::from_unix_millis(1_767_225_600_000),
+                    }]),
+                    ..History::default()
+                },
+                next_seq: 3,
+            }
+        );
     }
 }

@@ -1,0 +1,649 @@
+//! HPA records (version 2): conversions between the engine's types and the storage-only
+//! messages of [`super::pb`], both ways, explicit field by field.
+//!
+//! Compactness: times are milliseconds as zigzag varints, recommendation times as
+//! differences from the previous one (15 s apart at Kubernetes' cadence: 3 bytes each), a
+//! run's last time as a difference from its first; pod names are capped per group
+//! (`max_pod_names`, issue 8 item 6) with the totals kept.
+
+use std::time::Duration;
+
+use super::{codes, pb};
+use crate::{
+    engine::{
+        condition::Condition,
+        history::{History, Recommendation, ScaleEvent},
+        hpa::{Decision, MetricFailure, MetricOutcome, MetricProposal, PodGroups},
+        settings::Settings,
+        spec::{Behavior, MetricSpec, MetricTarget, ScalingPolicy, ScalingRules},
+        time::Time,
+    },
+    store::{DecisionEntry, DecisionInputs, PodTotals, Run},
+};
+
+// === history ===
+
+/// The controller memory as a record; `extensions` is left empty (room for later features).
+pub fn history_to_record(h: &History) -> pb::History {
+    let recs = h.recommendations.as_deref().unwrap_or(&[]);
+    let mut previous = 0i64;
+    let mut deltas = Vec::with_capacity(recs.len());
+    for r in recs {
+        let t = r.time.unix_millis();
+        deltas.push(t.wrapping_sub(previous));
+        previous = t;
+    }
+    pb::History {
+        has_recommendations: h.recommendations.is_some(),
+        recommendation_replicas: recs.iter().map(|r| r.replicas).collect(),
+        recommendation_time_deltas: deltas,
+        scale_up_events: h
+            .scale_up_events
+            .iter()
+            .map(scale_event_to_record)
+            .collect(),
+        scale_down_events: h
+            .scale_down_events
+            .iter()
+            .map(scale_event_to_record)
+            .collect(),
+        extensions: None,
+    }
+}
+
+/// The record's controller memory.
+pub fn history_from_record(r: &pb::History) -> Result<History, String> {
+    if r.recommendation_replicas.len() != r.recommendation_time_deltas.len() {
+        return Err(format!(
+            "{} recommendation counts but {} times",
+            r.recommendation_replicas.len(),
+            r.recommendation_time_deltas.len()
+        ));
+    }
+    let recommendations = r.has_recommendations.then(|| {
+        let mut t = 0i64;
+        r.recommendation_replicas
+            .iter()
+            .zip(&r.recommendation_time_deltas)
+            .map(|(&replicas, &delta)| {
+                t = t.wrapping_add(delta);
+                Recommendation {
+                    replicas,
+                    time: Time::from_unix_millis(t),
+                }
+            })
+            .collect()
+    });
+    Ok(History {
+        recommendations,
+        scale_up_events: r
+            .scale_up_events
+            .iter()
+            .map(scale_event_from_record)
+            .collect(),
+        scale_down_events: r
+            .scale_down_events
+            .iter()
+            .map(scale_event_from_record)
+            .collect(),
+    })
+}
+
+fn scale_event_to_record(e: &ScaleEvent) -> pb::ScaleEvent {
+    pb::ScaleEvent {
+        replica_change: e.replica_change,
+        time_ms: e.time.unix_millis(),
+        outdated: e.outdated,
+    }
+}
+
+fn scale_event_from_record(e: &pb::ScaleEvent) -> ScaleEvent {
+    ScaleEvent {
+        replica_change: e.replica_change,
+        time: Time::from_unix_millis(e.time_ms),
+        outdated: e.outdated,
+    }
+}
+
+// === decision runs ===
+
+/// A decision run as a record, naming at most `max_pod_names` pods per group.
+pub fn run_to_record(e: &DecisionEntry, max_pod_names: usize) -> pb::DecisionRun {
+    let first = e.run.first_time.unix_millis();
+    pb::DecisionRun {
+        seq: e.seq,
+        count: e.run.count,
+        first_time_ms: first,
+        last_time_delta_ms: e.time.unix_millis().wrapping_sub(first),
+        decision: Some(decision_to_record(e, max_pod_names)),
+        metrics: e.metrics.iter().map(metric_spec_to_record).collect(),
+        inputs: e.inputs.as_ref().map(inputs_to_record),
+    }
+}
+
+/// The record's decision run.
+pub fn run_from_record(r: &pb::DecisionRun) -> Result<DecisionEntry, String> {
+    let d = r
+        .decision
+        .as_ref()
+        .ok_or("a decision run without a decision")?;
+    let metrics = d
+        .metrics
+        .iter()
+        .map(outcome_from_record)
+        .collect::<Result<Vec<_>, _>>()?;
+    let pod_totals = d
+        .metrics
+        .iter()
+        .map(|m| {
+            m.pod_groups
+                .as_ref()
+                .map_or_else(PodTotals::default, |g| PodTotals {
+                    ready: g.ready_count,
+                    unready: g.unready_total,
+                    missing: g.missing_total,
+                    ignored: g.ignored_total,
+                })
+        })
+        .collect();
+    let decision = Decision {
+        current_replicas: d.current_replicas,
+        desired_replicas: d.desired_replicas,
+        conditions: d
+            .conditions
+            .iter()
+            .map(condition_from_record)
+            .collect::<Result<_, _>>()?,
+        metrics,
+        path: codes::decision_path_from(d.path)?,
+        prenormalized_replicas: d.prenormalized_replicas,
+        stabilized_replicas: d.stabilized_replicas,
+        scale_up_limit: d.scale_up_limit,
+        scale_down_limit: d.scale_down_limit,
+        error: d.error.clone(),
+        rescale_reason: d.rescale_reason.clone(),
+    };
+    Ok(DecisionEntry {
+        time: Time::from_unix_millis(r.first_time_ms.wrapping_add(r.last_time_delta_ms)),
+        decision,
+        metrics: r
+            .metrics
+            .iter()
+            .map(metric_spec_from_record)
+            .collect::<Result<_, _>>()?,
+        inputs: r.inputs.as_ref().map(inputs_from_record).transpose()?,
+        pod_totals,
+        run: Run {
+            count: r.count.max(1),
+            first_time: Time::from_unix_millis(r.first_time_ms),
+        },
+        seq: r.seq,
+    })
+}
+
+fn decision_to_record(e: &DecisionEntry, max_pod_names: usize) -> pb::Decision {
+    let d = &e.decision;
+    pb::Decision {
+        current_replicas: d.current_replicas,
+        desired_replicas: d.desired_replicas,
+        conditions: d.conditions.iter().map(condition_to_record).collect(),
+        metrics: d
+            .metrics
+            .iter()
+            .enumerate()
+            .map(|(i, m)| outcome_to_record(m, e.pod_totals(i), max_pod_names))
+            .collect(),
+        path: codes::decision_path(d.path),
+        prenormalized_replicas: d.prenormalized_replicas,
+        stabilized_replicas: d.stabilized_replicas,
+        scale_up_limit: d.scale_up_limit,
+        scale_down_limit: d.scale_down_limit,
+        error: d.error.clone(),
+        rescale_reason: d.rescale_reason.clone(),
+    }
+}
+
+fn condition_to_record(c: &Condition) -> pb::Condition {
+    pb::Condition {
+        condition_type: codes::condition_type(c.condition_type),
+        status: c.status,
+        reason: codes::condition_reason(c.reason),
+        message: c.message.clone(),
+    }
+}
+
+fn condition_from_record(c: &pb::Condition) -> Result<Condition, String> {
+    Ok(Condition {
+        condition_type: codes::condition_type_from(c.condition_type)?,
+        status: c.status,
+        reason: codes::condition_reason_from(c.reason)?,
+        message: c.message.clone(),
+    })
+}
+
+fn outcome_to_record(
+    m: &MetricOutcome,
+    totals: PodTotals,
+    max_pod_names: usize,
+) -> pb::MetricOutcome {
+    let capped = |names: &[String]| names.iter().take(max_pod_names).cloned().collect();
+    pb::MetricOutcome {
+        index: u32::try_from(m.index).unwrap_or(u32::MAX),
+        result: Some(match &m.result {
+            Ok(p) => pb::metric_outcome::Result::Proposal(pb::Proposal {
+                replicas: p.replicas,
+                current_average_utilization: p.current_average_utilization,
+                current_average_value: p.current_average_value,
+                current_value: p.current_value,
+                usage_ratio: p.usage_ratio,
+            }),
+            Err(f) => pb::metric_outcome::Result::Failure(pb::Failure {
+                reason: codes::condition_reason(f.reason),
+                message: f.message.clone(),
+            }),
+        }),
+        pod_groups: m.pod_groups.as_ref().map(|g| pb::PodGroups {
+            ready_count: g.ready_count,
+            unready: capped(&g.unready),
+            missing: capped(&g.missing),
+            ignored: capped(&g.ignored),
+            unready_total: totals.unready,
+            missing_total: totals.missing,
+            ignored_total: totals.ignored,
+        }),
+    }
+}
+
+fn outcome_from_record(m: &pb::MetricOutcome) -> Result<MetricOutcome, String> {
+    let result = match m
+        .result
+        .as_ref()
+        .ok_or("a metric outcome without a result")?
+    {
+        pb::metric_outcome::Result::Proposal(p) => Ok(MetricProposal {
+            replicas: p.replicas,
+            current_average_utilization: p.current_average_utilization,
+            current_average_value: p.current_average_value,
+            current_value: p.current_value,
+            usage_ratio: p.usage_ratio,
+        }),
+        pb::metric_outcome::Result::Failure(f) => Err(MetricFailure {
+            reason: codes::condition_reason_from(f.reason)?,
+            message: f.message.clone(),
+        }),
+    };
+    Ok(MetricOutcome {
+        index: usize::try_from(m.index).map_err(|e| e.to_string())?,
+        result,
+        pod_groups: m.pod_groups.as_ref().map(|g| PodGroups {
+            ready_count: g.ready_count,
+            unready: g.unready.clone(),
+            missing: g.missing.clone(),
+            ignored: g.ignored.clone(),
+        }),
+    })
+}
+
+// === spec ===
+
+fn metric_spec_to_record(m: &MetricSpec) -> pb::MetricSpec {
+    let (kind, name, container, target, type_name) = match m {
+        MetricSpec::Resource { name, target } => (codes::KIND_RESOURCE, name, "", Some(target), ""),
+        MetricSpec::ContainerResource {
+            name,
+            container,
+            target,
+        } => (
+            codes::KIND_CONTAINER_RESOURCE,
+            name,
+            container.as_str(),
+            Some(target),
+            "",
+        ),
+        MetricSpec::Pods { name, target } => (codes::KIND_PODS, name, "", Some(target), ""),
+        MetricSpec::Object { name, target } => (codes::KIND_OBJECT, name, "", Some(target), ""),
+        MetricSpec::External { name, target } => (codes::KIND_EXTERNAL, name, "", Some(target), ""),
+        MetricSpec::Unknown { type_name } => {
+            return pb::MetricSpec {
+                kind: codes::KIND_UNKNOWN,
+                type_name: type_name.clone(),
+                ..pb::MetricSpec::default()
+            };
+        }
+    };
+    pb::MetricSpec {
+        kind,
+        name: name.clone(),
+        container: container.to_owned(),
+        target: target.map(|t| pb::MetricTarget {
+            target_type: codes::target_type(t.target_type),
+            average_utilization: t.average_utilization,
+            average_value: t.average_value,
+            value: t.value,
+        }),
+        type_name: type_name.to_owned(),
+    }
+}
+
+fn metric_spec_from_record(m: &pb::MetricSpec) -> Result<MetricSpec, String> {
+    let target = || -> Result<MetricTarget, String> {
+        let t = m.target.as_ref().ok_or("a metric spec without a target")?;
+        Ok(MetricTarget {
+            target_type: codes::target_type_from(t.target_type)?,
+            average_utilization: t.average_utilization,
+            average_value: t.average_value,
+            value: t.value,
+        })
+    };
+    let name = m.name.clone();
+    Ok(match m.kind {
+        codes::KIND_RESOURCE => MetricSpec::Resource {
+            name,
+            target: target()?,
+        },
+        codes::KIND_CONTAINER_RESOURCE => MetricSpec::ContainerResource {
+            name,
+            container: m.container.clone(),
+            target: target()?,
+        },
+        codes::KIND_PODS => MetricSpec::Pods {
+            name,
+            target: target()?,
+        },
+        codes::KIND_OBJECT => MetricSpec::Object {
+            name,
+            target: target()?,
+        },
+        codes::KIND_EXTERNAL => MetricSpec::External {
+            name,
+            target: target()?,
+        },
+        codes::KIND_UNKNOWN => MetricSpec::Unknown {
+            type_name: m.type_name.clone(),
+        },
+        other => return Err(format!("unknown metric kind code {other}")),
+    })
+}
+
+fn inputs_to_record(i: &DecisionInputs) -> pb::Inputs {
+    let s = &i.settings;
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    pb::Inputs {
+        min_replicas: i.min_replicas,
+        max_replicas: i.max_replicas,
+        behavior: i.behavior.as_ref().map(|b| pb::Behavior {
+            scale_up: b.scale_up.as_ref().map(rules_to_record),
+            scale_down: b.scale_down.as_ref().map(rules_to_record),
+        }),
+        settings: Some(pb::Settings {
+            tolerance: s.tolerance,
+            cpu_initialization_period_ms: ms(s.cpu_initialization_period),
+            initial_readiness_delay_ms: ms(s.initial_readiness_delay),
+            downscale_stabilization_ms: ms(s.downscale_stabilization),
+            scale_up_limit_factor: s.scale_up_limit_factor,
+            scale_up_limit_minimum: s.scale_up_limit_minimum,
+        }),
+    }
+}
+
+fn inputs_from_record(i: &pb::Inputs) -> Result<DecisionInputs, String> {
+    let s = i.settings.as_ref().ok_or("inputs without settings")?;
+    Ok(DecisionInputs {
+        min_replicas: i.min_replicas,
+        max_replicas: i.max_replicas,
+        behavior: i
+            .behavior
+            .as_ref()
+            .map(|b| -> Result<Behavior, String> {
+                Ok(Behavior {
+                    scale_up: b.scale_up.as_ref().map(rules_from_record).transpose()?,
+                    scale_down: b.scale_down.as_ref().map(rules_from_record).transpose()?,
+                })
+            })
+            .transpose()?,
+        settings: Settings {
+            tolerance: s.tolerance,
+            cpu_initialization_period: Duration::from_millis(s.cpu_initialization_period_ms),
+            initial_readiness_delay: Duration::from_millis(s.initial_readiness_delay_ms),
+            downscale_stabilization: Duration::from_millis(s.downscale_stabilization_ms),
+            scale_up_limit_factor: s.scale_up_limit_factor,
+            scale_up_limit_minimum: s.scale_up_limit_minimum,
+        },
+    })
+}
+
+fn rules_to_record(r: &ScalingRules) -> pb::ScalingRules {
+    pb::ScalingRules {
+        stabilization_window_seconds: r.stabilization_window_seconds,
+        select_policy: r.select_policy.map(codes::select_policy),
+        has_policies: r.policies.is_some(),
+        policies: r
+            .policies
+            .iter()
+            .flatten()
+            .map(|p| pb::ScalingPolicy {
+                policy_type: codes::policy_type(p.policy_type),
+                value: p.value,
+                period_seconds: p.period_seconds,
+            })
+            .collect(),
+        tolerance: r.tolerance,
+    }
+}
+
+fn rules_from_record(r: &pb::ScalingRules) -> Result<ScalingRules, String> {
+    let policies = r
+        .policies
+        .iter()
+        .map(|p| -> Result<ScalingPolicy, String> {
+            Ok(ScalingPolicy {
+                policy_type: codes::policy_type_from(p.policy_type)?,
+                value: p.value,
+                period_seconds: p.period_seconds,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ScalingRules {
+        stabilization_window_seconds: r.stabilization_window_seconds,
+        select_policy: r.select_policy.map(codes::select_policy_from).transpose()?,
+        policies: r.has_policies.then_some(policies),
+        tolerance: r.tolerance,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        engine::{
+            condition::{ConditionReason, ConditionType},
+            hpa::DecisionPath,
+            spec::{MetricTargetType, ScalingPolicyType, SelectPolicy},
+        },
+        store::record::{self, VERSION_BINARY},
+    };
+
+    /// A run with every kind of field set.
+    fn sample_run() -> DecisionEntry {
+        let decision = Decision {
+            current_replicas: 2,
+            desired_replicas: 4,
+            conditions: vec![Condition {
+                condition_type: ConditionType::AbleToScale,
+                status: true,
+                reason: ConditionReason::SucceededRescale,
+                message: "the HPA controller was able to update the target scale to 4".into(),
+            }],
+            metrics: vec![
+                MetricOutcome {
+                    index: 0,
+                    result: Ok(MetricProposal {
+                        replicas: 4,
+                        current_average_utilization: Some(90),
+                        current_average_value: Some(900),
+                        current_value: None,
+                        usage_ratio: Some(1.8),
+                    }),
+                    pod_groups: Some(PodGroups {
+                        ready_count: 2,
+                        unready: vec!["web-2".into()],
+                        missing: vec![],
+                        ignored: vec![],
+                    }),
+                },
+                MetricOutcome {
+                    index: 1,
+                    result: Err(MetricFailure {
+                        reason: ConditionReason::FailedGetExternalMetric,
+                        message: "no samples".into(),
+                    }),
+                    pod_groups: None,
+                },
+            ],
+            path: DecisionPath::Behavior,
+            prenormalized_replicas: Some(4),
+            stabilized_replicas: Some(4),
+            scale_up_limit: Some(8),
+            scale_down_limit: Some(1),
+            error: Some("no samples".into()),
+            rescale_reason: Some(
+                "cpu resource utilization (percentage of request) above target".into(),
+            ),
+        };
+        DecisionEntry {
+            time: Time::from_unix_millis(1_767_225_660_000),
+            decision,
+            metrics: vec![
+                MetricSpec::Resource {
+                    name: "cpu".into(),
+                    target: MetricTarget {
+                        target_type: MetricTargetType::Utilization,
+                        average_utilization: Some(50),
+                        average_value: None,
+                        value: None,
+                    },
+                },
+                MetricSpec::External {
+                    name: "queue".into(),
+                    target: MetricTarget {
+                        target_type: MetricTargetType::Value,
+                        average_utilization: None,
+                        average_value: None,
+                        value: Some(30_000),
+                    },
+                },
+            ],
+            inputs: Some(DecisionInputs {
+                min_replicas: Some(1),
+                max_replicas: 10,
+                behavior: Some(Behavior {
+                    scale_up: Some(ScalingRules {
+                        stabilization_window_seconds: Some(0),
+                        select_policy: Some(SelectPolicy::Max),
+                        policies: Some(vec![ScalingPolicy {
+                            policy_type: ScalingPolicyType::Percent,
+                            value: 100,
+                            period_seconds: 15,
+                        }]),
+                        tolerance: Some(0.05),
+                    }),
+                    scale_down: None,
+                }),
+                settings: Settings::default(),
+            }),
+            pod_totals: vec![
+                PodTotals {
+                    ready: 2,
+                    unready: 1,
+                    missing: 0,
+                    ignored: 0,
+                },
+                PodTotals::default(),
+            ],
+            run: Run {
+                count: 3,
+                first_time: Time::from_unix_millis(1_767_225_630_000),
+            },
+            seq: 7,
+        }
+    }
+
+    fn sample_history() -> History {
+        History {
+            recommendations: Some(vec![
+                Recommendation {
+                    replicas: 2,
+                    time: Time::from_unix_millis(1_767_225_630_000),
+                },
+                Recommendation {
+                    replicas: 4,
+                    time: Time::from_unix_millis(1_767_225_645_000),
+                },
+            ]),
+            scale_up_events: vec![ScaleEvent {
+                replica_change: 2,
+                time: Time::from_unix_millis(1_767_225_645_000),
+                outdated: false,
+            }],
+            scale_down_events: vec![],
+        }
+    }
+
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Version 2 on disk, byte for byte: a change here is a format change (a new version
+    /// byte and a migration), never an accident of renaming an engine type.
+    const GOLDEN_V2_RUN: &str = "020807100318e0f4d8edee6620e0d4032ad101080210041a4110011804223b7468652048504120636f6e74726f6c6c6572207761732061626c6520746f207570646174652074686520746172676574207363616c6520746f2034221f12100804105a18840729cdccccccccccfc3f220b080212057765622d322801221208011a0e080a120a6e6f2073616d706c657328053004380440084801520a6e6f2073616d706c65735a3d637075207265736f75726365207574696c697a6174696f6e202870657263656e74616765206f662072657175657374292061626f766520746172676574320912036370752202103232110804120571756575652206080220b0ea013a480801100a1a190a17080010001801220608011064180f299a9999999999a93f2227099a9999999999b93f10e0a71218b0ea0120e0a712290000000000000040310000000000001040";
+    const GOLDEN_V2_HISTORY: &str = "020801120204081a09e0f4d8edee66b0ea01220908021090dfdaedee66";
+
+    #[test]
+    fn version_2_records_are_byte_for_byte_golden_and_read_back() {
+        let run = record::encode_binary(&run_to_record(&sample_run(), 50));
+        assert_eq!(run[0], VERSION_BINARY);
+        assert_eq!(hex(&run), GOLDEN_V2_RUN, "run record bytes changed");
+        let history = record::encode_binary(&history_to_record(&sample_history()));
+        assert_eq!(
+            hex(&history),
+            GOLDEN_V2_HISTORY,
+            "history record bytes changed"
+        );
+
+        let decoded: pb::DecisionRun = record::decode_binary("decision", "k", &run[1..]).unwrap();
+        assert_eq!(run_from_record(&decoded).unwrap(), sample_run());
+        let decoded: pb::History = record::decode_binary("state", "k", &history[1..]).unwrap();
+        assert_eq!(history_from_record(&decoded).unwrap(), sample_history());
+    }
+
+    #[test]
+    fn a_steady_state_target_is_small() {
+        // 20 recommendations (5 min at 15 s) and a one-metric run.
+        let history = History {
+            recommendations: Some(
+                (0..20)
+                    .map(|i| Recommendation {
+                        replicas: 3,
+                        time: Time::from_unix_millis(1_767_225_600_000 + i * 15_000),
+                    })
+                    .collect(),
+            ),
+            ..History::default()
+        };
+        let bytes = record::encode_binary(&pb::HpaState {
+            history: Some(history_to_record(&history)),
+            next_seq: 12,
+            log_len: 11,
+            pending: Some(run_to_record(&sample_run(), 50)),
+        });
+        assert!(bytes.len() < 1024, "{} bytes", bytes.len());
+    }
+
+    #[test]
+    fn unknown_codes_are_refused_not_defaulted() {
+        let mut r = run_to_record(&sample_run(), 50);
+        r.decision.as_mut().unwrap().path = 99;
+        let err = run_from_record(&r).unwrap_err();
+        assert!(err.contains("99"), "{err}");
+    }
+}
