@@ -425,3 +425,34 @@ async fn failover_kill_a_replica_then_the_etcd_leader_under_load() {
     assert_eq!(total, times.len());
     drop(replicas);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_to_etcd_with_client_certificates() {
+    if !etcd_support::available() {
+        return;
+    }
+    let certs_dir = tempfile::tempdir().unwrap();
+    let tls = etcd_support::make_certs(certs_dir.path());
+    let etcd = Etcd::start_with(1, Some(tls.clone()));
+    assert!(etcd.endpoints().starts_with("https://"));
+    let path = |p: &std::path::PathBuf| p.to_str().unwrap().to_owned();
+    let (ca, cert, key) = (path(&tls.ca), path(&tls.client_cert), path(&tls.client_key));
+    let replica = Replica::start(
+        &etcd.endpoints(),
+        "tls/",
+        &["--etcd-ca", &ca, "--etcd-cert", &cert, "--etcd-key", &key],
+    );
+    let acks = concurrent_load(&[replica.addr()], 2, 5, 2, "tls").await;
+    check_history(replica.addr(), &acks, true).await;
+    wait_health(replica.addr(), ServingStatus::Serving).await;
+
+    // Without the client certificate etcd refuses the connection: not serving, no decision.
+    let refused = Replica::start(&etcd.endpoints(), "tls/", &["--etcd-ca", &ca]);
+    wait_health(refused.addr(), ServingStatus::NotServing).await;
+    let err = client(refused.addr())
+        .await
+        .recommend(request("tls-t0", epoch_millis() + 1_000_000))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable, "{err}");
+}

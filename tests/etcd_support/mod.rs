@@ -55,12 +55,14 @@ pub struct Member {
     pub client_port: u16,
     pub peer_port: u16,
     pub data_dir: PathBuf,
+    tls: bool,
     child: Option<Child>,
 }
 
 impl Member {
     pub fn client_url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client_port)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.client_port)
     }
     fn peer_url(&self) -> String {
         format!("http://127.0.0.1:{}", self.peer_port)
@@ -70,16 +72,123 @@ impl Member {
     }
 }
 
+/// Real certificates made with `openssl`: a CA, the members' certificate (IP SAN 127.0.0.1)
+/// and a client certificate, each EKU serverAuth + clientAuth.
+#[derive(Clone, Debug)]
+pub struct TlsFiles {
+    pub ca: PathBuf,
+    pub server_cert: PathBuf,
+    pub server_key: PathBuf,
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("openssl runs");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Makes a CA and two certificates it signed in `dir`.
+pub fn make_certs(dir: &Path) -> TlsFiles {
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n",
+    )
+    .unwrap();
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=autoscaled-test-ca",
+        ],
+    );
+    for name in ["server", "client"] {
+        let (key, csr, crt) = (
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.crt"),
+        );
+        openssl(
+            dir,
+            &[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                &key,
+                "-out",
+                &csr,
+                "-subj",
+                &format!("/CN={name}"),
+            ],
+        );
+        openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                &crt,
+                "-days",
+                "2",
+                "-extfile",
+                "ext.cnf",
+            ],
+        );
+    }
+    TlsFiles {
+        ca: dir.join("ca.crt"),
+        server_cert: dir.join("server.crt"),
+        server_key: dir.join("server.key"),
+        client_cert: dir.join("client.crt"),
+        client_key: dir.join("client.key"),
+    }
+}
+
 /// An etcd cluster of real processes; every member is killed when dropped.
 pub struct Etcd {
     pub members: Vec<Member>,
     token: String,
+    /// Clients must use https and a client certificate (`--client-cert-auth`).
+    pub tls: Option<TlsFiles>,
     _dir: tempfile::TempDir,
 }
 
 impl Etcd {
     /// Starts `n` members (1 or 3) and waits until the cluster answers.
     pub fn start(n: usize) -> Etcd {
+        Self::start_with(n, None)
+    }
+
+    /// [`Self::start`], clients over TLS with client certificates when `tls` is given.
+    pub fn start_with(n: usize, tls: Option<TlsFiles>) -> Etcd {
         let dir = tempfile::tempdir().expect("temp dir");
         let members = (0..n)
             .map(|i| Member {
@@ -87,12 +196,14 @@ impl Etcd {
                 client_port: free_port(),
                 peer_port: free_port(),
                 data_dir: dir.path().join(format!("m{i}")),
+                tls: tls.is_some(),
                 child: None,
             })
             .collect();
         let mut etcd = Etcd {
             members,
             token: format!("autoscaled-test-{}", std::process::id()),
+            tls,
             _dir: dir,
         };
         for i in 0..n {
@@ -116,7 +227,18 @@ impl Etcd {
         let m = &mut self.members[i];
         assert!(m.child.is_none(), "member {i} is running");
         let log = std::fs::File::create(m.data_dir.with_extension("log")).expect("log file");
-        let child = Command::new(etcd_bin())
+        let mut command = Command::new(etcd_bin());
+        if let Some(tls) = &self.tls {
+            command
+                .arg("--cert-file")
+                .arg(&tls.server_cert)
+                .arg("--key-file")
+                .arg(&tls.server_key)
+                .arg("--trusted-ca-file")
+                .arg(&tls.ca)
+                .arg("--client-cert-auth");
+        }
+        let child = command
             .args(["--name", &m.name])
             .arg("--data-dir")
             .arg(&m.data_dir)
@@ -156,7 +278,17 @@ impl Etcd {
     }
 
     fn etcdctl(&self, endpoints: &str, args: &[&str]) -> Option<String> {
-        let out = Command::new("etcdctl")
+        let mut command = Command::new("etcdctl");
+        if let Some(tls) = &self.tls {
+            command
+                .arg("--cacert")
+                .arg(&tls.ca)
+                .arg("--cert")
+                .arg(&tls.client_cert)
+                .arg("--key")
+                .arg(&tls.client_key);
+        }
+        let out = command
             .env("ETCDCTL_API", "3")
             .args(["--endpoints", endpoints, "--command-timeout", "2s"])
             .args(args)
