@@ -681,6 +681,47 @@ mod tests {
     }
 
     #[test]
+    fn etcd_keys_come_from_the_file_and_flags_and_are_validated() {
+        let c = parse_file("").unwrap();
+        assert_eq!(c.store, StoreKind::Sled);
+        assert_eq!(c.etcd.endpoints, ["http://127.0.0.1:2379"]);
+        assert_eq!(c.etcd.prefix, "autoscaled/");
+        let c = parse_file(
+            "store = \"etcd\"\netcd_endpoints = \"https://a:2379, https://b:2379\"\netcd_prefix = \"x/\"\netcd_ca = \"ca.pem\"",
+        )
+        .unwrap();
+        assert_eq!(c.store, StoreKind::Etcd);
+        assert_eq!(c.etcd.endpoints, ["https://a:2379", "https://b:2379"]);
+        assert_eq!(c.etcd.prefix, "x/");
+        assert_eq!(c.etcd.ca, Some(PathBuf::from("ca.pem")));
+        let file: FileConfig = toml::from_str("store = \"etcd\"").unwrap();
+        let args = ServeArgs {
+            store: Some(StoreKind::Sled),
+            ..ServeArgs::default()
+        };
+        assert_eq!(args.merge(file).unwrap().store, StoreKind::Sled);
+        for (text, key) in [
+            (
+                "store = \"etcd\"\netcd_endpoints = \" , \"",
+                "etcd_endpoints",
+            ),
+            (
+                "store = \"etcd\"\netcd_endpoints = \"a:2379\"",
+                "etcd_endpoints",
+            ),
+            ("store = \"etcd\"\netcd_cert = \"c.pem\"", "etcd_cert"),
+            (
+                "store = \"etcd\"\netcd_cert = \"c.pem\"\netcd_key = \"k.pem\"",
+                "etcd_ca",
+            ),
+        ] {
+            let err = parse_file(text).unwrap_err();
+            assert!(err.to_string().contains(key), "{text}: {err}");
+        }
+        assert!(parse_file("store = \"redis\"").is_err());
+    }
+
+    #[test]
     fn file_values_apply_and_flags_win() {
         let file: FileConfig = toml::from_str(
             "listen = \"0.0.0.0:9000\"\ndurability = \"relaxed\"\nhpa_tolerance = 0.2\n",
