@@ -13,6 +13,9 @@ const PROTOS: &[&str] = &[
     "proto/autoscaled/v1/vertical.proto",
 ];
 
+/// The subset of etcd's v3 KV API used by `store::etcd` (client only; declared in this repo so
+/// that no `protoc` is needed, unlike the etcd-client crate whose build script runs prost-build).
+const ETCD_PROTOS: &[&str] = &["proto/etcd/kv.proto"];
 /// Storage-only records (`src/store/record/`): Rust messages only, no services, no
 /// descriptor set (never served or registered for reflection).
 const STORE_PROTOS: &[&str] = &["proto/store/v1/records.proto"];
@@ -23,7 +26,12 @@ const RPC_PROTOS: &[&str] = &[
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    for proto in PROTOS.iter().chain(RPC_PROTOS).chain(STORE_PROTOS) {
+    for proto in PROTOS
+        .iter()
+        .chain(RPC_PROTOS)
+        .chain(STORE_PROTOS)
+        .chain(ETCD_PROTOS)
+    {
         println!("cargo:rerun-if-changed={proto}");
     }
     let out_dir = PathBuf::from(env::var("OUT_DIR")?);
@@ -37,6 +45,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .codec_path("crate::api::codec::Codec")
         .compile_fds(fds)?;
+    let etcd = protox::compile(ETCD_PROTOS, ["proto"])?;
+    tonic_prost_build::configure()
+        .build_server(false)
+        .compile_fds(etcd)?;
     let store = protox::compile(STORE_PROTOS, ["proto"])?;
     tonic_prost_build::configure()
         .build_client(false)

@@ -23,10 +23,7 @@ ALL_ON = {
     "nodeSelector": {"kubernetes.io/os": "linux"},
     "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "autoscaled", "effect": "NoSchedule"}],
 }
-WHEN_PRESENT = {
-    "tls": {"enabled": True},
-    "etcd": {"enabled": True},
-}
+WHEN_PRESENT = {}
 NO_PERSISTENCE = {"persistence": {"enabled": False}}
 
 
@@ -49,7 +46,9 @@ for key, value in WHEN_PRESENT.items():
     if key in defaults:
         all_on[key] = value
 
-variants = {"defaults": {}, "all-on": all_on, "no-persistence": NO_PERSISTENCE}
+# The etcd variant (docs/ha.md): a Deployment of several replicas, a PodDisruptionBudget, TLS.
+ETCD = {"store": "etcd", "etcd": {"replicas": 3, "tls": {"secretName": "etcd-client-tls"}}}
+variants = {"defaults": {}, "all-on": all_on, "no-persistence": NO_PERSISTENCE, "etcd": ETCD}
 problems = []
 with open(out, "w") as f:
     for variant, overrides in variants.items():
@@ -71,6 +70,12 @@ with open(out, "w") as f:
             for needle in ["name: metrics", "AUTOSCALED_METRICS_LISTEN", "storageClassName: fast", "AUTOSCALED_DURABILITY"]:
                 if needle not in text:
                     problems.append(f"{variant}: rendered manifests lack {needle!r}")
+        if variant == "etcd":
+            for needle in ("kind: Deployment", "kind: PodDisruptionBudget", "AUTOSCALED_ETCD_CA", "replicas: 3"):
+                if needle not in text:
+                    problems.append(f"{variant}: rendered manifests lack {needle!r}")
+            if "volumeClaimTemplates" in text or "kind: StatefulSet" in text:
+                problems.append(f"{variant}: still renders the sled StatefulSet/PVC")
         if variant == "no-persistence" and "volumeClaimTemplates" in text:
             problems.append(f"{variant}: still renders volumeClaimTemplates")
         print(f"chart ({variant}): rendered {count} templates")

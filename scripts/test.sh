@@ -20,6 +20,8 @@ step "cargo fmt --check"
 cargo fmt --check
 step "cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings
+step "etcd (installs etcd-server for tests/etcd_ha.rs)"
+bash scripts/etcd-ci.sh install
 step "cargo test"
 cargo test --locked
 step "cargo build --release"

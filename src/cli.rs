@@ -250,7 +250,8 @@ fn serve(args: ServeArgs) -> ExitCode {
             None => None,
         };
         // The store before the "listening" line: only a server that can serve prints it.
-        let store = crate::server::open_store(&config).map_err(|e| startup(e.to_string()))?;
+        let store =
+            crate::server::open_configured_store(&config).map_err(|e| startup(e.to_string()))?;
         {
             let mut out = std::io::stdout().lock();
             // A closed stdout (nobody waiting for the line) is no reason not to serve.
@@ -261,7 +262,7 @@ fn serve(args: ServeArgs) -> ExitCode {
                 out.flush()
             });
         }
-        crate::server::serve_secured(
+        crate::server::serve_opened(
             listener,
             health_listener,
             config,

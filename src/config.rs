@@ -91,6 +91,32 @@ impl fmt::Display for Durability {
     }
 }
 
+/// Where the history lives.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreKind {
+    /// An embedded sled database in `data_dir`: one process owns it.
+    #[default]
+    Sled,
+    /// An etcd v3 cluster shared by several replicas (see `docs/ha.md`).
+    Etcd,
+}
+
+/// Default etcd endpoint (etcd's own default client URL).
+pub const DEFAULT_ETCD_ENDPOINT: &str = "http://127.0.0.1:2379";
+/// Default prefix of every key autoscaled writes to etcd.
+pub const DEFAULT_ETCD_PREFIX: &str = "autoscaled/";
+
+/// The etcd store's settings (used with `store = etcd`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EtcdConfig {
+    pub endpoints: Vec<String>,
+    pub prefix: String,
+    pub ca: Option<PathBuf>,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+}
+
 /// Log line format.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -137,6 +163,25 @@ pub struct ServeArgs {
     /// Address to listen on (port 0: any free port; the real one is printed). [default: 127.0.0.1:50051]
     #[arg(long, env = "AUTOSCALED_LISTEN", value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
+    /// Where the history lives: sled (embedded, in --data-dir) or etcd (shared by several
+    /// replicas, see docs/ha.md). [default: sled]
+    #[arg(long, env = "AUTOSCALED_STORE", value_name = "STORE")]
+    pub store: Option<StoreKind>,
+    /// etcd client URLs, comma-separated (`http://` or `https://`). [default: http://127.0.0.1:2379]
+    #[arg(long, env = "AUTOSCALED_ETCD_ENDPOINTS", value_name = "URLS")]
+    pub etcd_endpoints: Option<String>,
+    /// Prefix of every etcd key written (several deployments can share a cluster). [default: autoscaled/]
+    #[arg(long, env = "AUTOSCALED_ETCD_PREFIX", value_name = "PREFIX")]
+    pub etcd_prefix: Option<String>,
+    /// PEM CA certificate that signed the etcd members' certificates (turns TLS on). [default: none]
+    #[arg(long, env = "AUTOSCALED_ETCD_CA", value_name = "FILE")]
+    pub etcd_ca: Option<PathBuf>,
+    /// PEM client certificate for etcd's client-cert-auth (with --etcd-key). [default: none]
+    #[arg(long, env = "AUTOSCALED_ETCD_CERT", value_name = "FILE")]
+    pub etcd_cert: Option<PathBuf>,
+    /// PEM private key of --etcd-cert. [default: none]
+    #[arg(long, env = "AUTOSCALED_ETCD_KEY", value_name = "FILE")]
+    pub etcd_key: Option<PathBuf>,
     /// Folder of the sled history database; created if missing, never replaced. [default: ./data]
     #[arg(long, env = "AUTOSCALED_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
@@ -302,6 +347,12 @@ pub struct ServeArgs {
 #[serde(deny_unknown_fields)]
 struct FileConfig {
     listen: Option<SocketAddr>,
+    store: Option<StoreKind>,
+    etcd_endpoints: Option<String>,
+    etcd_prefix: Option<String>,
+    etcd_ca: Option<PathBuf>,
+    etcd_cert: Option<PathBuf>,
+    etcd_key: Option<PathBuf>,
     data_dir: Option<PathBuf>,
     durability: Option<Durability>,
     flush_interval_ms: Option<u64>,
@@ -410,6 +461,10 @@ impl SecurityConfig {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     pub listen: SocketAddr,
+    /// Where the history lives.
+    pub store: StoreKind,
+    /// The etcd store's settings (used with `store = etcd`).
+    pub etcd: EtcdConfig,
     pub data_dir: PathBuf,
     pub durability: Durability,
     pub flush_interval: Duration,
@@ -552,6 +607,25 @@ impl ServeArgs {
         let client_auth_given = self.tls_client_auth.or(file.tls_client_auth).is_some();
         let config = Config {
             security,
+            store: self.store.or(file.store).unwrap_or_default(),
+            etcd: EtcdConfig {
+                endpoints: self
+                    .etcd_endpoints
+                    .or(file.etcd_endpoints)
+                    .unwrap_or_else(|| DEFAULT_ETCD_ENDPOINT.to_owned())
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|e| !e.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
+                prefix: self
+                    .etcd_prefix
+                    .or(file.etcd_prefix)
+                    .unwrap_or_else(|| DEFAULT_ETCD_PREFIX.to_owned()),
+                ca: self.etcd_ca.or(file.etcd_ca),
+                cert: self.etcd_cert.or(file.etcd_cert),
+                key: self.etcd_key.or(file.etcd_key),
+            },
             listen: match self.listen.or(file.listen) {
                 Some(addr) => addr,
                 None => DEFAULT_LISTEN
@@ -650,6 +724,28 @@ impl ServeArgs {
 
 impl Config {
     fn validate(&self) -> Result<(), ConfigError> {
+        if self.store == StoreKind::Etcd {
+            if self.etcd.endpoints.is_empty() {
+                return Err(invalid("etcd_endpoints", "must name at least one URL"));
+            }
+            if let Some(bad) = self
+                .etcd
+                .endpoints
+                .iter()
+                .find(|e| !(e.starts_with("http://") || e.starts_with("https://")))
+            {
+                return Err(invalid(
+                    "etcd_endpoints",
+                    format!("{bad:?} must start with http:// or https://"),
+                ));
+            }
+            if self.etcd.cert.is_some() != self.etcd.key.is_some() {
+                return Err(invalid("etcd_cert", "etcd_cert and etcd_key go together"));
+            }
+            if self.etcd.cert.is_some() && self.etcd.ca.is_none() {
+                return Err(invalid("etcd_ca", "required with etcd_cert"));
+            }
+        }
         if self.data_dir.as_os_str().is_empty() {
             return Err(invalid("data_dir", "must not be empty"));
         }
@@ -803,6 +899,47 @@ mod tests {
         let c = parse_file("metrics_listen = \"0.0.0.0:9090\"").unwrap();
         assert_eq!(c.metrics_listen, Some("0.0.0.0:9090".parse().unwrap()));
         assert!(parse_file("metrics_listen = \"nowhere\"").is_err());
+    }
+
+    #[test]
+    fn etcd_keys_come_from_the_file_and_flags_and_are_validated() {
+        let c = parse_file("").unwrap();
+        assert_eq!(c.store, StoreKind::Sled);
+        assert_eq!(c.etcd.endpoints, ["http://127.0.0.1:2379"]);
+        assert_eq!(c.etcd.prefix, "autoscaled/");
+        let c = parse_file(
+            "store = \"etcd\"\netcd_endpoints = \"https://a:2379, https://b:2379\"\netcd_prefix = \"x/\"\netcd_ca = \"ca.pem\"",
+        )
+        .unwrap();
+        assert_eq!(c.store, StoreKind::Etcd);
+        assert_eq!(c.etcd.endpoints, ["https://a:2379", "https://b:2379"]);
+        assert_eq!(c.etcd.prefix, "x/");
+        assert_eq!(c.etcd.ca, Some(PathBuf::from("ca.pem")));
+        let file: FileConfig = toml::from_str("store = \"etcd\"").unwrap();
+        let args = ServeArgs {
+            store: Some(StoreKind::Sled),
+            ..ServeArgs::default()
+        };
+        assert_eq!(args.merge(file).unwrap().store, StoreKind::Sled);
+        for (text, key) in [
+            (
+                "store = \"etcd\"\netcd_endpoints = \" , \"",
+                "etcd_endpoints",
+            ),
+            (
+                "store = \"etcd\"\netcd_endpoints = \"a:2379\"",
+                "etcd_endpoints",
+            ),
+            ("store = \"etcd\"\netcd_cert = \"c.pem\"", "etcd_cert"),
+            (
+                "store = \"etcd\"\netcd_cert = \"c.pem\"\netcd_key = \"k.pem\"",
+                "etcd_ca",
+            ),
+        ] {
+            let err = parse_file(text).unwrap_err();
+            assert!(err.to_string().contains(key), "{text}: {err}");
+        }
+        assert!(parse_file("store = \"redis\"").is_err());
     }
 
     #[test]

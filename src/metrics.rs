@@ -26,6 +26,8 @@ pub const STORE_COMMIT_DURATION: &str = "autoscaled_store_commit_duration_second
 pub const STORE_FLUSH_DURATION: &str = "autoscaled_store_flush_duration_seconds";
 /// Writes made durable by one group-commit flush.
 pub const STORE_FLUSH_BATCH_SIZE: &str = "autoscaled_store_flush_batch_size";
+/// Commits refused because another replica changed the target first (etcd store).
+pub const STORE_CONFLICTS_TOTAL: &str = "autoscaled_store_conflicts_total";
 
 /// Calls refused with PERMISSION_DENIED by the authorization file, by `verb` (or `unmapped`).
 pub const AUTHZ_DENIED_TOTAL: &str = "autoscaled_authz_denied_total";
@@ -62,6 +64,11 @@ pub fn install(listen: SocketAddr) -> Result<(), BuildError> {
 
 fn describe() {
     describe_counter!(REQUESTS_TOTAL, Unit::Count, "gRPC requests answered");
+    describe_counter!(
+        STORE_CONFLICTS_TOTAL,
+        Unit::Count,
+        "commits refused because another replica changed the target first; the decision was made again"
+    );
     describe_histogram!(
         REQUEST_DURATION,
         Unit::Seconds,
@@ -146,6 +153,11 @@ pub fn hpa_decision(
 /// The write plus durability wait of one recorded decision.
 pub fn store_commit(elapsed: Duration) {
     histogram!(STORE_COMMIT_DURATION).record(elapsed.as_secs_f64());
+}
+
+/// A commit refused because another replica changed the target first.
+pub fn store_conflict() {
+    counter!(STORE_CONFLICTS_TOTAL).increment(1);
 }
 
 /// One group-commit flush covering `batch` writes.

@@ -24,7 +24,7 @@ use crate::{
     api::{
         HorizontalService, ServiceOptions, VerticalOptions, VerticalService, authorized::Authorized,
     },
-    config::{Config, Durability as DurabilityMode},
+    config::{Config, Durability as DurabilityMode, StoreKind},
     pb::{
         self,
         v1::{
@@ -35,6 +35,7 @@ use crate::{
     store::{
         HistoryStore, SledStore, StoreError, VerticalStore,
         durability::{Durability, Mode},
+        etcd::{EtcdOptions, EtcdStore, EtcdTls},
         sled::SledOptions,
     },
 };
@@ -151,6 +152,96 @@ pub fn open_store(config: &Config) -> Result<Arc<SledStore>, StoreError> {
     .map(Arc::new)
 }
 
+/// The store chosen by `config.store`, opened.
+#[derive(Debug)]
+pub enum OpenedStore {
+    Sled(Arc<SledStore>),
+    Etcd(Arc<EtcdStore>),
+}
+
+/// Opens the store `config.store` names: the sled folder, or a (lazy) connection to etcd.
+pub fn open_configured_store(config: &Config) -> Result<OpenedStore, StoreError> {
+    Ok(match config.store {
+        StoreKind::Sled => OpenedStore::Sled(open_store(config)?),
+        StoreKind::Etcd => OpenedStore::Etcd(Arc::new(EtcdStore::connect(EtcdOptions {
+            endpoints: config.etcd.endpoints.clone(),
+            prefix: config.etcd.prefix.clone(),
+            tls: EtcdTls {
+                ca: config.etcd.ca.clone(),
+                cert: config.etcd.cert.clone(),
+                key: config.etcd.key.clone(),
+            },
+            decision_log_len: config.decision_log_len,
+            decision_retention: config.decision_retention,
+            max_pod_names: config.max_pod_names,
+            ..EtcdOptions::default()
+        })?)),
+    })
+}
+
+/// [`serve_secured`] over whichever store was opened.
+pub async fn serve_opened(
+    listener: TcpListener,
+    health_listener: Option<TcpListener>,
+    config: Config,
+    store: OpenedStore,
+    security: Arc<crate::security::Security>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    match store {
+        OpenedStore::Sled(store) => {
+            serve_secured(listener, health_listener, config, store, security, shutdown).await
+        }
+        OpenedStore::Etcd(store) => {
+            serve_secured(listener, health_listener, config, store, security, shutdown).await
+        }
+    }
+}
+
+/// While the server runs: every second, asks the store whether it can take writes
+/// ([`HistoryStore::probe`]; etcd: a quorum read) and reports NOT_SERVING while it cannot, so
+/// that load balancers and Kubernetes readiness send the calls to a replica that can answer,
+/// and SERVING again once it can, without a restart. Stopped at shutdown.
+fn spawn_store_probe(
+    store: Arc<dyn HistoryStore>,
+    health: tonic_health::server::HealthReporter,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut serving = true;
+        let mut ticker = tokio::time::interval(std::time::Duration::from_secs(1));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            let store = Arc::clone(&store);
+            let ok = match tokio::task::spawn_blocking(move || store.probe()).await {
+                Ok(Ok(())) => true,
+                Ok(Err(e)) => {
+                    if serving {
+                        tracing::error!(error = %e, "the store cannot be reached: NOT_SERVING");
+                    }
+                    false
+                }
+                Err(_) => false,
+            };
+            if ok != serving {
+                serving = ok;
+                if ok {
+                    tracing::info!("the store is reachable again: SERVING");
+                }
+                let status = if ok {
+                    ServingStatus::Serving
+                } else {
+                    ServingStatus::NotServing
+                };
+                health.set_service_status("", status).await;
+                for name in SERVICE_NAMES {
+                    health.set_service_status(*name, status).await;
+                }
+            }
+        }
+    })
+}
+
 /// Opens the store, then serves on `listener` until `shutdown` completes.
 pub async fn serve(
     listener: TcpListener,
@@ -231,6 +322,8 @@ pub async fn serve_secured<S: HistoryStore + VerticalStore>(
             .set_service_status(*name, ServingStatus::Serving)
             .await;
     }
+    let probe = (config.store == StoreKind::Etcd)
+        .then(|| spawn_store_probe(Arc::clone(&store), health_reporter.clone()));
     let reflection_v1 = reflection().build_v1()?;
     let reflection_v1alpha = reflection().build_v1alpha()?;
     let exposure = |e: crate::config::Exposure| e != crate::config::Exposure::Off;
@@ -311,7 +404,7 @@ pub async fn serve_secured<S: HistoryStore + VerticalStore>(
     if security.tls().is_none() && !local.ip().is_loopback() {
         tracing::warn!(%local, "listening beyond loopback without TLS: requests, responses and any bearer tokens travel in plaintext (set --tls-cert and --tls-key)");
     }
-    tracing::info!(%local, security = mode, durability = %config.durability, trust_request_time = config.trust_request_time, data_dir = %config.data_dir.display(), "serving");
+    tracing::info!(%local, security = mode, store = ?config.store, durability = %config.durability, trust_request_time = config.trust_request_time, data_dir = %config.data_dir.display(), "serving");
 
     let mut triggered = false;
     let mut drain_deadline = stop_rx.clone();
@@ -326,6 +419,9 @@ pub async fn serve_secured<S: HistoryStore + VerticalStore>(
             result = &mut server => break result.map_err(ServeError::from),
             () = &mut shutdown, if !triggered => {
                 triggered = true;
+                if let Some(probe) = &probe {
+                    probe.abort();
+                }
                 tracing::info!(grace_secs = grace.as_secs_f64(), "shutting down: NOT_SERVING, draining");
                 health_reporter.set_service_status("", ServingStatus::NotServing).await;
                 for name in SERVICE_NAMES {
@@ -345,6 +441,9 @@ pub async fn serve_secured<S: HistoryStore + VerticalStore>(
     }
     if let Some(reloader) = reloader {
         reloader.abort();
+    }
+    if let Some(probe) = &probe {
+        probe.abort();
     }
     let flushed = durability.flush_all().await;
     match &flushed {

@@ -16,10 +16,10 @@ use crate::{
     pb::v1::{
         DeleteTargetRequest, DeleteVerticalTargetRequest, GetHistoryRequest,
         GetRecommendationRequest, ListTargetsRequest, ListTargetsResponse,
-        ListVerticalTargetsRequest, ListVerticalTargetsResponse, RecommendRequest, SimulateRequest,
-        SimulateResponse,
-        RecommendResponse, RecordUsageRequest, RecordUsageResponse, TargetHistory,
-        VerticalRecommendation, horizontal_autoscaler_server::HorizontalAutoscaler,
+        ListVerticalTargetsRequest, ListVerticalTargetsResponse, RecommendRequest,
+        RecommendResponse, RecordUsageRequest, RecordUsageResponse, SimulateRequest,
+        SimulateResponse, TargetHistory, VerticalRecommendation,
+        horizontal_autoscaler_server::HorizontalAutoscaler,
         vertical_autoscaler_server::VerticalAutoscaler,
     },
 };

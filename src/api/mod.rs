@@ -11,9 +11,9 @@
 //!
 //! Only this layer reads the clock, once per request, and passes `now` down.
 
+pub mod authorized;
 pub mod codec;
 pub mod context;
-pub mod authorized;
 pub mod convert;
 pub mod horizontal;
 pub mod simulate;

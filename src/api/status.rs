@@ -178,6 +178,13 @@ fn store_status(e: &StoreError) -> Status {
         }
         // Shutting down: the client may retry on another instance or after restart.
         StoreError::FlusherStopped => Status::unavailable("the server is shutting down"),
+        // etcd unreachable: another replica (or a retry once etcd is back) may succeed.
+        StoreError::Etcd(_) => Status::unavailable("the history store (etcd) is unreachable"),
+        // Still conflicting after the API's retries: the target is written by another replica
+        // right now; retrying the call is safe.
+        StoreError::Conflict { .. } => {
+            Status::aborted("the target was updated concurrently by another replica; retry")
+        }
     }
 }
 

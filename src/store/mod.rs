@@ -15,6 +15,7 @@
 //! The store may use engine types, never `pb` or `api`.
 
 pub mod durability;
+pub mod etcd;
 pub mod folder_lock;
 pub mod keys;
 pub mod locks;
@@ -238,6 +239,30 @@ pub fn page_of(all: Vec<DecisionEntry>, request: &DecisionPageRequest) -> Decisi
     DecisionPage { entries, more }
 }
 
+/// What [`HistoryStore::load_for_update`] saw: handed back to [`HistoryStore::commit_after`],
+/// which fails with [`StoreError::Conflict`] if the target changed since (optimistic
+/// concurrency between replicas sharing one store; see [`etcd`]). Meaningless for a store
+/// with a single writer (sled), whose defaults ignore it.
+#[derive(Clone, Default)]
+pub struct Seen {
+    /// The store's version of the target's state record (etcd: its `mod_revision`; 0: absent).
+    pub revision: i64,
+    /// The loaded state's `next_seq` (0 when absent).
+    pub next_seq: u64,
+    /// What else the store read and needs at commit (etcd: the decoded state record, with its
+    /// pending run), so that the commit does not read it again.
+    pub token: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Seen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Seen")
+            .field("revision", &self.revision)
+            .field("next_seq", &self.next_seq)
+            .finish_non_exhaustive()
+    }
+}
+
 /// A page of target keys.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct KeyPage {
@@ -278,6 +303,36 @@ pub trait HistoryStore: Send + Sync + 'static {
     fn delete(&self, key: &str) -> Result<bool, StoreError>;
     /// Makes every write that returned before this call durable. Blocking.
     fn flush(&self) -> Result<(), StoreError>;
+
+    /// [`Self::load`] for a read-modify-write: also returns what [`Self::commit_after`] needs
+    /// to detect that another writer (another replica) committed in between.
+    fn load_for_update(&self, key: &str) -> Result<(Option<TargetState>, Seen), StoreError> {
+        let state = self.load(key)?;
+        let next_seq = state.as_ref().map_or(0, |s| s.next_seq);
+        Ok((
+            state,
+            Seen {
+                revision: 0,
+                next_seq,
+                token: None,
+            },
+        ))
+    }
+
+    /// [`Self::commit`], only if the target is still as [`Self::load_for_update`] saw it;
+    /// otherwise [`StoreError::Conflict`] and nothing is written (the caller re-reads and
+    /// decides again). The default (one writer per store) is `commit`.
+    fn commit_after(
+        &self,
+        key: &str,
+        seen: Seen,
+        history: &History,
+        decision: &DecisionEntry,
+    ) -> Result<(), StoreError> {
+        let _ = seen;
+        self.commit(key, history, decision)
+    }
+
     /// False while the store cannot write (the last write or flush failed and no later one
     /// succeeded): health reports NOT_SERVING meanwhile.
     fn healthy(&self) -> bool {
@@ -285,7 +340,8 @@ pub trait HistoryStore: Send + Sync + 'static {
     }
     /// While not [`healthy`](Self::healthy): a small durable write that tells whether writes
     /// succeed again (health keeps traffic away meanwhile, so no request would find out).
-    /// A success makes the store healthy.
+    /// A success makes the store healthy. The etcd store answers whether a quorum read
+    /// succeeds, and is probed every second (`server::spawn_store_probe`).
     fn probe(&self) -> Result<(), StoreError> {
         self.flush()
     }
@@ -334,4 +390,12 @@ pub enum StoreError {
     /// A flush failed; the write may not be durable.
     #[error("flush failed: {0}")]
     Flush(String),
+    /// Another writer (another replica) changed the target since it was read; nothing was
+    /// written. The API re-reads and decides again.
+    #[error("the history of {key:?} changed concurrently")]
+    Conflict { key: String },
+    /// etcd cannot be reached or refused the request; the write may or may not have happened
+    /// (it is not acknowledged).
+    #[error("etcd: {0}")]
+    Etcd(String),
 }

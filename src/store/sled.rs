@@ -454,18 +454,19 @@ fn check_segment_headers(db: &Path, len: u64, segment_size: u64) -> Result<(), S
     Ok(())
 }
 
-/// A stored state record, of either version, as the store needs it.
-struct StoredState {
-    history: History,
-    next_seq: u64,
+/// A stored state record, of either version, as the store needs it. Shared with the etcd
+/// store ([`super::etcd`]), which writes the same records.
+pub(super) struct StoredState {
+    pub(super) history: History,
+    pub(super) next_seq: u64,
     /// Runs in `hpa_decisions` for the target; `None` in records of older builds.
-    log_len: Option<u64>,
+    pub(super) log_len: Option<u64>,
     /// The newest run, not yet in `hpa_decisions`.
-    pending: Option<DecisionEntry>,
+    pub(super) pending: Option<DecisionEntry>,
 }
 
 impl StoredState {
-    fn decode(key: &str, bytes: &[u8]) -> Result<Self, StoreError> {
+    pub(super) fn decode(key: &str, bytes: &[u8]) -> Result<Self, StoreError> {
         match record::versioned("state", key, bytes)? {
             Versioned::Binary(body) => {
                 let r: pb::HpaState = record::decode_binary("state", key, body)?;
@@ -500,7 +501,7 @@ impl StoredState {
         }
     }
 
-    fn encode(&self, history: &History, max_pod_names: usize) -> Vec<u8> {
+    pub(super) fn encode(&self, history: &History, max_pod_names: usize) -> Vec<u8> {
         record::encode_binary(&pb::HpaState {
             history: Some(hpa::history_to_record(history)),
             next_seq: self.next_seq,
@@ -541,7 +542,11 @@ struct LegacyPending {
 }
 
 /// A logged run, of either version; `seq` from the key for format-1 records.
-fn decode_run(key: &str, log_key: &[u8], bytes: &[u8]) -> Result<DecisionEntry, StoreError> {
+pub(super) fn decode_run(
+    key: &str,
+    log_key: &[u8],
+    bytes: &[u8],
+) -> Result<DecisionEntry, StoreError> {
     match record::versioned("decision", key, bytes)? {
         Versioned::Binary(body) => {
             let r: pb::DecisionRun = record::decode_binary("decision", key, body)?;

@@ -141,6 +141,12 @@ pub trait VerticalStore: Send + Sync + 'static {
 const KIND: &str = "vpa_state";
 
 /// Decodes a record and checks the engine format it was written with.
+/// Encodes a target's vertical state as stored (the sled and etcd stores write the same bytes).
+pub fn encode_vertical(key: &str, state: &VerticalState) -> Result<Vec<u8>, StoreError> {
+    record::encode(KIND, key, state)
+}
+
+/// Decodes a record written by [`encode_vertical`], refusing another engine format.
 pub fn decode_vertical(key: &str, bytes: &[u8]) -> Result<VerticalState, StoreError> {
     let state: VerticalState = record::decode(KIND, key, bytes)?;
     if state.format != VPA_TARGET_FORMAT_VERSION {

@@ -16,8 +16,7 @@ use crate::{
         hpa::{
             Decision, MetricFailure, MetricOutcome, MetricProposal, PodGroups,
             extensions::{
-                ExtensionReport, ExtensionState, FiredRule, MetricHealth,
-                removal::RemovalCandidate,
+                ExtensionReport, ExtensionState, FiredRule, MetricHealth, removal::RemovalCandidate,
             },
         },
         settings::Settings,

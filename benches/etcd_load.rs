@@ -1,0 +1,240 @@
+//! Recommend throughput and latency on the etcd store, next to sled and a no-op server in the
+//! same run (see `docs/ha.md` for the figures).
+//!
+//! Setups, each started fresh (real `autoscaled` release-profile binaries, real etcd members,
+//! all on 127.0.0.1):
+//! * `no-op`: a server in this process that answers a fixed decision (gRPC cost only);
+//! * `sled`: one replica on sled (strict durability, group commit);
+//! * `etcd 1m/1r`: one replica on a one-member etcd;
+//! * `etcd 3m/2r`, `etcd 3m/3r`: two and three replicas on a three-member cluster, the client
+//!   connections spread over the replicas.
+//!
+//! Closed loop: `ETCD_LOAD_IN_FLIGHT` (default 16) requests in flight over 4 connections,
+//! round-robin over 256 targets, `ETCD_LOAD_SECS` (default 3) measured after 1 s of warm-up.
+//! Then the etcd bytes of one target after 1 and after 100 decisions (keys + values; etcd's
+//! own per-key index overhead excluded). Client, servers and etcd share the machine's cores:
+//! the figures are lower bounds, the ratios are the point.
+//!
+//! `cargo bench --bench etcd_load` (or `scripts/etcd-ci.sh bench`). Needs etcd installed.
+
+#[path = "../tests/common/binary.rs"]
+mod binary;
+#[path = "../tests/etcd_support/mod.rs"]
+mod etcd_support;
+#[path = "support/servers.rs"]
+mod servers;
+#[path = "support/steady_state.rs"]
+mod steady_state;
+
+use std::{
+    net::SocketAddr,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use autoscaled::{
+    pb::v1::horizontal_autoscaler_client::HorizontalAutoscalerClient,
+    store::etcd::{EtcdOptions, EtcdStore},
+};
+use hdrhistogram::Histogram;
+use tonic::transport::Channel;
+
+const KEYS: usize = 256;
+const CHANNELS: usize = 4;
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+struct Figures {
+    ok: u64,
+    errors: u64,
+    secs: f64,
+    latency: Histogram<u64>,
+}
+
+async fn load(addrs: &[SocketAddr], prefix: &str, in_flight: usize, measure: Duration) -> Figures {
+    let mut clients = Vec::new();
+    for i in 0..CHANNELS {
+        let addr = addrs[i % addrs.len()];
+        let channel = Channel::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        clients.push(HorizontalAutoscalerClient::new(channel));
+    }
+    let template = Arc::new(steady_state::recommend_request(String::new()));
+    let next = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let measure_from = start + Duration::from_secs(1);
+    let deadline = measure_from + measure;
+    let mut tasks = Vec::new();
+    for t in 0..in_flight {
+        let mut client = clients[t % clients.len()].clone();
+        let (template, next, prefix) = (template.clone(), next.clone(), prefix.to_owned());
+        tasks.push(tokio::spawn(async move {
+            let mut ok = 0;
+            let mut errors = 0;
+            let mut latency = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+            loop {
+                let mut request = (*template).clone();
+                request.target_key =
+                    format!("{prefix}/{}", next.fetch_add(1, Ordering::Relaxed) % KEYS);
+                let sent = Instant::now();
+                if sent >= deadline {
+                    break;
+                }
+                let outcome = client.recommend(request).await;
+                let done = Instant::now();
+                if sent < measure_from || done > deadline {
+                    continue;
+                }
+                match outcome {
+                    Ok(_) => {
+                        ok += 1;
+                        latency.saturating_record(done.duration_since(sent).as_micros() as u64);
+                    }
+                    Err(_) => errors += 1,
+                }
+            }
+            (ok, errors, latency)
+        }));
+    }
+    let mut figures = Figures {
+        ok: 0,
+        errors: 0,
+        secs: measure.as_secs_f64(),
+        latency: Histogram::new_with_bounds(1, 60_000_000, 3).unwrap(),
+    };
+    for t in tasks {
+        let (ok, errors, latency) = t.await.unwrap();
+        figures.ok += ok;
+        figures.errors += errors;
+        figures.latency.add(&latency).unwrap();
+    }
+    figures
+}
+
+fn print(name: &str, f: &Figures, noop: Option<f64>) {
+    let rate = f.ok as f64 / f.secs;
+    println!(
+        "{name:<14} {rate:>9.0} decisions/s  p50 {:>6} µs  p99 {:>6} µs  errors {}{}",
+        f.latency.value_at_quantile(0.5),
+        f.latency.value_at_quantile(0.99),
+        f.errors,
+        noop.map_or(String::new(), |n| format!(
+            "  ({:.1}% of no-op)",
+            100.0 * rate / n
+        )),
+    );
+}
+
+fn replica(endpoints: &str, prefix: &str, data: &std::path::Path) -> binary::Server {
+    let mut command = binary::command(data);
+    command.args([
+        "--store",
+        "etcd",
+        "--etcd-endpoints",
+        endpoints,
+        "--etcd-prefix",
+        prefix,
+    ]);
+    binary::spawn(command)
+}
+
+fn main() {
+    if servers::is_noop_server() {
+        servers::run_noop_server().expect("the no-op server runs");
+        return;
+    }
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    if !etcd_support::available() {
+        return;
+    }
+    let in_flight = env_u64("ETCD_LOAD_IN_FLIGHT", 16) as usize;
+    let measure = Duration::from_secs(env_u64("ETCD_LOAD_SECS", 3));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    println!(
+        "{in_flight} in flight, {KEYS} targets, {} s measured per setup",
+        measure.as_secs()
+    );
+
+    // The no-op server of the other load benches (this binary again, in its own process).
+    let noop_server = servers::start_noop_server().expect("the no-op server starts");
+    let noop = runtime.block_on(load(&[noop_server.addr], "noop", in_flight, measure));
+    drop(noop_server);
+    let noop_rate = noop.ok as f64 / noop.secs;
+    print("no-op", &noop, None);
+
+    {
+        let sled = binary::start(&tmp.path().join("sled"));
+        let f = runtime.block_on(load(&[sled.addr], "sled", in_flight, measure));
+        print("sled", &f, Some(noop_rate));
+    }
+    {
+        let etcd = etcd_support::Etcd::start(1);
+        let r = replica(&etcd.endpoints(), "bench/", &tmp.path().join("r1"));
+        let f = runtime.block_on(load(&[r.addr], "e1", in_flight, measure));
+        print("etcd 1m/1r", &f, Some(noop_rate));
+    }
+    {
+        let etcd = etcd_support::Etcd::start(3);
+        for n in [2usize, 3] {
+            let replicas: Vec<binary::Server> = (0..n)
+                .map(|i| {
+                    replica(
+                        &etcd.endpoints(),
+                        "bench/",
+                        &tmp.path().join(format!("r{n}{i}")),
+                    )
+                })
+                .collect();
+            let addrs: Vec<SocketAddr> = replicas.iter().map(|r| r.addr).collect();
+            let f = runtime.block_on(load(&addrs, &format!("e3-{n}"), in_flight, measure));
+            print(&format!("etcd 3m/{n}r"), &f, Some(noop_rate));
+        }
+
+        // Bytes per target.
+        let replica = replica(&etcd.endpoints(), "bytes/", &tmp.path().join("bytes"));
+        let store = EtcdStore::connect(EtcdOptions {
+            endpoints: etcd.endpoints().split(',').map(str::to_owned).collect(),
+            prefix: "bytes/".to_owned(),
+            ..EtcdOptions::default()
+        })
+        .unwrap();
+        runtime.block_on(async {
+            let mut client = HorizontalAutoscalerClient::new(
+                Channel::from_shared(format!("http://{}", replica.addr))
+                    .unwrap()
+                    .connect()
+                    .await
+                    .unwrap(),
+            );
+            for n in 1..=100 {
+                client
+                    .recommend(steady_state::recommend_request("ns/web".to_owned()))
+                    .await
+                    .unwrap();
+                if n == 1 || n == 100 {
+                    let bytes =
+                        tokio::task::block_in_place(|| store.target_bytes("ns/web")).unwrap();
+                    println!("etcd bytes of one target after {n} decisions: {bytes}");
+                }
+            }
+        });
+    }
+}

@@ -1,0 +1,458 @@
+//! High availability on etcd, with real processes only: real etcd members (Debian
+//! `etcd-server`), the real `autoscaled` binary as replicas, real SIGKILL. See `docs/ha.md`.
+//!
+//! Without etcd installed every test prints `SKIPPED` and returns, except under `CI=true`
+//! where it fails (`etcd_support::available`).
+
+#[path = "common/binary.rs"]
+mod binary;
+mod etcd_support;
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    net::SocketAddr,
+    path::Path,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use autoscaled::{
+    conformance::grpc,
+    pb::v1::{
+        GetHistoryRequest, RecommendRequest,
+        horizontal_autoscaler_client::HorizontalAutoscalerClient,
+    },
+};
+use etcd_support::Etcd;
+use tonic::transport::Channel;
+use tonic_health::pb::{
+    HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
+};
+
+#[path = "../benches/support/steady_state.rs"]
+mod steady_state;
+
+/// A replica of `autoscaled serve --store etcd` (the real binary), SIGKILLed when dropped.
+struct Replica {
+    server: Option<binary::Server>,
+    _data: tempfile::TempDir,
+}
+
+impl Replica {
+    fn start(endpoints: &str, prefix: &str, extra: &[&str]) -> Replica {
+        let data = tempfile::tempdir().unwrap();
+        let mut command = binary::command(&data.path().join("unused"));
+        command
+            .args(["--store", "etcd", "--etcd-endpoints", endpoints])
+            .args(["--etcd-prefix", prefix, "--decision-log-len", "10000"])
+            .args(extra);
+        Replica {
+            server: Some(binary::spawn(command)),
+            _data: data,
+        }
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.server.as_ref().expect("running").addr
+    }
+
+    fn kill(&mut self) {
+        // binary::Server's Drop sends SIGKILL and reaps the process.
+        self.server = None;
+    }
+}
+
+async fn client(addr: SocketAddr) -> HorizontalAutoscalerClient<Channel> {
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    HorizontalAutoscalerClient::new(channel)
+}
+
+fn epoch_millis() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// A Recommend of `target` evaluated at `millis` (unique per call, so that each
+/// acknowledged call can be found in the history).
+fn request(target: &str, millis: i64) -> RecommendRequest {
+    let mut r = steady_state::recommend_request(target.to_owned());
+    r.evaluation_time = Some(prost_types::Timestamp {
+        seconds: millis.div_euclid(1000),
+        nanos: (millis.rem_euclid(1000) * 1_000_000) as i32,
+    });
+    r
+}
+
+fn ts_millis(t: &Option<prost_types::Timestamp>) -> i64 {
+    let t = t.as_ref().expect("a time");
+    t.seconds * 1000 + i64::from(t.nanos) / 1_000_000
+}
+
+/// Acknowledged calls: target → evaluation times (ms).
+type Acks = Arc<Mutex<BTreeMap<String, Vec<i64>>>>;
+
+/// Checks that every target's history holds exactly the acknowledged decisions
+/// (`exact`) or at least them (after failures, an unacknowledged call may have committed),
+/// each once, with one stored recommendation per decision (none lost to a concurrent write).
+async fn check_history(addr: SocketAddr, acks: &BTreeMap<String, Vec<i64>>, exact: bool) -> usize {
+    let mut c = client(addr).await;
+    let mut total = 0;
+    for (target, times) in acks {
+        let h = c
+            .get_history(GetHistoryRequest {
+                target_key: target.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        // The log holds runs of decisions that said the same thing: count them.
+        let decided: u64 = h.decisions.iter().map(|d| d.run_count).sum();
+        let newest = h
+            .decisions
+            .iter()
+            .map(|d| ts_millis(&d.evaluation_time))
+            .max();
+        // One stored recommendation per decision, at its evaluation time (all calls are
+        // within the 300 s stabilization window, so none is replaced), plus the initial one
+        // (`recordInitialRecommendation`, at the first decision's time).
+        let recommended: Vec<i64> = h
+            .recommendations
+            .iter()
+            .map(|r| ts_millis(&r.time))
+            .collect();
+        let recommended_set: BTreeSet<i64> = recommended.iter().copied().collect();
+        assert!(
+            recommended.len() <= recommended_set.len() + 1,
+            "{target}: a recommendation is stored twice: {} stored, {} distinct",
+            recommended.len(),
+            recommended_set.len()
+        );
+        let acked: BTreeSet<i64> = times.iter().copied().collect();
+        assert_eq!(acked.len(), times.len(), "{target}: a time was used twice");
+        let lost: Vec<_> = acked.difference(&recommended_set).collect();
+        assert!(
+            lost.is_empty(),
+            "{target}: acknowledged decisions lost from the history (a concurrent write overwrote them): {lost:?}"
+        );
+        assert!(
+            decided >= acked.len() as u64,
+            "{target}: {decided} decisions logged, {} acknowledged",
+            acked.len()
+        );
+        assert!(newest.is_some());
+        if exact {
+            assert_eq!(
+                decided,
+                acked.len() as u64,
+                "{target}: decisions logged twice"
+            );
+            assert_eq!(
+                recommended_set, acked,
+                "{target}: unexpected recommendations"
+            );
+        }
+        total += acked.len();
+    }
+    total
+}
+
+/// `clients` tasks, each sending `calls` Recommends over `targets` shared targets, spread
+/// round-robin over `replicas`; every call must succeed.
+async fn concurrent_load(
+    replicas: &[SocketAddr],
+    clients: usize,
+    calls: usize,
+    targets: usize,
+    prefix: &str,
+) -> BTreeMap<String, Vec<i64>> {
+    let acks: Acks = Arc::default();
+    let base = epoch_millis();
+    let counter = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let mut conns = Vec::new();
+        for addr in replicas {
+            conns.push(client(*addr).await);
+        }
+        let acks = Arc::clone(&acks);
+        let counter = Arc::clone(&counter);
+        let prefix = prefix.to_owned();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..calls {
+                let n = counter.fetch_add(1, Ordering::SeqCst);
+                let target = format!("{prefix}-t{}", n % targets);
+                let millis = base + n as i64;
+                let len = conns.len();
+                let conn = &mut conns[(c + i) % len];
+                conn.recommend(request(&target, millis))
+                    .await
+                    .unwrap_or_else(|e| panic!("{target}: {e}"));
+                acks.lock().unwrap().entry(target).or_default().push(millis);
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    Arc::try_unwrap(acks).unwrap().into_inner().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_and_three_replicas_on_a_three_member_cluster_lose_and_duplicate_nothing() {
+    if !etcd_support::available() {
+        return;
+    }
+    let etcd = Etcd::start(3);
+    for n in [2, 3] {
+        let prefix = format!("ha{n}/");
+        let replicas: Vec<Replica> = (0..n)
+            .map(|_| Replica::start(&etcd.endpoints(), &prefix, &[]))
+            .collect();
+        let addrs: Vec<SocketAddr> = replicas.iter().map(Replica::addr).collect();
+        // 8 clients on 4 targets: every target is written by every replica at once.
+        let acks = concurrent_load(&addrs, 8, 25, 4, &format!("r{n}")).await;
+        let total = check_history(addrs[n - 1], &acks, true).await;
+        assert_eq!(total, 200);
+        // Every replica sees the same history.
+        check_history(addrs[0], &acks, true).await;
+    }
+}
+
+#[test]
+fn the_conformance_cases_pass_through_a_server_on_etcd() {
+    if !etcd_support::available() {
+        return;
+    }
+    let etcd = Etcd::start(1);
+    let replica = Replica::start(&etcd.endpoints(), "conformance/", &[]);
+    let mut runner = grpc::GrpcRunner::connect(&replica.addr().to_string()).unwrap();
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance/hpa");
+    let report = runner.run_dir(&shared);
+    let rendered = grpc::render(&report);
+    assert!(report.outcomes.len() >= 173, "{rendered}");
+    assert_eq!(report.failed(), 0, "\n{rendered}");
+
+    // The same cases through a server on sled: the same outcome, case by case.
+    let data = tempfile::tempdir().unwrap();
+    let sled = binary::start(&data.path().join("data"));
+    let mut runner = grpc::GrpcRunner::connect(&sled.addr.to_string()).unwrap();
+    let on_sled = grpc::render(&runner.run_dir(&shared));
+    assert_eq!(rendered, on_sled);
+}
+
+async fn health(addr: SocketAddr) -> Option<ServingStatus> {
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .ok()?
+        .connect()
+        .await
+        .ok()?;
+    let status = HealthClient::new(channel)
+        .check(HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .ok()?
+        .into_inner()
+        .status;
+    ServingStatus::try_from(status).ok()
+}
+
+/// Polls health until it is `want` (the probe runs every second); gives up after 60 s.
+async fn wait_health(addr: SocketAddr, want: ServingStatus) {
+    let started = Instant::now();
+    while health(addr).await != Some(want) {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "health never became {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn not_serving_while_etcd_is_down_and_a_clean_restart_after_all_of_etcd_restarted() {
+    if !etcd_support::available() {
+        return;
+    }
+    let mut etcd = Etcd::start(3);
+    let replica = Replica::start(&etcd.endpoints(), "restart/", &[]);
+    let addr = replica.addr();
+    let before = concurrent_load(&[addr], 2, 10, 2, "before").await;
+    wait_health(addr, ServingStatus::Serving).await;
+
+    for i in 0..3 {
+        etcd.kill(i);
+    }
+    wait_health(addr, ServingStatus::NotServing).await;
+    let err = client(addr)
+        .await
+        .recommend(request("before-t0", epoch_millis() + 1_000_000))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable, "{err}");
+
+    for i in 0..3 {
+        etcd.spawn(i);
+    }
+    etcd.wait_ready();
+    // The same replica, without a restart.
+    wait_health(addr, ServingStatus::Serving).await;
+    let mut all = before.clone();
+    for (target, times) in concurrent_load(&[addr], 2, 10, 2, "before").await {
+        all.entry(target).or_default().extend(times);
+    }
+    // The refused call may or may not have been committed: nothing else is there.
+    check_history(addr, &all, false).await;
+    // A new replica reads the same history.
+    let fresh = Replica::start(&etcd.endpoints(), "restart/", &[]);
+    check_history(fresh.addr(), &all, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_kill_a_replica_then_the_etcd_leader_under_load() {
+    if !etcd_support::available() {
+        return;
+    }
+    let mut etcd = Etcd::start(3);
+    let mut replicas: Vec<Replica> = (0..3)
+        .map(|_| Replica::start(&etcd.endpoints(), "failover/", &[]))
+        .collect();
+    let addrs: Vec<SocketAddr> = replicas.iter().map(Replica::addr).collect();
+    let alive: Arc<Vec<AtomicBool>> = Arc::new((0..3).map(|_| AtomicBool::new(true)).collect());
+    let stop = Arc::new(AtomicBool::new(false));
+    let acks: Acks = Arc::default();
+    // Times (since `start`) of acknowledged calls, to measure the longest gap.
+    let start = Instant::now();
+    let ack_times: Arc<Mutex<Vec<Duration>>> = Arc::default();
+    let base = epoch_millis();
+    let counter = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for c in 0..6usize {
+        let mut conns = Vec::new();
+        for addr in &addrs {
+            conns.push(client(*addr).await);
+        }
+        let (alive, stop, acks, ack_times, counter) = (
+            Arc::clone(&alive),
+            Arc::clone(&stop),
+            Arc::clone(&acks),
+            Arc::clone(&ack_times),
+            Arc::clone(&counter),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut i = c;
+            let mut failed = 0;
+            while !stop.load(Ordering::SeqCst) {
+                i += 1;
+                let r = i % conns.len();
+                if !alive[r].load(Ordering::SeqCst) {
+                    continue;
+                }
+                let n = counter.fetch_add(1, Ordering::SeqCst);
+                let target = format!("f-t{}", n % 5);
+                let millis = base + n as i64;
+                let call = conns[r].recommend(request(&target, millis));
+                match tokio::time::timeout(Duration::from_secs(10), call).await {
+                    Ok(Ok(_)) => {
+                        acks.lock().unwrap().entry(target).or_default().push(millis);
+                        ack_times.lock().unwrap().push(start.elapsed());
+                    }
+                    // Unacknowledged: a killed replica, or etcd electing a leader.
+                    _ => {
+                        failed += 1;
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
+            }
+            failed
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    alive[0].store(false, Ordering::SeqCst);
+    replicas[0].kill();
+    let replica_killed = start.elapsed();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let leader = etcd.leader();
+    etcd.kill(leader);
+    let leader_killed = start.elapsed();
+    tokio::time::sleep(Duration::from_millis(4000)).await;
+    stop.store(true, Ordering::SeqCst);
+    let mut failed = 0;
+    for t in tasks {
+        failed += t.await.unwrap();
+    }
+    let times = ack_times.lock().unwrap().clone();
+    let after_leader: Vec<&Duration> = times.iter().filter(|t| **t > leader_killed).collect();
+    assert!(
+        !after_leader.is_empty(),
+        "no decision acknowledged after the etcd leader was killed"
+    );
+    let after_replica = times.iter().filter(|t| **t > replica_killed).count();
+    assert!(after_replica > after_leader.len());
+    let mut sorted = times.clone();
+    sorted.sort();
+    let gap = |from: Duration| {
+        let mut last = from;
+        let mut max = Duration::ZERO;
+        for t in sorted.iter().filter(|t| **t > from) {
+            max = max.max(*t - last);
+            last = *t;
+        }
+        max
+    };
+    eprintln!(
+        "failover: {} acknowledged, {failed} failed calls; first decision {:?} after the replica SIGKILL, {:?} after the etcd leader SIGKILL; longest gap after the leader kill {:?}",
+        times.len(),
+        sorted
+            .iter()
+            .find(|t| **t > replica_killed)
+            .map(|t| *t - replica_killed),
+        after_leader.iter().min().map(|t| **t - leader_killed),
+        gap(leader_killed),
+    );
+    let acks = acks.lock().unwrap().clone();
+    let total = check_history(addrs[1], &acks, false).await;
+    assert_eq!(total, times.len());
+    drop(replicas);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_to_etcd_with_client_certificates() {
+    if !etcd_support::available() {
+        return;
+    }
+    let certs_dir = tempfile::tempdir().unwrap();
+    let tls = etcd_support::make_certs(certs_dir.path());
+    let etcd = Etcd::start_with(1, Some(tls.clone()));
+    assert!(etcd.endpoints().starts_with("https://"));
+    let path = |p: &std::path::PathBuf| p.to_str().unwrap().to_owned();
+    let (ca, cert, key) = (path(&tls.ca), path(&tls.client_cert), path(&tls.client_key));
+    let replica = Replica::start(
+        &etcd.endpoints(),
+        "tls/",
+        &["--etcd-ca", &ca, "--etcd-cert", &cert, "--etcd-key", &key],
+    );
+    let acks = concurrent_load(&[replica.addr()], 2, 5, 2, "tls").await;
+    check_history(replica.addr(), &acks, true).await;
+    wait_health(replica.addr(), ServingStatus::Serving).await;
+
+    // Without the client certificate etcd refuses the connection: not serving, no decision.
+    let refused = Replica::start(&etcd.endpoints(), "tls/", &["--etcd-ca", &ca]);
+    wait_health(refused.addr(), ServingStatus::NotServing).await;
+    let err = client(refused.addr())
+        .await
+        .recommend(request("tls-t0", epoch_millis() + 1_000_000))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable, "{err}");
+}
