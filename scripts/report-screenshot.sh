@@ -19,6 +19,8 @@ if ! command -v chromium >/dev/null 2>&1; then
   echo "report-screenshot: installing chromium (apt-get)"
   if ! { (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >"$OUT/apt.log" 2>&1; }; then
     echo "report-screenshot: SKIPPED: chromium cannot be installed (see $OUT/apt.log)"
+    # In CI the screenshot is part of the suite: a missing browser is a failure, not a skip.
+    [[ "${CI:-}" == true ]] && exit 1
     exit 0
   fi
 fi

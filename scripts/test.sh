@@ -33,3 +33,5 @@ step "packaging (Dockerfile, Helm chart)"
 bash scripts/check-packaging.sh
 step "clients (Go, grpcurl, Python) against the real server"
 bash scripts/clients-ci.sh
+step "what-if report in headless Chromium (screenshot in target/report-screenshot)"
+bash scripts/report-screenshot.sh target/report-screenshot

@@ -596,7 +596,7 @@ fn the_cli_speaks_tls_mtls_and_tokens() {
     let client = ca.client_uri(TEAM_A);
     let token = "cli-token";
     let authz = format!(
-        "[[rule]]\nidentity = \"{TEAM_A}\"\nverbs = [\"recommend\", \"read\"]\nprefixes = [\"nomad/\"]\n\n[[rule]]\nidentity = \"reader\"\nverbs = [\"read\"]\nprefixes = [\"nomad/\"]\n\n[[token]]\nidentity = \"reader\"\nsha256 = \"{}\"\n",
+        "[[rule]]\nidentity = \"{TEAM_A}\"\nverbs = [\"recommend\", \"read\"]\nprefixes = [\"examples/\"]\n\n[[rule]]\nidentity = \"reader\"\nverbs = [\"read\"]\nprefixes = [\"examples/\"]\n\n[[token]]\nidentity = \"reader\"\nsha256 = \"{}\"\n",
         autoscaled::auth::policy::sha256_hex(token.as_bytes())
     );
     let p = |name: &str, text: &str| write(dir.path(), name, text);
@@ -643,14 +643,7 @@ fn the_cli_speaks_tls_mtls_and_tokens() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("Unauthenticated"), "{stderr}");
     // The token reads but may not recommend.
-    let history = [
-        "history",
-        "--addr",
-        &addr,
-        "nomad/prod/web",
-        "--token",
-        token,
-    ];
+    let history = ["history", "--addr", &addr, "examples/web", "--token", token];
     let out = run(&[&ca_pem], &history);
     assert!(out.status.success(), "{out:?}");
     let mut with_token = recommend.to_vec();
