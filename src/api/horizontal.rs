@@ -3,10 +3,11 @@
 //! through the one table in `status`.
 //!
 //! Recommend, step by step:
-//! 1. read the server clock once (`now`; the request's `evaluation_time` only with
+//! 1. read the server clock (the request's `evaluation_time` only with
 //!    `--trust-request-time`), convert and validate: nothing is stored on any error;
 //! 2. unless `dry_run`, take the target's lock, so that concurrent Recommends on one target
-//!    each see the history the previous one wrote (different targets run in parallel);
+//!    each see the history the previous one wrote (different targets run in parallel), and
+//!    read the server clock again for `now`, so that they commit in time order;
 //! 3. load the history, evaluate, prune (`store::prune`), and commit history + decision record
 //!    atomically (`HistoryStore::commit`);
 //! 4. release the lock, then wait for a flush covering the write (group commit) before
@@ -102,6 +103,7 @@ impl HorizontalService {
     }
 
     async fn do_recommend(&self, req: RecommendRequest) -> Result<RecommendResponse, ApiError> {
+        let time_from_request = self.options.trust_request_time && req.evaluation_time.is_some();
         let input = convert::recommend_request(
             req,
             &Context {
@@ -115,12 +117,20 @@ impl HorizontalService {
         span.record("target.key", input.target_key.as_str());
         span.record("dry_run", input.dry_run);
         let settings = input.settings.apply(&self.options.defaults);
-        let now = input.now;
 
         let guard = if input.dry_run {
             None
         } else {
             Some(self.locks.lock(&input.target_key).await)
+        };
+        // The server's clock is read again under the target's lock: concurrent calls on one
+        // target then evaluate and commit in the order of their evaluation times, so the
+        // decision log (kept in commit order, as runs) is also in time order. A time from the
+        // request (`--trust-request-time`) is the caller's to order.
+        let now = if time_from_request {
+            input.now
+        } else {
+            server_now().max(input.now)
         };
         // Optimistic concurrency with other replicas sharing the store (etcd): the commit
         // fails with `Conflict` if another replica committed this target since our read, and
@@ -253,7 +263,8 @@ impl HorizontalService {
     }
 }
 
-/// The server clock, read once per request (only `api` reads it).
+/// The server clock (only `api` reads it): once to validate a request, and for a Recommend
+/// again under the target's lock.
 fn server_now() -> Time {
     let millis = match SystemTime::now().duration_since(UNIX_EPOCH) {
         Ok(d) => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),

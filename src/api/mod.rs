@@ -9,7 +9,8 @@
 //!   bytes, decode failures as INVALID_ARGUMENT, and the per-request context (limits,
 //!   deadline, peer) the server layer sets.
 //!
-//! Only this layer reads the clock, once per request, and passes `now` down.
+//! Only this layer reads the clock (for a Recommend: once to validate, again under the
+//! target's lock) and passes `now` down.
 
 pub mod authorized;
 pub mod codec;
