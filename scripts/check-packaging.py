@@ -12,8 +12,7 @@ from helm_python.chart import Chart  # type: ignore
 
 path, out = sys.argv[1], sys.argv[2]
 
-# Every switch on. Keys of sections other work adds (tls, etcd) are applied only once the
-# chart's values.yaml has that section: the integrator fills in their switches here.
+# Every switch on (the etcd store is its own variant below: it replaces the StatefulSet).
 ALL_ON = {
     "image": {"repository": "registry.example.com/autoscaled", "tag": "dev", "pullPolicy": "Always"},
     "service": {"type": "ClusterIP", "port": 50051},
@@ -22,8 +21,9 @@ ALL_ON = {
     "env": {"AUTOSCALED_DURABILITY": "relaxed", "AUTOSCALED_OTLP_ENDPOINT": "http://otel-collector:4317"},
     "nodeSelector": {"kubernetes.io/os": "linux"},
     "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "autoscaled", "effect": "NoSchedule"}],
+    "tls": {"enabled": True, "secretName": "autoscaled-tls", "clientCA": True, "clientAuth": "optional"},
+    "authz": {"enabled": True},
 }
-WHEN_PRESENT = {}
 NO_PERSISTENCE = {"persistence": {"enabled": False}}
 
 
@@ -42,9 +42,6 @@ with open(f"{path}/values.yaml") as f:
 with open(f"{path}/values.schema.json") as f:
     schema = json.load(f)
 all_on = dict(ALL_ON)
-for key, value in WHEN_PRESENT.items():
-    if key in defaults:
-        all_on[key] = value
 
 # The etcd variant (docs/ha.md): a Deployment of several replicas, a PodDisruptionBudget, TLS.
 ETCD = {"store": "etcd", "etcd": {"replicas": 3, "tls": {"secretName": "etcd-client-tls"}}}
@@ -67,7 +64,7 @@ with open(out, "w") as f:
                 f.write(f"---\n# {variant}: {name}\n{manifest}\n")
         text = "\n".join(m for n, m in rendered.items() if n.endswith(".yaml"))
         if variant == "all-on":
-            for needle in ["name: metrics", "AUTOSCALED_METRICS_LISTEN", "storageClassName: fast", "AUTOSCALED_DURABILITY"]:
+            for needle in ["name: metrics", "AUTOSCALED_METRICS_LISTEN", "storageClassName: fast", "AUTOSCALED_DURABILITY", "AUTOSCALED_TLS_CERT", "AUTOSCALED_AUTHZ", "AUTOSCALED_HEALTH_LISTEN"]:
                 if needle not in text:
                     problems.append(f"{variant}: rendered manifests lack {needle!r}")
         if variant == "etcd":
