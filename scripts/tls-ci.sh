@@ -80,7 +80,7 @@ check() { # TITLE WANT_RC REGEX -- COMMAND...
   fi
 }
 MTLS=(-cacert ca.pem -cert team-a.pem -key team-a.key)
-REQUEST="$(sed 's#"nomad/prod/web"#"team-a/web"#' "$root/examples/recommend.json")"
+REQUEST="$(sed 's#"examples/web"#"team-a/web"#' "$root/examples/recommend.json")"
 
 check "mTLS: list the services over reflection" 0 '^autoscaled\.v1\.HorizontalAutoscaler$' -- \
   grpcurl "${MTLS[@]}" "$ADDR" list
