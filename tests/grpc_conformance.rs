@@ -9,7 +9,7 @@ use std::{
 
 use autoscaled::{
     config::Config,
-    conformance::{CaseStatus, grpc},
+    conformance::{Status, grpc},
     server,
 };
 
@@ -126,7 +126,7 @@ fn differences_fail_and_only_the_initial_recommendation_is_excused() {
         v["steps"][0]["expect"]["desired_replicas"] = 99.into();
     });
     match runner.run_case_file(&wrong).status {
-        CaseStatus::Failed(why) => assert!(
+        Status::Failed(why) => assert!(
             why.starts_with("step 0: desired_replicas: expected 99, got "),
             "{why}"
         ),
@@ -138,7 +138,7 @@ fn differences_fail_and_only_the_initial_recommendation_is_excused() {
     // from the same start: excused, with the difference named.
     let excused = shared_hpa().join("controller-scale-down-include-unready-pods.json");
     match runner.run_case_file(&excused).status {
-        CaseStatus::Skipped(why) => assert!(
+        Status::Skipped(why) => assert!(
             why.contains("initial recommendation")
                 && why.contains("desired_replicas: expected 2, got 5"),
             "{why}"
@@ -153,7 +153,7 @@ fn differences_fail_and_only_the_initial_recommendation_is_excused() {
         |v| v["steps"][0]["expect"]["desired_replicas"] = 4.into(),
     );
     match runner.run_case_file(&unexplained).status {
-        CaseStatus::Failed(why) => {
+        Status::Failed(why) => {
             assert_eq!(why, "step 0: desired_replicas: expected 4, got 5")
         }
         other => panic!("expected a failure, got {other:?}"),
@@ -175,7 +175,7 @@ fn cases_that_cannot_travel_are_skipped_with_their_reason() {
         ),
     ] {
         match runner.run_case_file(&shared_hpa().join(case)).status {
-            CaseStatus::Skipped(why) => assert!(why.contains(reason), "{case}: {why}"),
+            Status::Skipped(why) => assert!(why.contains(reason), "{case}: {why}"),
             other => panic!("{case}: expected a skip, got {other:?}"),
         }
     }

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use autoscaled::conformance::{self, CaseStatus};
+use autoscaled::conformance::{self, Status};
 
 #[test]
 fn every_hpa_case_passes() {
@@ -20,7 +20,7 @@ fn every_hpa_case_passes() {
         report
             .outcomes
             .iter()
-            .all(|o| !matches!(o.status, CaseStatus::Skipped(_))),
+            .all(|o| !matches!(o.status, Status::Skipped(_))),
         "HPA cases must not be skipped"
     );
     assert!(report.success(), "\n{report}");

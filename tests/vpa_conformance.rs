@@ -1,25 +1,30 @@
-//! Runs every VPA conformance case of `../shared/conformance/vpa` through the engine.
+//! Every VPA conformance case of `../shared/conformance/vpa` through the same runner as
+//! `autoscaled conformance DIR` (`conformance::run_dir`), against the engine.
 
 use std::path::PathBuf;
 
-use autoscaled::conformance::vpa::{run_vpa_case, vpa_case_files};
+use autoscaled::conformance;
 
 #[test]
 fn every_vpa_case_passes() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance/vpa");
-    let files =
-        vpa_case_files(&dir).unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()));
-    assert!(!files.is_empty(), "no cases in {}", dir.display());
-    let failures: Vec<String> = files
+    let report = conformance::run_dir(&dir);
+    assert!(!report.outcomes.is_empty(), "no cases in {}", dir.display());
+    assert!(
+        report.outcomes.iter().all(|o| !o.skipped()),
+        "VPA cases must not be skipped\n{report}"
+    );
+    let failures: Vec<String> = report
+        .outcomes
         .iter()
-        .map(run_vpa_case)
-        .filter_map(|o| o.result.err().map(|e| format!("{}: {e}", o.name)))
+        .filter(|o| o.failed())
+        .map(|o| format!("{}: {:?}", o.name, o.status))
         .collect();
     assert!(
         failures.is_empty(),
         "{} of {} VPA cases fail:\n{}",
         failures.len(),
-        files.len(),
+        report.outcomes.len(),
         failures.join("\n")
     );
 }

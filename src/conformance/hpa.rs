@@ -1,15 +1,13 @@
 //! HPA conformance cases (`shared/conformance/README.md`, including its Additions).
 //!
-//! Three separate concerns, so a second executor (e.g. one that sends the steps through the
-//! gRPC server) can reuse the first and the last:
+//! Loading and comparing; executing is an [`super::Executor`]'s:
 //!
-//! 1. loading: [`HpaCase::load`] / [`HpaCase::from_value`] turn the JSON into engine inputs
-//!    ([`Settings`], [`HorizontalSpec`], [`History`], one [`Observation`] or prenormalized
-//!    proposal per step, times anchored at [`BASE`]) plus the step's [`Expect`];
-//! 2. executing: an [`HpaExecutor`] turns one step into a [`StepRun`];
-//!    [`EngineExecutor`] calls `engine::hpa` and carries the history forward;
-//! 3. comparing: [`check_step`] reports the first differing field, e.g.
-//!    `step 0: desired_replicas: expected 5, got 4`.
+//! * loading: [`HpaCase::load`] / [`HpaCase::from_value`] turn the JSON (typed serde, unknown
+//!   fields rejected) into engine inputs ([`Settings`], [`HorizontalSpec`], [`History`], one
+//!   [`Observation`] or prenormalized proposal per step, times anchored at [`BASE`]) plus the
+//!   step's [`Expect`];
+//! * comparing: [`check_step`] compares a [`StepRun`] with the step's expectations and
+//!   reports the first differing field, e.g. `desired_replicas: expected 5, got 4`.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -22,7 +20,7 @@ use serde::Deserialize;
 use crate::engine::{
     condition::Condition,
     history::{History, Recommendation, ScaleEvent},
-    hpa::{self, Decision, Evaluation, PodGroups, defaults, replicas},
+    hpa::{Decision, PodGroups, defaults, replicas},
     observation::{Container, MetricSample, Observation, Pod, PodPhase},
     settings::Settings,
     spec::{
@@ -644,70 +642,6 @@ pub struct StepRun {
     pub pod_groups: Option<PodGroups>,
 }
 
-/// Runs the steps of a case somewhere: in-process ([`EngineExecutor`]) or through a server.
-pub trait HpaExecutor {
-    /// Called once before the first step, with the case's initial history.
-    fn begin_case(&mut self, case: &HpaCase) -> Result<(), String>;
-    /// Runs one step, the history of the earlier steps carried forward by the executor.
-    fn run_step(&mut self, case: &HpaCase, step: &HpaStep) -> Result<StepRun, String>;
-}
-
-/// Runs steps through `engine::hpa`, carrying the returned history forward.
-#[derive(Debug, Default)]
-pub struct EngineExecutor {
-    history: History,
-}
-
-impl EngineExecutor {
-    /// One step through the engine; the history after it.
-    pub fn evaluate(
-        case: &HpaCase,
-        step: &HpaStep,
-        history: &History,
-    ) -> Result<Evaluation, String> {
-        let result = match &step.input {
-            StepInput::Observe(observation) => {
-                hpa::evaluate(&case.settings, &case.spec, observation, history, step.now)
-            }
-            StepInput::Prenormalized {
-                current_replicas,
-                prenormalized,
-                ..
-            } => hpa::normalize_only(
-                &case.settings,
-                &case.spec,
-                *current_replicas,
-                *prenormalized,
-                history,
-                step.now,
-            ),
-        };
-        result.map_err(|e| format!("step {}: rejected as invalid input: {e}", step.index))
-    }
-}
-
-impl HpaExecutor for EngineExecutor {
-    fn begin_case(&mut self, case: &HpaCase) -> Result<(), String> {
-        self.history = case.history.clone();
-        Ok(())
-    }
-
-    fn run_step(&mut self, case: &HpaCase, step: &HpaStep) -> Result<StepRun, String> {
-        let evaluation = EngineExecutor::evaluate(case, step, &self.history)?;
-        self.history = evaluation.history.clone();
-        let pod_groups = step
-            .expect
-            .pod_groups
-            .as_ref()
-            .map(|g| pod_groups_for(case, step, &g.metric));
-        Ok(StepRun {
-            decision: evaluation.decision,
-            history: Some(evaluation.history),
-            pod_groups,
-        })
-    }
-}
-
 /// `groupPods` for the spec metric named `name` (the defaulted spec's first metric of that
 /// name; a Resource metric of that name when the spec has none).
 pub fn pod_groups_for(case: &HpaCase, step: &HpaStep, name: &str) -> PodGroups {
@@ -737,17 +671,6 @@ fn metric_name(m: &MetricSpec) -> Option<&str> {
         | MetricSpec::External { name, .. } => Some(name),
         MetricSpec::Unknown { .. } => None,
     }
-}
-
-/// Runs every step of `case` through `executor` and checks it; the first difference is the
-/// error.
-pub fn run_case(case: &HpaCase, executor: &mut dyn HpaExecutor) -> Result<(), String> {
-    executor.begin_case(case)?;
-    for step in &case.steps {
-        let run = executor.run_step(case, step)?;
-        check_step(case, step, &run).map_err(|e| format!("step {}: {e}", step.index))?;
-    }
-    Ok(())
 }
 
 // === comparing ===

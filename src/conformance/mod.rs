@@ -1,65 +1,240 @@
 //! The conformance runner: the shared, language-neutral cases (`shared/conformance`) run
-//! through the engine. Used by `cargo test` (`tests/hpa_conformance.rs`) and by the
-//! `autoscaled conformance DIR` command, so new cases can be dropped in without a rebuild.
+//! through the engine or through a server. Used by `cargo test` (`tests/*_conformance.rs`)
+//! and by the `autoscaled conformance [--grpc ADDR] DIR` command, so new cases can be dropped
+//! in without a rebuild.
 //!
 //! # Layout
 //!
-//! * [`hpa`]: HPA cases. Loading a case ([`hpa::HpaCase::load`], engine types out) is separate
-//!   from executing it ([`hpa::HpaExecutor`]); [`hpa::EngineExecutor`] runs steps through
-//!   `engine::hpa`, and a second executor (e.g. through the gRPC server) can reuse the loading
-//!   and the comparison ([`hpa::run_case`]).
-//! * [`vpa`]: VPA cases (files with a top-level `kind` field), dispatched by [`run_case_file`].
+//! One runner, three concerns:
+//!
+//! 1. loading: [`Case::load`] reads a file into a typed [`Case`]: [`hpa::HpaCase`] (files
+//!    without `kind`; engine inputs and expectations) or [`vpa::VpaCase`] (tagged by `kind`).
+//!    A malformed case or an unknown field is a failed case naming the file, never a panic.
+//! 2. executing: an [`Executor`] runs a case's steps somewhere: [`engine::EngineExecutor`]
+//!    through the pure engine, [`grpc::GrpcExecutor`] through a server over a real channel,
+//!    converting with `api::convert` (the server's own functions and their inverses).
+//! 3. comparing: [`hpa::check_step`] (and the VPA checks) report the first differing field,
+//!    e.g. `step 0: desired_replicas: expected 5, got 4`; [`run_case`] turns that into one
+//!    [`Outcome`], [`run_dir`] into one [`Report`].
 
+pub mod engine;
 pub mod grpc;
 pub mod hpa;
 pub mod vpa;
 
 use std::{
-    fmt,
+    fmt::{self, Write as _},
     path::{Path, PathBuf},
 };
 
-/// The result of one case file.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CaseOutcome {
-    pub file: PathBuf,
-    /// The case's `name`, or the file name when it could not be read.
-    pub name: String,
-    pub status: CaseStatus,
+pub use engine::EngineExecutor;
+use hpa::{HpaCase, HpaStep, StepRun};
+use vpa::VpaCase;
+
+/// One case file, typed. HPA files carry no `kind`; VPA files are tagged by it.
+#[derive(Clone, Debug)]
+pub enum Case {
+    Hpa(Box<HpaCase>),
+    Vpa(VpaCase),
 }
 
-/// Passed, failed (with the first differing field), or not run by this runner.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CaseStatus {
-    Passed,
-    /// E.g. `step 0: desired_replicas: expected 5, got 4`.
-    Failed(String),
-    /// The case is of a kind this runner does not execute (yet).
-    Skipped(String),
-}
-
-impl CaseOutcome {
-    fn new(file: &Path, name: String, status: CaseStatus) -> CaseOutcome {
-        CaseOutcome {
-            file: file.to_path_buf(),
-            name,
-            status,
+impl Case {
+    /// Reads a case file. On error: the case's `name` when the JSON has one (else the file
+    /// name), and why (`cannot read: …`, `invalid JSON: …`, `invalid case: …`).
+    pub fn load(path: &Path) -> Result<Case, (String, String)> {
+        let file_name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| (file_name.clone(), format!("cannot read: {e}")))?;
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| (file_name.clone(), format!("invalid JSON: {e}")))?;
+        let name = value
+            .get("name")
+            .and_then(|n| n.as_str())
+            .map_or(file_name, str::to_string);
+        match Case::from_value(value) {
+            Ok(Case::Vpa(mut case)) if case.name.is_empty() => {
+                case.name = name;
+                Ok(Case::Vpa(case))
+            }
+            other => other.map_err(|e| (name, e)),
         }
     }
 
+    /// A parsed case file: a VPA case when it has a top-level `kind`, an HPA case otherwise.
+    pub fn from_value(value: serde_json::Value) -> Result<Case, String> {
+        if value.get("kind").is_some() {
+            VpaCase::from_value(value).map(Case::Vpa)
+        } else {
+            HpaCase::from_value(value).map(|c| Case::Hpa(Box::new(c)))
+        }
+    }
+
+    /// The case's `name`.
+    pub fn name(&self) -> &str {
+        match self {
+            Case::Hpa(c) => &c.name,
+            Case::Vpa(c) => &c.name,
+        }
+    }
+}
+
+/// Why an executor stopped a case: a difference (or a transport error), or a case it cannot
+/// run, with the reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Failed(String),
+    Skipped(String),
+}
+
+/// Runs the steps of a case somewhere: in-process ([`EngineExecutor`]) or through a server
+/// ([`grpc::GrpcExecutor`]). Loading and comparing are the runner's, so executors cannot
+/// disagree on what a case means or on what counts as a difference.
+pub trait Executor {
+    /// Called once before the first step of an HPA case read from `file`.
+    fn begin_hpa(&mut self, file: &Path, case: &HpaCase) -> Result<(), Verdict>;
+    /// Runs one step, the history of the earlier steps carried forward by the executor.
+    /// Errors carry the `step N: ` prefix.
+    fn hpa_step(&mut self, case: &HpaCase, step: &HpaStep) -> Result<StepRun, Verdict>;
+    /// Runs a whole VPA case and compares it.
+    fn run_vpa(&mut self, case: &VpaCase) -> Result<(), Verdict>;
+    /// A failure of an HPA case this executor can prove is not a difference in decisions
+    /// (counted as skipped, with the returned reason). None by default.
+    fn excuse(&mut self, _case: &HpaCase, _failure: &str) -> Option<String> {
+        None
+    }
+}
+
+/// Runs every step of `case` through `executor` and checks it; the first difference is the
+/// error.
+pub fn run_hpa(file: &Path, case: &HpaCase, executor: &mut dyn Executor) -> Result<(), Verdict> {
+    executor.begin_hpa(file, case)?;
+    for step in &case.steps {
+        let run = executor.hpa_step(case, step)?;
+        hpa::check_step(case, step, &run)
+            .map_err(|e| Verdict::Failed(format!("step {}: {e}", step.index)))?;
+    }
+    Ok(())
+}
+
+/// The result of one case file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    pub file: PathBuf,
+    /// The case's `name`, or the file name when it could not be read.
+    pub name: String,
+    pub status: Status,
+}
+
+/// Passed, failed (with the first differing field), or not run by this executor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    Passed,
+    /// E.g. `step 0: desired_replicas: expected 5, got 4`.
+    Failed(String),
+    /// The case cannot be run by this executor (the reason says why).
+    Skipped(String),
+}
+
+impl From<Result<(), Verdict>> for Status {
+    fn from(r: Result<(), Verdict>) -> Status {
+        match r {
+            Ok(()) => Status::Passed,
+            Err(Verdict::Failed(why)) => Status::Failed(why),
+            Err(Verdict::Skipped(why)) => Status::Skipped(why),
+        }
+    }
+}
+
+impl Outcome {
     pub fn passed(&self) -> bool {
-        self.status == CaseStatus::Passed
+        self.status == Status::Passed
     }
 
     pub fn failed(&self) -> bool {
-        matches!(self.status, CaseStatus::Failed(_))
+        matches!(self.status, Status::Failed(_))
+    }
+
+    pub fn skipped(&self) -> bool {
+        matches!(self.status, Status::Skipped(_))
+    }
+}
+
+/// Loads `path` and runs it through `executor`.
+pub fn run_case(path: &Path, executor: &mut dyn Executor) -> Outcome {
+    let (name, status) = match Case::load(path) {
+        Err((name, why)) => (name, Status::Failed(why)),
+        Ok(Case::Vpa(case)) => (case.name.clone(), executor.run_vpa(&case).into()),
+        Ok(Case::Hpa(case)) => {
+            let status = match run_hpa(path, &case, executor) {
+                Err(Verdict::Failed(why)) => match executor.excuse(&case, &why) {
+                    Some(excuse) => Status::Skipped(excuse),
+                    None => Status::Failed(why),
+                },
+                other => other.into(),
+            };
+            (case.name.clone(), status)
+        }
+    };
+    Outcome {
+        file: path.to_path_buf(),
+        name,
+        status,
+    }
+}
+
+/// Runs one case file through the engine.
+pub fn run_case_file(path: &Path) -> Outcome {
+    run_case(path, &mut EngineExecutor::default())
+}
+
+/// Runs every `*.json` case in `dir` and its subdirectories through the engine.
+pub fn run_dir(dir: &Path) -> Report {
+    run_dir_with(dir, &mut EngineExecutor::default())
+}
+
+/// Runs every `*.json` case in `dir` and its subdirectories (e.g. `conformance/` with `hpa/`
+/// and `vpa/`), in path order, through `executor`. An unreadable directory is reported as a
+/// failing entry.
+pub fn run_dir_with(dir: &Path, executor: &mut dyn Executor) -> Report {
+    let mut files = Vec::new();
+    let mut failures = Vec::new();
+    collect_cases(dir, &mut files, &mut failures);
+    files.sort();
+    let mut outcomes: Vec<Outcome> = files.iter().map(|f| run_case(f, executor)).collect();
+    outcomes.extend(failures);
+    Report { outcomes }
+}
+
+fn collect_cases(dir: &Path, files: &mut Vec<PathBuf>, failures: &mut Vec<Outcome>) {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) => {
+            failures.push(Outcome {
+                file: dir.to_path_buf(),
+                name: dir.display().to_string(),
+                status: Status::Failed(format!("cannot read directory: {e}")),
+            });
+            return;
+        }
+    };
+    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    paths.sort();
+    for path in paths {
+        if path.is_dir() {
+            collect_cases(&path, files, failures);
+        } else if path.extension().is_some_and(|e| e == "json") {
+            files.push(path);
+        }
     }
 }
 
 /// The outcomes of a directory, in file-name order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Report {
-    pub outcomes: Vec<CaseOutcome>,
+    pub outcomes: Vec<Outcome>,
 }
 
 impl Report {
@@ -72,10 +247,7 @@ impl Report {
     }
 
     pub fn skipped(&self) -> usize {
-        self.outcomes
-            .iter()
-            .filter(|o| matches!(o.status, CaseStatus::Skipped(_)))
-            .count()
+        self.outcomes.iter().filter(|o| o.skipped()).count()
     }
 
     /// One line per failing case: `FAIL <file>: <first difference>`.
@@ -83,7 +255,18 @@ impl Report {
         self.outcomes
             .iter()
             .filter_map(|o| match &o.status {
-                CaseStatus::Failed(why) => Some(format!("FAIL {}: {why}", o.file.display())),
+                Status::Failed(why) => Some(format!("FAIL {}: {why}", o.file.display())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Files that were skipped, with their reasons.
+    pub fn skipped_cases(&self) -> Vec<(PathBuf, String)> {
+        self.outcomes
+            .iter()
+            .filter_map(|o| match &o.status {
+                Status::Skipped(why) => Some((o.file.clone(), why.clone())),
                 _ => None,
             })
             .collect()
@@ -97,6 +280,23 @@ impl Report {
     /// True when no case failed.
     pub fn success(&self) -> bool {
         self.failed() == 0
+    }
+
+    /// The report as `conformance --grpc` prints it: one line per failed and per skipped case
+    /// (with the reason), then exactly `N passed, M failed, K skipped`. (The engine's report,
+    /// where skips are the exception, is the [`fmt::Display`] form.)
+    pub fn render_with_skips(&self) -> String {
+        let mut out = String::new();
+        for o in &self.outcomes {
+            let (tag, why) = match &o.status {
+                Status::Passed => continue,
+                Status::Failed(why) => ("FAIL", why),
+                Status::Skipped(why) => ("SKIP", why),
+            };
+            let _ = writeln!(out, "{tag} {}: {why}", o.file.display());
+        }
+        let _ = write!(out, "{}, {} skipped", self.summary(), self.skipped());
+        out
     }
 }
 
@@ -114,218 +314,5 @@ impl fmt::Display for Report {
     }
 }
 
-/// Runs one case file. HPA cases run through the engine; a file with a top-level `kind`
-/// field is a VPA case.
-pub fn run_case_file(path: &Path) -> CaseOutcome {
-    let file_name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let value = match read_case(path) {
-        Ok(v) => v,
-        Err(e) => return CaseOutcome::new(path, file_name, CaseStatus::Failed(e)),
-    };
-    let name = value
-        .get("name")
-        .and_then(|n| n.as_str())
-        .map_or(file_name, str::to_string);
-    if value.get("kind").is_some() {
-        let status = match vpa::run_vpa_case_value(&value) {
-            Ok(()) => CaseStatus::Passed,
-            Err(e) => CaseStatus::Failed(e),
-        };
-        return CaseOutcome::new(path, name, status);
-    }
-    let status = match hpa::HpaCase::from_value(value) {
-        Err(e) => CaseStatus::Failed(e),
-        Ok(case) => match hpa::run_case(&case, &mut hpa::EngineExecutor::default()) {
-            Ok(()) => CaseStatus::Passed,
-            Err(e) => CaseStatus::Failed(e),
-        },
-    };
-    CaseOutcome::new(path, name, status)
-}
-
-/// A case file as JSON; why not (`cannot read: …`, `invalid JSON: …`) otherwise.
-fn read_case(path: &Path) -> Result<serde_json::Value, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
-    serde_json::from_str(&text).map_err(|e| format!("invalid JSON: {e}"))
-}
-
-/// Runs every `*.json` case in `dir` and its subdirectories (e.g. `conformance/` with `hpa/`
-/// and `vpa/`), in path order. An unreadable directory is reported as a failing entry.
-pub fn run_dir(dir: &Path) -> Report {
-    run_dir_with(dir, run_case_file)
-}
-
-/// [`run_dir`] with another way of running one case file (e.g. `grpc::GrpcRunner`).
-pub fn run_dir_with(dir: &Path, mut run: impl FnMut(&Path) -> CaseOutcome) -> Report {
-    let mut files = Vec::new();
-    let mut failures = Vec::new();
-    collect_cases(dir, &mut files, &mut failures);
-    files.sort();
-    let mut outcomes: Vec<CaseOutcome> = files.iter().map(|f| run(f)).collect();
-    outcomes.extend(failures);
-    Report { outcomes }
-}
-
-fn collect_cases(dir: &Path, files: &mut Vec<PathBuf>, failures: &mut Vec<CaseOutcome>) {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) => {
-            failures.push(CaseOutcome {
-                file: dir.to_path_buf(),
-                name: dir.display().to_string(),
-                status: CaseStatus::Failed(format!("cannot read directory: {e}")),
-            });
-            return;
-        }
-    };
-    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    paths.sort();
-    for path in paths {
-        if path.is_dir() {
-            collect_cases(&path, files, failures);
-        } else if path.extension().is_some_and(|e| e == "json") {
-            files.push(path);
-        }
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A shared case with one expectation changed, written to `dir`.
-    fn mutated(dir: &Path, case: &str, change: impl FnOnce(&mut serde_json::Value)) -> PathBuf {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/conformance/hpa")
-            .join(case);
-        let mut value: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(src).unwrap()).unwrap();
-        change(&mut value);
-        let path = dir.join(case);
-        std::fs::write(&path, value.to_string()).unwrap();
-        path
-    }
-
-    fn failure(path: &Path) -> String {
-        match run_case_file(path).status {
-            CaseStatus::Failed(why) => why,
-            other => panic!("expected a failure, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn reports_the_first_differing_field() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = mutated(dir.path(), "controller-scale-up.json", |v| {
-            v["steps"][0]["expect"]["desired_replicas"] = 99.into();
-        });
-        assert!(
-            failure(&p).starts_with("step 0: desired_replicas: expected 99, got "),
-            "{}",
-            failure(&p)
-        );
-        let p = mutated(dir.path(), "group-missing-pod.json", |v| {
-            v["steps"][0]["expect"]["pod_groups"]["missing"] = serde_json::json!([]);
-        });
-        assert_eq!(
-            failure(&p),
-            "step 0: pod_groups[cpu].missing: expected [], got [\"epicurus\"]"
-        );
-        let p = mutated(
-            dir.path(),
-            "legacy-stabilize-stabilize-old-recommendations.json",
-            |v| v["steps"][0]["expect"]["recommendations_count_after"] = 5.into(),
-        );
-        assert_eq!(
-            failure(&p),
-            "step 0: recommendations_count_after: expected 5, got 4"
-        );
-        let p = mutated(
-            dir.path(),
-            "controller-condition-invalid-source-type.json",
-            |v| {
-                v["steps"][0]["expect"]["conditions"][1]["reason"] = "Other".into();
-            },
-        );
-        assert_eq!(
-            failure(&p),
-            "step 0: conditions[ScalingActive]: expected false Other, got false InvalidMetricSourceType"
-        );
-        let p = mutated(dir.path(), "calc-resource-scale-up.json", |v| {
-            v["steps"][0]["expect"]["unknown_field"] = 1.into();
-        });
-        assert!(
-            failure(&p).contains("unknown field `unknown_field`"),
-            "{}",
-            failure(&p)
-        );
-    }
-
-    #[test]
-    fn report_counts_and_dispatches_vpa_cases() {
-        let dir = tempfile::tempdir().unwrap();
-        mutated(dir.path(), "controller-scale-up.json", |_| {});
-        mutated(dir.path(), "calc-resource-scale-up.json", |v| {
-            v["steps"][0]["expect"]["metrics"][0]["replicas"] = 1000.into();
-        });
-        // A file with `kind` goes to the VPA runner, which rejects an unknown kind.
-        std::fs::write(dir.path().join("vpa.json"), r#"{"kind": "x", "name": "v"}"#).unwrap();
-        let report = run_dir(dir.path());
-        assert_eq!(
-            (report.passed(), report.failed(), report.skipped()),
-            (1, 2, 0)
-        );
-        assert!(
-            report
-                .failing_lines()
-                .iter()
-                .any(|l| l.contains("vpa.json: kind: unknown kind")),
-            "{report}"
-        );
-        let text = report.to_string();
-        assert!(text.ends_with("\n1 passed, 2 failed"), "{text}");
-        assert!(text.starts_with("FAIL "), "{text}");
-    }
-
-    #[test]
-    fn later_steps_see_the_history_of_earlier_ones() {
-        // controller-upscale-cap scales 3 -> 24 under a 700 %/60 s policy; the scale event it
-        // stores holds the next step at 24 until the 60 s period has passed.
-        let dir = tempfile::tempdir().unwrap();
-        let p = mutated(dir.path(), "controller-upscale-cap.json", |v| {
-            let first = v["steps"][0].clone();
-            let pod = first["pods"][0].clone();
-            let step = |at: i64, expect: serde_json::Value| {
-                let mut s = first.clone();
-                s["at_s"] = at.into();
-                s["current_replicas"] = 24.into();
-                s["status_replicas"] = 24.into();
-                s["pods"] = (0..24)
-                    .map(|i| {
-                        let mut p = pod.clone();
-                        p["name"] = format!("p{i}").into();
-                        p
-                    })
-                    .collect::<Vec<_>>()
-                    .into();
-                s["expect"] = expect;
-                s
-            };
-            let held = step(
-                30,
-                serde_json::json!({"desired_replicas": 24, "scale_up_limit": 24,
-                    "conditions": [{"type": "ScalingLimited", "status": true, "reason": "ScaleUpLimit"}]}),
-            );
-            let released = step(
-                61,
-                serde_json::json!({"desired_replicas": 100, "scale_up_limit": 192,
-                    "conditions": [{"type": "ScalingLimited", "status": true, "reason": "TooManyReplicas"}]}),
-            );
-            v["steps"] = serde_json::json!([first, held, released]);
-        });
-        assert_eq!(run_case_file(&p).status, CaseStatus::Passed);
-    }
-}
+mod tests;

@@ -1,8 +1,8 @@
-//! Runner for the VPA conformance cases (`conformance/vpa/README.md`): loads a case file,
-//! dispatches on `kind` and reports the first differing field as "expected X, got Y".
+//! VPA conformance cases (`conformance/vpa/README.md`): [`VpaCase`] (tagged by `kind`) and,
+//! per kind, its run through `engine::vpa`, reporting the first differing field as
+//! "expected X, got Y".
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -27,76 +27,66 @@ use crate::engine::vpa::settings::VpaSettings;
 use crate::engine::vpa::target::{Observation, OomEvent, UsageSample, VpaTarget};
 use crate::engine::vpa::time::{NANOS_PER_SECOND, Timestamp, duration_nanos};
 
-/// The outcome of one case: its name and `Ok` or the first difference.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CaseOutcome {
-    /// The case's `name` (the file stem when the file cannot be read).
-    pub name: String,
-    /// `Ok` or "field: expected X, got Y".
-    pub result: Result<(), String>,
-}
-
 type R = Result<(), String>;
 
-/// Run one case file.
-pub fn run_vpa_case(path: impl AsRef<Path>) -> CaseOutcome {
-    let path = path.as_ref();
-    let fallback = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let value = match std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))
-        .and_then(|text| {
-            serde_json::from_str::<Value>(&text).map_err(|e| format!("invalid JSON: {e}"))
-        }) {
-        Ok(v) => v,
-        Err(e) => {
-            return CaseOutcome {
-                name: fallback,
-                result: Err(e),
-            };
-        }
-    };
-    let name = value
-        .get("name")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .unwrap_or(fallback);
-    CaseOutcome {
-        name,
-        result: run_vpa_case_value(&value),
+/// The kinds of VPA case (`conformance/vpa/README.md`), one per engine part they exercise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VpaKind {
+    Histogram,
+    Container,
+    Aggregate,
+    Policy,
+    Estimator,
+    Recommender,
+    Postprocess,
+    Amount,
+}
+
+/// A loaded VPA case: its kind, its settings and time origin (validated), and the kind's
+/// steps and expectations, which the kind's runner reads.
+#[derive(Clone, Debug)]
+pub struct VpaCase {
+    pub name: String,
+    pub kind: VpaKind,
+    ctx: Ctx,
+    body: Value,
+}
+
+impl VpaCase {
+    /// Reads the envelope of a VPA case: `name`, `kind`, `t0_unix_s` and `settings`
+    /// (validated as the server validates them).
+    pub fn from_value(value: Value) -> Result<VpaCase, String> {
+        let ctx = Ctx::new(&value)?;
+        let kind = str_field(&value, "kind")?;
+        let kind = serde_json::from_value(Value::String(kind.to_owned()))
+            .map_err(|_| format!("kind: unknown kind {kind:?}"))?;
+        let name = value
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        Ok(VpaCase {
+            name,
+            kind,
+            ctx,
+            body: value,
+        })
     }
-}
 
-/// Every `*.json` file of `dir`, sorted by file name.
-pub fn vpa_case_files(dir: impl AsRef<Path>) -> std::io::Result<Vec<PathBuf>> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    files.sort();
-    Ok(files)
-}
-
-/// Run every case of `dir`.
-pub fn run_vpa_dir(dir: impl AsRef<Path>) -> std::io::Result<Vec<CaseOutcome>> {
-    Ok(vpa_case_files(dir)?.into_iter().map(run_vpa_case).collect())
-}
-
-/// Run one parsed case.
-pub fn run_vpa_case_value(case: &Value) -> R {
-    let ctx = Ctx::new(case)?;
-    match str_field(case, "kind")? {
-        "histogram" => run_histogram(&ctx, case),
-        "container" => run_container(&ctx, case),
-        "aggregate" => run_aggregate(&ctx, case),
-        "policy" => run_policy(&ctx, case),
-        "estimator" => run_estimator(&ctx, case),
-        "recommender" => run_recommender(&ctx, case),
-        "postprocess" => run_postprocess(&ctx, case),
-        "amount" => run_amount(case),
-        other => Err(format!("kind: unknown kind {other:?}")),
+    /// Runs the case through the engine; the first difference is the error.
+    pub fn run(&self) -> R {
+        let (ctx, case) = (&self.ctx, &self.body);
+        match self.kind {
+            VpaKind::Histogram => run_histogram(ctx, case),
+            VpaKind::Container => run_container(ctx, case),
+            VpaKind::Aggregate => run_aggregate(ctx, case),
+            VpaKind::Policy => run_policy(ctx, case),
+            VpaKind::Estimator => run_estimator(ctx, case),
+            VpaKind::Recommender => run_recommender(ctx, case),
+            VpaKind::Postprocess => run_postprocess(ctx, case),
+            VpaKind::Amount => run_amount(case),
+        }
     }
 }
 
@@ -248,6 +238,7 @@ fn resource_list(v: &Value) -> Result<Vec<Resource>, String> {
 
 // === Context: settings and time ===
 
+#[derive(Clone, Debug)]
 struct Ctx {
     settings: VpaSettings,
     t0_ns: i64,

@@ -9,6 +9,7 @@
 //! and `validateMetricTarget` in `pkg/apis/autoscaling/validation`) plus what the wire format
 //! adds: enum values, required messages, timestamp and duration ranges.
 
+pub mod conformance;
 pub mod history;
 pub mod migration;
 pub mod vertical;

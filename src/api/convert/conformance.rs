@@ -1,0 +1,402 @@
+//! The reverse directions of this module, for a client that holds engine values and talks to
+//! the server: engine → `RecommendRequest` (the inverse of [`super::recommend_request`]) and
+//! `RecommendResponse` / `TargetHistory` → engine (the inverses of
+//! [`super::recommend_response`] and [`super::target_history`]).
+//!
+//! The gRPC conformance executor (`conformance::grpc`) is their user: it sends the engine
+//! inputs of a case to a server and checks the server's answer with the engine runner's
+//! checker. Living beside the forward conversions, and used together with them
+//! ([`request_round_trip`], [`response_round_trip`]), they cannot drift from what the server
+//! does: a field one direction gains and the other misses shows up as a round-trip
+//! difference on the first case that uses it.
+
+use std::{collections::HashMap, time::Duration};
+
+use prost_types::{Duration as PbDuration, Timestamp};
+
+use super::{
+    Context, RecommendInput, Violations, metric_identity, recommend_request, recommend_response,
+    timestamp, to_timestamp,
+};
+use crate::{
+    config::Limits,
+    engine::{
+        condition::{Condition, ConditionReason, ConditionType},
+        history::{History, Recommendation, ScaleEvent},
+        hpa::{Decision, DecisionPath, MetricFailure, MetricOutcome, MetricProposal, PodGroups},
+        observation::{MetricSample, Observation, Pod, PodPhase},
+        settings::Settings,
+        spec::{
+            Behavior, HorizontalSpec, MetricSpec, MetricTarget, MetricTargetType,
+            ScalingPolicyType, ScalingRules, SelectPolicy,
+        },
+        time::Time,
+    },
+    pb::v1 as pb,
+};
+
+// === engine → RecommendRequest ===
+
+/// The `Recommend` request that carries exactly these engine inputs: every controller
+/// setting is sent explicitly (so the server's defaults do not matter) and `now` travels as
+/// `evaluation_time` (the server must trust request times).
+pub fn recommend_request_for(
+    target_key: &str,
+    spec: &HorizontalSpec,
+    settings: &Settings,
+    observation: &Observation,
+    now: Time,
+) -> pb::RecommendRequest {
+    pb::RecommendRequest {
+        target_key: target_key.to_owned(),
+        current_replicas: observation.current_replicas,
+        status_replicas: observation.status_replicas,
+        spec: Some(horizontal_spec(spec, settings)),
+        pods: observation.pods.iter().map(pod).collect(),
+        object_metrics_milli: observation
+            .object_metrics
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect(),
+        external_metrics: observation
+            .external_metrics
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    pb::ExternalMetricValues {
+                        values_milli: v.clone(),
+                    },
+                )
+            })
+            .collect(),
+        unavailable_metrics: observation.unavailable_metrics.iter().cloned().collect(),
+        orphan_pod_metrics: observation
+            .orphan_samples
+            .iter()
+            .map(|(pod_name, samples)| pb::OrphanPodMetrics {
+                pod_name: pod_name.clone(),
+                metrics: metric_samples(samples),
+            })
+            .collect(),
+        dry_run: false,
+        evaluation_time: Some(to_timestamp(now)),
+    }
+}
+
+/// Checks that the server's own conversion ([`super::recommend_request`], with a context that
+/// trusts request times) reads `request` back as exactly `spec`, `settings`, `observation`
+/// and `now`. `Ok(None)` when it does; `Ok(Some(field))` names the first part that differs;
+/// `Err` is the server's rejection (which the server itself will answer with).
+pub fn request_round_trip(
+    request: &pb::RecommendRequest,
+    spec: &HorizontalSpec,
+    settings: &Settings,
+    observation: &Observation,
+    now: Time,
+) -> Result<Option<&'static str>, String> {
+    let limits = Limits {
+        max_pods: usize::MAX,
+        max_metrics: usize::MAX,
+        ..Limits::default()
+    };
+    let ctx = Context {
+        limits: &limits,
+        trust_request_time: true,
+        server_now: now,
+        history_retention: Duration::MAX,
+    };
+    let input: RecommendInput =
+        recommend_request(request.clone(), &ctx).map_err(|e| format!("{e:?}"))?;
+    Ok(if input.spec != *spec {
+        Some("spec")
+    } else if input.settings.apply(&Settings::default()) != *settings {
+        Some("spec.settings")
+    } else if input.observation != *observation {
+        Some("observation")
+    } else if input.now != now {
+        Some("evaluation_time")
+    } else {
+        None
+    })
+}
+
+fn duration(d: Duration) -> PbDuration {
+    PbDuration {
+        seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),
+    }
+}
+
+fn horizontal_spec(spec: &HorizontalSpec, settings: &Settings) -> pb::HorizontalSpec {
+    pb::HorizontalSpec {
+        min_replicas: spec.min_replicas,
+        max_replicas: spec.max_replicas,
+        metrics: spec.metrics.iter().map(metric_spec).collect(),
+        behavior: spec.behavior.as_ref().map(behavior),
+        settings: Some(pb::ControllerSettings {
+            tolerance: Some(settings.tolerance),
+            cpu_initialization_period: Some(duration(settings.cpu_initialization_period)),
+            initial_readiness_delay: Some(duration(settings.initial_readiness_delay)),
+            downscale_stabilization: Some(duration(settings.downscale_stabilization)),
+            scale_up_limit_factor: Some(settings.scale_up_limit_factor),
+            scale_up_limit_minimum: Some(settings.scale_up_limit_minimum),
+        }),
+        ..Default::default()
+    }
+}
+
+/// A metric as the wire spells it; an unknown source type travels as `Unspecified`, which
+/// the server rejects (by design: the API has no way to name an invalid type).
+fn metric_spec(m: &MetricSpec) -> pb::MetricSpec {
+    let target = match m {
+        MetricSpec::Resource { target, .. }
+        | MetricSpec::ContainerResource { target, .. }
+        | MetricSpec::Pods { target, .. }
+        | MetricSpec::Object { target, .. }
+        | MetricSpec::External { target, .. } => Some(target),
+        MetricSpec::Unknown { .. } => None,
+    };
+    let (source, name, container) = metric_identity(std::slice::from_ref(m), 0);
+    pb::MetricSpec {
+        r#type: source as i32,
+        name,
+        container,
+        target: target.map(metric_target),
+        ..Default::default()
+    }
+}
+
+fn metric_target(t: &MetricTarget) -> pb::MetricTarget {
+    pb::MetricTarget {
+        r#type: match t.target_type {
+            MetricTargetType::Utilization => pb::MetricTargetType::Utilization,
+            MetricTargetType::AverageValue => pb::MetricTargetType::AverageValue,
+            MetricTargetType::Value => pb::MetricTargetType::Value,
+        } as i32,
+        average_utilization: t.average_utilization,
+        average_value_milli: t.average_value,
+        value_milli: t.value,
+    }
+}
+
+fn behavior(b: &Behavior) -> pb::Behavior {
+    pb::Behavior {
+        scale_up: b.scale_up.as_ref().map(scaling_rules),
+        scale_down: b.scale_down.as_ref().map(scaling_rules),
+    }
+}
+
+fn scaling_rules(r: &ScalingRules) -> pb::ScalingRules {
+    pb::ScalingRules {
+        stabilization_window_seconds: r.stabilization_window_seconds,
+        select_policy: match r.select_policy {
+            None => pb::SelectPolicy::Unspecified,
+            Some(SelectPolicy::Max) => pb::SelectPolicy::Max,
+            Some(SelectPolicy::Min) => pb::SelectPolicy::Min,
+            Some(SelectPolicy::Disabled) => pb::SelectPolicy::Disabled,
+        } as i32,
+        policies: r
+            .policies
+            .iter()
+            .flatten()
+            .map(|p| pb::ScalingPolicy {
+                r#type: match p.policy_type {
+                    ScalingPolicyType::Pods => pb::ScalingPolicyType::Pods,
+                    ScalingPolicyType::Percent => pb::ScalingPolicyType::Percent,
+                } as i32,
+                value: p.value,
+                period_seconds: p.period_seconds,
+            })
+            .collect(),
+        policies_set: r.policies.is_some(),
+        tolerance: r.tolerance,
+    }
+}
+
+fn pod(p: &Pod) -> pb::PodSample {
+    let milli = |m: &std::collections::BTreeMap<String, i64>| {
+        m.iter().map(|(k, v)| (k.clone(), *v)).collect()
+    };
+    pb::PodSample {
+        name: p.name.clone(),
+        phase: match p.phase {
+            PodPhase::Running => pb::PodPhase::Running,
+            PodPhase::Pending => pb::PodPhase::Pending,
+            PodPhase::Succeeded => pb::PodPhase::Succeeded,
+            PodPhase::Failed => pb::PodPhase::Failed,
+            PodPhase::Unknown => pb::PodPhase::Unknown,
+        } as i32,
+        deleting: p.deleting,
+        ready: p.ready,
+        ready_transition_time: p.ready_transition.map(to_timestamp),
+        start_time: p.start_time.map(to_timestamp),
+        requests_milli: milli(&p.requests),
+        containers: p
+            .containers
+            .iter()
+            .map(|c| pb::ContainerSample {
+                name: c.name.clone(),
+                requests_milli: milli(&c.requests),
+                usage_milli: milli(&c.usage),
+            })
+            .collect(),
+        metrics: metric_samples(&p.metrics),
+    }
+}
+
+fn metric_samples(
+    samples: &std::collections::BTreeMap<String, MetricSample>,
+) -> HashMap<String, pb::MetricSample> {
+    samples
+        .iter()
+        .map(|(name, s)| {
+            (
+                name.clone(),
+                pb::MetricSample {
+                    value_milli: s.value,
+                    timestamp: Some(to_timestamp(s.timestamp)),
+                    window: Some(duration(s.window)),
+                },
+            )
+        })
+        .collect()
+}
+
+// === RecommendResponse / TargetHistory → engine ===
+
+/// A time the server sent (the server only sends valid ones; anything else reads as the
+/// epoch, which no expectation matches).
+fn time(t: Option<&Timestamp>) -> Time {
+    t.and_then(|t| timestamp(&mut Violations::default(), "", t))
+        .unwrap_or_default()
+}
+
+/// An engine enum from the name the API prints (the engine's serde names are Kubernetes'
+/// words, the same [`super::recommend_response`] sends via `as_str`).
+fn named<T: serde::de::DeserializeOwned>(what: &str, name: &str) -> Result<T, String> {
+    serde_json::from_value(serde_json::Value::String(name.to_owned()))
+        .map_err(|_| format!("unknown {what} {name:?}"))
+}
+
+/// The decision a `Recommend` response reports, for the `spec_metrics` of the request (as
+/// sent, not defaulted: the server names outcomes by [`metric_identity`] of those). Metric
+/// statuses are matched to spec indexes by source type, name and container, in order.
+/// What the wire does not carry (`usage_ratio`, migration extensions) is `None`.
+pub fn decision_from_response(
+    spec_metrics: &[MetricSpec],
+    current_replicas: i32,
+    r: &pb::RecommendResponse,
+) -> Result<Decision, String> {
+    let conditions = r
+        .conditions
+        .iter()
+        .map(|c| {
+            Ok(Condition {
+                condition_type: named::<ConditionType>("condition type", &c.r#type)?,
+                status: match c.status.as_str() {
+                    "True" => true,
+                    "False" => false,
+                    other => return Err(format!("condition status {other:?}")),
+                },
+                reason: named::<ConditionReason>("condition reason", &c.reason)?,
+                message: c.message.clone(),
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    // An empty spec is evaluated as Kubernetes' default metric, index 0.
+    let candidates = spec_metrics.len().max(1);
+    let mut used = vec![false; candidates];
+    let mut metrics = Vec::with_capacity(r.metrics.len());
+    for status in &r.metrics {
+        let index = (0..candidates)
+            .find(|&i| {
+                let (source, name, container) = metric_identity(spec_metrics, i);
+                !used[i]
+                    && source as i32 == status.r#type
+                    && name == status.name
+                    && container == status.container
+            })
+            .ok_or_else(|| format!("metric {:?} is not in the spec", status.name))?;
+        used[index] = true;
+        let result = match status.proposed_replicas {
+            Some(replicas) => Ok(MetricProposal {
+                replicas,
+                current_average_utilization: status.current_average_utilization,
+                current_average_value: status.current_average_value_milli,
+                current_value: status.current_value_milli,
+                usage_ratio: None,
+            }),
+            None => Err(MetricFailure {
+                reason: named::<ConditionReason>("metric failure reason", &status.error_reason)?,
+                message: status.error.clone(),
+            }),
+        };
+        metrics.push(MetricOutcome {
+            index,
+            result,
+            pod_groups: status.pod_groups.as_ref().map(pod_groups),
+        });
+    }
+    let e = r.explanation.clone().unwrap_or_default();
+    let non_empty = |s: String| (!s.is_empty()).then_some(s);
+    Ok(Decision {
+        current_replicas,
+        desired_replicas: r.desired_replicas,
+        conditions,
+        metrics,
+        path: named::<DecisionPath>("decision path", &e.path)?,
+        prenormalized_replicas: e.prenormalized_replicas,
+        stabilized_replicas: e.stabilized_replicas,
+        scale_up_limit: e.scale_up_limit,
+        scale_down_limit: e.scale_down_limit,
+        error: non_empty(e.error),
+        rescale_reason: non_empty(e.rescale_reason),
+        extensions: None,
+    })
+}
+
+/// True when [`super::recommend_response`] turns `decision` back into exactly `response`:
+/// the decoding lost nothing the server sent.
+pub fn response_round_trip(
+    decision: &Decision,
+    spec_metrics: &[MetricSpec],
+    response: &pb::RecommendResponse,
+) -> bool {
+    let now = time(response.evaluation_time.as_ref());
+    recommend_response(decision, spec_metrics, now, response.recorded) == *response
+}
+
+/// The pod groups of a metric status.
+pub fn pod_groups(g: &pb::PodGroups) -> PodGroups {
+    PodGroups {
+        ready_count: g.ready_count,
+        unready: g.unready.clone(),
+        missing: g.missing.clone(),
+        ignored: g.ignored.clone(),
+    }
+}
+
+/// The history a `GetHistory` page reports (recommendations in storage order, scale events).
+/// Extension state is not read back.
+pub fn history_from_target_history(h: &pb::TargetHistory) -> History {
+    let event = |e: &pb::ScaleEventRecord| ScaleEvent {
+        time: time(e.time.as_ref()),
+        replica_change: e.replica_change,
+        outdated: e.outdated,
+    };
+    History {
+        recommendations: Some(
+            h.recommendations
+                .iter()
+                .map(|r| Recommendation {
+                    replicas: r.replicas,
+                    time: time(r.time.as_ref()),
+                })
+                .collect(),
+        ),
+        scale_up_events: h.scale_up_events.iter().map(event).collect(),
+        scale_down_events: h.scale_down_events.iter().map(event).collect(),
+        extensions: None,
+    }
+}
