@@ -35,7 +35,7 @@ use vpa::VpaCase;
 #[derive(Clone, Debug)]
 pub enum Case {
     Hpa(Box<HpaCase>),
-    Vpa(VpaCase),
+    Vpa(Box<VpaCase>),
 }
 
 impl Case {
@@ -66,7 +66,7 @@ impl Case {
     /// A parsed case file: a VPA case when it has a top-level `kind`, an HPA case otherwise.
     pub fn from_value(value: serde_json::Value) -> Result<Case, String> {
         if value.get("kind").is_some() {
-            VpaCase::from_value(value).map(Case::Vpa)
+            VpaCase::from_value(value).map(|c| Case::Vpa(Box::new(c)))
         } else {
             HpaCase::from_value(value).map(|c| Case::Hpa(Box::new(c)))
         }
