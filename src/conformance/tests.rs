@@ -134,3 +134,52 @@ fn later_steps_see_the_history_of_earlier_ones() {
     });
     assert_eq!(run_case_file(&p).status, Status::Passed);
 }
+
+#[test]
+fn malformed_cases_fail_with_their_file_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
+    write("a-not-json.json", "{");
+    write("b-not-an-object.json", "[1, 2]");
+    write(
+        "c-hpa-unknown-field.json",
+        r#"{"name": "c", "spec": {"max_replicas": 1}, "steps": [], "extra": 1}"#,
+    );
+    write(
+        "d-vpa-kind-not-a-string.json",
+        r#"{"name": "d", "kind": 7}"#,
+    );
+    write(
+        "e-vpa-bad-setting.json",
+        r#"{"name": "e", "kind": "amount", "settings": {"nope": 1}}"#,
+    );
+    write(
+        "f-vpa-huge-series.json",
+        r#"{"name": "f", "kind": "recommender", "series": [{"pod": "p", "container": "c",
+            "resource": "cpu", "from_s": 0, "step_s": 60, "count": 1000000000000,
+            "values": [1]}]}"#,
+    );
+    let report = run_dir(dir.path());
+    let lines = report.failing_lines();
+    assert_eq!(
+        (report.passed(), report.failed(), report.skipped()),
+        (0, 6, 0),
+        "{report}"
+    );
+    for (line, (file, why)) in lines.iter().zip([
+        ("a-not-json.json", "invalid JSON"),
+        ("b-not-an-object.json", "invalid case"),
+        ("c-hpa-unknown-field.json", "unknown field `extra`"),
+        ("d-vpa-kind-not-a-string.json", "kind: not a string"),
+        ("e-vpa-bad-setting.json", "settings: nope: unknown setting"),
+        (
+            "f-vpa-huge-series.json",
+            "series.count: 1000000000000 exceeds",
+        ),
+    ]) {
+        assert!(
+            line.starts_with("FAIL ") && line.contains(file) && line.contains(why),
+            "{file}: {line}"
+        );
+    }
+}

@@ -1290,6 +1290,9 @@ fn run_estimator(ctx: &Ctx, case: &Value) -> R {
 
 // === kind: recommender ===
 
+/// The largest `series.count` the runner expands (a month of one-minute samples is 43 200).
+const MAX_SERIES_COUNT: i64 = 10_000_000;
+
 fn expand_observations(ctx: &Ctx, case: &Value) -> Result<Vec<Observation>, String> {
     let mut list: Vec<(f64, Observation)> = Vec::new();
     for s in array(case, "samples")? {
@@ -1308,6 +1311,13 @@ fn expand_observations(ctx: &Ctx, case: &Value) -> Result<Vec<Observation>, Stri
             .collect::<Result<_, _>>()?;
         if values.is_empty() {
             return Err("series.values: empty".into());
+        }
+        // A bound on the samples one case expands to, so that a malformed count fails the
+        // case instead of exhausting memory (the shared cases use at most 11 520).
+        if count > MAX_SERIES_COUNT {
+            return Err(format!(
+                "series.count: {count} exceeds the runner's limit of {MAX_SERIES_COUNT}"
+            ));
         }
         for i in 0..count.max(0) {
             let at_s = from + i as f64 * step;

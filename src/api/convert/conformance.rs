@@ -400,3 +400,163 @@ pub fn history_from_target_history(h: &pb::TargetHistory) -> History {
         extensions: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::engine::{
+        history::History,
+        hpa,
+        observation::Container,
+        spec::{ScalingPolicy, ScalingRules},
+    };
+
+    const NOW: Time = Time::from_unix_secs(1_767_225_600);
+
+    fn inputs() -> (HorizontalSpec, Settings, Observation) {
+        let target = |average_utilization| MetricTarget {
+            target_type: MetricTargetType::Utilization,
+            average_utilization: Some(average_utilization),
+            ..MetricTarget::default()
+        };
+        let spec = HorizontalSpec {
+            min_replicas: Some(1),
+            max_replicas: 10,
+            metrics: vec![
+                MetricSpec::Resource {
+                    name: "cpu".into(),
+                    target: target(50),
+                },
+                MetricSpec::ContainerResource {
+                    name: "cpu".into(),
+                    container: "app".into(),
+                    target: target(60),
+                },
+            ],
+            behavior: Some(Behavior {
+                scale_up: Some(ScalingRules {
+                    stabilization_window_seconds: Some(0),
+                    select_policy: Some(SelectPolicy::Min),
+                    policies: Some(vec![ScalingPolicy {
+                        policy_type: ScalingPolicyType::Percent,
+                        value: 100,
+                        period_seconds: 15,
+                    }]),
+                    tolerance: Some(0.05),
+                }),
+                scale_down: None,
+            }),
+            extensions: None,
+        };
+        let settings = Settings {
+            tolerance: 0.2,
+            scale_up_limit_factor: 8.0,
+            ..Settings::default()
+        };
+        let sample = |value| MetricSample {
+            value: Some(value),
+            timestamp: NOW.plus_secs(-5),
+            window: Duration::from_secs(60),
+        };
+        let pods = (0..3)
+            .map(|i| Pod {
+                name: format!("p{i}"),
+                phase: PodPhase::Running,
+                deleting: false,
+                ready: Some(true),
+                ready_transition: Some(NOW.plus_secs(-600)),
+                start_time: Some(NOW.plus_secs(-700)),
+                requests: BTreeMap::from([("cpu".into(), 1000)]),
+                containers: vec![Container {
+                    name: "app".into(),
+                    requests: BTreeMap::from([("cpu".into(), 1000)]),
+                    usage: BTreeMap::from([("cpu".into(), 900)]),
+                }],
+                metrics: BTreeMap::from([("cpu".into(), sample(900))]),
+            })
+            .collect();
+        let observation = Observation {
+            current_replicas: 3,
+            status_replicas: Some(3),
+            pods,
+            orphan_samples: BTreeMap::from([(
+                "gone".into(),
+                BTreeMap::from([("cpu".into(), sample(100))]),
+            )]),
+            object_metrics: BTreeMap::new(),
+            external_metrics: BTreeMap::new(),
+            unavailable_metrics: Default::default(),
+        };
+        (spec, settings, observation)
+    }
+
+    #[test]
+    fn a_request_reads_back_as_its_inputs_and_a_change_is_named() {
+        let (spec, settings, observation) = inputs();
+        let request = recommend_request_for("t", &spec, &settings, &observation, NOW);
+        let check = |r: &pb::RecommendRequest| {
+            request_round_trip(r, &spec, &settings, &observation, NOW).unwrap()
+        };
+        assert_eq!(check(&request), None);
+
+        let mut changed = request.clone();
+        changed.pods[1].deleting = true;
+        assert_eq!(check(&changed), Some("observation"));
+        let mut changed = request.clone();
+        changed
+            .spec
+            .as_mut()
+            .unwrap()
+            .settings
+            .as_mut()
+            .unwrap()
+            .tolerance = Some(0.1);
+        assert_eq!(check(&changed), Some("spec.settings"));
+        let mut changed = request.clone();
+        changed.spec.as_mut().unwrap().behavior = None;
+        assert_eq!(check(&changed), Some("spec"));
+        let mut changed = request;
+        changed.spec.as_mut().unwrap().max_replicas = 0;
+        assert!(check_err(&changed, &spec, &settings, &observation));
+    }
+
+    fn check_err(
+        r: &pb::RecommendRequest,
+        spec: &HorizontalSpec,
+        settings: &Settings,
+        observation: &Observation,
+    ) -> bool {
+        request_round_trip(r, spec, settings, observation, NOW)
+            .is_err_and(|e| e.contains("spec.max_replicas"))
+    }
+
+    #[test]
+    fn a_response_decodes_to_the_decision_and_a_change_breaks_the_round_trip() {
+        let (spec, settings, observation) = inputs();
+        let decision = hpa::evaluate(&settings, &spec, &observation, &History::default(), NOW)
+            .unwrap()
+            .decision;
+        let response = recommend_response(&decision, &spec.metrics, NOW, true);
+        let decoded = decision_from_response(&spec.metrics, 3, &response).unwrap();
+        assert!(response_round_trip(&decoded, &spec.metrics, &response));
+        assert_eq!(decoded.desired_replicas, decision.desired_replicas);
+        assert_eq!(decoded.conditions, decision.conditions);
+        assert_eq!(decoded.metrics.len(), 2);
+        assert_eq!(decoded.metrics[1].index, 1);
+
+        // A field the decoding does not read back is caught.
+        let mut changed = response.clone();
+        changed.explanation.as_mut().unwrap().limited_by = "Elsewhere".into();
+        let decoded = decision_from_response(&spec.metrics, 3, &changed).unwrap();
+        assert!(!response_round_trip(&decoded, &spec.metrics, &changed));
+        // A status for a metric the spec does not have is an error, not a guess.
+        let mut changed = response;
+        changed.metrics[0].name = "memory".into();
+        assert!(
+            decision_from_response(&spec.metrics, 3, &changed)
+                .is_err_and(|e| e.contains("\"memory\" is not in the spec"))
+        );
+    }
+}
