@@ -280,7 +280,7 @@ fn named<T: serde::de::DeserializeOwned>(what: &str, name: &str) -> Result<T, St
 }
 
 /// The decision a `Recommend` response reports, for the `spec_metrics` of the request (as
-/// sent, not defaulted: the server names outcomes by [`metric_identity`] of those). Metric
+/// sent, not defaulted: the server names outcomes by `metric_identity` of those). Metric
 /// statuses are matched to spec indexes by source type, name and container, in order.
 /// What the wire does not carry (`usage_ratio`, migration extensions) is `None`.
 pub fn decision_from_response(
