@@ -13,6 +13,7 @@
 //!
 //! On the client side (no request context) a response that does not decode stays `INTERNAL`:
 //! then it is the server's fault.
+#![warn(missing_docs, unreachable_pub)]
 
 use std::marker::PhantomData;
 
@@ -28,7 +29,7 @@ use crate::engine::error::InvalidInput;
 
 /// `tonic_prost::ProstCodec` with wire limits and decode failures as `INVALID_ARGUMENT`.
 #[derive(Debug, Clone)]
-pub struct Codec<T, U> {
+pub(crate) struct Codec<T, U> {
     _pd: PhantomData<(T, U)>,
 }
 
@@ -59,7 +60,7 @@ where
 
 /// Decodes `U`, see the module documentation.
 #[derive(Debug, Clone)]
-pub struct Decoder<U> {
+pub(crate) struct Decoder<U> {
     _pd: PhantomData<U>,
 }
 

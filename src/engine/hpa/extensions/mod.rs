@@ -11,6 +11,7 @@
 //!
 //! The state these need between evaluations is one [`ExtensionState`] stored in
 //! `History::extensions`; the decision explains what fired in [`ExtensionReport`].
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod activation;
 pub mod fallback;
