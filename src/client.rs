@@ -182,7 +182,7 @@ fn rpc_error(rpc: &'static str) -> impl FnOnce(tonic::Status) -> ClientError {
 
 /// Runs a client command to completion on a small runtime: its text on stdout and exit 0, or
 /// the error on stderr and exit 1.
-pub fn run(
+pub(crate) fn run(
     command: impl std::future::Future<Output = Result<String, ClientError>>,
 ) -> std::process::ExitCode {
     let result = tokio::runtime::Builder::new_current_thread()
@@ -202,7 +202,7 @@ pub fn run(
 /// Prints `text` and a newline on stdout. A reader that went away (`autoscaled history ... |
 /// head`) ends the command quietly with status 0, as `ls | head` does, instead of the panic
 /// of `println!`; any other write error is reported and exits 1.
-pub fn print_stdout(text: &str) -> std::process::ExitCode {
+pub(crate) fn print_stdout(text: &str) -> std::process::ExitCode {
     use std::io::Write as _;
     let mut out = std::io::stdout().lock();
     match writeln!(out, "{text}").and_then(|()| out.flush()) {
@@ -218,7 +218,7 @@ pub fn print_stdout(text: &str) -> std::process::ExitCode {
 /// Reads the request of `autoscaled recommend`: `file`, with the spec taken from the
 /// `autoscaling/v2` HorizontalPodAutoscaler manifest `hpa` when given (then `file` must not
 /// carry a spec, and an empty `targetKey` becomes the manifest's `namespace/name`).
-pub fn read_request_with_manifest(
+pub(crate) fn read_request_with_manifest(
     file: &Path,
     hpa: Option<&Path>,
 ) -> Result<api::RecommendRequest, ClientError> {
