@@ -23,8 +23,12 @@ pub const DEFAULT_CPU_UTILIZATION: i32 = 80;
 /// `HPAScalingRules` with every field the normalization reads filled in.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CompletedRules {
+    /// The window `stabilizeRecommendationWithBehaviors` looks back over (0 for scale-up,
+    /// 300 for scale-down unless set).
     pub stabilization_window_seconds: i32,
+    /// How the policies combine (`Max` unless set): the most permissive one by default.
     pub select_policy: SelectPolicy,
+    /// The rate policies (`GenerateHPAScale{Up,Down}Rules` defaults when none are given).
     pub policies: Vec<ScalingPolicy>,
     /// Per-direction tolerance (KEP-4951); `None`: the controller tolerance.
     pub tolerance: Option<f64>,
@@ -34,14 +38,18 @@ pub struct CompletedRules {
 /// `maybeInitScaleDownStabilizationWindow`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CompletedBehavior {
+    /// The rules for increases.
     pub scale_up: CompletedRules,
+    /// The rules for decreases.
     pub scale_down: CompletedRules,
 }
 
 /// The spec after `SetDefaults_HorizontalPodAutoscaler`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DefaultedSpec {
+    /// `minReplicas`, 1 when unset (`SetDefaults_HorizontalPodAutoscaler`).
     pub min_replicas: i32,
+    /// `maxReplicas`, required by the API.
     pub max_replicas: i32,
     /// Never empty.
     pub metrics: Vec<MetricSpec>,

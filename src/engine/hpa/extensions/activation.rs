@@ -30,19 +30,21 @@ use crate::engine::{
     time::Time,
 };
 
-/// What activation decides with.
-pub struct Input<'a> {
-    pub settings: &'a Settings,
-    pub spec: &'a HorizontalSpec,
-    pub activation: &'a Activation,
-    pub ext: &'a Extensions,
+/// What activation decides with: the arguments of `evaluate` plus the defaulted values,
+/// gathered so the extension pipeline passes one value (crate-internal: callers use
+/// `hpa::evaluate`).
+pub(crate) struct Input<'a> {
+    pub(crate) settings: &'a Settings,
+    pub(crate) spec: &'a HorizontalSpec,
+    pub(crate) activation: &'a Activation,
+    pub(crate) ext: &'a Extensions,
     /// The defaulted metrics.
-    pub metrics: &'a [MetricSpec],
-    pub observation: &'a Observation,
-    pub history: &'a History,
-    pub now: Time,
+    pub(crate) metrics: &'a [MetricSpec],
+    pub(crate) observation: &'a Observation,
+    pub(crate) history: &'a History,
+    pub(crate) now: Time,
     /// The defaulted `min_replicas`.
-    pub min: i32,
+    pub(crate) min: i32,
 }
 
 /// The value activation compares for a metric (milli-units), `None` when it has none.

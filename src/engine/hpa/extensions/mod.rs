@@ -118,26 +118,35 @@ pub struct MetricFallback {
 pub struct TargetFallback {
     /// Fires when a metric's consecutive failures are strictly more than this.
     pub failure_threshold: u32,
+    /// KEDA `fallback.replicas`: the count the target runs at while fallback is in force.
     pub replicas: i32,
+    /// How `replicas` combines with the current count.
     pub behavior: FallbackBehavior,
 }
 
 /// KEDA `fallback.behavior`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FallbackBehavior {
+    /// `fallback.replicas` as is (KEDA's default).
     #[default]
     Static,
+    /// Keep the current count: fallback freezes the target.
     CurrentReplicas,
+    /// The higher of the current count and `fallback.replicas`: fallback never scales in.
     CurrentReplicasIfHigher,
+    /// The lower of the current count and `fallback.replicas`: fallback never scales out.
     CurrentReplicasIfLower,
 }
 
 /// KEDA `autoscaling.keda.sh/paused-replicas`, `paused-scale-in`, `paused-scale-out`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Pause {
+    /// `paused-replicas`: hold the target at this count, ahead of every other rule.
     pub paused_replicas: Option<i32>,
+    /// `paused-scale-in`: decreases are suppressed.
     #[serde(default)]
     pub scale_in: bool,
+    /// `paused-scale-out`: increases are suppressed.
     #[serde(default)]
     pub scale_out: bool,
 }
@@ -197,6 +206,7 @@ pub struct ExtensionReport {
 pub struct FiredRule {
     /// A stable name, e.g. `fallback.target`, `activation.wake`, `pause.scale_in`.
     pub rule: String,
+    /// Human-readable explanation for the client's report (never matched on).
     pub detail: String,
 }
 
