@@ -32,39 +32,64 @@ pub enum OutputFormat {
 /// Why a client command failed.
 #[derive(Debug, Error)]
 pub enum ClientError {
+    /// A request, spec or trace file cannot be read (or a trace written).
     #[error("cannot read {path}: {source}")]
     Read {
+        /// The file.
         path: String,
+        /// The I/O error.
         source: std::io::Error,
     },
     /// The file is not a valid proto3 JSON encoding of the message.
     #[error("{path} is not a valid {message} in proto3 JSON: {detail}")]
     Json {
+        /// The file.
         path: String,
+        /// The expected message type, e.g. `RecommendRequest`.
         message: &'static str,
+        /// The decoder's complaint.
         detail: String,
     },
     /// The `--hpa` manifest cannot be used as the spec.
     #[error("{path}: {detail}")]
-    Manifest { path: String, detail: String },
+    Manifest {
+        /// The `--hpa` file.
+        path: String,
+        /// What cannot be expressed (see `kube::hpa::ManifestError`).
+        detail: String,
+    },
+    /// `--addr` is not a URI tonic can connect to.
     #[error("invalid server address {addr:?}: {detail}")]
-    Address { addr: String, detail: String },
+    Address {
+        /// The address as given.
+        addr: String,
+        /// Why it is not a URI.
+        detail: String,
+    },
+    /// The connection (TCP or TLS handshake) failed.
     #[error("cannot connect to {addr}: {source}")]
     Connect {
+        /// The address as given.
         addr: String,
+        /// The transport error.
         source: tonic::transport::Error,
     },
     /// The server answered with a non-OK status.
     #[error("{rpc} failed: {code:?}: {message}")]
     Rpc {
+        /// The method, e.g. `Recommend`.
         rpc: &'static str,
+        /// The gRPC status code.
         code: tonic::Code,
+        /// The server's status message.
         message: String,
     },
     /// Only if the embedded descriptor set and the generated code disagree (a build defect).
     #[error("protobuf descriptor mismatch for {message}: {detail}")]
     Descriptor {
+        /// The message type.
         message: &'static str,
+        /// What disagrees.
         detail: String,
     },
 }

@@ -111,10 +111,15 @@ pub const DEFAULT_ETCD_PREFIX: &str = "autoscaled/";
 /// The etcd store's settings (used with `store = etcd`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EtcdConfig {
+    /// `--etcd-endpoints`: client URLs; the etcd client fails over between them.
     pub endpoints: Vec<String>,
+    /// `--etcd-prefix`: every key starts with it, so deployments can share a cluster.
     pub prefix: String,
+    /// `--etcd-ca`: the CA of the members' certificates; set, the connection uses TLS.
     pub ca: Option<PathBuf>,
+    /// `--etcd-cert`: client certificate for etcd's `--client-cert-auth`.
     pub cert: Option<PathBuf>,
+    /// `--etcd-key`: the private key of `cert`.
     pub key: Option<PathBuf>,
 }
 
@@ -397,10 +402,16 @@ struct FileConfig {
 /// Request limits, enforced by `api::convert` (and the message size by tonic).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
+    /// `--max-message-bytes`: tonic refuses larger bodies before decoding them.
     pub max_message_bytes: usize,
+    /// `--max-pods`: pods in one request; bounds the engine's per-request work.
     pub max_pods: usize,
+    /// `--max-metrics`: metrics in one spec.
     pub max_metrics: usize,
+    /// `--max-key-bytes`: a target key is a store key and a log field, so it stays short.
     pub max_key_bytes: usize,
+    /// `--max-samples`: VPA samples and OOM events in one RecordUsage, and pod values in one
+    /// Recommend.
     pub max_samples: usize,
     /// Containers in one request, over all its pods.
     pub max_containers: usize,
@@ -423,13 +434,21 @@ impl Default for Limits {
 /// server is plaintext and allows every call, as before.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SecurityConfig {
+    /// `--tls-cert`: the server certificate chain (PEM); set, the main listener speaks TLS.
     pub tls_cert: Option<PathBuf>,
+    /// `--tls-key`: its private key (PEM).
     pub tls_key: Option<PathBuf>,
+    /// `--tls-client-ca`: CA bundle that client certificates are verified against (mTLS).
     pub tls_client_ca: Option<PathBuf>,
+    /// `--tls-client-auth`: whether a client certificate is required or only verified if sent.
     pub tls_client_auth: ClientAuth,
+    /// `--authz`: the authorization file; set, every call is authenticated and authorized.
     pub authz: Option<PathBuf>,
+    /// `--health-listen`: a second, plaintext listener for kubelet probes when TLS is on.
     pub health_listen: Option<SocketAddr>,
+    /// `--reflection`: who may use server reflection on the main listener.
     pub reflection: Exposure,
+    /// `--health`: who may use the health service on the main listener.
     pub health: Exposure,
     /// Period of the check for changed files; zero: only SIGHUP.
     pub reload_interval: Duration,
@@ -461,16 +480,25 @@ impl SecurityConfig {
 /// The validated configuration of `autoscaled serve`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
+    /// `--listen`: the gRPC listener (port 0: any free port, printed at start).
     pub listen: SocketAddr,
     /// Where the history lives.
     pub store: StoreKind,
     /// The etcd store's settings (used with `store = etcd`).
     pub etcd: EtcdConfig,
+    /// `--data-dir`: the sled database folder (created if missing, never replaced).
     pub data_dir: PathBuf,
+    /// `--durability`: whether an answer waits for its write to reach the disk.
     pub durability: Durability,
+    /// `--flush-interval-ms`: relaxed mode's flush period (what a crash may lose).
     pub flush_interval: Duration,
+    /// `--trust-request-time`: use the request's evaluation time instead of the server clock
+    /// (replays and tests; a production server decides `now` itself).
     pub trust_request_time: bool,
+    /// `--shutdown-grace-secs`: bound on the drain of in-flight calls at shutdown.
     pub shutdown_grace: Duration,
+    /// `--decision-log-len`: decisions kept per target, so a target's log cannot grow without
+    /// bound.
     pub decision_log_len: usize,
     /// Recommendations and scale events older than this are pruned (see `store::prune`).
     pub history_retention: Duration,
@@ -480,11 +508,16 @@ pub struct Config {
     pub max_pod_names: usize,
     /// sled's page cache, MiB.
     pub cache_mb: u64,
+    /// Request size and count limits (`api::convert`, `api::wire_limits`).
     pub limits: Limits,
     /// Calls served at once and calls waiting (`crate::overload`).
     pub max_concurrent_requests: usize,
+    /// `--max-queued-requests`: calls waiting for a slot; beyond, RESOURCE_EXHAUSTED with a
+    /// retry delay.
     pub max_queued_requests: usize,
+    /// `--log`: tracing `EnvFilter` directives.
     pub log: String,
+    /// `--log-format`: text or JSON lines.
     pub log_format: LogFormat,
     /// OTLP/gRPC collector to export spans to; `None`: no export.
     pub otlp_endpoint: Option<String>,

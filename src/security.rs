@@ -23,15 +23,27 @@ use crate::{
 /// Why the security material cannot be loaded at start-up.
 #[derive(Debug, Error)]
 pub enum SecurityError {
+    /// The TLS certificate, key or client CA cannot be used.
     #[error(transparent)]
     Tls(#[from] TlsError),
+    /// `--authz` names a file that cannot be read.
     #[error("cannot read the authorization file {path}: {source}")]
     AuthzRead {
+        /// The `--authz` file.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
+    /// The authorization file is read but invalid: the server refuses to start rather than
+    /// run with a policy other than the one written.
     #[error("invalid authorization file {path}: {source}")]
-    Authz { path: PathBuf, source: PolicyError },
+    Authz {
+        /// The `--authz` file.
+        path: PathBuf,
+        /// What is wrong in it.
+        source: PolicyError,
+    },
+    /// SIGHUP (reload) cannot be handled, so reloads would silently not happen.
     #[error("cannot install the SIGHUP handler: {0}")]
     Signal(std::io::Error),
 }

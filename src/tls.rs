@@ -55,14 +55,33 @@ pub(crate) struct TlsFiles {
 /// Why the TLS material cannot be used.
 #[derive(Debug, Error)]
 pub enum TlsError {
+    /// A certificate, key or CA file cannot be read.
     #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: io::Error },
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// A file is read but holds no usable PEM item (no certificate, no private key).
     #[error("{path}: {message}")]
-    Pem { path: PathBuf, message: String },
+    Pem {
+        /// The file.
+        path: PathBuf,
+        /// What is missing or malformed.
+        message: String,
+    },
+    /// rustls rejects the combination (e.g. the key does not match the certificate).
     #[error("TLS configuration: {0}")]
     Rustls(#[from] rustls::Error),
+    /// The client CA bundle (for mTLS) cannot build a verifier.
     #[error("client CA {path}: {message}")]
-    ClientCa { path: PathBuf, message: String },
+    ClientCa {
+        /// The bundle.
+        path: PathBuf,
+        /// Why the verifier refuses it.
+        message: String,
+    },
 }
 
 /// The current `ServerConfig` and a fingerprint of the file contents it was built from.

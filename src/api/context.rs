@@ -29,7 +29,10 @@ tokio::task_local! {
 }
 
 /// Runs `future` with `context` visible to [`with`], [`deadline_passed`] and the codec.
-pub(crate) fn scope<F: Future>(context: RequestContext, future: F) -> impl Future<Output = F::Output> {
+pub(crate) fn scope<F: Future>(
+    context: RequestContext,
+    future: F,
+) -> impl Future<Output = F::Output> {
     CONTEXT.scope(context, future)
 }
 

@@ -63,7 +63,9 @@ impl Default for SimulateOptions {
 /// The `[from, to)` window of returned steps.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Window {
+    /// The first instant included; `None`: from the trace's (or history's) start.
     pub from: Option<Time>,
+    /// The first instant excluded; `None`: to its end.
     pub to: Option<Time>,
 }
 

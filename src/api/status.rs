@@ -18,7 +18,12 @@ pub enum ApiError {
     InvalidArgument(Vec<InvalidInput>),
     /// The request is larger than a configured limit (pods, metrics).
     #[error("{field}: {message}")]
-    ResourceExhausted { field: String, message: String },
+    ResourceExhausted {
+        /// The request field over its limit, e.g. `observation.pods`.
+        field: String,
+        /// The limit and how to raise it.
+        message: String,
+    },
     /// The target has no stored history.
     #[error("no history stored for target {0:?}")]
     TargetNotFound(String),
@@ -32,7 +37,9 @@ pub enum ApiError {
     /// is shorter than the expected wait): retry after about `retry_after_ms`.
     #[error("{message}")]
     Overloaded {
+        /// What the client sees in the status message.
         message: String,
+        /// The expected wait, sent as `google.rpc.RetryInfo` so clients back off by it.
         retry_after_ms: u64,
     },
     /// The caller's deadline passed before the work was done; nothing was stored.

@@ -156,7 +156,11 @@ impl KeyFilter {
 
     /// The keys `caller` may `verb` (read, for the List RPCs). Fails like [`authorize`] when
     /// enforcing and the caller has no identity.
-    pub(crate) fn for_caller(caller: Option<&Caller>, enforce: bool, verb: Verb) -> Result<Self, Status> {
+    pub(crate) fn for_caller(
+        caller: Option<&Caller>,
+        enforce: bool,
+        verb: Verb,
+    ) -> Result<Self, Status> {
         if !enforce {
             return Ok(KeyFilter::all());
         }

@@ -74,7 +74,12 @@ pub enum PolicyError {
     Parse(String),
     /// A value is wrong; `entry` is e.g. `rule[2].verbs`.
     #[error("{entry}: {message}")]
-    Invalid { entry: String, message: String },
+    Invalid {
+        /// Where in the file, e.g. `rule[2].verbs` or `token[0].sha256`.
+        entry: String,
+        /// The rule it breaks.
+        message: String,
+    },
 }
 
 #[derive(Debug, Deserialize)]

@@ -23,7 +23,12 @@ pub enum ManifestError {
     Parse(String),
     /// Well-formed, but not something the spec can say.
     #[error("{field}: {message}")]
-    Invalid { field: String, message: String },
+    Invalid {
+        /// The manifest's field, in its own camelCase path (`spec.metrics[0].type`).
+        field: String,
+        /// Why it cannot be expressed.
+        message: String,
+    },
 }
 
 fn invalid(field: impl Into<String>, message: impl Into<String>) -> ManifestError {

@@ -19,7 +19,10 @@ use serde_json::Value;
 use super::quantity::parse_milli;
 
 /// Rewrites quantities in `value`, a JSON encoding of `message`; errors name the field.
-pub(crate) fn normalize_quantities(message: &MessageDescriptor, value: &mut Value) -> Result<(), String> {
+pub(crate) fn normalize_quantities(
+    message: &MessageDescriptor,
+    value: &mut Value,
+) -> Result<(), String> {
     walk_message(message, value, "")
 }
 

@@ -23,7 +23,10 @@ fn pool() -> &'static DescriptorPool {
 }
 
 /// Parses a trace; errors name `FILE:LINE`.
-pub(crate) fn parse_trace(text: &str, origin: &str) -> Result<Vec<api::RecommendRequest>, ClientError> {
+pub(crate) fn parse_trace(
+    text: &str,
+    origin: &str,
+) -> Result<Vec<api::RecommendRequest>, ClientError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -98,4 +101,3 @@ pub(crate) fn to_line(request: &api::RecommendRequest) -> Result<String, ClientE
         .map_err(|e| descriptor_error(e.to_string()))?;
     String::from_utf8(serializer.into_inner()).map_err(|e| descriptor_error(e.to_string()))
 }
-

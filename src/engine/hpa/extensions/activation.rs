@@ -74,7 +74,7 @@ fn activation_value(metric: &MetricSpec, observation: &Observation) -> Option<i6
 }
 
 /// Whether the target is active, with the sentence that says why.
-pub fn is_active(
+pub(crate) fn is_active(
     ext: &Extensions,
     metrics: &[MetricSpec],
     outcomes: &[MetricOutcome],
@@ -159,7 +159,7 @@ fn step(input: &Input<'_>, to: i32, clamp: Option<(i32, i32)>, reason: &str) -> 
 }
 
 /// Activation's decision, the HPA's inside the 1↔N range.
-pub fn decide(
+pub(crate) fn decide(
     input: Input<'_>,
     outcomes: Vec<MetricOutcome>,
     clamp: Option<(i32, i32)>,

@@ -28,7 +28,7 @@ use crate::engine::{
 
 /// Counts this evaluation's failures (a success resets a metric) and forgets metrics that
 /// are no longer in the spec.
-pub fn update_health(
+pub(crate) fn update_health(
     state: &mut ExtensionState,
     metrics: &[MetricSpec],
     outcomes: &[MetricOutcome],
@@ -54,7 +54,11 @@ pub fn update_health(
 }
 
 /// KEDA's count for `behavior`.
-pub fn target_fallback_replicas(behavior: FallbackBehavior, replicas: i32, current: i32) -> i32 {
+pub(crate) fn target_fallback_replicas(
+    behavior: FallbackBehavior,
+    replicas: i32,
+    current: i32,
+) -> i32 {
     match behavior {
         FallbackBehavior::Static => replicas,
         FallbackBehavior::CurrentReplicas => current,
@@ -65,7 +69,7 @@ pub fn target_fallback_replicas(behavior: FallbackBehavior, replicas: i32, curre
 
 /// Replaces the proposals of failed metrics whose fallback is due; returns the conditions to
 /// report.
-pub fn apply(
+pub(crate) fn apply(
     ext: &Extensions,
     state: &ExtensionState,
     metrics: &[MetricSpec],

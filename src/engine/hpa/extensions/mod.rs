@@ -221,7 +221,7 @@ impl ExtensionReport {
 
 /// The key a metric's health is stored under: its type and name (and container), so that
 /// reordering the spec keeps it.
-pub fn metric_key(metric: &MetricSpec) -> String {
+pub(crate) fn metric_key(metric: &MetricSpec) -> String {
     match metric {
         MetricSpec::Resource { name, .. } => format!("Resource/{name}"),
         MetricSpec::ContainerResource {
@@ -237,7 +237,7 @@ pub fn metric_key(metric: &MetricSpec) -> String {
 // === validation ===
 
 /// Rejects extension input that makes no sense, naming the field as the API does.
-pub fn validate(spec: &HorizontalSpec, ext: &Extensions) -> Result<(), InvalidInput> {
+pub(crate) fn validate(spec: &HorizontalSpec, ext: &Extensions) -> Result<(), InvalidInput> {
     let min = spec.min_replicas.unwrap_or(1);
     if ext.scale_to_zero && min == 0 {
         scale_to_zero::validate(spec)?;
@@ -316,7 +316,7 @@ pub fn validate(spec: &HorizontalSpec, ext: &Extensions) -> Result<(), InvalidIn
 /// evaluated once and fallback replaces failed metrics' proposals; then activation (KEDA)
 /// or the scale-to-zero rules decide the 0↔1 step, and the HPA reconciliation the rest, with
 /// pause of scale-in/out clamping the applied count.
-pub fn evaluate(
+pub(crate) fn evaluate(
     settings: &Settings,
     spec: &HorizontalSpec,
     ext: &Extensions,

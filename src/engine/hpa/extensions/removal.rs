@@ -125,7 +125,7 @@ fn usage_ratio(pod: &Pod, metric: &MetricSpec) -> Option<f64> {
 }
 
 /// The candidates for a scale-down from `current` to `desired` (empty otherwise).
-pub fn candidates(
+pub(crate) fn candidates(
     metrics: &[MetricSpec],
     outcomes: &[MetricOutcome],
     observation: &Observation,

@@ -22,7 +22,7 @@ use crate::engine::{
 
 /// `validateHorizontalPodAutoscalerSpec` with the gate on: `minReplicas: 0` is only valid
 /// with at least one Object or External metric.
-pub fn validate(spec: &HorizontalSpec) -> Result<(), InvalidInput> {
+pub(crate) fn validate(spec: &HorizontalSpec) -> Result<(), InvalidInput> {
     if has_object_or_external(&spec.metrics) {
         Ok(())
     } else {
@@ -34,14 +34,14 @@ pub fn validate(spec: &HorizontalSpec) -> Result<(), InvalidInput> {
 }
 
 /// Whether any metric is Object or External.
-pub fn has_object_or_external(metrics: &[MetricSpec]) -> bool {
+pub(crate) fn has_object_or_external(metrics: &[MetricSpec]) -> bool {
     metrics
         .iter()
         .any(|m| matches!(m, MetricSpec::Object { .. } | MetricSpec::External { .. }))
 }
 
 /// A target at 0 that we did not scale to zero: left alone, as upstream's disabled rule.
-pub fn paused_at_zero(
+pub(crate) fn paused_at_zero(
     settings: &Settings,
     spec: &HorizontalSpec,
     history: &History,
@@ -64,7 +64,7 @@ pub fn paused_at_zero(
 }
 
 /// Records whether zero is our decision and sets `ScaledToZero` as upstream does.
-pub fn track(
+pub(crate) fn track(
     e: &mut Evaluation,
     ext: &Extensions,
     metrics: &[MetricSpec],

@@ -10,7 +10,7 @@ use crate::engine::{observation::Observation, time::Time};
 
 /// The observation without the pod and orphan samples taken before `now - max_age`
 /// (strictly before: a sample exactly `max_age` old is still used), and how many were dropped.
-pub fn drop_stale_samples(
+pub(crate) fn drop_stale_samples(
     observation: &Observation,
     max_age: Duration,
     now: Time,
