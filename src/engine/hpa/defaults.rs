@@ -102,7 +102,7 @@ pub fn default_metric() -> MetricSpec {
 /// `GenerateHPAScaleUpRules`: window 0, select Max, policies `[{Pods, 4, 15 s},
 /// {Percent, 100, 15 s}]`, each overridden by the user's non-nil field. A present but empty
 /// policy list stays empty (only nil is replaced).
-pub fn generate_scale_up_rules(rules: Option<&ScalingRules>) -> ScalingRules {
+pub(crate) fn generate_scale_up_rules(rules: Option<&ScalingRules>) -> ScalingRules {
     let defaults = ScalingRules {
         stabilization_window_seconds: Some(0),
         select_policy: Some(SelectPolicy::Max),
@@ -125,7 +125,7 @@ pub fn generate_scale_up_rules(rules: Option<&ScalingRules>) -> ScalingRules {
 
 /// `GenerateHPAScaleDownRules`: window unset (the controller fills it in), select Max,
 /// policies `[{Percent, 100, 15 s}]`, each overridden by the user's non-nil field.
-pub fn generate_scale_down_rules(rules: Option<&ScalingRules>) -> ScalingRules {
+pub(crate) fn generate_scale_down_rules(rules: Option<&ScalingRules>) -> ScalingRules {
     let defaults = ScalingRules {
         stabilization_window_seconds: None,
         select_policy: Some(SelectPolicy::Max),
@@ -142,7 +142,7 @@ pub fn generate_scale_down_rules(rules: Option<&ScalingRules>) -> ScalingRules {
 /// `maybeInitScaleDownStabilizationWindow`: a behavior whose scale-down rules have no window
 /// gets the controller's `--horizontal-pod-autoscaler-downscale-stabilization`, in whole
 /// seconds (`int32(window.Seconds())`, saturating here instead of wrapping).
-pub fn maybe_init_scale_down_stabilization_window(behavior: &mut Behavior, settings: &Settings) {
+pub(crate) fn maybe_init_scale_down_stabilization_window(behavior: &mut Behavior, settings: &Settings) {
     if let Some(scale_down) = behavior.scale_down.as_mut()
         && scale_down.stabilization_window_seconds.is_none()
     {

@@ -95,7 +95,7 @@ pub fn memory_amount_from_bytes(bytes: f64) -> ResourceAmount {
 }
 
 /// Upstream `BytesFromMemoryAmount`.
-pub fn bytes_from_memory_amount(bytes: ResourceAmount) -> f64 {
+pub(crate) fn bytes_from_memory_amount(bytes: ResourceAmount) -> f64 {
     bytes as f64
 }
 

@@ -80,7 +80,7 @@ impl EstimatorChain {
 }
 
 /// The percentile estimator for `resource`.
-pub fn percentile_amount(
+pub(crate) fn percentile_amount(
     resource: Resource,
     state: &AggregateContainerState,
     p: f64,
@@ -92,7 +92,7 @@ pub fn percentile_amount(
 }
 
 /// One wrapper applied to `x`.
-pub fn apply_step(
+pub(crate) fn apply_step(
     step: EstimatorStep,
     x: ResourceAmount,
     state: &AggregateContainerState,

@@ -12,7 +12,7 @@ use super::settings::{MAX_DURATION, SettingsError, VpaSettings};
 use super::time::duration_nanos;
 
 /// The container name of the default policy.
-pub const DEFAULT_CONTAINER_NAME: &str = "*";
+pub(crate) const DEFAULT_CONTAINER_NAME: &str = "*";
 
 /// `ContainerScalingMode`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,7 +59,7 @@ pub struct PodResourcePolicy {
 impl PodResourcePolicy {
     /// `GetContainerResourcePolicy`: the policy named after the container, else the `*` one,
     /// else none.
-    pub fn for_container(&self, container_name: &str) -> Option<&ContainerResourcePolicy> {
+    pub(crate) fn for_container(&self, container_name: &str) -> Option<&ContainerResourcePolicy> {
         let mut default = None;
         for p in &self.container_policies {
             if p.container_name == container_name {
