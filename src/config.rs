@@ -3,8 +3,8 @@
 //! the only module that reads the environment.
 //!
 //! Every knob is documented with its unit and default, and `autoscaled serve --help` shows the
-//! same text. [`ServeArgs::load`] turns the three sources into one validated [`Config`]; any
-//! error is a [`ConfigError`], which `main` reports and answers with exit status 64
+//! same text. `ServeArgs::load` turns the three sources into one validated [`Config`]; any
+//! error is a `ConfigError`, which `main` reports and answers with exit status 64
 //! (`EX_USAGE`), as linkerd2-proxy does for bad configuration.
 #![warn(missing_docs, unreachable_pub)]
 

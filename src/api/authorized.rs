@@ -1,7 +1,7 @@
-//! The per-key half of authorization: [`Authorized`] wraps a service and, before its handler
+//! The per-key half of authorization: `Authorized` wraps a service and, before its handler
 //! runs, checks the caller's verb on the request's target key (`auth::authorize`), so a
 //! denied call stores nothing. The List RPCs return only the keys the caller may read, with
-//! pagination kept correct (see [`filtered_page`]); every delete is audited.
+//! pagination kept correct (see `filtered_page`); every delete is audited.
 //!
 //! The handlers themselves know nothing of authorization: the authentication and the verb of
 //! each method are decided once by `auth::layer`, the key check once here.

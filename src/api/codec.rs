@@ -1,10 +1,10 @@
 //! The gRPC codec of the generated services and clients (`build.rs` sets it with
 //! `tonic_prost_build::Builder::codec_path`): prost encoding and decoding, as
 //! `tonic_prost::ProstCodec`, with two differences on the server side (inside a request's
-//! [`context`](super::context)):
+//! [`context`]):
 //!
 //! * before decoding, the body is checked against the count limits on the wire
-//!   ([`wire_limits`](super::wire_limits)), so prost never allocates for a request that
+//!   ([`wire_limits`]), so prost never allocates for a request that
 //!   breaks them;
 //! * a body that does not decode (bad wire format, a string that is not UTF-8) is the
 //!   client's mistake: `INVALID_ARGUMENT`, logged at debug with the peer. `ProstCodec` answers

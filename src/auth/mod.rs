@@ -1,17 +1,17 @@
 //! Authentication and authorization, enforced in one place:
 //!
-//! * [`layer::AuthLayer`] (a tower layer in front of every service) authenticates the call (the
+//! * `layer::AuthLayer` (a tower layer in front of every service) authenticates the call (the
 //!   bearer token of the `authorization` metadata, else the mTLS identity of the connection),
 //!   answers UNAUTHENTICATED when a call that needs an identity has none, keeps health and
-//!   reflection open or closed as configured, and puts the [`Caller`] in the request's
+//!   reflection open or closed as configured, and puts the `Caller` in the request's
 //!   extensions;
-//! * [`authorize`] is the one per-call check of a verb on a target key, called by the
+//! * `authorize` is the one per-call check of a verb on a target key, called by the
 //!   `api::authorized` wrappers (the key is inside the request body, which the layer does not
-//!   decode) before the handler runs; [`KeyFilter`] restricts the List RPCs to readable keys.
+//!   decode) before the handler runs; `KeyFilter` restricts the List RPCs to readable keys.
 //!
 //! A denial is PERMISSION_DENIED naming the verb and the key, counted in
 //! `autoscaled_authz_denied_total`, and logged on the `autoscaled::audit` target with the
-//! identity, as is every delete (see [`audit`]).
+//! identity, as is every delete (see `audit`).
 //!
 //! This module depends only on `config` (the enums of the flags) and `metrics`, so the API
 //! layer can call it.
@@ -154,7 +154,7 @@ impl KeyFilter {
         KeyFilter { prefixes: None }
     }
 
-    /// The keys `caller` may `verb` (read, for the List RPCs). Fails like [`authorize`] when
+    /// The keys `caller` may `verb` (read, for the List RPCs). Fails like `authorize` when
     /// enforcing and the caller has no identity.
     pub(crate) fn for_caller(
         caller: Option<&Caller>,

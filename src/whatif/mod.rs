@@ -5,8 +5,8 @@
 //!
 //! * [`trace`]: trace files (one `RecommendRequest` per line, proto3 JSON);
 //! * [`plot`]: the SVG picture (plotters);
-//! * [`record`]: the recording proxy;
-//! * [`report`]: the HTML report.
+//! * `record`: the recording proxy;
+//! * `report`: the HTML report.
 #![warn(missing_docs, unreachable_pub)]
 
 #[allow(missing_docs, unreachable_pub)] // not yet: another helper's module (issue 15)

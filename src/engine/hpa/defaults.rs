@@ -142,7 +142,10 @@ pub(crate) fn generate_scale_down_rules(rules: Option<&ScalingRules>) -> Scaling
 /// `maybeInitScaleDownStabilizationWindow`: a behavior whose scale-down rules have no window
 /// gets the controller's `--horizontal-pod-autoscaler-downscale-stabilization`, in whole
 /// seconds (`int32(window.Seconds())`, saturating here instead of wrapping).
-pub(crate) fn maybe_init_scale_down_stabilization_window(behavior: &mut Behavior, settings: &Settings) {
+pub(crate) fn maybe_init_scale_down_stabilization_window(
+    behavior: &mut Behavior,
+    settings: &Settings,
+) {
     if let Some(scale_down) = behavior.scale_down.as_mut()
         && scale_down.stabilization_window_seconds.is_none()
     {

@@ -14,10 +14,10 @@ use serde::{Deserialize, Serialize};
 use super::time::Timestamp;
 
 /// `MaxCheckpointWeight`: the largest stored bucket weight.
-pub(crate) const MAX_CHECKPOINT_WEIGHT: u32 = 10_000;
+pub const MAX_CHECKPOINT_WEIGHT: u32 = 10_000;
 
 /// `SupportedCheckpointVersion`.
-pub(crate) const SUPPORTED_CHECKPOINT_VERSION: &str = "v3";
+pub const SUPPORTED_CHECKPOINT_VERSION: &str = "v3";
 
 /// Upstream `HistogramCheckpoint`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

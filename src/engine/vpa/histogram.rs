@@ -9,7 +9,7 @@ use super::gomath::go_pow;
 
 /// Upper bound on the number of buckets a scheme may have: protects the service from a
 /// caller-supplied scheme that would allocate gigabytes (the recommender's own have 176).
-pub(crate) const MAX_BUCKETS: usize = 100_000;
+pub const MAX_BUCKETS: usize = 100_000;
 
 /// Errors of histogram construction and operations. Upstream panics on most of these; we
 /// return them so that bad input never panics.

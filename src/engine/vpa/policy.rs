@@ -12,7 +12,7 @@ use super::settings::{MAX_DURATION, SettingsError, VpaSettings};
 use super::time::duration_nanos;
 
 /// The container name of the default policy.
-pub(crate) const DEFAULT_CONTAINER_NAME: &str = "*";
+pub const DEFAULT_CONTAINER_NAME: &str = "*";
 
 /// `ContainerScalingMode`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -69,7 +69,7 @@ impl BoundEstimators {
 }
 
 /// The three estimators of `CreatePodResourceRecommender` (before the pod minimum, which
-/// depends on the number of containers and is added by [`recommend_pod`]).
+/// depends on the number of containers and is added by `recommend_pod`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PodEstimators {
     /// Target: percentile + margin.

@@ -221,7 +221,7 @@ impl ExtensionReport {
 
 /// The key a metric's health is stored under: its type and name (and container), so that
 /// reordering the spec keeps it.
-pub(crate) fn metric_key(metric: &MetricSpec) -> String {
+pub fn metric_key(metric: &MetricSpec) -> String {
     match metric {
         MetricSpec::Resource { name, .. } => format!("Resource/{name}"),
         MetricSpec::ContainerResource {
