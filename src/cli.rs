@@ -1,5 +1,6 @@
 //! The command line (clap structs) and what each subcommand runs. `main.rs` only parses and
 //! dispatches, so a new subcommand is one enum variant and one function here.
+#![warn(missing_docs, unreachable_pub)]
 
 use std::{io::Write, path::PathBuf, process::ExitCode};
 
@@ -12,12 +13,12 @@ use crate::config::{EX_USAGE, ServeArgs};
 #[command(name = "autoscaled", version, about)]
 pub struct Cli {
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 /// Subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Serve the gRPC API (HorizontalAutoscaler, VerticalAutoscaler, health, reflection).
     Serve(Box<ServeArgs>),
     /// Run the conformance cases of a folder through the engine; exit 1 on failures.
@@ -42,46 +43,46 @@ pub enum Command {
 
 /// `autoscaled recommend --addr ADDR --file REQUEST.json`.
 #[derive(Debug, clap::Args)]
-pub struct RecommendArgs {
+pub(crate) struct RecommendArgs {
     /// Server address (`host:port` or `http://host:port`).
     #[arg(long, value_name = "ADDR", default_value = crate::config::DEFAULT_LISTEN)]
-    pub addr: String,
+    pub(crate) addr: String,
     /// The request in the proto3 JSON mapping (see examples/recommend.json); quantities may
     /// be written the Kubernetes way (`"requests": {"cpu": "500m"}`).
     #[arg(long, value_name = "REQUEST.json")]
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     /// Take the spec from this autoscaling/v2 HorizontalPodAutoscaler manifest (YAML, as
     /// `kubectl get hpa NAME -o yaml` prints it); the request file then carries no spec.
     #[arg(long, value_name = "HPA.yaml")]
-    pub hpa: Option<PathBuf>,
+    pub(crate) hpa: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t)]
-    pub output: crate::client::OutputFormat,
+    pub(crate) output: crate::client::OutputFormat,
     #[command(flatten)]
-    pub security: crate::client_security::ClientSecurity,
+    pub(crate) security: crate::client_security::ClientSecurity,
 }
 
 /// `autoscaled history --addr ADDR TARGET_KEY`.
 #[derive(Debug, clap::Args)]
-pub struct HistoryArgs {
+pub(crate) struct HistoryArgs {
     /// Server address (`host:port` or `http://host:port`).
     #[arg(long, value_name = "ADDR", default_value = crate::config::DEFAULT_LISTEN)]
-    pub addr: String,
-    pub target_key: String,
+    pub(crate) addr: String,
+    pub(crate) target_key: String,
     #[arg(long, value_enum, default_value_t)]
-    pub output: crate::client::OutputFormat,
+    pub(crate) output: crate::client::OutputFormat,
     #[command(flatten)]
-    pub security: crate::client_security::ClientSecurity,
+    pub(crate) security: crate::client_security::ClientSecurity,
 }
 
 /// `autoscaled conformance DIR`.
 #[derive(Debug, clap::Args)]
-pub struct ConformanceArgs {
+pub(crate) struct ConformanceArgs {
     /// Folder of conformance case files (e.g. conformance/hpa).
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// Send the HPA cases through the server at ADDR (started with --trust-request-time)
     /// instead of the engine.
     #[arg(long, value_name = "ADDR")]
-    pub grpc: Option<String>,
+    pub(crate) grpc: Option<String>,
 }
 
 /// Parses the command line; bad usage exits 64 (`EX_USAGE`), `--help`/`--version` exit 0.
@@ -123,7 +124,7 @@ pub fn run(cli: Cli) -> ExitCode {
 
 /// The README's configuration table, from the `serve` arguments: flag, variable, TOML key,
 /// default (the `[default: ...]` of the help text) and meaning.
-pub fn config_table() -> String {
+pub(crate) fn config_table() -> String {
     use clap::CommandFactory;
     let command = Cli::command();
     let serve = command

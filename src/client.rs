@@ -6,6 +6,7 @@
 //! embeds, so the files are the ones any other gRPC tool (grpcurl, a Go client) reads and
 //! writes. The text output follows `kubectl describe hpa`, so that what operators know from
 //! Kubernetes reads the same here.
+#![warn(missing_docs, unreachable_pub)]
 
 use std::{fmt::Write as _, path::Path, sync::OnceLock};
 
@@ -31,39 +32,64 @@ pub enum OutputFormat {
 /// Why a client command failed.
 #[derive(Debug, Error)]
 pub enum ClientError {
+    /// A request, spec or trace file cannot be read (or a trace written).
     #[error("cannot read {path}: {source}")]
     Read {
+        /// The file.
         path: String,
+        /// The I/O error.
         source: std::io::Error,
     },
     /// The file is not a valid proto3 JSON encoding of the message.
     #[error("{path} is not a valid {message} in proto3 JSON: {detail}")]
     Json {
+        /// The file.
         path: String,
+        /// The expected message type, e.g. `RecommendRequest`.
         message: &'static str,
+        /// The decoder's complaint.
         detail: String,
     },
     /// The `--hpa` manifest cannot be used as the spec.
     #[error("{path}: {detail}")]
-    Manifest { path: String, detail: String },
+    Manifest {
+        /// The `--hpa` file.
+        path: String,
+        /// What cannot be expressed (see `kube::hpa::ManifestError`).
+        detail: String,
+    },
+    /// `--addr` is not a URI tonic can connect to.
     #[error("invalid server address {addr:?}: {detail}")]
-    Address { addr: String, detail: String },
+    Address {
+        /// The address as given.
+        addr: String,
+        /// Why it is not a URI.
+        detail: String,
+    },
+    /// The connection (TCP or TLS handshake) failed.
     #[error("cannot connect to {addr}: {source}")]
     Connect {
+        /// The address as given.
         addr: String,
+        /// The transport error.
         source: tonic::transport::Error,
     },
     /// The server answered with a non-OK status.
     #[error("{rpc} failed: {code:?}: {message}")]
     Rpc {
+        /// The method, e.g. `Recommend`.
         rpc: &'static str,
+        /// The gRPC status code.
         code: tonic::Code,
+        /// The server's status message.
         message: String,
     },
     /// Only if the embedded descriptor set and the generated code disagree (a build defect).
     #[error("protobuf descriptor mismatch for {message}: {detail}")]
     Descriptor {
+        /// The message type.
         message: &'static str,
+        /// What disagrees.
         detail: String,
     },
 }
@@ -181,7 +207,7 @@ fn rpc_error(rpc: &'static str) -> impl FnOnce(tonic::Status) -> ClientError {
 
 /// Runs a client command to completion on a small runtime: its text on stdout and exit 0, or
 /// the error on stderr and exit 1.
-pub fn run(
+pub(crate) fn run(
     command: impl std::future::Future<Output = Result<String, ClientError>>,
 ) -> std::process::ExitCode {
     let result = tokio::runtime::Builder::new_current_thread()
@@ -201,7 +227,7 @@ pub fn run(
 /// Prints `text` and a newline on stdout. A reader that went away (`autoscaled history ... |
 /// head`) ends the command quietly with status 0, as `ls | head` does, instead of the panic
 /// of `println!`; any other write error is reported and exits 1.
-pub fn print_stdout(text: &str) -> std::process::ExitCode {
+pub(crate) fn print_stdout(text: &str) -> std::process::ExitCode {
     use std::io::Write as _;
     let mut out = std::io::stdout().lock();
     match writeln!(out, "{text}").and_then(|()| out.flush()) {
@@ -217,7 +243,7 @@ pub fn print_stdout(text: &str) -> std::process::ExitCode {
 /// Reads the request of `autoscaled recommend`: `file`, with the spec taken from the
 /// `autoscaling/v2` HorizontalPodAutoscaler manifest `hpa` when given (then `file` must not
 /// carry a spec, and an empty `targetKey` becomes the manifest's `namespace/name`).
-pub fn read_request_with_manifest(
+pub(crate) fn read_request_with_manifest(
     file: &Path,
     hpa: Option<&Path>,
 ) -> Result<api::RecommendRequest, ClientError> {

@@ -2,13 +2,14 @@
 //! `autoscaled recommend` and `autoscaled history`: which rules fired, the removal
 //! candidates and the stored counters. Empty without extensions, so existing output is
 //! unchanged.
+#![warn(missing_docs, unreachable_pub)]
 
 use std::fmt::Write as _;
 
 use crate::pb::v1 as api;
 
 /// An `Extensions:` section, or nothing when the decision had none.
-pub fn describe_extensions(report: Option<&api::ExtensionReport>) -> String {
+pub(crate) fn describe_extensions(report: Option<&api::ExtensionReport>) -> String {
     let Some(r) = report else {
         return String::new();
     };

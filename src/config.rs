@@ -3,9 +3,10 @@
 //! the only module that reads the environment.
 //!
 //! Every knob is documented with its unit and default, and `autoscaled serve --help` shows the
-//! same text. [`ServeArgs::load`] turns the three sources into one validated [`Config`]; any
-//! error is a [`ConfigError`], which `main` reports and answers with exit status 64
+//! same text. `ServeArgs::load` turns the three sources into one validated [`Config`]; any
+//! error is a `ConfigError`, which `main` reports and answers with exit status 64
 //! (`EX_USAGE`), as linkerd2-proxy does for bad configuration.
+#![warn(missing_docs, unreachable_pub)]
 
 use std::{
     fmt, fs,
@@ -21,46 +22,46 @@ use thiserror::Error;
 use crate::engine::settings::Settings;
 
 /// Default listen address: loopback only, the usual gRPC port.
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:50051";
+pub(crate) const DEFAULT_LISTEN: &str = "127.0.0.1:50051";
 /// Default data folder, relative to the working directory.
-pub const DEFAULT_DATA_DIR: &str = "./data";
+pub(crate) const DEFAULT_DATA_DIR: &str = "./data";
 /// Default relaxed-mode flush period.
-pub const DEFAULT_FLUSH_INTERVAL_MS: u64 = 100;
+pub(crate) const DEFAULT_FLUSH_INTERVAL_MS: u64 = 100;
 /// Default bound on the drain at shutdown.
-pub const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 10;
+pub(crate) const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 10;
 /// Default number of decisions kept per target.
-pub const DEFAULT_DECISION_LOG_LEN: usize = 100;
+pub(crate) const DEFAULT_DECISION_LOG_LEN: usize = 100;
 /// Default history retention. Kubernetes' API caps stabilization windows at 3600 s and policy
 /// periods at 1800 s, so one hour reaches every window a valid spec can ask for.
-pub const DEFAULT_HISTORY_RETENTION_SECS: u64 = 3600;
+pub(crate) const DEFAULT_HISTORY_RETENTION_SECS: u64 = 3600;
 /// Default maximum size of one decoded request (tonic's own default, 4 MiB).
-pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 /// Default maximum number of pods in one request.
-pub const DEFAULT_MAX_PODS: usize = 10_000;
+pub(crate) const DEFAULT_MAX_PODS: usize = 10_000;
 /// Default maximum number of metrics in one spec.
-pub const DEFAULT_MAX_METRICS: usize = 64;
+pub(crate) const DEFAULT_MAX_METRICS: usize = 64;
 /// Default maximum number of containers in one request (over all its pods).
-pub const DEFAULT_MAX_CONTAINERS: usize = 100_000;
+pub(crate) const DEFAULT_MAX_CONTAINERS: usize = 100_000;
 /// Default number of gRPC calls served at once (`crate::overload`).
-pub const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 32;
+pub(crate) const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 32;
 /// Default number of calls waiting for a slot before new ones are refused.
-pub const DEFAULT_MAX_QUEUED_REQUESTS: usize = 64;
+pub(crate) const DEFAULT_MAX_QUEUED_REQUESTS: usize = 64;
 /// Default maximum number of VPA usage samples plus OOM events in one RecordUsage.
-pub const DEFAULT_MAX_SAMPLES: usize = 100_000;
+pub(crate) const DEFAULT_MAX_SAMPLES: usize = 100_000;
 /// Default maximum length of a target key, in bytes.
-pub const DEFAULT_MAX_KEY_BYTES: usize = 512;
+pub(crate) const DEFAULT_MAX_KEY_BYTES: usize = 512;
 /// Default bound on how far a VPA sample or OOM time may be ahead of the server clock.
-pub const DEFAULT_VPA_MAX_CLOCK_SKEW_SECS: u64 = 300;
+pub(crate) const DEFAULT_VPA_MAX_CLOCK_SKEW_SECS: u64 = 300;
 /// Default log filter (tracing-subscriber `EnvFilter` syntax).
-pub const DEFAULT_LOG: &str = "info";
+pub(crate) const DEFAULT_LOG: &str = "info";
 /// Default period of the check for changed TLS and authorization files.
-pub const DEFAULT_SECURITY_RELOAD_SECS: u64 = 10;
+pub(crate) const DEFAULT_SECURITY_RELOAD_SECS: u64 = 10;
 /// Exit status for bad configuration (`EX_USAGE` of sysexits.h).
-pub const EX_USAGE: i32 = 64;
+pub(crate) const EX_USAGE: i32 = 64;
 
 /// Whether text logs are coloured: only when stderr is a terminal and `NO_COLOR` is unset or
 /// empty (<https://no-color.org>), so a log file or a collector never gets ANSI escapes.
-pub fn log_colour() -> bool {
+pub(crate) fn log_colour() -> bool {
     use std::io::IsTerminal;
     std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
@@ -110,10 +111,15 @@ pub const DEFAULT_ETCD_PREFIX: &str = "autoscaled/";
 /// The etcd store's settings (used with `store = etcd`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EtcdConfig {
+    /// `--etcd-endpoints`: client URLs; the etcd client fails over between them.
     pub endpoints: Vec<String>,
+    /// `--etcd-prefix`: every key starts with it, so deployments can share a cluster.
     pub prefix: String,
+    /// `--etcd-ca`: the CA of the members' certificates; set, the connection uses TLS.
     pub ca: Option<PathBuf>,
+    /// `--etcd-cert`: client certificate for etcd's `--client-cert-auth`.
     pub cert: Option<PathBuf>,
+    /// `--etcd-key`: the private key of `cert`.
     pub key: Option<PathBuf>,
 }
 
@@ -156,42 +162,42 @@ pub enum ClientAuth {
 /// `autoscaled serve` options. Each is also a TOML key of the same name (with `_`) in the
 /// `--config` file and an `AUTOSCALED_*` variable. Absent everywhere: the documented default.
 #[derive(Clone, Debug, Default, Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// TOML configuration file; unknown keys are an error.
     #[arg(long, env = "AUTOSCALED_CONFIG", value_name = "FILE")]
-    pub config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
     /// Address to listen on (port 0: any free port; the real one is printed). [default: 127.0.0.1:50051]
     #[arg(long, env = "AUTOSCALED_LISTEN", value_name = "ADDR")]
-    pub listen: Option<SocketAddr>,
+    pub(crate) listen: Option<SocketAddr>,
     /// Where the history lives: sled (embedded, in --data-dir) or etcd (shared by several
     /// replicas, see docs/ha.md). [default: sled]
     #[arg(long, env = "AUTOSCALED_STORE", value_name = "STORE")]
-    pub store: Option<StoreKind>,
+    pub(crate) store: Option<StoreKind>,
     /// etcd client URLs, comma-separated (`http://` or `https://`). [default: http://127.0.0.1:2379]
     #[arg(long, env = "AUTOSCALED_ETCD_ENDPOINTS", value_name = "URLS")]
-    pub etcd_endpoints: Option<String>,
+    pub(crate) etcd_endpoints: Option<String>,
     /// Prefix of every etcd key written (several deployments can share a cluster). [default: autoscaled/]
     #[arg(long, env = "AUTOSCALED_ETCD_PREFIX", value_name = "PREFIX")]
-    pub etcd_prefix: Option<String>,
+    pub(crate) etcd_prefix: Option<String>,
     /// PEM CA certificate that signed the etcd members' certificates (turns TLS on). [default: none]
     #[arg(long, env = "AUTOSCALED_ETCD_CA", value_name = "FILE")]
-    pub etcd_ca: Option<PathBuf>,
+    pub(crate) etcd_ca: Option<PathBuf>,
     /// PEM client certificate for etcd's client-cert-auth (with --etcd-key). [default: none]
     #[arg(long, env = "AUTOSCALED_ETCD_CERT", value_name = "FILE")]
-    pub etcd_cert: Option<PathBuf>,
+    pub(crate) etcd_cert: Option<PathBuf>,
     /// PEM private key of --etcd-cert. [default: none]
     #[arg(long, env = "AUTOSCALED_ETCD_KEY", value_name = "FILE")]
-    pub etcd_key: Option<PathBuf>,
+    pub(crate) etcd_key: Option<PathBuf>,
     /// Folder of the sled history database; created if missing, never replaced. [default: ./data]
     #[arg(long, env = "AUTOSCALED_DATA_DIR", value_name = "DIR")]
-    pub data_dir: Option<PathBuf>,
+    pub(crate) data_dir: Option<PathBuf>,
     /// strict: answer after the write is flushed to disk (group commit); relaxed: flush
     /// periodically and risk losing the last --flush-interval-ms of decisions on a crash. [default: strict]
     #[arg(long, env = "AUTOSCALED_DURABILITY", value_name = "MODE")]
-    pub durability: Option<Durability>,
+    pub(crate) durability: Option<Durability>,
     /// Relaxed mode's flush period, in milliseconds. [default: 100]
     #[arg(long, env = "AUTOSCALED_FLUSH_INTERVAL_MS", value_name = "MS")]
-    pub flush_interval_ms: Option<u64>,
+    pub(crate) flush_interval_ms: Option<u64>,
     /// Accept `evaluation_time` from requests (replays, tests); otherwise the server clock decides
     /// and a request carrying it is rejected. [default: false]
     #[arg(
@@ -202,144 +208,144 @@ pub struct ServeArgs {
         value_name = "BOOL",
         value_parser = clap::builder::BoolishValueParser::new()
     )]
-    pub trust_request_time: Option<bool>,
+    pub(crate) trust_request_time: Option<bool>,
     /// Bound on the drain of in-flight requests at shutdown, in seconds. [default: 10]
     #[arg(long, env = "AUTOSCALED_SHUTDOWN_GRACE_SECS", value_name = "SECS")]
-    pub shutdown_grace_secs: Option<u64>,
+    pub(crate) shutdown_grace_secs: Option<u64>,
     /// Decisions kept per target (older ones are dropped). [default: 100]
     #[arg(long, env = "AUTOSCALED_DECISION_LOG_LEN", value_name = "N")]
-    pub decision_log_len: Option<usize>,
+    pub(crate) decision_log_len: Option<usize>,
     /// Recommendations and scale events older than this are pruned; at least 3600 (the
     /// longest stabilization window Kubernetes allows) and at least the downscale stabilization. [default: 3600]
     #[arg(long, env = "AUTOSCALED_HISTORY_RETENTION_SECS", value_name = "SECS")]
-    pub history_retention_secs: Option<u64>,
+    pub(crate) history_retention_secs: Option<u64>,
     /// Decision runs that ended longer ago than this (before the target's newest decision)
     /// are dropped from the decision log. [default: 86400]
     #[arg(long, env = "AUTOSCALED_DECISION_RETENTION_SECS", value_name = "SECS")]
-    pub decision_retention_secs: Option<u64>,
+    pub(crate) decision_retention_secs: Option<u64>,
     /// Pod names kept per group (unready, missing, ignored) and metric in a logged decision;
     /// the totals are always kept. [default: 50]
     #[arg(long, env = "AUTOSCALED_MAX_POD_NAMES", value_name = "N")]
-    pub max_pod_names: Option<usize>,
+    pub(crate) max_pod_names: Option<usize>,
     /// sled's page cache in MiB; keep it well under the memory limit (the chart's 512 Mi
     /// limit fits the default). [default: 64]
     #[arg(long, env = "AUTOSCALED_CACHE_MB", value_name = "MIB")]
-    pub cache_mb: Option<u64>,
+    pub(crate) cache_mb: Option<u64>,
     /// Maximum decoded request size, in bytes. [default: 4194304]
     #[arg(long, env = "AUTOSCALED_MAX_MESSAGE_BYTES", value_name = "BYTES")]
-    pub max_message_bytes: Option<usize>,
+    pub(crate) max_message_bytes: Option<usize>,
     /// Maximum pods in one request. [default: 10000]
     #[arg(long, env = "AUTOSCALED_MAX_PODS", value_name = "N")]
-    pub max_pods: Option<usize>,
+    pub(crate) max_pods: Option<usize>,
     /// Maximum metrics in one spec. [default: 64]
     #[arg(long, env = "AUTOSCALED_MAX_METRICS", value_name = "N")]
-    pub max_metrics: Option<usize>,
+    pub(crate) max_metrics: Option<usize>,
     /// Maximum target key length, in bytes. [default: 512]
     #[arg(long, env = "AUTOSCALED_MAX_KEY_BYTES", value_name = "BYTES")]
-    pub max_key_bytes: Option<usize>,
+    pub(crate) max_key_bytes: Option<usize>,
     /// Maximum VPA usage samples plus OOM events in one RecordUsage, and pod metric, request
     /// and usage values in one Recommend. [default: 100000]
     #[arg(long, env = "AUTOSCALED_MAX_SAMPLES", value_name = "N")]
-    pub max_samples: Option<usize>,
+    pub(crate) max_samples: Option<usize>,
     /// Maximum containers in one request, over all its pods (and VPA container policies). [default: 100000]
     #[arg(long, env = "AUTOSCALED_MAX_CONTAINERS", value_name = "N")]
-    pub max_containers: Option<usize>,
+    pub(crate) max_containers: Option<usize>,
     /// gRPC calls served at once; more wait in a bounded queue. [default: 32]
     #[arg(long, env = "AUTOSCALED_MAX_CONCURRENT_REQUESTS", value_name = "N")]
-    pub max_concurrent_requests: Option<usize>,
+    pub(crate) max_concurrent_requests: Option<usize>,
     /// Calls waiting for a slot; beyond, a call is refused with RESOURCE_EXHAUSTED and a
     /// retry delay (0: refuse as soon as every slot is busy). [default: 64]
     #[arg(long, env = "AUTOSCALED_MAX_QUEUED_REQUESTS", value_name = "N")]
-    pub max_queued_requests: Option<usize>,
+    pub(crate) max_queued_requests: Option<usize>,
     /// VPA: how far a sample or OOM time may be ahead of the evaluation time (the server
     /// clock, or the request's with --trust-request-time), in seconds. [default: 300]
     #[arg(long, env = "AUTOSCALED_VPA_MAX_CLOCK_SKEW_SECS", value_name = "SECS")]
-    pub vpa_max_clock_skew_secs: Option<u64>,
+    pub(crate) vpa_max_clock_skew_secs: Option<u64>,
     /// Log filter, tracing `EnvFilter` syntax (e.g. `info,autoscaled=debug`). [default: info]
     #[arg(long, env = "AUTOSCALED_LOG", value_name = "FILTER")]
-    pub log: Option<String>,
+    pub(crate) log: Option<String>,
     /// Log format: text (coloured only on a terminal without NO_COLOR) or json. [default: text]
     #[arg(long, env = "AUTOSCALED_LOG_FORMAT", value_name = "FORMAT")]
-    pub log_format: Option<LogFormat>,
+    pub(crate) log_format: Option<LogFormat>,
     /// Export spans by OTLP/gRPC to this collector (e.g. `http://127.0.0.1:4317`), service name
     /// `autoscaled`; a caller's W3C `traceparent` is continued. [default: off]
     #[arg(long, env = "AUTOSCALED_OTLP_ENDPOINT", value_name = "URL")]
-    pub otlp_endpoint: Option<String>,
+    pub(crate) otlp_endpoint: Option<String>,
     /// Serve Prometheus metrics on `http://ADDR/metrics` (e.g. `0.0.0.0:9090`). [default: off]
     #[arg(long, env = "AUTOSCALED_METRICS_LISTEN", value_name = "ADDR")]
-    pub metrics_listen: Option<SocketAddr>,
+    pub(crate) metrics_listen: Option<SocketAddr>,
     /// Server default of `--horizontal-pod-autoscaler-tolerance`. [default: 0.1]
     #[arg(long, env = "AUTOSCALED_HPA_TOLERANCE", value_name = "RATIO")]
-    pub hpa_tolerance: Option<f64>,
+    pub(crate) hpa_tolerance: Option<f64>,
     /// Server default of `--horizontal-pod-autoscaler-cpu-initialization-period`, seconds. [default: 300]
     #[arg(
         long,
         env = "AUTOSCALED_HPA_CPU_INITIALIZATION_PERIOD_SECS",
         value_name = "SECS"
     )]
-    pub hpa_cpu_initialization_period_secs: Option<u64>,
+    pub(crate) hpa_cpu_initialization_period_secs: Option<u64>,
     /// Server default of `--horizontal-pod-autoscaler-initial-readiness-delay`, seconds. [default: 30]
     #[arg(
         long,
         env = "AUTOSCALED_HPA_INITIAL_READINESS_DELAY_SECS",
         value_name = "SECS"
     )]
-    pub hpa_initial_readiness_delay_secs: Option<u64>,
+    pub(crate) hpa_initial_readiness_delay_secs: Option<u64>,
     /// Server default of `--horizontal-pod-autoscaler-downscale-stabilization`, seconds. [default: 300]
     #[arg(
         long,
         env = "AUTOSCALED_HPA_DOWNSCALE_STABILIZATION_SECS",
         value_name = "SECS"
     )]
-    pub hpa_downscale_stabilization_secs: Option<u64>,
+    pub(crate) hpa_downscale_stabilization_secs: Option<u64>,
     /// Legacy scale-up limit factor (`scaleUpLimitFactor`). [default: 2.0]
     #[arg(
         long,
         env = "AUTOSCALED_HPA_SCALE_UP_LIMIT_FACTOR",
         value_name = "FACTOR"
     )]
-    pub hpa_scale_up_limit_factor: Option<f64>,
+    pub(crate) hpa_scale_up_limit_factor: Option<f64>,
     /// Legacy scale-up limit minimum (`scaleUpLimitMinimum`). [default: 4.0]
     #[arg(
         long,
         env = "AUTOSCALED_HPA_SCALE_UP_LIMIT_MINIMUM",
         value_name = "REPLICAS"
     )]
-    pub hpa_scale_up_limit_minimum: Option<f64>,
+    pub(crate) hpa_scale_up_limit_minimum: Option<f64>,
     /// Serve TLS with this certificate chain (PEM, leaf first). Re-read when it changes and on
     /// SIGHUP, without dropping the listener. Needs --tls-key. [default: off, plaintext]
     #[arg(long, env = "AUTOSCALED_TLS_CERT", value_name = "FILE")]
-    pub tls_cert: Option<PathBuf>,
+    pub(crate) tls_cert: Option<PathBuf>,
     /// Private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
     #[arg(long, env = "AUTOSCALED_TLS_KEY", value_name = "FILE")]
-    pub tls_key: Option<PathBuf>,
+    pub(crate) tls_key: Option<PathBuf>,
     /// mTLS: clients present a certificate signed by a CA of this PEM bundle; the caller's
     /// identity is its URI SAN (SPIFFE ID), else its DNS SAN, else its CN. [default: off]
     #[arg(long, env = "AUTOSCALED_TLS_CLIENT_CA", value_name = "FILE")]
-    pub tls_client_ca: Option<PathBuf>,
+    pub(crate) tls_client_ca: Option<PathBuf>,
     /// With --tls-client-ca: `require` a client certificate in the handshake, or accept
     /// callers without one (`optional`; they then need a bearer token under --authz). [default: require]
     #[arg(long, env = "AUTOSCALED_TLS_CLIENT_AUTH", value_name = "MODE")]
-    pub tls_client_auth: Option<ClientAuth>,
+    pub(crate) tls_client_auth: Option<ClientAuth>,
     /// Authorization file (TOML): rules that give identities verbs on target-key prefixes,
     /// and SHA-256 hashes of bearer tokens; whatever no rule grants is denied. Re-read like
     /// the certificate. [default: off, every call allowed]
     #[arg(long, env = "AUTOSCALED_AUTHZ", value_name = "FILE")]
-    pub authz: Option<PathBuf>,
+    pub(crate) authz: Option<PathBuf>,
     /// Also serve the health service alone, in plaintext, on this address (Kubernetes `grpc:`
     /// probes cannot do TLS or send credentials). [default: off]
     #[arg(long, env = "AUTOSCALED_HEALTH_LISTEN", value_name = "ADDR")]
-    pub health_listen: Option<SocketAddr>,
+    pub(crate) health_listen: Option<SocketAddr>,
     /// Reflection on the main port: auth (callers with an identity), open, or off. [default: auth with --authz, else open]
     #[arg(long, env = "AUTOSCALED_REFLECTION", value_name = "MODE")]
-    pub reflection: Option<Exposure>,
+    pub(crate) reflection: Option<Exposure>,
     /// Health on the main port: auth (callers with an identity), open, or off. [default: auth with --authz, else open]
     #[arg(long, env = "AUTOSCALED_HEALTH", value_name = "MODE")]
-    pub health: Option<Exposure>,
+    pub(crate) health: Option<Exposure>,
     /// How often the TLS files and the authorization file are checked for changes, in
     /// seconds (0: only on SIGHUP). [default: 10]
     #[arg(long, env = "AUTOSCALED_SECURITY_RELOAD_SECS", value_name = "SECS")]
-    pub security_reload_secs: Option<u64>,
+    pub(crate) security_reload_secs: Option<u64>,
 }
 
 /// The `--config` file: the same keys as the flags, every one optional.
@@ -396,10 +402,16 @@ struct FileConfig {
 /// Request limits, enforced by `api::convert` (and the message size by tonic).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
+    /// `--max-message-bytes`: tonic refuses larger bodies before decoding them.
     pub max_message_bytes: usize,
+    /// `--max-pods`: pods in one request; bounds the engine's per-request work.
     pub max_pods: usize,
+    /// `--max-metrics`: metrics in one spec.
     pub max_metrics: usize,
+    /// `--max-key-bytes`: a target key is a store key and a log field, so it stays short.
     pub max_key_bytes: usize,
+    /// `--max-samples`: VPA samples and OOM events in one RecordUsage, and pod values in one
+    /// Recommend.
     pub max_samples: usize,
     /// Containers in one request, over all its pods.
     pub max_containers: usize,
@@ -422,13 +434,21 @@ impl Default for Limits {
 /// server is plaintext and allows every call, as before.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SecurityConfig {
+    /// `--tls-cert`: the server certificate chain (PEM); set, the main listener speaks TLS.
     pub tls_cert: Option<PathBuf>,
+    /// `--tls-key`: its private key (PEM).
     pub tls_key: Option<PathBuf>,
+    /// `--tls-client-ca`: CA bundle that client certificates are verified against (mTLS).
     pub tls_client_ca: Option<PathBuf>,
+    /// `--tls-client-auth`: whether a client certificate is required or only verified if sent.
     pub tls_client_auth: ClientAuth,
+    /// `--authz`: the authorization file; set, every call is authenticated and authorized.
     pub authz: Option<PathBuf>,
+    /// `--health-listen`: a second, plaintext listener for kubelet probes when TLS is on.
     pub health_listen: Option<SocketAddr>,
+    /// `--reflection`: who may use server reflection on the main listener.
     pub reflection: Exposure,
+    /// `--health`: who may use the health service on the main listener.
     pub health: Exposure,
     /// Period of the check for changed files; zero: only SIGHUP.
     pub reload_interval: Duration,
@@ -460,16 +480,25 @@ impl SecurityConfig {
 /// The validated configuration of `autoscaled serve`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
+    /// `--listen`: the gRPC listener (port 0: any free port, printed at start).
     pub listen: SocketAddr,
     /// Where the history lives.
     pub store: StoreKind,
     /// The etcd store's settings (used with `store = etcd`).
     pub etcd: EtcdConfig,
+    /// `--data-dir`: the sled database folder (created if missing, never replaced).
     pub data_dir: PathBuf,
+    /// `--durability`: whether an answer waits for its write to reach the disk.
     pub durability: Durability,
+    /// `--flush-interval-ms`: relaxed mode's flush period (what a crash may lose).
     pub flush_interval: Duration,
+    /// `--trust-request-time`: use the request's evaluation time instead of the server clock
+    /// (replays and tests; a production server decides `now` itself).
     pub trust_request_time: bool,
+    /// `--shutdown-grace-secs`: bound on the drain of in-flight calls at shutdown.
     pub shutdown_grace: Duration,
+    /// `--decision-log-len`: decisions kept per target, so a target's log cannot grow without
+    /// bound.
     pub decision_log_len: usize,
     /// Recommendations and scale events older than this are pruned (see `store::prune`).
     pub history_retention: Duration,
@@ -479,11 +508,16 @@ pub struct Config {
     pub max_pod_names: usize,
     /// sled's page cache, MiB.
     pub cache_mb: u64,
+    /// Request size and count limits (`api::convert`, `api::wire_limits`).
     pub limits: Limits,
     /// Calls served at once and calls waiting (`crate::overload`).
     pub max_concurrent_requests: usize,
+    /// `--max-queued-requests`: calls waiting for a slot; beyond, RESOURCE_EXHAUSTED with a
+    /// retry delay.
     pub max_queued_requests: usize,
+    /// `--log`: tracing `EnvFilter` directives.
     pub log: String,
+    /// `--log-format`: text or JSON lines.
     pub log_format: LogFormat,
     /// OTLP/gRPC collector to export spans to; `None`: no export.
     pub otlp_endpoint: Option<String>,
@@ -510,7 +544,7 @@ impl Config {
 
 /// Why the configuration cannot be used.
 #[derive(Debug, Error)]
-pub enum ConfigError {
+pub(crate) enum ConfigError {
     /// The `--config` file cannot be read.
     #[error("cannot read config file {path}: {source}")]
     Read {
@@ -536,7 +570,7 @@ fn invalid(key: &'static str, message: impl Into<String>) -> ConfigError {
 impl ServeArgs {
     /// Reads the `--config` file if any, layers flags and environment over it, fills the
     /// defaults and validates the result.
-    pub fn load(self) -> Result<Config, ConfigError> {
+    pub(crate) fn load(self) -> Result<Config, ConfigError> {
         let file = match &self.config {
             Some(path) => read_file(path)?,
             None => FileConfig::default(),

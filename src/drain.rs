@@ -8,6 +8,7 @@
 //! server sets first), as soon as the stop signal is raised; the caller sees the stream end
 //! with OK and reconnects elsewhere, as grpc-go's health server does on `Shutdown()`
 //! (`health.Server.Shutdown` sets NOT_SERVING; the transport's `GracefulStop` then closes).
+#![warn(missing_docs, unreachable_pub)]
 
 use std::{
     future::Future,
@@ -27,7 +28,7 @@ use tonic_health::{
 };
 
 /// The health service of `reporter`, whose Watch streams end once `stop` turns true.
-pub fn health_server(
+pub(crate) fn health_server(
     reporter: HealthReporter,
     stop: watch::Receiver<bool>,
 ) -> HealthServer<StoppingHealth> {
@@ -39,7 +40,7 @@ pub fn health_server(
 
 /// tonic-health's service with Watch streams that end at shutdown.
 #[derive(Debug)]
-pub struct StoppingHealth {
+pub(crate) struct StoppingHealth {
     inner: HealthService,
     stop: watch::Receiver<bool>,
 }
@@ -75,7 +76,7 @@ impl Health for StoppingHealth {
 }
 
 /// A stream that ends when its stop future completes (after any item ready at that moment).
-pub struct UntilStop {
+pub(crate) struct UntilStop {
     inner: BoxStream,
     stop: Pin<Box<dyn Future<Output = ()> + Send>>,
     done: bool,

@@ -6,6 +6,7 @@
 //! The recording functions go to the `metrics` facade; with no `--metrics-listen` no recorder
 //! is installed and they cost a few atomic loads. This module depends on no other module of
 //! the crate, so the store and the API can both record into it.
+#![warn(missing_docs, unreachable_pub)]
 
 use std::{net::SocketAddr, time::Duration};
 
@@ -13,31 +14,31 @@ use metrics::{Unit, counter, describe_counter, describe_histogram, histogram};
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder};
 
 /// gRPC requests answered, by `method` (`/package.Service/Method`) and `code` (numeric).
-pub const REQUESTS_TOTAL: &str = "autoscaled_grpc_requests_total";
+pub(crate) const REQUESTS_TOTAL: &str = "autoscaled_grpc_requests_total";
 /// Time from receiving a gRPC request to its response headers, by `method` and `code`.
-pub const REQUEST_DURATION: &str = "autoscaled_grpc_request_duration_seconds";
+pub(crate) const REQUEST_DURATION: &str = "autoscaled_grpc_request_duration_seconds";
 /// HPA decisions, by `path` and the `able_to_scale` and `scaling_limited` condition reasons.
-pub const HPA_DECISIONS_TOTAL: &str = "autoscaled_hpa_decisions_total";
+pub(crate) const HPA_DECISIONS_TOTAL: &str = "autoscaled_hpa_decisions_total";
 /// Recorded HPA decisions whose desired replicas differ from the current, by `direction`.
-pub const HPA_RESCALES_TOTAL: &str = "autoscaled_hpa_rescales_total";
+pub(crate) const HPA_RESCALES_TOTAL: &str = "autoscaled_hpa_rescales_total";
 /// Time a recorded Recommend spends committing: the write plus the wait for durability.
-pub const STORE_COMMIT_DURATION: &str = "autoscaled_store_commit_duration_seconds";
+pub(crate) const STORE_COMMIT_DURATION: &str = "autoscaled_store_commit_duration_seconds";
 /// Duration of one group-commit flush (fsync) of the store.
-pub const STORE_FLUSH_DURATION: &str = "autoscaled_store_flush_duration_seconds";
+pub(crate) const STORE_FLUSH_DURATION: &str = "autoscaled_store_flush_duration_seconds";
 /// Writes made durable by one group-commit flush.
-pub const STORE_FLUSH_BATCH_SIZE: &str = "autoscaled_store_flush_batch_size";
+pub(crate) const STORE_FLUSH_BATCH_SIZE: &str = "autoscaled_store_flush_batch_size";
 /// Commits refused because another replica changed the target first (etcd store).
-pub const STORE_CONFLICTS_TOTAL: &str = "autoscaled_store_conflicts_total";
+pub(crate) const STORE_CONFLICTS_TOTAL: &str = "autoscaled_store_conflicts_total";
 
 /// Calls refused with PERMISSION_DENIED by the authorization file, by `verb` (or `unmapped`).
-pub const AUTHZ_DENIED_TOTAL: &str = "autoscaled_authz_denied_total";
+pub(crate) const AUTHZ_DENIED_TOTAL: &str = "autoscaled_authz_denied_total";
 /// Calls refused with UNAUTHENTICATED, by `reason` (`missing`, `bad_token`, `malformed`).
-pub const AUTHN_FAILURES_TOTAL: &str = "autoscaled_authn_failures_total";
+pub(crate) const AUTHN_FAILURES_TOTAL: &str = "autoscaled_authn_failures_total";
 /// TLS handshakes that failed (plaintext clients, unknown CAs, missing client certificates).
-pub const TLS_HANDSHAKE_FAILURES_TOTAL: &str = "autoscaled_tls_handshake_failures_total";
+pub(crate) const TLS_HANDSHAKE_FAILURES_TOTAL: &str = "autoscaled_tls_handshake_failures_total";
 /// Re-reads of the TLS files or the authorization file, by `file` (`tls`, `authz`) and
 /// `result` (`ok`, `error`: the previous material stays in force).
-pub const SECURITY_RELOADS_TOTAL: &str = "autoscaled_security_reloads_total";
+pub(crate) const SECURITY_RELOADS_TOTAL: &str = "autoscaled_security_reloads_total";
 
 /// Latency buckets, seconds: 100 µs to 10 s.
 const SECONDS_BUCKETS: &[f64] = &[
@@ -49,7 +50,7 @@ const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256
 
 /// Installs the Prometheus recorder and serves `GET /metrics` on `listen`. Must be called
 /// within a Tokio runtime (the listener runs on it); fails if `listen` cannot be bound.
-pub fn install(listen: SocketAddr) -> Result<(), BuildError> {
+pub(crate) fn install(listen: SocketAddr) -> Result<(), BuildError> {
     PrometheusBuilder::new()
         .with_http_listener(listen)
         .set_buckets_for_metric(Matcher::Suffix("_seconds".to_owned()), SECONDS_BUCKETS)?
@@ -123,7 +124,7 @@ fn describe() {
 
 /// One answered gRPC request. `method` must come from the served routes (callers map an
 /// unknown path to `unknown`), so the label stays bounded.
-pub fn grpc_request(method: &str, code: &str, elapsed: Duration) {
+pub(crate) fn grpc_request(method: &str, code: &str, elapsed: Duration) {
     let labels = [("method", method.to_owned()), ("code", code.to_owned())];
     counter!(REQUESTS_TOTAL, &labels).increment(1);
     histogram!(REQUEST_DURATION, &labels).record(elapsed.as_secs_f64());
@@ -131,7 +132,7 @@ pub fn grpc_request(method: &str, code: &str, elapsed: Duration) {
 
 /// One HPA decision; `rescale` is `Some(desired > current)` for a recorded decision that
 /// changes the replica count.
-pub fn hpa_decision(
+pub(crate) fn hpa_decision(
     path: &'static str,
     able_to_scale: &'static str,
     scaling_limited: &'static str,
@@ -151,39 +152,39 @@ pub fn hpa_decision(
 }
 
 /// The write plus durability wait of one recorded decision.
-pub fn store_commit(elapsed: Duration) {
+pub(crate) fn store_commit(elapsed: Duration) {
     histogram!(STORE_COMMIT_DURATION).record(elapsed.as_secs_f64());
 }
 
 /// A commit refused because another replica changed the target first.
-pub fn store_conflict() {
+pub(crate) fn store_conflict() {
     counter!(STORE_CONFLICTS_TOTAL).increment(1);
 }
 
 /// One group-commit flush covering `batch` writes.
-pub fn store_flush(batch: u64, elapsed: Duration) {
+pub(crate) fn store_flush(batch: u64, elapsed: Duration) {
     histogram!(STORE_FLUSH_DURATION).record(elapsed.as_secs_f64());
     // Precision loss above 2^53 writes in one flush is irrelevant for a histogram.
     histogram!(STORE_FLUSH_BATCH_SIZE).record(batch as f64);
 }
 
 /// One call refused by the authorization file; `verb` is one of the four verbs or `unmapped`.
-pub fn authz_denied(verb: &'static str) {
+pub(crate) fn authz_denied(verb: &'static str) {
     counter!(AUTHZ_DENIED_TOTAL, "verb" => verb).increment(1);
 }
 
 /// One call refused for want of a valid identity.
-pub fn authn_failure(reason: &'static str) {
+pub(crate) fn authn_failure(reason: &'static str) {
     counter!(AUTHN_FAILURES_TOTAL, "reason" => reason).increment(1);
 }
 
 /// One failed TLS handshake.
-pub fn tls_handshake_failure() {
+pub(crate) fn tls_handshake_failure() {
     counter!(TLS_HANDSHAKE_FAILURES_TOTAL).increment(1);
 }
 
 /// One reload of `file` (`tls` or `authz`), `ok` or not.
-pub fn security_reload(file: &'static str, ok: bool) {
+pub(crate) fn security_reload(file: &'static str, ok: bool) {
     let result = if ok { "ok" } else { "error" };
     counter!(SECURITY_RELOADS_TOTAL, "file" => file, "result" => result).increment(1);
 }

@@ -25,6 +25,7 @@
 //! answers the protocol errors tonic reports as INTERNAL for a malformed body outside our
 //! codec (framing: a truncated message, a bad compression flag, no message; health and
 //! reflection bodies that do not decode) with INVALID_ARGUMENT: they are the client's mistake.
+#![warn(missing_docs, unreachable_pub)]
 
 use std::{
     future::Future,
@@ -148,14 +149,14 @@ impl Drop for Dequeue<'_> {
 
 /// The layer, built once per server from the configuration.
 #[derive(Clone, Debug)]
-pub struct OverloadLayer {
+pub(crate) struct OverloadLayer {
     shared: Arc<Shared>,
 }
 
 impl OverloadLayer {
     /// `config.max_concurrent_requests` slots, `config.max_queued_requests` waiting,
     /// `config.limits` for the codec.
-    pub fn new(config: &Config) -> Self {
+    pub(crate) fn new(config: &Config) -> Self {
         OverloadLayer {
             shared: Arc::new(Shared {
                 limits: Arc::new(config.limits.clone()),
@@ -182,7 +183,7 @@ impl<S> tower::Layer<S> for OverloadLayer {
 
 /// See the module documentation.
 #[derive(Clone, Debug)]
-pub struct Overload<S> {
+pub(crate) struct Overload<S> {
     inner: S,
     shared: Arc<Shared>,
 }

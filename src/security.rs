@@ -2,6 +2,7 @@
 //! its reloads: on SIGHUP, and every `security_reload_secs` when a file's content changed.
 //! A reload that fails keeps what is in force, logs an error and counts
 //! `autoscaled_security_reloads_total{result="error"}`; the listener is never dropped.
+#![warn(missing_docs, unreachable_pub)]
 
 use std::{
     path::{Path, PathBuf},
@@ -10,24 +11,39 @@ use std::{
 
 use thiserror::Error;
 
+/// Re-exported because [`SecurityError::Tls`] carries it.
+pub use crate::tls::TlsError;
+
 use crate::{
     auth::{Policy, PolicyError, PolicyHandle, layer::AuthState, policy::sha256},
     config::SecurityConfig,
-    tls::{TlsError, TlsFiles, TlsState},
+    tls::{TlsFiles, TlsState},
 };
 
 /// Why the security material cannot be loaded at start-up.
 #[derive(Debug, Error)]
 pub enum SecurityError {
+    /// The TLS certificate, key or client CA cannot be used.
     #[error(transparent)]
     Tls(#[from] TlsError),
+    /// `--authz` names a file that cannot be read.
     #[error("cannot read the authorization file {path}: {source}")]
     AuthzRead {
+        /// The `--authz` file.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
+    /// The authorization file is read but invalid: the server refuses to start rather than
+    /// run with a policy other than the one written.
     #[error("invalid authorization file {path}: {source}")]
-    Authz { path: PathBuf, source: PolicyError },
+    Authz {
+        /// The `--authz` file.
+        path: PathBuf,
+        /// What is wrong in it.
+        source: PolicyError,
+    },
+    /// SIGHUP (reload) cannot be handled, so reloads would silently not happen.
     #[error("cannot install the SIGHUP handler: {0}")]
     Signal(std::io::Error),
 }
@@ -104,22 +120,17 @@ impl Security {
     }
 
     /// The TLS state, when TLS is on.
-    pub fn tls(&self) -> Option<&Arc<TlsState>> {
+    pub(crate) fn tls(&self) -> Option<&Arc<TlsState>> {
         self.tls.as_ref()
     }
 
     /// Whether an authorization file is enforced.
-    pub fn enforcing(&self) -> bool {
+    pub(crate) fn enforcing(&self) -> bool {
         self.authz.is_some()
     }
 
-    /// The configuration this was loaded from.
-    pub fn config(&self) -> &SecurityConfig {
-        &self.config
-    }
-
     /// What the auth layer enforces.
-    pub fn auth_state(&self) -> AuthState {
+    pub(crate) fn auth_state(&self) -> AuthState {
         AuthState {
             policy: self.authz.as_ref().map(|a| a.handle.clone()),
             reflection: self.config.reflection,
@@ -129,7 +140,7 @@ impl Security {
 
     /// Re-reads the files; `force` rebuilds even if the contents did not change (SIGHUP).
     /// Errors are logged and counted, and leave the previous material in force.
-    pub fn reload(&self, force: bool) {
+    pub(crate) fn reload(&self, force: bool) {
         if let Some(tls) = &self.tls {
             match tls.reload(force) {
                 Ok(true) => {
@@ -165,7 +176,7 @@ impl Security {
 
     /// Starts the reload task (SIGHUP, and the periodic check); `None` when there is nothing
     /// to reload. Abort the handle when the server stops.
-    pub fn spawn_reloader(self: &Arc<Self>) -> Option<tokio::task::JoinHandle<()>> {
+    pub(crate) fn spawn_reloader(self: &Arc<Self>) -> Option<tokio::task::JoinHandle<()>> {
         if self.tls.is_none() && self.authz.is_none() {
             return None;
         }
@@ -213,7 +224,7 @@ impl Security {
 }
 
 /// A short description of the security set-up for the start-up log line.
-pub fn describe(security: &Security) -> &'static str {
+pub(crate) fn describe(security: &Security) -> &'static str {
     match (
         security.tls.as_ref().map(|t| t.mutual()),
         security.enforcing(),

@@ -4,10 +4,11 @@
 //! The handlers are installed by [`Signals::install`], *before* the server announces that it
 //! listens: a SIGTERM sent right after the announcement must start a graceful shutdown, not
 //! kill the process with the default action.
+#![warn(missing_docs, unreachable_pub)]
 
 /// Installed SIGTERM and SIGINT handlers.
 #[derive(Debug)]
-pub struct Signals {
+pub(crate) struct Signals {
     #[cfg(unix)]
     term: tokio::signal::unix::Signal,
     #[cfg(unix)]
@@ -16,7 +17,7 @@ pub struct Signals {
 
 impl Signals {
     /// Installs the handlers; must run inside a tokio runtime.
-    pub fn install() -> std::io::Result<Self> {
+    pub(crate) fn install() -> std::io::Result<Self> {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
@@ -32,7 +33,7 @@ impl Signals {
     }
 
     /// Completes on the first SIGTERM or SIGINT.
-    pub async fn recv(mut self) {
+    pub(crate) async fn recv(mut self) {
         #[cfg(unix)]
         tokio::select! {
             _ = self.term.recv() => tracing::info!("SIGTERM received"),

@@ -11,6 +11,7 @@
 //! spans through an OTLP/gRPC batch exporter (service name `autoscaled`). A caller's W3C trace
 //! context (`traceparent` in the gRPC metadata) becomes the parent of the per-request `grpc`
 //! span ([`grpc_span`]), so a caller's trace continues through the server.
+#![warn(missing_docs, unreachable_pub)]
 
 use opentelemetry::{propagation::TextMapPropagator, trace::TracerProvider as _};
 use opentelemetry_otlp::WithExportConfig;
@@ -30,11 +31,11 @@ use tracing_subscriber::{
 use crate::config::LogFormat;
 
 /// The `service.name` resource attribute of exported spans.
-pub const SERVICE_NAME: &str = "autoscaled";
+pub(crate) const SERVICE_NAME: &str = "autoscaled";
 
 /// Why logging could not start.
 #[derive(Debug, Error)]
-pub enum TelemetryError {
+pub(crate) enum TelemetryError {
     /// The filter does not parse.
     #[error("invalid log filter {filter:?}: {message}")]
     Filter { filter: String, message: String },
@@ -52,14 +53,14 @@ pub enum TelemetryError {
 /// not on a runtime worker thread: the shutdown blocks until the export is done.
 #[must_use = "dropping the guard stops span export"]
 #[derive(Debug, Default)]
-pub struct TelemetryGuard {
+pub(crate) struct TelemetryGuard {
     provider: Option<SdkTracerProvider>,
 }
 
 impl TelemetryGuard {
     /// Exports the queued spans and stops the exporter; a failure is logged, not returned,
     /// because exit continues either way.
-    pub fn shutdown(mut self) {
+    pub(crate) fn shutdown(mut self) {
         self.shutdown_provider();
     }
 
@@ -83,7 +84,7 @@ impl Drop for TelemetryGuard {
 /// carries only the `autoscaled listening on ADDR` line that clients wait for), and, when
 /// `otlp_endpoint` is set (e.g. `http://127.0.0.1:4317`), an OTLP/gRPC span exporter. Must be
 /// called within a Tokio runtime when `otlp_endpoint` is set.
-pub fn init(
+pub(crate) fn init(
     filter: &str,
     format: LogFormat,
     colour: bool,
@@ -163,7 +164,7 @@ impl opentelemetry::propagation::Extractor for MetadataExtractor<'_> {
 /// The span every gRPC request runs in (tonic's `trace_fn`). When the request carries a
 /// `traceparent`, the W3C trace context becomes its parent, so the RPC's spans join the
 /// caller's trace (style guide habit 14). Without the OpenTelemetry layer this is a plain span.
-pub fn grpc_span<B>(request: &Request<B>) -> Span {
+pub(crate) fn grpc_span<B>(request: &Request<B>) -> Span {
     // The target the span had when it was created in `server` (log filters name it).
     let span =
         tracing::info_span!(target: "autoscaled::server", "grpc", rpc = %request.uri().path());

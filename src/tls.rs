@@ -12,6 +12,7 @@
 //! handshake: the first URI SAN (a SPIFFE ID), else the first DNS SAN, else the subject CN
 //! (the order Istio and SPIRE use; Kubernetes' own x509 authenticator takes the CN). It rides
 //! in the connection's `ConnectInfo` ([`Peer`]), which tonic copies into every request.
+#![warn(missing_docs, unreachable_pub)]
 
 use std::{
     io,
@@ -44,29 +45,48 @@ const MAX_PENDING_HANDSHAKES: usize = 256;
 
 /// The files of the TLS configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TlsFiles {
-    pub cert: PathBuf,
-    pub key: PathBuf,
-    pub client_ca: Option<PathBuf>,
-    pub client_auth: ClientAuth,
+pub(crate) struct TlsFiles {
+    pub(crate) cert: PathBuf,
+    pub(crate) key: PathBuf,
+    pub(crate) client_ca: Option<PathBuf>,
+    pub(crate) client_auth: ClientAuth,
 }
 
 /// Why the TLS material cannot be used.
 #[derive(Debug, Error)]
 pub enum TlsError {
+    /// A certificate, key or CA file cannot be read.
     #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: io::Error },
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// A file is read but holds no usable PEM item (no certificate, no private key).
     #[error("{path}: {message}")]
-    Pem { path: PathBuf, message: String },
+    Pem {
+        /// The file.
+        path: PathBuf,
+        /// What is missing or malformed.
+        message: String,
+    },
+    /// rustls rejects the combination (e.g. the key does not match the certificate).
     #[error("TLS configuration: {0}")]
     Rustls(#[from] rustls::Error),
+    /// The client CA bundle (for mTLS) cannot build a verifier.
     #[error("client CA {path}: {message}")]
-    ClientCa { path: PathBuf, message: String },
+    ClientCa {
+        /// The bundle.
+        path: PathBuf,
+        /// Why the verifier refuses it.
+        message: String,
+    },
 }
 
 /// The current `ServerConfig` and a fingerprint of the file contents it was built from.
 #[derive(Debug)]
-pub struct TlsState {
+pub(crate) struct TlsState {
     files: TlsFiles,
     current: RwLock<(Arc<ServerConfig>, [u8; 32])>,
 }
@@ -155,7 +175,7 @@ impl TlsFiles {
 
 impl TlsState {
     /// Reads and checks the files; any error stops the start-up.
-    pub fn load(files: TlsFiles) -> Result<Self, TlsError> {
+    pub(crate) fn load(files: TlsFiles) -> Result<Self, TlsError> {
         let (contents, fingerprint) = files.read()?;
         let config = files.build(&contents)?;
         Ok(TlsState {
@@ -166,7 +186,7 @@ impl TlsState {
 
     /// Re-reads the files and swaps the configuration in if they changed (or if `force`).
     /// Returns whether it swapped. On error the previous configuration stays in force.
-    pub fn reload(&self, force: bool) -> Result<bool, TlsError> {
+    pub(crate) fn reload(&self, force: bool) -> Result<bool, TlsError> {
         let (contents, fingerprint) = self.files.read()?;
         if !force && self.current.read().unwrap_or_else(|e| e.into_inner()).1 == fingerprint {
             return Ok(false);
@@ -184,7 +204,7 @@ impl TlsState {
     }
 
     /// Whether clients present certificates (mTLS).
-    pub fn mutual(&self) -> bool {
+    pub(crate) fn mutual(&self) -> bool {
         self.files.client_ca.is_some()
     }
 }
@@ -192,7 +212,7 @@ impl TlsState {
 /// The identity of a client certificate: its first URI SAN, else its first DNS SAN, else its
 /// subject CN. `None` when the certificate has none of them (or does not parse, which the
 /// verifier already excludes).
-pub fn identity_of(der: &[u8]) -> Option<String> {
+pub(crate) fn identity_of(der: &[u8]) -> Option<String> {
     use x509_parser::{extensions::GeneralName, prelude::FromDer};
     let (_, cert) = x509_parser::certificate::X509Certificate::from_der(der).ok()?;
     if let Ok(Some(san)) = cert.subject_alternative_name() {
@@ -217,7 +237,7 @@ pub fn identity_of(der: &[u8]) -> Option<String> {
 }
 
 /// One accepted, handshaken TLS connection and what is known of its peer.
-pub struct TlsConn {
+pub(crate) struct TlsConn {
     stream: TlsStream<TcpStream>,
     peer: Peer,
 }
@@ -275,7 +295,7 @@ impl AsyncWrite for TlsConn {
 /// the listener) when the stream is dropped, which tonic does when shutdown starts. Failed
 /// handshakes (a plaintext client, an unknown CA, no client certificate under mTLS) are
 /// logged at debug level and counted; they never reach the server.
-pub fn incoming(
+pub(crate) fn incoming(
     listener: TcpListener,
     state: Arc<TlsState>,
 ) -> ReceiverStream<Result<TlsConn, io::Error>> {

@@ -1,10 +1,11 @@
-//! The per-key half of authorization: [`Authorized`] wraps a service and, before its handler
+//! The per-key half of authorization: `Authorized` wraps a service and, before its handler
 //! runs, checks the caller's verb on the request's target key (`auth::authorize`), so a
 //! denied call stores nothing. The List RPCs return only the keys the caller may read, with
-//! pagination kept correct (see [`filtered_page`]); every delete is audited.
+//! pagination kept correct (see `filtered_page`); every delete is audited.
 //!
 //! The handlers themselves know nothing of authorization: the authentication and the verb of
 //! each method are decided once by `auth::layer`, the key check once here.
+#![warn(missing_docs, unreachable_pub)]
 
 use std::future::Future;
 
@@ -32,20 +33,15 @@ const LIST_SCAN_BUDGET: usize = 10_000;
 const LIST_CHUNK_MAX: usize = 1000;
 
 /// A service whose calls are checked against the caller's rights on the target key.
-pub struct Authorized<S> {
+pub(crate) struct Authorized<S> {
     inner: S,
     /// Whether an authorization file is configured; without one every call passes.
     enforce: bool,
 }
 
 impl<S> Authorized<S> {
-    pub fn new(inner: S, enforce: bool) -> Self {
+    pub(crate) fn new(inner: S, enforce: bool) -> Self {
         Authorized { inner, enforce }
-    }
-
-    /// The wrapped service.
-    pub fn inner(&self) -> &S {
-        &self.inner
     }
 
     fn check<T>(&self, request: &Request<T>, verb: Verb, key: &str) -> Result<(), Status> {
@@ -72,7 +68,7 @@ fn outcome<T>(result: &Result<T, Status>) -> String {
 /// returned (or, when the scan budget ran out first, after the last key read), so following
 /// the tokens visits every readable key exactly once, in order, whatever the page sizes. The
 /// scan skips from one readable prefix to the next instead of reading the keys between.
-pub async fn filtered_page<F, Fut>(
+pub(crate) async fn filtered_page<F, Fut>(
     page_size: i32,
     page_token: &str,
     filter: &KeyFilter,

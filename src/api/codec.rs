@@ -1,10 +1,10 @@
 //! The gRPC codec of the generated services and clients (`build.rs` sets it with
 //! `tonic_prost_build::Builder::codec_path`): prost encoding and decoding, as
 //! `tonic_prost::ProstCodec`, with two differences on the server side (inside a request's
-//! [`context`](super::context)):
+//! [`context`]):
 //!
 //! * before decoding, the body is checked against the count limits on the wire
-//!   ([`wire_limits`](super::wire_limits)), so prost never allocates for a request that
+//!   ([`wire_limits`]), so prost never allocates for a request that
 //!   breaks them;
 //! * a body that does not decode (bad wire format, a string that is not UTF-8) is the
 //!   client's mistake: `INVALID_ARGUMENT`, logged at debug with the peer. `ProstCodec` answers
@@ -13,6 +13,7 @@
 //!
 //! On the client side (no request context) a response that does not decode stays `INTERNAL`:
 //! then it is the server's fault.
+#![warn(missing_docs, unreachable_pub)]
 
 use std::marker::PhantomData;
 
@@ -28,7 +29,7 @@ use crate::engine::error::InvalidInput;
 
 /// `tonic_prost::ProstCodec` with wire limits and decode failures as `INVALID_ARGUMENT`.
 #[derive(Debug, Clone)]
-pub struct Codec<T, U> {
+pub(crate) struct Codec<T, U> {
     _pd: PhantomData<(T, U)>,
 }
 
@@ -59,7 +60,7 @@ where
 
 /// Decodes `U`, see the module documentation.
 #[derive(Debug, Clone)]
-pub struct Decoder<U> {
+pub(crate) struct Decoder<U> {
     _pd: PhantomData<U>,
 }
 

@@ -7,6 +7,7 @@
 //! service future: the body is decoded and the handler runs inside that future. Outside a
 //! server (a client decoding a response, a unit test) there is no context: no wire limits,
 //! no deadline.
+#![warn(missing_docs, unreachable_pub)]
 
 use std::{future::Future, net::SocketAddr, sync::Arc, time::Instant};
 
@@ -14,13 +15,13 @@ use crate::config::Limits;
 
 /// The per-request context set by the server layer.
 #[derive(Clone, Debug)]
-pub struct RequestContext {
+pub(crate) struct RequestContext {
     /// The server's configured limits (`config.limits`).
-    pub limits: Arc<Limits>,
+    pub(crate) limits: Arc<Limits>,
     /// When the caller stops waiting (from `grpc-timeout`); `None`: no deadline.
-    pub deadline: Option<Instant>,
+    pub(crate) deadline: Option<Instant>,
     /// The caller's address, when the transport knows it.
-    pub peer: Option<SocketAddr>,
+    pub(crate) peer: Option<SocketAddr>,
 }
 
 tokio::task_local! {
@@ -28,24 +29,27 @@ tokio::task_local! {
 }
 
 /// Runs `future` with `context` visible to [`with`], [`deadline_passed`] and the codec.
-pub fn scope<F: Future>(context: RequestContext, future: F) -> impl Future<Output = F::Output> {
+pub(crate) fn scope<F: Future>(
+    context: RequestContext,
+    future: F,
+) -> impl Future<Output = F::Output> {
     CONTEXT.scope(context, future)
 }
 
 /// `f` of the current request's context, or `None` outside a server request.
-pub fn with<R>(f: impl FnOnce(&RequestContext) -> R) -> Option<R> {
+pub(crate) fn with<R>(f: impl FnOnce(&RequestContext) -> R) -> Option<R> {
     CONTEXT.try_with(f).ok()
 }
 
 /// Whether the caller's deadline has passed: the caller has given up, so the work must not be
 /// done (checked before a commit, as grpc-go's `ctx.Err()` check before a side effect).
-pub fn deadline_passed() -> bool {
+pub(crate) fn deadline_passed() -> bool {
     with(|c| c.deadline.is_some_and(|d| Instant::now() >= d)).unwrap_or(false)
 }
 
 /// `Err(DeadlineExceeded)` if the caller's deadline has passed: called right before a
 /// commit, so that a caller who gave up is not answered with a write it never saw.
-pub fn check_deadline() -> Result<(), super::status::ApiError> {
+pub(crate) fn check_deadline() -> Result<(), super::status::ApiError> {
     if deadline_passed() {
         return Err(super::status::ApiError::DeadlineExceeded(
             "the call's deadline passed before its commit; nothing was stored".to_owned(),
@@ -55,7 +59,7 @@ pub fn check_deadline() -> Result<(), super::status::ApiError> {
 }
 
 /// The peer address for logs ("unknown" outside a server request).
-pub fn peer() -> String {
+pub(crate) fn peer() -> String {
     with(|c| c.peer.map(|p| p.to_string()))
         .flatten()
         .unwrap_or_else(|| "unknown".to_owned())

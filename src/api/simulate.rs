@@ -17,6 +17,7 @@
 //! The replay is open-loop: each step keeps the recorded current replica count and metric
 //! readings; the load a different replica count would have caused is not modelled (see
 //! `docs/whatif.md`).
+#![warn(missing_docs, unreachable_pub)]
 
 use std::time::Duration;
 
@@ -43,10 +44,10 @@ use crate::{
 #[derive(Clone, Debug)]
 pub struct SimulateOptions {
     /// Server defaults of the controller flags (the trace's `spec.settings` override them).
-    pub defaults: Settings,
-    pub limits: Limits,
+    pub(crate) defaults: Settings,
+    pub(crate) limits: Limits,
     /// Pruning horizon, as `Recommend` prunes (see `store::prune`).
-    pub history_retention: Duration,
+    pub(crate) history_retention: Duration,
 }
 
 impl Default for SimulateOptions {
@@ -62,7 +63,9 @@ impl Default for SimulateOptions {
 /// The `[from, to)` window of returned steps.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Window {
+    /// The first instant included; `None`: from the trace's (or history's) start.
     pub from: Option<Time>,
+    /// The first instant excluded; `None`: to its end.
     pub to: Option<Time>,
 }
 
@@ -72,7 +75,7 @@ impl Window {
     }
 
     /// Reads `from` / `to` of a request; `from` must not be after `to`.
-    pub fn from_request(req: &pb::SimulateRequest) -> Result<Self, ApiError> {
+    pub(crate) fn from_request(req: &pb::SimulateRequest) -> Result<Self, ApiError> {
         let from = req.from.as_ref().map(|t| time("from", t)).transpose()?;
         let to = req.to.as_ref().map(|t| time("to", t)).transpose()?;
         if let (Some(f), Some(t)) = (from, to)
@@ -101,7 +104,7 @@ fn time(field: &str, t: &prost_types::Timestamp) -> Result<Time, ApiError> {
 
 /// The `Simulate` call: checks the request's shape, then replays the trace or the stored log
 /// (`load_decisions` is only called for a `target_key`).
-pub fn simulate(
+pub(crate) fn simulate(
     req: &pb::SimulateRequest,
     options: &SimulateOptions,
     load_decisions: impl FnOnce(&str) -> Result<Vec<DecisionEntry>, ApiError>,
@@ -268,9 +271,9 @@ pub fn replay_trace(
 
 /// At most this many steps are returned (the summary covers them all); see
 /// `SimulateResponse.omitted_steps`.
-pub const MAX_STEPS: usize = 5000;
+pub(crate) const MAX_STEPS: usize = 5000;
 /// A stored run of more decisions than this is replayed as this many evenly spaced steps.
-pub const MAX_STEPS_PER_RUN: u64 = 1000;
+pub(crate) const MAX_STEPS_PER_RUN: u64 = 1000;
 
 /// The spec and settings one stored step is replayed under.
 struct StepSpec {
@@ -335,7 +338,7 @@ fn expand(entry: &DecisionEntry) -> (Vec<Time>, bool) {
 
 /// Replays a stored decision log (runs expanded) under `spec`, or under each decision's
 /// recorded spec when `spec` is absent (see the module doc for what is exact).
-pub fn replay_decisions(
+pub(crate) fn replay_decisions(
     entries: &[DecisionEntry],
     pb_spec: Option<&pb::HorizontalSpec>,
     window: Window,
@@ -738,7 +741,7 @@ fn ceil_i32(x: f64) -> i32 {
 }
 
 /// Which rule shaped a decision's count (see `SimulationStep.stored_limited_by`).
-pub fn limited_by(d: &Decision) -> String {
+pub(crate) fn limited_by(d: &Decision) -> String {
     match d.path {
         DecisionPath::ScalingDisabled
         | DecisionPath::AboveMaxReplicas

@@ -1,6 +1,7 @@
 //! The one table from service errors to gRPC statuses (quickwit `ServiceErrorCode`, linkerd
 //! `respond.rs`): an exhaustive `match` with no catch-all, so a new variant cannot be
 //! miscoded silently. Internal failures are logged here and reach clients sanitized.
+#![warn(missing_docs, unreachable_pub)]
 
 use thiserror::Error;
 use tonic::{Code, Status};
@@ -17,7 +18,12 @@ pub enum ApiError {
     InvalidArgument(Vec<InvalidInput>),
     /// The request is larger than a configured limit (pods, metrics).
     #[error("{field}: {message}")]
-    ResourceExhausted { field: String, message: String },
+    ResourceExhausted {
+        /// The request field over its limit, e.g. `observation.pods`.
+        field: String,
+        /// The limit and how to raise it.
+        message: String,
+    },
     /// The target has no stored history.
     #[error("no history stored for target {0:?}")]
     TargetNotFound(String),
@@ -31,7 +37,9 @@ pub enum ApiError {
     /// is shorter than the expected wait): retry after about `retry_after_ms`.
     #[error("{message}")]
     Overloaded {
+        /// What the client sees in the status message.
         message: String,
+        /// The expected wait, sent as `google.rpc.RetryInfo` so clients back off by it.
         retry_after_ms: u64,
     },
     /// The caller's deadline passed before the work was done; nothing was stored.
@@ -41,7 +49,7 @@ pub enum ApiError {
 
 impl ApiError {
     /// One field violation.
-    pub fn field(field: impl Into<String>, description: impl Into<String>) -> Self {
+    pub(crate) fn field(field: impl Into<String>, description: impl Into<String>) -> Self {
         ApiError::InvalidArgument(vec![InvalidInput::new(field, description)])
     }
 }
@@ -58,9 +66,9 @@ fn summary(violations: &[InvalidInput]) -> String {
 /// counted ("... and N more"). A request of 10,000 bad pods used to send every violation in
 /// the `grpc-message` and `grpc-status-details-bin` headers (1.6 MB), which clients refuse
 /// (grpcio: 16 KB of metadata), so the caller saw none of them (issue 8).
-pub const MAX_VIOLATIONS: usize = 20;
+pub(crate) const MAX_VIOLATIONS: usize = 20;
 /// Bound on the `grpc-message` header once percent-encoded.
-pub const MAX_MESSAGE_BYTES: usize = 1000;
+pub(crate) const MAX_MESSAGE_BYTES: usize = 1000;
 /// Bound on one violation's field or description in the details, in bytes.
 const MAX_VIOLATION_PART_BYTES: usize = 200;
 /// Bound on the violations in the details (field + description bytes): the details travel

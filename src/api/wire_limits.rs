@@ -15,6 +15,7 @@
 //! (which accepts exactly the same wire format, so it fails on them too) reports the error.
 //! Packed scalars (`values_milli`, `controlled_resources`) are not counted: a decoded scalar
 //! is at most 8 bytes for at least one byte on the wire.
+#![warn(missing_docs, unreachable_pub)]
 
 use std::any::TypeId;
 
@@ -75,7 +76,7 @@ struct Field {
 
 /// The fields to count of one request type.
 #[derive(Debug)]
-pub struct Schema {
+pub(crate) struct Schema {
     name: &'static str,
     root: &'static [Field],
     counters: &'static [Counter],
@@ -212,7 +213,7 @@ const GET_RECOMMENDATION: Schema = Schema {
 };
 
 /// The schema of request type `U`, if it has fields that amplify.
-pub fn schema_of<U: 'static>() -> Option<&'static Schema> {
+pub(crate) fn schema_of<U: 'static>() -> Option<&'static Schema> {
     let id = TypeId::of::<U>();
     if id == TypeId::of::<RecommendRequest>() {
         Some(&RECOMMEND)
@@ -241,7 +242,7 @@ enum Stop {
 /// Checks the encoded message `bytes` of `schema`'s type against `limits`. `Err` is
 /// RESOURCE_EXHAUSTED naming the field and the limit; bytes that are not valid protobuf pass
 /// (prost rejects them next).
-pub fn check(schema: &Schema, bytes: &[u8], limits: &Limits) -> Result<(), ApiError> {
+pub(crate) fn check(schema: &Schema, bytes: &[u8], limits: &Limits) -> Result<(), ApiError> {
     let mut walk = Walk {
         schema,
         limits,

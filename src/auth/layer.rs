@@ -8,6 +8,7 @@
 //!
 //! Like grpc-go's `credentials` + interceptor pair, but as one layer: the handlers only see
 //! calls that passed it.
+#![warn(missing_docs, unreachable_pub)]
 
 use std::{
     future::Future,
@@ -26,18 +27,18 @@ use crate::config::Exposure;
 
 /// What the layer enforces. Built once by the server from the configuration.
 #[derive(Clone, Debug)]
-pub struct AuthState {
+pub(crate) struct AuthState {
     /// The authorization file; `None`: no `--authz` (every call is allowed, tokens ignored).
-    pub policy: Option<PolicyHandle>,
+    pub(crate) policy: Option<PolicyHandle>,
     /// Whether reflection on the main port needs an identity.
-    pub reflection: Exposure,
+    pub(crate) reflection: Exposure,
     /// Whether health on the main port needs an identity.
-    pub health: Exposure,
+    pub(crate) health: Exposure,
 }
 
 /// What a request path is, for authorization.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Route {
+pub(crate) enum Route {
     /// One of our methods, with its verb.
     Method(Verb),
     /// A path of one of our services that has no verb (a method added without one): refused
@@ -51,7 +52,7 @@ pub enum Route {
 
 /// The verb of each method of our services. A new RPC must be added here (the test
 /// `every_method_of_the_descriptor_set_has_a_verb` fails until it is).
-pub fn route(path: &str) -> Route {
+pub(crate) fn route(path: &str) -> Route {
     let Some((service, method)) = path.strip_prefix('/').and_then(|p| p.split_once('/')) else {
         return Route::Other;
     };
@@ -78,12 +79,12 @@ pub fn route(path: &str) -> Route {
 
 /// The layer; see [`Auth`].
 #[derive(Clone, Debug)]
-pub struct AuthLayer {
+pub(crate) struct AuthLayer {
     state: Arc<AuthState>,
 }
 
 impl AuthLayer {
-    pub fn new(state: AuthState) -> Self {
+    pub(crate) fn new(state: AuthState) -> Self {
         AuthLayer {
             state: Arc::new(state),
         }
@@ -103,7 +104,7 @@ impl<S> tower::Layer<S> for AuthLayer {
 
 /// The service of [`AuthLayer`].
 #[derive(Clone, Debug)]
-pub struct Auth<S> {
+pub(crate) struct Auth<S> {
     inner: S,
     state: Arc<AuthState>,
 }

@@ -1,22 +1,23 @@
 //! Authentication and authorization, enforced in one place:
 //!
-//! * [`layer::AuthLayer`] (a tower layer in front of every service) authenticates the call (the
+//! * `layer::AuthLayer` (a tower layer in front of every service) authenticates the call (the
 //!   bearer token of the `authorization` metadata, else the mTLS identity of the connection),
 //!   answers UNAUTHENTICATED when a call that needs an identity has none, keeps health and
-//!   reflection open or closed as configured, and puts the [`Caller`] in the request's
+//!   reflection open or closed as configured, and puts the `Caller` in the request's
 //!   extensions;
-//! * [`authorize`] is the one per-call check of a verb on a target key, called by the
+//! * `authorize` is the one per-call check of a verb on a target key, called by the
 //!   `api::authorized` wrappers (the key is inside the request body, which the layer does not
-//!   decode) before the handler runs; [`KeyFilter`] restricts the List RPCs to readable keys.
+//!   decode) before the handler runs; `KeyFilter` restricts the List RPCs to readable keys.
 //!
 //! A denial is PERMISSION_DENIED naming the verb and the key, counted in
 //! `autoscaled_authz_denied_total`, and logged on the `autoscaled::audit` target with the
-//! identity, as is every delete (see [`audit`]).
+//! identity, as is every delete (see `audit`).
 //!
 //! This module depends only on `config` (the enums of the flags) and `metrics`, so the API
 //! layer can call it.
+#![warn(missing_docs, unreachable_pub)]
 
-pub mod layer;
+pub(crate) mod layer;
 pub mod policy;
 
 use std::{
@@ -26,49 +27,49 @@ use std::{
 
 use tonic::Status;
 
-pub use layer::AuthLayer;
-pub use policy::{Policy, PolicyError, Verb};
+pub(crate) use layer::AuthLayer;
+pub(crate) use policy::{Policy, PolicyError, Verb};
 
 /// What the transport knows of the caller: the remote address and, on an mTLS connection, the
 /// identity of its certificate (URI SAN, else DNS SAN, else CN). The TLS acceptor makes it the
 /// connection's `ConnectInfo`, which tonic copies into every request's extensions.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Peer {
-    pub remote: Option<SocketAddr>,
-    pub identity: Option<Arc<str>>,
+pub(crate) struct Peer {
+    pub(crate) remote: Option<SocketAddr>,
+    pub(crate) identity: Option<Arc<str>>,
 }
 
 /// The authenticated caller of one request, put in the request's extensions by the layer.
 #[derive(Clone, Debug)]
-pub struct Caller {
+pub(crate) struct Caller {
     /// The token's identity, else the certificate's; `None` when neither was given (only
     /// possible when no authorization file is configured).
-    pub identity: Option<Arc<str>>,
+    pub(crate) identity: Option<Arc<str>>,
     /// The authorization file in force when the call arrived (a reload during the call does
     /// not change it); `None`: no `--authz`, everything is allowed.
-    pub policy: Option<Arc<Policy>>,
+    pub(crate) policy: Option<Arc<Policy>>,
     /// The remote address, for the audit log.
-    pub remote: Option<SocketAddr>,
+    pub(crate) remote: Option<SocketAddr>,
 }
 
 /// The current authorization file, swapped whole by a reload.
 #[derive(Clone, Debug)]
-pub struct PolicyHandle(Arc<RwLock<Arc<Policy>>>);
+pub(crate) struct PolicyHandle(Arc<RwLock<Arc<Policy>>>);
 
 impl PolicyHandle {
-    pub fn new(policy: Policy) -> Self {
+    pub(crate) fn new(policy: Policy) -> Self {
         PolicyHandle(Arc::new(RwLock::new(Arc::new(policy))))
     }
 
     /// The policy in force now.
-    pub fn current(&self) -> Arc<Policy> {
+    pub(crate) fn current(&self) -> Arc<Policy> {
         // A poisoned lock only means a writer panicked between two whole values: the value
         // inside is still one complete policy.
         Arc::clone(&self.0.read().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Replaces the policy; calls already admitted keep the one they started with.
-    pub fn replace(&self, policy: Policy) {
+    pub(crate) fn replace(&self, policy: Policy) {
         *self.0.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(policy);
     }
 }
@@ -78,7 +79,7 @@ impl PolicyHandle {
 const MAX_QUOTED_KEY_BYTES: usize = 256;
 
 /// `key`, cut at [`MAX_QUOTED_KEY_BYTES`] on a character boundary (with `…` when cut).
-pub fn quoted_key(key: &str) -> String {
+pub(crate) fn quoted_key(key: &str) -> String {
     if key.len() <= MAX_QUOTED_KEY_BYTES {
         return key.to_owned();
     }
@@ -91,7 +92,7 @@ pub fn quoted_key(key: &str) -> String {
 
 /// One audit record on the `autoscaled::audit` log target: who did what to which key, and
 /// the outcome (`allowed`, `denied`, or the gRPC code of a failed delete).
-pub fn audit(caller: Option<&Caller>, verb: Verb, key: &str, outcome: &str) {
+pub(crate) fn audit(caller: Option<&Caller>, verb: Verb, key: &str, outcome: &str) {
     let identity = caller.and_then(|c| c.identity.as_deref()).unwrap_or("-");
     let remote = caller
         .and_then(|c| c.remote)
@@ -110,7 +111,7 @@ pub fn audit(caller: Option<&Caller>, verb: Verb, key: &str, outcome: &str) {
 /// The per-call check: may the caller do `verb` on `key`? `enforce` is whether an
 /// authorization file is configured; without one every call is allowed (today's behaviour).
 /// A missing caller while enforcing is UNAUTHENTICATED (fail closed: the layer did not run).
-pub fn authorize(
+pub(crate) fn authorize(
     caller: Option<&Caller>,
     enforce: bool,
     verb: Verb,
@@ -142,20 +143,24 @@ pub fn authorize(
 
 /// Which keys a List RPC may return: those under the prefixes where the caller may read.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KeyFilter {
+pub(crate) struct KeyFilter {
     /// `None`: every key (no authorization file). Otherwise sorted, non-overlapping prefixes.
     prefixes: Option<Vec<String>>,
 }
 
 impl KeyFilter {
     /// Every key.
-    pub fn all() -> Self {
+    pub(crate) fn all() -> Self {
         KeyFilter { prefixes: None }
     }
 
-    /// The keys `caller` may `verb` (read, for the List RPCs). Fails like [`authorize`] when
+    /// The keys `caller` may `verb` (read, for the List RPCs). Fails like `authorize` when
     /// enforcing and the caller has no identity.
-    pub fn for_caller(caller: Option<&Caller>, enforce: bool, verb: Verb) -> Result<Self, Status> {
+    pub(crate) fn for_caller(
+        caller: Option<&Caller>,
+        enforce: bool,
+        verb: Verb,
+    ) -> Result<Self, Status> {
         if !enforce {
             return Ok(KeyFilter::all());
         }
@@ -172,7 +177,8 @@ impl KeyFilter {
     }
 
     /// Under explicit prefixes (tests).
-    pub fn prefixes(prefixes: Vec<String>) -> Self {
+    #[cfg(test)]
+    pub(crate) fn prefixes(prefixes: Vec<String>) -> Self {
         let mut policy_like: Vec<String> = prefixes;
         policy_like.sort_unstable();
         let mut out: Vec<String> = Vec::new();
@@ -187,12 +193,12 @@ impl KeyFilter {
     }
 
     /// Whether the filter lets every key through.
-    pub fn is_all(&self) -> bool {
+    pub(crate) fn is_all(&self) -> bool {
         self.prefixes.is_none()
     }
 
     /// Whether `key` may be listed.
-    pub fn allows(&self, key: &str) -> bool {
+    pub(crate) fn allows(&self, key: &str) -> bool {
         match &self.prefixes {
             None => true,
             Some(prefixes) => prefixes.iter().any(|p| key.starts_with(p.as_str())),
@@ -203,7 +209,7 @@ impl KeyFilter {
     /// passed yet) should continue: `Some(None)` from the start, `Some(Some(k))` after `k`,
     /// `None` when no listable key can follow. Skips the gaps between prefixes: keys under a
     /// prefix `P` are contiguous in byte order and start after `P` without its last character.
-    pub fn resume_after(&self, after: Option<&str>) -> Option<Option<String>> {
+    pub(crate) fn resume_after(&self, after: Option<&str>) -> Option<Option<String>> {
         let Some(prefixes) = &self.prefixes else {
             return Some(after.map(str::to_owned));
         };

@@ -17,6 +17,7 @@
 //! (`identity`), verbs, and resources named by key prefix (RBAC's `resourceNames` are exact
 //! names; a prefix is what gives a team every target it creates). As in RBAC, rules only add
 //! permissions; there is no deny rule, so the order of rules does not matter.
+#![warn(missing_docs, unreachable_pub)]
 
 use std::{collections::HashMap, fmt, sync::Arc};
 
@@ -25,7 +26,7 @@ use thiserror::Error;
 
 /// What a call does to a target, as the authorization file names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Verb {
+pub(crate) enum Verb {
     /// `Recommend` (dry runs included: a dry run reads the target's history).
     Recommend,
     /// `GetHistory`, `GetRecommendation`, `ListTargets`, `ListVerticalTargets`.
@@ -38,10 +39,10 @@ pub enum Verb {
 
 impl Verb {
     /// Every verb, in the order the file documents them.
-    pub const ALL: [Verb; 4] = [Verb::Recommend, Verb::Read, Verb::WriteUsage, Verb::Delete];
+    pub(crate) const ALL: [Verb; 4] = [Verb::Recommend, Verb::Read, Verb::WriteUsage, Verb::Delete];
 
     /// The name in the authorization file, in errors and in metric labels.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Verb::Recommend => "recommend",
             Verb::Read => "read",
@@ -73,7 +74,12 @@ pub enum PolicyError {
     Parse(String),
     /// A value is wrong; `entry` is e.g. `rule[2].verbs`.
     #[error("{entry}: {message}")]
-    Invalid { entry: String, message: String },
+    Invalid {
+        /// Where in the file, e.g. `rule[2].verbs` or `token[0].sha256`.
+        entry: String,
+        /// The rule it breaks.
+        message: String,
+    },
 }
 
 #[derive(Debug, Deserialize)]
@@ -108,7 +114,7 @@ struct Grants {
 
 /// A parsed, validated authorization file.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Policy {
+pub(crate) struct Policy {
     grants: HashMap<Arc<str>, Grants>,
     tokens: HashMap<[u8; 32], Arc<str>>,
 }
@@ -122,7 +128,7 @@ fn invalid(entry: String, message: impl Into<String>) -> PolicyError {
 
 impl Policy {
     /// Parses and validates the text of an authorization file.
-    pub fn parse(text: &str) -> Result<Policy, PolicyError> {
+    pub(crate) fn parse(text: &str) -> Result<Policy, PolicyError> {
         let file: File = toml::from_str(text).map_err(|e| PolicyError::Parse(e.to_string()))?;
         let mut policy = Policy::default();
         for (i, rule) in file.rule.into_iter().enumerate() {
@@ -187,7 +193,7 @@ impl Policy {
 
     /// Whether `identity` may do `verb` on `key`: some rule of that identity grants the verb
     /// on a prefix of the key.
-    pub fn allows(&self, identity: &str, verb: Verb, key: &str) -> bool {
+    pub(crate) fn allows(&self, identity: &str, verb: Verb, key: &str) -> bool {
         self.grants.get(identity).is_some_and(|g| {
             g.prefixes
                 .iter()
@@ -197,7 +203,7 @@ impl Policy {
 
     /// The prefixes under which `identity` may do `verb`, sorted, with every prefix that
     /// another one of the list already covers removed (so the ranges do not overlap).
-    pub fn prefixes(&self, identity: &str, verb: Verb) -> Vec<String> {
+    pub(crate) fn prefixes(&self, identity: &str, verb: Verb) -> Vec<String> {
         let Some(grants) = self.grants.get(identity) else {
             return Vec::new();
         };
@@ -222,18 +228,18 @@ impl Policy {
     }
 
     /// The identity a bearer token stands for, if its SHA-256 is listed.
-    pub fn token_identity(&self, token: &str) -> Option<&Arc<str>> {
+    pub(crate) fn token_identity(&self, token: &str) -> Option<&Arc<str>> {
         self.tokens.get(&sha256(token.as_bytes()))
     }
 
     /// Number of rules' identities and tokens (for the start-up log line).
-    pub fn summary(&self) -> (usize, usize) {
+    pub(crate) fn summary(&self) -> (usize, usize) {
         (self.grants.len(), self.tokens.len())
     }
 }
 
 /// SHA-256 of `data` (ring's, the provider rustls already uses).
-pub fn sha256(data: &[u8]) -> [u8; 32] {
+pub(crate) fn sha256(data: &[u8]) -> [u8; 32] {
     let digest = ring::digest::digest(&ring::digest::SHA256, data);
     let mut out = [0u8; 32];
     out.copy_from_slice(digest.as_ref());

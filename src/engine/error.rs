@@ -1,5 +1,6 @@
 //! Errors of the engine. Only input that makes no sense is an error; a metric that cannot be
 //! computed is part of the decision (a ScalingActive False condition), as in Kubernetes.
+#![warn(missing_docs, unreachable_pub)]
 
 use thiserror::Error;
 
@@ -9,6 +10,7 @@ use thiserror::Error;
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 #[error("{field}: {description}")]
 pub struct InvalidInput {
+    /// The offending field's path, e.g. `spec.metrics[1].target.average_utilization`.
     pub field: String,
     /// The rule the field breaks, e.g. `must be greater than 0`.
     pub description: String,

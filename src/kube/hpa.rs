@@ -7,6 +7,7 @@
 //! `scaleTargetRef`, `status` and metric label selectors have no counterpart here: the caller
 //! sends the observations (pods, metric values by name) itself, so they are ignored. Quantities
 //! (`averageValue: 500m`, `value: 1Gi`) become milli-units, exactly `Quantity.MilliValue()`.
+#![warn(missing_docs, unreachable_pub)]
 
 use serde::Deserialize;
 use thiserror::Error;
@@ -22,7 +23,12 @@ pub enum ManifestError {
     Parse(String),
     /// Well-formed, but not something the spec can say.
     #[error("{field}: {message}")]
-    Invalid { field: String, message: String },
+    Invalid {
+        /// The manifest's field, in its own camelCase path (`spec.metrics[0].type`).
+        field: String,
+        /// Why it cannot be expressed.
+        message: String,
+    },
 }
 
 fn invalid(field: impl Into<String>, message: impl Into<String>) -> ManifestError {

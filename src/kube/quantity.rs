@@ -4,12 +4,13 @@
 //! `ScaledValue(Milli)`, which rounds a fraction of a milli-unit up, away from zero).
 //!
 //! Only the command-line client reads quantities: the wire stays integer milli-units.
+#![warn(missing_docs, unreachable_pub)]
 
 use thiserror::Error;
 
 /// Why a string is not a Kubernetes quantity.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum QuantityError {
+pub(crate) enum QuantityError {
     #[error(
         "invalid quantity {0:?}: expected a number with an optional suffix (n, u, m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei or an exponent like e3)"
     )]
@@ -19,7 +20,7 @@ pub enum QuantityError {
 }
 
 /// The quantity `text` in milli-units (`"500m"` -> 500, `"2"` -> 2000, `"1Ki"` -> 1024000).
-pub fn parse_milli(text: &str) -> Result<i64, QuantityError> {
+pub(crate) fn parse_milli(text: &str) -> Result<i64, QuantityError> {
     let syntax = || QuantityError::Syntax(text.to_owned());
     let range = || QuantityError::Range(text.to_owned());
     let s = text.trim();

@@ -11,6 +11,7 @@
 //!   also accepts a quantity with a suffix (`"500m"`, `"1Gi"`).
 //!
 //! Errors name the field by its path (`pods[0].requests.cpu: invalid quantity "5OOm"`).
+#![warn(missing_docs, unreachable_pub)]
 
 use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor};
 use serde_json::Value;
@@ -18,7 +19,10 @@ use serde_json::Value;
 use super::quantity::parse_milli;
 
 /// Rewrites quantities in `value`, a JSON encoding of `message`; errors name the field.
-pub fn normalize_quantities(message: &MessageDescriptor, value: &mut Value) -> Result<(), String> {
+pub(crate) fn normalize_quantities(
+    message: &MessageDescriptor,
+    value: &mut Value,
+) -> Result<(), String> {
     walk_message(message, value, "")
 }
 

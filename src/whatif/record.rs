@@ -3,6 +3,7 @@
 //! answered `Recommend` request to a trace file, with the `evaluation_time` the server decided
 //! at (so that `autoscaled simulate --trace` replays it at the same instant). Failed calls are
 //! not recorded: the server stored nothing for them either.
+#![warn(missing_docs, unreachable_pub)]
 
 use std::{
     fs::File,
@@ -21,23 +22,23 @@ use crate::pb::v1::{
 
 /// `autoscaled record`.
 #[derive(Debug, clap::Args)]
-pub struct RecordArgs {
+pub(crate) struct RecordArgs {
     /// Where adapters connect (e.g. 127.0.0.1:50052; port 0 picks one, printed on stdout).
     #[arg(long, value_name = "ADDR")]
-    pub listen: std::net::SocketAddr,
+    pub(crate) listen: std::net::SocketAddr,
     /// The autoscaled server every call is forwarded to.
     #[arg(long, value_name = "ADDR")]
-    pub upstream: String,
+    pub(crate) upstream: String,
     /// The trace file the Recommend requests are appended to (created if missing).
     #[arg(long, value_name = "FILE.jsonl")]
-    pub trace: PathBuf,
+    pub(crate) trace: PathBuf,
     /// Record only this target (default: every target).
     #[arg(long, value_name = "KEY")]
-    pub target: Option<String>,
+    pub(crate) target: Option<String>,
 }
 
 /// The proxy.
-pub struct Recorder {
+pub(crate) struct Recorder {
     upstream: HorizontalAutoscalerClient<Channel>,
     trace: Mutex<BufWriter<File>>,
     target: Option<String>,
@@ -129,7 +130,7 @@ impl HorizontalAutoscaler for Recorder {
 }
 
 /// Runs the proxy until SIGTERM / SIGINT.
-pub fn run(args: RecordArgs) -> std::process::ExitCode {
+pub(crate) fn run(args: RecordArgs) -> std::process::ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

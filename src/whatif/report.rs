@@ -2,6 +2,7 @@
 //! network) about a target: the replica and metric timeline of its logged decisions, its
 //! conditions over time, and the explanation of every change; with `--spec`, the what-if
 //! replay under that spec next to it.
+#![warn(missing_docs, unreachable_pub)]
 
 use std::{fmt::Write as _, path::PathBuf};
 
@@ -10,23 +11,23 @@ use crate::{client::ClientError, pb::v1 as api};
 
 /// `autoscaled report`.
 #[derive(Debug, clap::Args)]
-pub struct ReportArgs {
+pub(crate) struct ReportArgs {
     /// Server address (`host:port` or `http://host:port`).
     #[arg(long, value_name = "ADDR")]
-    pub addr: String,
+    pub(crate) addr: String,
     /// The target to report on.
     #[arg(long, value_name = "KEY")]
-    pub target: String,
+    pub(crate) target: String,
     /// The HTML file to write.
     #[arg(long, value_name = "FILE.html")]
-    pub out: PathBuf,
+    pub(crate) out: PathBuf,
     /// Also replay the stored decisions under this HorizontalSpec (proto3 JSON).
     #[arg(long, value_name = "SPEC.json")]
-    pub spec: Option<PathBuf>,
+    pub(crate) spec: Option<PathBuf>,
 }
 
 /// `autoscaled report`: fetches, renders, writes; returns a one-line confirmation.
-pub async fn report_command(args: ReportArgs) -> Result<String, ClientError> {
+pub(crate) async fn report_command(args: ReportArgs) -> Result<String, ClientError> {
     let spec = args.spec.as_deref().map(super::read_spec).transpose()?;
     let mut client = crate::client::connect(&args.addr).await?;
     // Every page, oldest run first.
@@ -89,7 +90,7 @@ pub async fn report_command(args: ReportArgs) -> Result<String, ClientError> {
 }
 
 /// HTML-escapes text.
-pub fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -129,7 +130,7 @@ fn metric_name(m: &api::MetricStatus) -> String {
 }
 
 /// The timeline of a history's logged decisions.
-pub fn history_timeline(h: &api::TargetHistory) -> Timeline {
+pub(crate) fn history_timeline(h: &api::TargetHistory) -> Timeline {
     let mut labels: Vec<(String, &'static str)> = Vec::new();
     for d in &h.decisions {
         for m in &d.metrics {
@@ -207,7 +208,7 @@ td.t{white-space:nowrap;font-variant-numeric:tabular-nums}
 "#;
 
 /// The page.
-pub fn render(h: &api::TargetHistory, simulation: Option<&api::SimulateResponse>) -> String {
+pub(crate) fn render(h: &api::TargetHistory, simulation: Option<&api::SimulateResponse>) -> String {
     let mut out = String::new();
     let first = h.decisions.first().and_then(|d| {
         d.first_evaluation_time

@@ -3,8 +3,9 @@
 //! `prost-reflect` as `autoscaled recommend` reads its request file, so that grpcurl, the Go
 //! client and a shell `jq` see the same lines. Blank lines and lines starting with `#` are
 //! skipped.
+#![warn(missing_docs, unreachable_pub)]
 
-use std::{io::Write, path::Path, sync::OnceLock};
+use std::{path::Path, sync::OnceLock};
 
 use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
 
@@ -22,7 +23,10 @@ fn pool() -> &'static DescriptorPool {
 }
 
 /// Parses a trace; errors name `FILE:LINE`.
-pub fn parse_trace(text: &str, origin: &str) -> Result<Vec<api::RecommendRequest>, ClientError> {
+pub(crate) fn parse_trace(
+    text: &str,
+    origin: &str,
+) -> Result<Vec<api::RecommendRequest>, ClientError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -47,7 +51,7 @@ pub fn read_trace(path: &Path) -> Result<Vec<api::RecommendRequest>, ClientError
 }
 
 /// Parses a message of type `full_name` from proto3 JSON (unknown fields rejected).
-pub fn parse_json<M: prost::Message + Default>(
+pub(crate) fn parse_json<M: prost::Message + Default>(
     json: &str,
     full_name: &'static str,
     origin: &str,
@@ -77,7 +81,7 @@ pub fn parse_json<M: prost::Message + Default>(
 }
 
 /// One trace line: the request in compact proto3 JSON, defaults omitted.
-pub fn to_line(request: &api::RecommendRequest) -> Result<String, ClientError> {
+pub(crate) fn to_line(request: &api::RecommendRequest) -> Result<String, ClientError> {
     const NAME: &str = "autoscaled.v1.RecommendRequest";
     let descriptor_error = |detail: String| ClientError::Descriptor {
         message: NAME,
@@ -96,19 +100,4 @@ pub fn to_line(request: &api::RecommendRequest) -> Result<String, ClientError> {
         .serialize_with_options(&mut serializer, &SerializeOptions::new())
         .map_err(|e| descriptor_error(e.to_string()))?;
     String::from_utf8(serializer.into_inner()).map_err(|e| descriptor_error(e.to_string()))
-}
-
-/// Appends requests to a trace writer, one line each.
-pub fn write_lines(
-    out: &mut impl Write,
-    requests: &[api::RecommendRequest],
-) -> Result<(), ClientError> {
-    for r in requests {
-        let line = to_line(r)?;
-        writeln!(out, "{line}").map_err(|source| ClientError::Read {
-            path: "trace".to_owned(),
-            source,
-        })?;
-    }
-    Ok(())
 }

@@ -5,6 +5,7 @@
 //! Callers hand the engine the spec as written; Kubernetes defaults it when it is stored, so
 //! the engine does the same before deciding. The result is a [`DefaultedSpec`], in which
 //! nothing the decision reads is optional any more.
+#![warn(missing_docs, unreachable_pub)]
 
 use crate::engine::{
     settings::Settings,
@@ -22,8 +23,12 @@ pub const DEFAULT_CPU_UTILIZATION: i32 = 80;
 /// `HPAScalingRules` with every field the normalization reads filled in.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CompletedRules {
+    /// The window `stabilizeRecommendationWithBehaviors` looks back over (0 for scale-up,
+    /// 300 for scale-down unless set).
     pub stabilization_window_seconds: i32,
+    /// How the policies combine (`Max` unless set): the most permissive one by default.
     pub select_policy: SelectPolicy,
+    /// The rate policies (`GenerateHPAScale{Up,Down}Rules` defaults when none are given).
     pub policies: Vec<ScalingPolicy>,
     /// Per-direction tolerance (KEP-4951); `None`: the controller tolerance.
     pub tolerance: Option<f64>,
@@ -33,14 +38,18 @@ pub struct CompletedRules {
 /// `maybeInitScaleDownStabilizationWindow`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CompletedBehavior {
+    /// The rules for increases.
     pub scale_up: CompletedRules,
+    /// The rules for decreases.
     pub scale_down: CompletedRules,
 }
 
 /// The spec after `SetDefaults_HorizontalPodAutoscaler`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DefaultedSpec {
+    /// `minReplicas`, 1 when unset (`SetDefaults_HorizontalPodAutoscaler`).
     pub min_replicas: i32,
+    /// `maxReplicas`, required by the API.
     pub max_replicas: i32,
     /// Never empty.
     pub metrics: Vec<MetricSpec>,
@@ -93,7 +102,7 @@ pub fn default_metric() -> MetricSpec {
 /// `GenerateHPAScaleUpRules`: window 0, select Max, policies `[{Pods, 4, 15 s},
 /// {Percent, 100, 15 s}]`, each overridden by the user's non-nil field. A present but empty
 /// policy list stays empty (only nil is replaced).
-pub fn generate_scale_up_rules(rules: Option<&ScalingRules>) -> ScalingRules {
+pub(crate) fn generate_scale_up_rules(rules: Option<&ScalingRules>) -> ScalingRules {
     let defaults = ScalingRules {
         stabilization_window_seconds: Some(0),
         select_policy: Some(SelectPolicy::Max),
@@ -116,7 +125,7 @@ pub fn generate_scale_up_rules(rules: Option<&ScalingRules>) -> ScalingRules {
 
 /// `GenerateHPAScaleDownRules`: window unset (the controller fills it in), select Max,
 /// policies `[{Percent, 100, 15 s}]`, each overridden by the user's non-nil field.
-pub fn generate_scale_down_rules(rules: Option<&ScalingRules>) -> ScalingRules {
+pub(crate) fn generate_scale_down_rules(rules: Option<&ScalingRules>) -> ScalingRules {
     let defaults = ScalingRules {
         stabilization_window_seconds: None,
         select_policy: Some(SelectPolicy::Max),
@@ -133,7 +142,10 @@ pub fn generate_scale_down_rules(rules: Option<&ScalingRules>) -> ScalingRules {
 /// `maybeInitScaleDownStabilizationWindow`: a behavior whose scale-down rules have no window
 /// gets the controller's `--horizontal-pod-autoscaler-downscale-stabilization`, in whole
 /// seconds (`int32(window.Seconds())`, saturating here instead of wrapping).
-pub fn maybe_init_scale_down_stabilization_window(behavior: &mut Behavior, settings: &Settings) {
+pub(crate) fn maybe_init_scale_down_stabilization_window(
+    behavior: &mut Behavior,
+    settings: &Settings,
+) {
     if let Some(scale_down) = behavior.scale_down.as_mut()
         && scale_down.stabilization_window_seconds.is_none()
     {

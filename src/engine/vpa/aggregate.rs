@@ -1,5 +1,6 @@
 //! `AggregateContainerState`: the histograms and CPU sample counters of all instances of one
 //! container (`recommender/model/aggregate_container_state.go`; specification sections 6, 7).
+#![warn(missing_docs, unreachable_pub)]
 
 use serde::{Deserialize, Serialize};
 
@@ -11,9 +12,9 @@ use super::settings::VpaSettings;
 use super::time::{Timestamp, duration_nanos, go_sub};
 
 /// `minSampleWeight`: the weight of every CPU sample (constant since VPA 1.4.0).
-pub const CPU_SAMPLE_WEIGHT: f64 = 0.1;
+pub(crate) const CPU_SAMPLE_WEIGHT: f64 = 0.1;
 /// The weight of every memory peak (a literal upstream).
-pub const MEMORY_PEAK_WEIGHT: f64 = 1.0;
+pub(crate) const MEMORY_PEAK_WEIGHT: f64 = 1.0;
 
 /// Which histogram of an aggregation a call went to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -175,7 +176,7 @@ impl AggregateContainerState {
     }
 
     /// `SubtractSample` for memory: remove a peak added earlier at `at`.
-    pub fn subtract_memory_peak(
+    pub(crate) fn subtract_memory_peak(
         &mut self,
         at: Timestamp,
         usage: ResourceAmount,

@@ -4,6 +4,7 @@
 //! conversion goes through [`resource_amount_from_float`], which truncates toward zero and
 //! clamps to `[0, MAX_RESOURCE_AMOUNT]`; the estimators truncate after every stage, so the
 //! results differ from a formula evaluated in one go (specification section 2).
+#![warn(missing_docs, unreachable_pub)]
 
 use serde::{Deserialize, Serialize};
 
@@ -94,7 +95,7 @@ pub fn memory_amount_from_bytes(bytes: f64) -> ResourceAmount {
 }
 
 /// Upstream `BytesFromMemoryAmount`.
-pub fn bytes_from_memory_amount(bytes: ResourceAmount) -> f64 {
+pub(crate) fn bytes_from_memory_amount(bytes: ResourceAmount) -> f64 {
     bytes as f64
 }
 

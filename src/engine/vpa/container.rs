@@ -1,5 +1,6 @@
 //! `ContainerState`: per-container-instance ordering and memory-window state
 //! (`recommender/model/container.go`; specification sections 6.2–6.4).
+#![warn(missing_docs, unreachable_pub)]
 
 use serde::{Deserialize, Serialize};
 
@@ -36,7 +37,7 @@ pub struct ContainerState {
 
 impl ContainerState {
     /// `GetMaxMemoryPeak`: the current interval's peak, usage or OOM.
-    pub fn max_memory_peak(&self) -> ResourceAmount {
+    pub(crate) fn max_memory_peak(&self) -> ResourceAmount {
         self.memory_peak.max(self.oom_peak)
     }
 
@@ -134,7 +135,7 @@ impl ContainerState {
     /// `subtractCurrentContainerMemoryPeak` (checkpoint writer): if the current interval has
     /// not ended at `now`, remove its peak from `aggregate` so that a restart does not count
     /// two peaks for one interval.
-    pub fn subtract_current_memory_peak(
+    pub(crate) fn subtract_current_memory_peak(
         &self,
         aggregate: &mut AggregateContainerState,
         now: Timestamp,

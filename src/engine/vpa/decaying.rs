@@ -3,6 +3,7 @@
 //! A sample of weight `w` at time `t` is stored with weight `w × 2^((t − R) / H)` for half-life
 //! `H` and reference timestamp `R`. `R` starts at Go's zero time and is moved forward
 //! (renormalization) whenever a sample is more than 100 half-lives past it.
+#![warn(missing_docs, unreachable_pub)]
 
 use serde::{Deserialize, Serialize};
 
@@ -12,7 +13,7 @@ use super::histogram::{Histogram, HistogramError, HistogramOptions};
 use super::time::{Timestamp, go_offset, go_round, go_sub};
 
 /// `maxDecayExponent`: renormalize once a sample is this many half-lives past the reference.
-pub const MAX_DECAY_EXPONENT: i64 = 100;
+pub(crate) const MAX_DECAY_EXPONENT: i64 = 100;
 
 /// A histogram whose samples lose half their relative weight every half-life.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -47,7 +48,7 @@ impl DecayingHistogram {
     }
 
     /// Whether this is a plain (non-decaying) histogram.
-    pub const fn is_plain(&self) -> bool {
+    pub(crate) const fn is_plain(&self) -> bool {
         self.half_life_ns <= 0
     }
 

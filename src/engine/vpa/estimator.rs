@@ -1,6 +1,7 @@
 //! Estimators (`recommender/logic/estimator.go`; specification section 8): a base amount
 //! (a constant or a histogram percentile) wrapped by margin, confidence multiplier and
 //! minimum, each stage truncating to an integer amount.
+#![warn(missing_docs, unreachable_pub)]
 
 use serde::{Deserialize, Serialize};
 
@@ -79,7 +80,7 @@ impl EstimatorChain {
 }
 
 /// The percentile estimator for `resource`.
-pub fn percentile_amount(
+pub(crate) fn percentile_amount(
     resource: Resource,
     state: &AggregateContainerState,
     p: f64,
@@ -91,7 +92,7 @@ pub fn percentile_amount(
 }
 
 /// One wrapper applied to `x`.
-pub fn apply_step(
+pub(crate) fn apply_step(
     step: EstimatorStep,
     x: ResourceAmount,
     state: &AggregateContainerState,

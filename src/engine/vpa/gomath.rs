@@ -3,9 +3,10 @@
 //! are built on (Go's own code on amd64: neither has an assembly version there). Go computes
 //! integer powers by repeated squaring, which can differ by an ulp from a C `pow`, and the
 //! estimators truncate, so an ulp can become one millicore.
+#![warn(missing_docs, unreachable_pub)]
 
 /// Go's `math.Ldexp(frac, exp)` for the values `go_pow` produces.
-pub fn ldexp(mut frac: f64, mut exp: i64) -> f64 {
+pub(crate) fn ldexp(mut frac: f64, mut exp: i64) -> f64 {
     while exp > 1000 {
         frac *= 2f64.powi(1000);
         exp -= 1000;
@@ -24,7 +25,7 @@ pub fn ldexp(mut frac: f64, mut exp: i64) -> f64 {
 }
 
 /// Go's `math.Frexp`: `x = frac × 2^exp`, `frac` in [0.5, 1), for finite non-zero `x`.
-pub fn frexp(x: f64) -> (f64, i64) {
+pub(crate) fn frexp(x: f64) -> (f64, i64) {
     if x == 0.0 || !x.is_finite() {
         return (x, 0);
     }
@@ -44,7 +45,7 @@ pub fn frexp(x: f64) -> (f64, i64) {
 /// Go's `math.Pow`, ported so that integer exponents (the recommender's +1 and −2) give the
 /// same bits as upstream (repeated squaring, then `1 / a` for negative exponents); the
 /// fractional part uses `exp(yf × ln x)` as Go does.
-pub fn go_pow(x: f64, y: f64) -> f64 {
+pub(crate) fn go_pow(x: f64, y: f64) -> f64 {
     if y == 0.0 || x == 1.0 {
         return 1.0;
     }
@@ -141,7 +142,7 @@ pub fn go_pow(x: f64, y: f64) -> f64 {
 /// Go's `math.Exp2` (`exp2` + `expmulti`, the FreeBSD algorithm): the decay factor
 /// `2^((t − R) / H)` of every histogram sample. The constants are Go's, digit for digit.
 #[allow(clippy::excessive_precision)]
-pub fn go_exp2(x: f64) -> f64 {
+pub(crate) fn go_exp2(x: f64) -> f64 {
     const LN2_HI: f64 = 6.931_471_803_691_238_164_90e-1;
     const LN2_LO: f64 = 1.908_214_929_270_587_700_02e-10;
     const OVERFLOW: f64 = 1.023_999_999_999_999_9e3;

@@ -1,6 +1,7 @@
 //! Container resource policies and what they set on an aggregation
 //! (`utils/vpa/api.go` `GetContainerResourcePolicy`,
 //! `AggregateContainerState.UpdateFromPolicy`; specification section 7).
+#![warn(missing_docs, unreachable_pub)]
 
 use std::time::Duration;
 
@@ -58,7 +59,7 @@ pub struct PodResourcePolicy {
 impl PodResourcePolicy {
     /// `GetContainerResourcePolicy`: the policy named after the container, else the `*` one,
     /// else none.
-    pub fn for_container(&self, container_name: &str) -> Option<&ContainerResourcePolicy> {
+    pub(crate) fn for_container(&self, container_name: &str) -> Option<&ContainerResourcePolicy> {
         let mut default = None;
         for p in &self.container_policies {
             if p.container_name == container_name {

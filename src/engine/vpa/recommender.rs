@@ -2,6 +2,7 @@
 //! (`recommender/logic/recommender.go`, `recommender/model/types.go` `ResourcesAsResourceList`,
 //! `recommender/routines/cpu_integer_post_processor.go`, `utils/vpa/capping.go`;
 //! specification sections 8–10).
+#![warn(missing_docs, unreachable_pub)]
 
 use serde::{Deserialize, Serialize};
 
@@ -16,9 +17,9 @@ use super::settings::VpaSettings;
 use super::time::duration_nanos;
 
 /// Upper-bound confidence multiplier m = 1.0, e = +1 (literals in `recommender.go`).
-pub const UPPER_BOUND_MULTIPLIER: (f64, f64) = (1.0, 1.0);
+pub(crate) const UPPER_BOUND_MULTIPLIER: (f64, f64) = (1.0, 1.0);
 /// Lower-bound confidence multiplier m = 0.001, e = −2.
-pub const LOWER_BOUND_MULTIPLIER: (f64, f64) = (0.001, -2.0);
+pub(crate) const LOWER_BOUND_MULTIPLIER: (f64, f64) = (0.001, -2.0);
 
 /// The recommendation for one container (upstream `RecommendedContainerResources`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,7 +69,7 @@ impl BoundEstimators {
 }
 
 /// The three estimators of `CreatePodResourceRecommender` (before the pod minimum, which
-/// depends on the number of containers and is added by [`recommend_pod`]).
+/// depends on the number of containers and is added by `recommend_pod`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PodEstimators {
     /// Target: percentile + margin.
@@ -149,7 +150,7 @@ impl PodEstimators {
 
 /// One container to recommend for: its name, aggregation and resolved policy.
 #[derive(Clone, Copy, Debug)]
-pub struct ContainerInput<'a> {
+pub(crate) struct ContainerInput<'a> {
     /// Container name.
     pub name: &'a str,
     /// Its aggregation (merged over pods).
@@ -177,7 +178,7 @@ pub fn round_output(r: Resources, round_cpu_millicores: i64, round_memory_bytes:
 }
 
 /// The pod minimum split over `n` containers (`GetRecommendedPodResources`).
-pub fn pod_minimum(settings: &VpaSettings, n: usize) -> Resources {
+pub(crate) fn pod_minimum(settings: &VpaSettings, n: usize) -> Resources {
     let fraction = 1.0 / n.max(1) as f64;
     Resources::new(
         scale_resource(
@@ -194,7 +195,7 @@ pub fn pod_minimum(settings: &VpaSettings, n: usize) -> Resources {
 /// `GetRecommendedPodResources` + `MapToListOfRecommendedContainerResources`: drop `Off`
 /// containers, estimate every bound with the pod minimum split over the rest, keep the
 /// controlled resources, round the output, sort by name. The uncapped target is the target.
-pub fn recommend_pod(
+pub(crate) fn recommend_pod(
     estimators: &PodEstimators,
     settings: &VpaSettings,
     containers: &[ContainerInput<'_>],
@@ -230,7 +231,7 @@ pub fn recommend_pod(
 
 /// The integer-CPU post-processor: CPU of opted-in containers rounded up to whole cores in
 /// target, bounds and uncapped target.
-pub fn apply_integer_cpu(rec: &mut RecommendedPodResources, opted_in: &[String]) {
+pub(crate) fn apply_integer_cpu(rec: &mut RecommendedPodResources, opted_in: &[String]) {
     for c in &mut rec.containers {
         if opted_in.contains(&c.container_name) {
             for r in [
@@ -249,7 +250,7 @@ pub fn apply_integer_cpu(rec: &mut RecommendedPodResources, opted_in: &[String])
 /// each present resource to `minAllowed`, then lower it to `maxAllowed` (the policy's, with
 /// missing resources from the global maximum). Zero limits are ignored; the uncapped target
 /// is untouched. `None` in, `None` out.
-pub fn apply_vpa_policy(
+pub(crate) fn apply_vpa_policy(
     rec: Option<RecommendedPodResources>,
     policy: Option<&PodResourcePolicy>,
     global_max_allowed: &Resources,

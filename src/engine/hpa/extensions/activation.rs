@@ -15,6 +15,7 @@
 //!   when never active), scale to `idle_replicas` (else min); until then the HPA decides and
 //!   `Active` is False/`ScalerCooldown`.
 //! * Inactive, idle unset, current < min: scale to min.
+#![warn(missing_docs, unreachable_pub)]
 
 use std::time::Duration;
 
@@ -29,19 +30,21 @@ use crate::engine::{
     time::Time,
 };
 
-/// What activation decides with.
-pub struct Input<'a> {
-    pub settings: &'a Settings,
-    pub spec: &'a HorizontalSpec,
-    pub activation: &'a Activation,
-    pub ext: &'a Extensions,
+/// What activation decides with: the arguments of `evaluate` plus the defaulted values,
+/// gathered so the extension pipeline passes one value (crate-internal: callers use
+/// `hpa::evaluate`).
+pub(crate) struct Input<'a> {
+    pub(crate) settings: &'a Settings,
+    pub(crate) spec: &'a HorizontalSpec,
+    pub(crate) activation: &'a Activation,
+    pub(crate) ext: &'a Extensions,
     /// The defaulted metrics.
-    pub metrics: &'a [MetricSpec],
-    pub observation: &'a Observation,
-    pub history: &'a History,
-    pub now: Time,
+    pub(crate) metrics: &'a [MetricSpec],
+    pub(crate) observation: &'a Observation,
+    pub(crate) history: &'a History,
+    pub(crate) now: Time,
     /// The defaulted `min_replicas`.
-    pub min: i32,
+    pub(crate) min: i32,
 }
 
 /// The value activation compares for a metric (milli-units), `None` when it has none.
@@ -71,7 +74,7 @@ fn activation_value(metric: &MetricSpec, observation: &Observation) -> Option<i6
 }
 
 /// Whether the target is active, with the sentence that says why.
-pub fn is_active(
+pub(crate) fn is_active(
     ext: &Extensions,
     metrics: &[MetricSpec],
     outcomes: &[MetricOutcome],
@@ -156,7 +159,7 @@ fn step(input: &Input<'_>, to: i32, clamp: Option<(i32, i32)>, reason: &str) -> 
 }
 
 /// Activation's decision, the HPA's inside the 1↔N range.
-pub fn decide(
+pub(crate) fn decide(
     input: Input<'_>,
     outcomes: Vec<MetricOutcome>,
     clamp: Option<(i32, i32)>,

@@ -16,6 +16,7 @@
 //! never lowers the count below a healthy metric's proposal, which wins the max (#6659), and
 //! is a proposal like any other, so it wakes a target from zero (#7239). Failures are counted
 //! once per evaluation.
+#![warn(missing_docs, unreachable_pub)]
 
 use super::{ExtensionReport, ExtensionState, Extensions, FallbackBehavior, metric_key};
 use crate::engine::{
@@ -27,7 +28,7 @@ use crate::engine::{
 
 /// Counts this evaluation's failures (a success resets a metric) and forgets metrics that
 /// are no longer in the spec.
-pub fn update_health(
+pub(crate) fn update_health(
     state: &mut ExtensionState,
     metrics: &[MetricSpec],
     outcomes: &[MetricOutcome],
@@ -53,7 +54,11 @@ pub fn update_health(
 }
 
 /// KEDA's count for `behavior`.
-pub fn target_fallback_replicas(behavior: FallbackBehavior, replicas: i32, current: i32) -> i32 {
+pub(crate) fn target_fallback_replicas(
+    behavior: FallbackBehavior,
+    replicas: i32,
+    current: i32,
+) -> i32 {
     match behavior {
         FallbackBehavior::Static => replicas,
         FallbackBehavior::CurrentReplicas => current,
@@ -64,7 +69,7 @@ pub fn target_fallback_replicas(behavior: FallbackBehavior, replicas: i32, curre
 
 /// Replaces the proposals of failed metrics whose fallback is due; returns the conditions to
 /// report.
-pub fn apply(
+pub(crate) fn apply(
     ext: &Extensions,
     state: &ExtensionState,
     metrics: &[MetricSpec],

@@ -11,6 +11,7 @@
 //!
 //! The state these need between evaluations is one [`ExtensionState`] stored in
 //! `History::extensions`; the decision explains what fired in [`ExtensionReport`].
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod activation;
 pub mod fallback;
@@ -117,26 +118,35 @@ pub struct MetricFallback {
 pub struct TargetFallback {
     /// Fires when a metric's consecutive failures are strictly more than this.
     pub failure_threshold: u32,
+    /// KEDA `fallback.replicas`: the count the target runs at while fallback is in force.
     pub replicas: i32,
+    /// How `replicas` combines with the current count.
     pub behavior: FallbackBehavior,
 }
 
 /// KEDA `fallback.behavior`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FallbackBehavior {
+    /// `fallback.replicas` as is (KEDA's default).
     #[default]
     Static,
+    /// Keep the current count: fallback freezes the target.
     CurrentReplicas,
+    /// The higher of the current count and `fallback.replicas`: fallback never scales in.
     CurrentReplicasIfHigher,
+    /// The lower of the current count and `fallback.replicas`: fallback never scales out.
     CurrentReplicasIfLower,
 }
 
 /// KEDA `autoscaling.keda.sh/paused-replicas`, `paused-scale-in`, `paused-scale-out`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Pause {
+    /// `paused-replicas`: hold the target at this count, ahead of every other rule.
     pub paused_replicas: Option<i32>,
+    /// `paused-scale-in`: decreases are suppressed.
     #[serde(default)]
     pub scale_in: bool,
+    /// `paused-scale-out`: increases are suppressed.
     #[serde(default)]
     pub scale_out: bool,
 }
@@ -196,6 +206,7 @@ pub struct ExtensionReport {
 pub struct FiredRule {
     /// A stable name, e.g. `fallback.target`, `activation.wake`, `pause.scale_in`.
     pub rule: String,
+    /// Human-readable explanation for the client's report (never matched on).
     pub detail: String,
 }
 
@@ -226,7 +237,7 @@ pub fn metric_key(metric: &MetricSpec) -> String {
 // === validation ===
 
 /// Rejects extension input that makes no sense, naming the field as the API does.
-pub fn validate(spec: &HorizontalSpec, ext: &Extensions) -> Result<(), InvalidInput> {
+pub(crate) fn validate(spec: &HorizontalSpec, ext: &Extensions) -> Result<(), InvalidInput> {
     let min = spec.min_replicas.unwrap_or(1);
     if ext.scale_to_zero && min == 0 {
         scale_to_zero::validate(spec)?;
@@ -305,7 +316,7 @@ pub fn validate(spec: &HorizontalSpec, ext: &Extensions) -> Result<(), InvalidIn
 /// evaluated once and fallback replaces failed metrics' proposals; then activation (KEDA)
 /// or the scale-to-zero rules decide the 0↔1 step, and the HPA reconciliation the rest, with
 /// pause of scale-in/out clamping the applied count.
-pub fn evaluate(
+pub(crate) fn evaluate(
     settings: &Settings,
     spec: &HorizontalSpec,
     ext: &Extensions,

@@ -5,6 +5,7 @@
 //! are going anyway. The rest are ordered: not ready, pending, missing a sample of the
 //! deciding metric, then the lowest usage ratio on the deciding metric, then the youngest;
 //! ties by name. Never more than `current - desired`.
+#![warn(missing_docs, unreachable_pub)]
 
 use std::cmp::Ordering;
 
@@ -19,7 +20,9 @@ use crate::engine::{
 /// One pod to remove, with why it comes at its place.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RemovalCandidate {
+    /// The pod's name, as the observation gave it.
     pub pod: String,
+    /// The first rule that put it in the list.
     pub reason: RemovalReason,
     /// The pod's usage ratio on the deciding metric (usage ÷ request for Utilization, value ÷
     /// target otherwise), when it has one.
@@ -29,14 +32,21 @@ pub struct RemovalCandidate {
 /// Why a pod is a candidate, in the order they are listed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum RemovalReason {
+    /// Running but not ready: it serves nothing, so removing it costs nothing.
     NotReady,
+    /// Not yet running (`PodPending`): removing it cancels a start.
     Pending,
+    /// No sample of the deciding metric: the decision could not see it.
     MissingMetrics,
+    /// The lowest usage ratio on the deciding metric: the least work moves elsewhere.
     LowestUsage,
+    /// The youngest pod: the ReplicaSet controller's `ActivePods` ordering also removes newer
+    /// pods before older ones.
     Youngest,
 }
 
 impl RemovalReason {
+    /// The name on the wire and in reports, e.g. `NotReady`.
     pub const fn as_str(self) -> &'static str {
         match self {
             RemovalReason::NotReady => "NotReady",
@@ -115,7 +125,7 @@ fn usage_ratio(pod: &Pod, metric: &MetricSpec) -> Option<f64> {
 }
 
 /// The candidates for a scale-down from `current` to `desired` (empty otherwise).
-pub fn candidates(
+pub(crate) fn candidates(
     metrics: &[MetricSpec],
     outcomes: &[MetricOutcome],
     observation: &Observation,

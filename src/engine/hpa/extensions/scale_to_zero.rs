@@ -7,6 +7,7 @@
 //! * A target at 0 that the controller did not scale to zero counts as paused by someone else
 //!   and is not woken (the older "scaling is disabled since the replica count of the target
 //!   is zero" rule). Whether zero was our decision is stored (`ExtensionState::scaled_to_zero`).
+#![warn(missing_docs, unreachable_pub)]
 
 use super::{ExtensionReport, ExtensionState, Extensions};
 use crate::engine::{
@@ -21,7 +22,7 @@ use crate::engine::{
 
 /// `validateHorizontalPodAutoscalerSpec` with the gate on: `minReplicas: 0` is only valid
 /// with at least one Object or External metric.
-pub fn validate(spec: &HorizontalSpec) -> Result<(), InvalidInput> {
+pub(crate) fn validate(spec: &HorizontalSpec) -> Result<(), InvalidInput> {
     if has_object_or_external(&spec.metrics) {
         Ok(())
     } else {
@@ -33,14 +34,14 @@ pub fn validate(spec: &HorizontalSpec) -> Result<(), InvalidInput> {
 }
 
 /// Whether any metric is Object or External.
-pub fn has_object_or_external(metrics: &[MetricSpec]) -> bool {
+pub(crate) fn has_object_or_external(metrics: &[MetricSpec]) -> bool {
     metrics
         .iter()
         .any(|m| matches!(m, MetricSpec::Object { .. } | MetricSpec::External { .. }))
 }
 
 /// A target at 0 that we did not scale to zero: left alone, as upstream's disabled rule.
-pub fn paused_at_zero(
+pub(crate) fn paused_at_zero(
     settings: &Settings,
     spec: &HorizontalSpec,
     history: &History,
@@ -63,7 +64,7 @@ pub fn paused_at_zero(
 }
 
 /// Records whether zero is our decision and sets `ScaledToZero` as upstream does.
-pub fn track(
+pub(crate) fn track(
     e: &mut Evaluation,
     ext: &Extensions,
     metrics: &[MetricSpec],

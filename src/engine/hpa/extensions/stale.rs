@@ -2,6 +2,7 @@
 //! missing, so `groupPods`' missing-pod rules (and, when every sample is stale, the metric's
 //! failure and any fallback) apply instead of acting on old data. Kubernetes has no such
 //! rule: the metrics API decides freshness there.
+#![warn(missing_docs, unreachable_pub)]
 
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use crate::engine::{observation::Observation, time::Time};
 
 /// The observation without the pod and orphan samples taken before `now - max_age`
 /// (strictly before: a sample exactly `max_age` old is still used), and how many were dropped.
-pub fn drop_stale_samples(
+pub(crate) fn drop_stale_samples(
     observation: &Observation,
     max_age: Duration,
     now: Time,
