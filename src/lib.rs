@@ -28,6 +28,7 @@ pub mod config;
 pub mod conformance;
 pub mod drain;
 pub mod engine;
+pub mod fixtures;
 pub mod kube;
 pub mod metrics;
 pub mod overload;
