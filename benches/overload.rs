@@ -221,11 +221,5 @@ fn peak_rss_mib(pid: u32) -> u64 {
 
 /// `pods` ready pods using half of their cpu request, against a 50 % target.
 fn request(key: &str, pods: usize) -> pb::RecommendRequest {
-    fixtures::recommend(key)
-        .pods(pods)
-        .replicas(Some(1), 100_000)
-        .cpu_request_milli(500)
-        .cpu_usage_milli(250)
-        .pod_names(|i| format!("pod-{i}"))
-        .build()
+    fixtures::at_target(key, pods).build()
 }

@@ -79,6 +79,18 @@ pub fn recommend(target_key: impl Into<String>) -> Recommend {
     }
 }
 
+/// `pods` ready pods named `pod-{i}`, each using 250m of a 500m cpu request: exactly at
+/// the 50 % target, so the answer is "stay" whatever the count; `max_replicas` is 100 000 so
+/// any count fits. The request of the overload benchmark and of the reliability tests.
+pub fn at_target(target_key: impl Into<String>, pods: usize) -> Recommend {
+    recommend(target_key)
+        .pods(pods)
+        .replicas(Some(1), 100_000)
+        .cpu_request_milli(500)
+        .cpu_usage_milli(250)
+        .pod_names(|i| format!("pod-{i}"))
+}
+
 /// Builder of a `RecommendRequest`; see the [module documentation](self).
 pub struct Recommend {
     target_key: String,

@@ -175,13 +175,7 @@ async fn raw_call(channel: &Channel, path: &str, body: Vec<u8>) -> Answer {
 
 /// A valid Recommend of `pods` ready pods using half their cpu request.
 fn recommend(key: &str, pods: usize) -> pb::RecommendRequest {
-    fixtures::recommend(key)
-        .pods(pods)
-        .replicas(Some(1), 100_000)
-        .cpu_request_milli(500)
-        .cpu_usage_milli(250)
-        .pod_names(|i| format!("pod-{i}"))
-        .build()
+    fixtures::at_target(key, pods).build()
 }
 
 async fn serves(channel: &Channel, key: &str) {
