@@ -165,6 +165,88 @@ fn the_svg_is_well_formed_and_has_every_series() {
     assert_eq!(circles, 11);
 }
 
+/// The PNG of the demo: decodes, has the requested size, the colour of every series, and
+/// text drawn with the embedded font (the title changes pixels), on a machine with or
+/// without system fonts.
+#[test]
+fn the_png_decodes_and_shows_every_series_and_its_text() {
+    let spec =
+        autoscaled::whatif::read_spec(&examples().join("default-behavior-spec.json")).unwrap();
+    let r = replay_trace(
+        &demo_trace(),
+        Some(&spec),
+        Window::default(),
+        &SimulateOptions::default(),
+    )
+    .unwrap();
+    let decode = |bytes: &[u8]| {
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "PNG signature");
+        let mut reader = png::Decoder::new(std::io::Cursor::new(bytes))
+            .read_info()
+            .expect("a PNG header");
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut buf).expect("a PNG frame");
+        assert_eq!((info.width, info.height), (1000, 560));
+        assert_eq!(info.color_type, png::ColorType::Rgb);
+        buf.truncate(info.buffer_size());
+        buf
+    };
+    let titled = plot::png(&plot::Timeline::from_simulation("demo", &r), 1000, 560).unwrap();
+    let pixels = decode(&titled);
+    let colours: std::collections::HashSet<&[u8]> = pixels.chunks(3).collect();
+    assert!(colours.len() >= 8, "{} distinct colours", colours.len());
+    for c in [plot::CURRENT, plot::STORED, plot::SIMULATED, plot::TARGET] {
+        assert!(
+            colours.contains(&[c.0, c.1, c.2][..]),
+            "no pixel of {c:?} in the PNG"
+        );
+    }
+    let untitled = decode(&plot::png(&plot::Timeline::from_simulation("", &r), 1000, 560).unwrap());
+    let top = 1000 * 3 * 30;
+    assert_ne!(
+        pixels[..top],
+        untitled[..top],
+        "the title draws no glyphs: the embedded font renders nothing"
+    );
+}
+
+/// `--plot` picks the format by extension; an unknown one is refused before anything is
+/// written, with the formats it knows.
+#[test]
+fn the_cli_plots_by_extension_and_refuses_an_unknown_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = examples().join("behavior-demo.jsonl");
+    for name in ["demo.png", "demo.PNG", "demo.svg"] {
+        let path = dir.path().join(name);
+        run(&[
+            "simulate",
+            "--trace",
+            trace.to_str().unwrap(),
+            "--plot",
+            path.to_str().unwrap(),
+        ]);
+        let bytes = std::fs::read(&path).unwrap();
+        if name.ends_with(".svg") {
+            roxmltree::Document::parse(std::str::from_utf8(&bytes).unwrap()).unwrap();
+        } else {
+            assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{name}");
+        }
+    }
+    let gif = dir.path().join("demo.gif");
+    let out = Command::new(env!("CARGO_BIN_EXE_autoscaled"))
+        .args(["simulate", "--trace", trace.to_str().unwrap(), "--plot"])
+        .arg(&gif)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("unknown picture format .gif: name the file .svg or .png"),
+        "{stderr}"
+    );
+    assert!(!gif.exists());
+}
+
 // === replay identity through the service ===
 
 #[derive(Clone, Debug)]
