@@ -141,6 +141,7 @@ prelude_etcd() {
     --advertise-client-urls http://127.0.0.1:2379 --listen-peer-urls http://127.0.0.1:2380 \
     --initial-advertise-peer-urls http://127.0.0.1:2380 \
     --initial-cluster readme=http://127.0.0.1:2380 >etcd.log 2>&1 &
+  ETCD_PID=$!
   local _
   for _ in $(seq 300); do
     etcdctl --endpoints http://127.0.0.1:2379 endpoint health >/dev/null 2>&1 && return 0
@@ -205,14 +206,25 @@ in_namespace() { # SESSION: the scratch directory and the cleanup of background 
   cd "$dir/repo" || return 1
   run_session "$session"; rc=$?
   # This shell is PID 1 of the session's own PID namespace (unshare -p): SIGINT to every
-  # other process in it (the servers' graceful stop); whatever is left when this shell
-  # exits, the kernel kills with the namespace.
-  kill -INT -1 2>/dev/null
-  local _
-  for _ in $(seq 100); do
-    [[ "$(pgrep -c -f 'autoscaled|etcd')" == 0 ]] && break
-    sleep 0.1
-  done
+  # other process in it (the servers' graceful stop), the session's etcd last so that the
+  # servers' final writes reach it; whatever is left when this shell exits, the kernel kills
+  # with the namespace.
+  stop_all() { # PIDS TO SPARE...
+    local pid _ alive spare=" $$ $* " targets=()
+    for pid in $(ps -e -o pid=); do [[ "$spare" == *" $pid "* ]] || targets+=("$pid"); done
+    ((${#targets[@]})) || return 0
+    kill -INT "${targets[@]}" 2>/dev/null
+    for _ in $(seq 100); do
+      alive=""
+      for pid in "${targets[@]}"; do
+        [[ -d /proc/$pid && "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]] && alive=1
+      done
+      [[ -z "$alive" ]] && break
+      sleep 0.1
+    done
+  }
+  stop_all "${ETCD_PID:-}"
+  [[ -n "${ETCD_PID:-}" ]] && stop_all
   cd / && rm -rf "$dir"
   return "$rc"
 }
