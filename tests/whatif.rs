@@ -5,7 +5,6 @@
 mod common;
 
 use std::{
-    collections::HashMap,
     io::{BufRead, BufReader},
     path::{Path, PathBuf},
     process::{Command, Stdio},
@@ -20,6 +19,7 @@ use autoscaled::{
     },
     config::Limits,
     engine::{hpa, settings::Settings},
+    fixtures,
     pb::v1::{self as pb, horizontal_autoscaler_server::HorizontalAutoscaler},
     store::{HistoryStore, SledStore, durability::Durability, durability::Mode, sled::SledOptions},
     whatif::{plot, trace},
@@ -291,16 +291,7 @@ fn spec_strategy() -> impl Strategy<Value = pb::HorizontalSpec> {
         |(min, max, target, behavior, window)| pb::HorizontalSpec {
             min_replicas: Some(min),
             max_replicas: max,
-            metrics: vec![pb::MetricSpec {
-                r#type: pb::MetricSourceType::Resource as i32,
-                name: "cpu".into(),
-                target: Some(pb::MetricTarget {
-                    r#type: pb::MetricTargetType::Utilization as i32,
-                    average_utilization: Some(target),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }],
+            metrics: vec![fixtures::cpu_utilization(target)],
             behavior,
             settings: Some(pb::ControllerSettings {
                 downscale_stabilization: Some(prost_types::Duration {
@@ -346,42 +337,20 @@ fn request(
     dry_run: bool,
     unavailable: bool,
 ) -> pb::RecommendRequest {
-    let ts = |s: i64| prost_types::Timestamp {
-        seconds: s,
-        nanos: 0,
-    };
-    let pods = (0..current)
-        .map(|i| pb::PodSample {
-            name: format!("p{i}"),
-            ready: Some(true),
-            ready_transition_time: Some(ts(T0 - 3600)),
-            start_time: Some(ts(T0 - 3600)),
-            requests_milli: HashMap::from([("cpu".to_owned(), 1000)]),
-            metrics: HashMap::from([(
-                "cpu".to_owned(),
-                pb::MetricSample {
-                    value_milli: Some(usage),
-                    timestamp: Some(ts(t)),
-                    ..Default::default()
-                },
-            )]),
-            ..Default::default()
-        })
-        .collect();
-    pb::RecommendRequest {
-        target_key: "prop".into(),
-        current_replicas: current,
-        spec: Some(spec.clone()),
-        pods,
-        dry_run,
-        unavailable_metrics: if unavailable {
-            vec!["cpu".into()]
-        } else {
-            vec![]
-        },
-        evaluation_time: Some(ts(t)),
-        ..Default::default()
+    let mut r = fixtures::recommend("prop")
+        .pods(usize::try_from(current).unwrap())
+        .cpu_usage_milli(usage)
+        .pod_names(|i| format!("p{i}"))
+        .ages(t - T0 + 3600, t - T0 + 3600)
+        .sample_age(Some(0))
+        .at(t)
+        .build();
+    r.spec = Some(spec.clone());
+    r.dry_run = dry_run;
+    if unavailable {
+        r.unavailable_metrics = vec!["cpu".into()];
     }
+    r
 }
 
 proptest! {
