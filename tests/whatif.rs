@@ -110,17 +110,22 @@ fn behavior_demo_replays_to_the_documented_curve() {
     assert_eq!(r.steps[0].stored_desired_replicas, 13);
 }
 
-#[test]
-fn the_svg_is_well_formed_and_has_every_series() {
+/// The demo trace replayed under `default-behavior-spec.json`: both curves to draw.
+fn demo_under_default_behavior() -> pb::SimulateResponse {
     let spec =
         autoscaled::whatif::read_spec(&examples().join("default-behavior-spec.json")).unwrap();
-    let r = replay_trace(
+    replay_trace(
         &demo_trace(),
         Some(&spec),
         Window::default(),
         &SimulateOptions::default(),
     )
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn the_svg_is_well_formed_and_has_every_series() {
+    let r = demo_under_default_behavior();
     let svg = plot::svg(&plot::Timeline::from_simulation("demo", &r), 1000, 560).unwrap();
     let doc = roxmltree::Document::parse(&svg).expect("well-formed XML");
     assert_eq!(doc.root_element().tag_name().name(), "svg");
@@ -170,15 +175,7 @@ fn the_svg_is_well_formed_and_has_every_series() {
 /// without system fonts.
 #[test]
 fn the_png_decodes_and_shows_every_series_and_its_text() {
-    let spec =
-        autoscaled::whatif::read_spec(&examples().join("default-behavior-spec.json")).unwrap();
-    let r = replay_trace(
-        &demo_trace(),
-        Some(&spec),
-        Window::default(),
-        &SimulateOptions::default(),
-    )
-    .unwrap();
+    let r = demo_under_default_behavior();
     let decode = |bytes: &[u8]| {
         assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "PNG signature");
         let mut reader = png::Decoder::new(std::io::Cursor::new(bytes))
