@@ -1,8 +1,8 @@
 //! The replica / metric picture (plotters): SVG, or PNG through the bitmap backend.
 //!
 //! Text is laid out (both formats) and rasterised (PNG) with a font compiled into the
-//! binary, `assets/fonts/DejaVuSans-subset.ttf` (DejaVu Sans, Bitstream Vera licence, see
-//! `assets/fonts/DejaVuSans-LICENSE.txt`; subset to Latin-1 and common punctuation, 41 KB),
+//! binary, `src/whatif/font/DejaVuSans-subset.ttf` (DejaVu Sans, Bitstream Vera licence, see
+//! `src/whatif/font/DejaVuSans-LICENSE.txt`; subset to Latin-1 and common punctuation, 41 KB),
 //! registered with plotters' `ab_glyph` font loader: plotters' default `ttf` loader asks
 //! fontconfig for a system font, and a container or CI machine often has none, where the
 //! bitmap backend then fails with "font unavailable" (issue 13). Characters outside the
@@ -129,7 +129,7 @@ fn changes(xs: &[f64], current: &[i32], ys: &[i32]) -> Vec<(f64, f64)> {
 }
 
 /// The embedded font (see the module documentation).
-const FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans-subset.ttf");
+const FONT: &[u8] = include_bytes!("font/DejaVuSans-subset.ttf");
 
 /// Registers [`FONT`] as plotters' `sans-serif`, once per process (`register_font` keeps a
 /// process-wide table).
