@@ -25,9 +25,10 @@ use std::{
         Arc,
         atomic::{AtomicU64, Ordering},
     },
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant},
 };
 
+use autoscaled::fixtures;
 use autoscaled::pb::v1 as pb;
 use http_body_util::{BodyExt, Full};
 use prost::{Message, bytes::Bytes};
@@ -220,55 +221,5 @@ fn peak_rss_mib(pid: u32) -> u64 {
 
 /// `pods` ready pods using half of their cpu request, against a 50 % target.
 fn request(key: &str, pods: usize) -> pb::RecommendRequest {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
-    let at = |offset: i64| prost_types::Timestamp {
-        seconds: now + offset,
-        nanos: 0,
-    };
-    pb::RecommendRequest {
-        target_key: key.to_owned(),
-        current_replicas: pods as i32,
-        spec: Some(pb::HorizontalSpec {
-            min_replicas: Some(1),
-            max_replicas: 100_000,
-            metrics: vec![pb::MetricSpec {
-                r#type: pb::MetricSourceType::Resource as i32,
-                name: "cpu".to_owned(),
-                container: String::new(),
-                target: Some(pb::MetricTarget {
-                    r#type: pb::MetricTargetType::Utilization as i32,
-                    average_utilization: Some(50),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-        pods: (0..pods)
-            .map(|i| pb::PodSample {
-                name: format!("pod-{i}"),
-                phase: pb::PodPhase::Running as i32,
-                ready: Some(true),
-                ready_transition_time: Some(at(-3500)),
-                start_time: Some(at(-3600)),
-                requests_milli: [("cpu".to_owned(), 500)].into(),
-                metrics: [(
-                    "cpu".to_owned(),
-                    pb::MetricSample {
-                        value_milli: Some(250),
-                        timestamp: Some(at(-10)),
-                        window: Some(prost_types::Duration {
-                            seconds: 60,
-                            nanos: 0,
-                        }),
-                    },
-                )]
-                .into(),
-                ..Default::default()
-            })
-            .collect(),
-        ..Default::default()
-    }
+    fixtures::at_target(key, pods).build()
 }

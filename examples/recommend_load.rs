@@ -5,63 +5,23 @@
 //! cargo run --release --example recommend_load -- [strict|relaxed] [in_flight] [targets] [secs]
 //! ```
 
-use std::{
-    collections::HashMap,
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
-};
+use std::time::{Duration, Instant};
 
+use autoscaled::fixtures;
 use autoscaled::{
     config::{Config, Durability},
     pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient},
 };
-use prost_types::Timestamp;
 
 fn request(key: String) -> pb::RecommendRequest {
-    let hour_ago = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64 - 3600)
-        .unwrap_or(0);
-    let pod = |name: String| pb::PodSample {
-        name,
-        ready: Some(true),
-        ready_transition_time: Some(Timestamp {
-            seconds: hour_ago,
-            nanos: 0,
-        }),
-        start_time: Some(Timestamp {
-            seconds: hour_ago,
-            nanos: 0,
-        }),
-        requests_milli: HashMap::from([("cpu".to_owned(), 1000)]),
-        metrics: HashMap::from([(
-            "cpu".to_owned(),
-            pb::MetricSample {
-                value_milli: Some(700),
-                ..Default::default()
-            },
-        )]),
-        ..Default::default()
-    };
-    pb::RecommendRequest {
-        target_key: key,
-        current_replicas: 4,
-        spec: Some(pb::HorizontalSpec {
-            max_replicas: 20,
-            metrics: vec![pb::MetricSpec {
-                r#type: pb::MetricSourceType::Resource as i32,
-                name: "cpu".into(),
-                target: Some(pb::MetricTarget {
-                    r#type: pb::MetricTargetType::Utilization as i32,
-                    average_utilization: Some(50),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-        pods: (0..4).map(|i| pod(format!("p{i}"))).collect(),
-        ..Default::default()
-    }
+    fixtures::recommend(key)
+        .pods(4)
+        .replicas(None, 20)
+        .cpu_usage_milli(700)
+        .pod_names(|i| format!("p{i}"))
+        .ages(3600, 3600)
+        .sample_age(None)
+        .build()
 }
 
 #[tokio::main]

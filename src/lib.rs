@@ -38,6 +38,7 @@ pub mod config;
 pub mod conformance;
 pub(crate) mod drain;
 pub mod engine;
+pub mod fixtures;
 pub mod kube;
 pub(crate) mod metrics;
 pub(crate) mod overload;

@@ -13,12 +13,12 @@ use std::{
     process::Command,
 };
 
+use autoscaled::fixtures;
 use autoscaled::pb::v1::{
     self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient,
     vertical_autoscaler_client::VerticalAutoscalerClient,
 };
 use prost::Message;
-use prost_types::Timestamp;
 use tonic::transport::Channel;
 
 mod common;
@@ -41,10 +41,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
-fn ts(seconds: i64) -> Option<Timestamp> {
-    Some(Timestamp { seconds, nanos: 0 })
-}
-
 /// `current` pods (the last one unready when `unready`) at `usage` milli-cpu of 1000m,
 /// against 50% utilization, evaluated at `T0 + at`.
 fn recommend_request(
@@ -54,51 +50,15 @@ fn recommend_request(
     at: i64,
     unready: bool,
 ) -> pb::RecommendRequest {
-    pb::RecommendRequest {
-        target_key: key.to_owned(),
-        current_replicas: current,
-        spec: Some(pb::HorizontalSpec {
-            min_replicas: Some(1),
-            max_replicas: 10,
-            metrics: vec![pb::MetricSpec {
-                r#type: pb::MetricSourceType::Resource as i32,
-                name: "cpu".to_owned(),
-                container: String::new(),
-                target: Some(pb::MetricTarget {
-                    r#type: pb::MetricTargetType::Utilization as i32,
-                    average_utilization: Some(50),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-        pods: (0..current)
-            .map(|i| pb::PodSample {
-                name: format!("{key}-{i}"),
-                phase: pb::PodPhase::Running as i32,
-                ready: Some(!(unready && i == current - 1)),
-                ready_transition_time: ts(T0 + at - 20),
-                start_time: ts(T0 + at - 3600),
-                requests_milli: [("cpu".to_owned(), 1000)].into(),
-                metrics: [(
-                    "cpu".to_owned(),
-                    pb::MetricSample {
-                        value_milli: Some(usage),
-                        timestamp: ts(T0 + at - 10),
-                        window: Some(prost_types::Duration {
-                            seconds: 60,
-                            nanos: 0,
-                        }),
-                    },
-                )]
-                .into(),
-                ..Default::default()
-            })
-            .collect(),
-        evaluation_time: ts(T0 + at),
-        ..Default::default()
-    }
+    let prefix = key.to_owned();
+    fixtures::recommend(key)
+        .pods(current as usize)
+        .cpu_usage_milli(usage)
+        .unready_last(usize::from(unready))
+        .pod_names(move |i| format!("{prefix}-{i}"))
+        .ages(20, 3600)
+        .at(T0 + at)
+        .build()
 }
 
 /// Per target: (current, usage, seconds after T0, last pod unready).
@@ -117,35 +77,15 @@ fn steps(key: &str) -> Vec<(i32, i64, i64, bool)> {
 }
 
 fn usage_request() -> pb::RecordUsageRequest {
-    let mut samples = Vec::new();
-    for m in 0..60_i64 {
-        let at = T0 - 3600 + m * 60;
-        for (resource, value) in [
-            (pb::Resource::Cpu, 200 + (m * 31) % 170),
-            (
-                pb::Resource::Memory,
-                300 * 1024 * 1024 + (m * 7) % 50 * 1024 * 1024,
-            ),
-        ] {
-            samples.push(pb::UsageSample {
-                pod: "vpa-0".into(),
-                container: "app".into(),
-                resource: resource as i32,
-                value: value as f64,
-                timestamp: ts(at),
-            });
-        }
-    }
-    pb::RecordUsageRequest {
-        target_key: VPA_KEY.into(),
-        samples,
-        oom_events: vec![],
-        settings: Some(pb::VerticalSettings {
+    fixtures::usage(VPA_KEY)
+        .container("vpa-0", "app")
+        .minutes(60)
+        .settings(pb::VerticalSettings {
             target_cpu_percentile: Some(0.3),
             ..Default::default()
-        }),
-        evaluation_time: ts(T0),
-    }
+        })
+        .at(T0)
+        .build()
 }
 
 struct Clients {

@@ -12,6 +12,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use autoscaled::fixtures;
 use autoscaled::pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient};
 use tonic::{Code, transport::Channel};
 use tonic_health::pb::{
@@ -52,46 +53,13 @@ impl Drop for Tmpfs {
 }
 
 fn request(key: &str, at: i64) -> pb::RecommendRequest {
-    let ts = |s: i64| {
-        Some(prost_types::Timestamp {
-            seconds: s,
-            nanos: 0,
-        })
-    };
-    pb::RecommendRequest {
-        target_key: key.to_owned(),
-        current_replicas: 2,
-        spec: Some(pb::HorizontalSpec {
-            min_replicas: Some(1),
-            max_replicas: 10,
-            ..Default::default()
-        }),
-        pods: (0..2)
-            .map(|i| pb::PodSample {
-                name: format!("p-{i}"),
-                phase: pb::PodPhase::Running as i32,
-                ready: Some(true),
-                ready_transition_time: ts(T0 + at - 3500),
-                start_time: ts(T0 + at - 3600),
-                requests_milli: [("cpu".to_owned(), 1000)].into(),
-                metrics: [(
-                    "cpu".to_owned(),
-                    pb::MetricSample {
-                        value_milli: Some(900),
-                        timestamp: ts(T0 + at - 10),
-                        window: Some(prost_types::Duration {
-                            seconds: 60,
-                            nanos: 0,
-                        }),
-                    },
-                )]
-                .into(),
-                ..Default::default()
-            })
-            .collect(),
-        evaluation_time: ts(T0 + at),
-        ..Default::default()
-    }
+    fixtures::recommend(key)
+        .pods(2)
+        .metrics(Vec::new())
+        .cpu_usage_milli(900)
+        .pod_names(|i| format!("p-{i}"))
+        .at(T0 + at)
+        .build()
 }
 
 struct Client {

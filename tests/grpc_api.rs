@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use autoscaled::fixtures::{self, cpu_utilization};
 use autoscaled::{
     config::Config,
     pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient},
@@ -54,34 +55,15 @@ fn pod(name: &str, usage_milli: i64) -> pb::PodSample {
     }
 }
 
-fn cpu_utilization(percent: i32) -> pb::MetricSpec {
-    pb::MetricSpec {
-        r#type: pb::MetricSourceType::Resource as i32,
-        name: "cpu".into(),
-        container: String::new(),
-        target: Some(pb::MetricTarget {
-            r#type: pb::MetricTargetType::Utilization as i32,
-            average_utilization: Some(percent),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
 /// Two pods at 100% of their CPU request against a 50% target: Kubernetes doubles to 4.
 fn scale_up_request(key: &str) -> pb::RecommendRequest {
-    pb::RecommendRequest {
-        target_key: key.into(),
-        current_replicas: 2,
-        spec: Some(pb::HorizontalSpec {
-            min_replicas: Some(1),
-            max_replicas: 10,
-            metrics: vec![cpu_utilization(50)],
-            ..Default::default()
-        }),
-        pods: vec![pod("web-a", 1000), pod("web-b", 1000)],
-        ..Default::default()
-    }
+    fixtures::recommend(key)
+        .pods(2)
+        .cpu_usage_milli(1000)
+        .pod_names(|i| ["web-a", "web-b"][i].to_owned())
+        .ages(3600, 3600)
+        .sample_age(None)
+        .build()
 }
 
 fn condition<'a>(conditions: &'a [pb::Condition], kind: &str) -> &'a pb::Condition {

@@ -2,8 +2,8 @@
 //! the same thing come back as one run with its count and first time; pages in both orders
 //! with tokens; pod names capped per group with the totals.
 
+use autoscaled::fixtures;
 use autoscaled::pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient};
-use prost_types::Timestamp;
 use tonic::{Code, transport::Channel};
 
 mod common;
@@ -12,51 +12,21 @@ use common::{command, spawn};
 
 const T0: i64 = 1_767_225_600;
 
-fn ts(s: i64) -> Option<Timestamp> {
-    Some(Timestamp {
-        seconds: s,
-        nanos: 0,
-    })
-}
-
 /// `pods` pods, the last `unready` of them unready, at `usage` milli-cpu of 1000m against
 /// 50%, evaluated at `T0 + at`.
 fn request(pods: i32, unready: i32, usage: i64, at: i64) -> pb::RecommendRequest {
-    pb::RecommendRequest {
-        target_key: "pages/web".to_owned(),
-        current_replicas: pods,
-        spec: Some(pb::HorizontalSpec {
-            min_replicas: Some(1),
-            max_replicas: 100,
-            behavior: Some(pb::Behavior::default()),
-            ..Default::default()
-        }),
-        pods: (0..pods)
-            .map(|i| pb::PodSample {
-                name: format!("web-{i:02}"),
-                phase: pb::PodPhase::Running as i32,
-                ready: Some(i < pods - unready),
-                ready_transition_time: ts(T0 + at - 10),
-                start_time: ts(T0 + at - 20),
-                requests_milli: [("cpu".to_owned(), 1000)].into(),
-                metrics: [(
-                    "cpu".to_owned(),
-                    pb::MetricSample {
-                        value_milli: Some(usage),
-                        timestamp: ts(T0 + at - 5),
-                        window: Some(prost_types::Duration {
-                            seconds: 60,
-                            nanos: 0,
-                        }),
-                    },
-                )]
-                .into(),
-                ..Default::default()
-            })
-            .collect(),
-        evaluation_time: ts(T0 + at),
-        ..Default::default()
-    }
+    fixtures::recommend("pages/web")
+        .pods(pods as usize)
+        .unready_last(unready as usize)
+        .replicas(Some(1), 100)
+        .metrics(Vec::new())
+        .behavior(pb::Behavior::default())
+        .cpu_usage_milli(usage)
+        .pod_names(|i| format!("web-{i:02}"))
+        .ages(10, 20)
+        .sample_age(Some(5))
+        .at(T0 + at)
+        .build()
 }
 
 #[test]

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use autoscaled::fixtures::cpu_utilization;
 use autoscaled::{
     config::Config,
     pb::v1::{self as pb},
@@ -45,19 +46,6 @@ fn pod(name: &str, usage_milli: i64, at: i64) -> pb::PodSample {
                 window: Some(secs(60)),
             },
         )]),
-        ..Default::default()
-    }
-}
-
-fn cpu_utilization(percent: i32) -> pb::MetricSpec {
-    pb::MetricSpec {
-        r#type: pb::MetricSourceType::Resource as i32,
-        name: "cpu".into(),
-        target: Some(pb::MetricTarget {
-            r#type: pb::MetricTargetType::Utilization as i32,
-            average_utilization: Some(percent),
-            ..Default::default()
-        }),
         ..Default::default()
     }
 }

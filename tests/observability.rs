@@ -12,6 +12,7 @@ use std::{
     time::Duration,
 };
 
+use autoscaled::fixtures;
 use autoscaled::pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient};
 use opentelemetry_proto::tonic::{
     collector::trace::v1::{
@@ -58,53 +59,7 @@ async fn start_sink() -> (
 
 /// One pod at 900m of 1000m cpu against 50% utilization: a scale-up decision.
 fn recommend_request(key: &str) -> pb::RecommendRequest {
-    let now = common::now_secs();
-    let ts = |offset: i64| prost_types::Timestamp {
-        seconds: now + offset,
-        nanos: 0,
-    };
-    pb::RecommendRequest {
-        target_key: key.to_owned(),
-        current_replicas: 1,
-        spec: Some(pb::HorizontalSpec {
-            min_replicas: Some(1),
-            max_replicas: 10,
-            metrics: vec![pb::MetricSpec {
-                r#type: pb::MetricSourceType::Resource as i32,
-                name: "cpu".to_owned(),
-                container: String::new(),
-                target: Some(pb::MetricTarget {
-                    r#type: pb::MetricTargetType::Utilization as i32,
-                    average_utilization: Some(50),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-        pods: vec![pb::PodSample {
-            name: "web-0".to_owned(),
-            phase: pb::PodPhase::Running as i32,
-            ready: Some(true),
-            ready_transition_time: Some(ts(-3500)),
-            start_time: Some(ts(-3600)),
-            requests_milli: [("cpu".to_owned(), 1000)].into(),
-            metrics: [(
-                "cpu".to_owned(),
-                pb::MetricSample {
-                    value_milli: Some(900),
-                    timestamp: Some(ts(-10)),
-                    window: Some(prost_types::Duration {
-                        seconds: 60,
-                        nanos: 0,
-                    }),
-                },
-            )]
-            .into(),
-            ..Default::default()
-        }],
-        ..Default::default()
-    }
+    fixtures::recommend(key).cpu_usage_milli(900).build()
 }
 
 /// Sends SIGTERM (what Kubernetes sends) and waits for a clean exit.

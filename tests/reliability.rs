@@ -9,11 +9,9 @@
 
 mod common;
 
-use std::{
-    process::Command,
-    time::{SystemTime, UNIX_EPOCH},
-};
+use std::process::Command;
 
+use autoscaled::fixtures;
 use autoscaled::pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient};
 use common::{Server, command, spawn, start};
 use http_body_util::{BodyExt, Full};
@@ -175,63 +173,9 @@ async fn raw_call(channel: &Channel, path: &str, body: Vec<u8>) -> Answer {
     }
 }
 
-fn now_secs() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
-}
-
 /// A valid Recommend of `pods` ready pods using half their cpu request.
 fn recommend(key: &str, pods: usize) -> pb::RecommendRequest {
-    let at = |offset: i64| prost_types::Timestamp {
-        seconds: now_secs() + offset,
-        nanos: 0,
-    };
-    pb::RecommendRequest {
-        target_key: key.to_owned(),
-        current_replicas: pods as i32,
-        spec: Some(pb::HorizontalSpec {
-            min_replicas: Some(1),
-            max_replicas: 100_000,
-            metrics: vec![pb::MetricSpec {
-                r#type: pb::MetricSourceType::Resource as i32,
-                name: "cpu".to_owned(),
-                container: String::new(),
-                target: Some(pb::MetricTarget {
-                    r#type: pb::MetricTargetType::Utilization as i32,
-                    average_utilization: Some(50),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-        pods: (0..pods)
-            .map(|i| pb::PodSample {
-                name: format!("pod-{i}"),
-                phase: pb::PodPhase::Running as i32,
-                ready: Some(true),
-                ready_transition_time: Some(at(-3500)),
-                start_time: Some(at(-3600)),
-                requests_milli: [("cpu".to_owned(), 500)].into(),
-                metrics: [(
-                    "cpu".to_owned(),
-                    pb::MetricSample {
-                        value_milli: Some(250),
-                        timestamp: Some(at(-10)),
-                        window: Some(prost_types::Duration {
-                            seconds: 60,
-                            nanos: 0,
-                        }),
-                    },
-                )]
-                .into(),
-                ..Default::default()
-            })
-            .collect(),
-        ..Default::default()
-    }
+    fixtures::at_target(key, pods).build()
 }
 
 async fn serves(channel: &Channel, key: &str) {

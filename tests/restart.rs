@@ -10,6 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use autoscaled::fixtures;
 use autoscaled::pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient};
 use tonic::transport::Channel;
 
@@ -86,55 +87,11 @@ fn client(rt: &tokio::runtime::Runtime, addr: SocketAddr) -> HorizontalAutoscale
 /// `current` pods requesting 1000m cpu each and using `usage` milli-cpu, against 50%
 /// utilization, legacy path (5 min downscale stabilization), evaluated at `T0 + at`.
 fn request(current: i32, usage: i64, at: i64) -> pb::RecommendRequest {
-    let ts = |offset: i64| prost_types::Timestamp {
-        seconds: T0 + at + offset,
-        nanos: 0,
-    };
-    pb::RecommendRequest {
-        target_key: "restart/web".to_owned(),
-        current_replicas: current,
-        spec: Some(pb::HorizontalSpec {
-            min_replicas: Some(1),
-            max_replicas: 10,
-            metrics: vec![pb::MetricSpec {
-                r#type: pb::MetricSourceType::Resource as i32,
-                name: "cpu".to_owned(),
-                container: String::new(),
-                target: Some(pb::MetricTarget {
-                    r#type: pb::MetricTargetType::Utilization as i32,
-                    average_utilization: Some(50),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-        pods: (0..current)
-            .map(|i| pb::PodSample {
-                name: format!("web-{i}"),
-                phase: pb::PodPhase::Running as i32,
-                ready: Some(true),
-                ready_transition_time: Some(ts(-3500)),
-                start_time: Some(ts(-3600)),
-                requests_milli: [("cpu".to_owned(), 1000)].into(),
-                metrics: [(
-                    "cpu".to_owned(),
-                    pb::MetricSample {
-                        value_milli: Some(usage),
-                        timestamp: Some(ts(-10)),
-                        window: Some(prost_types::Duration {
-                            seconds: 60,
-                            nanos: 0,
-                        }),
-                    },
-                )]
-                .into(),
-                ..Default::default()
-            })
-            .collect(),
-        evaluation_time: Some(ts(0)),
-        ..Default::default()
-    }
+    fixtures::recommend("restart/web")
+        .pods(current as usize)
+        .cpu_usage_milli(usage)
+        .at(T0 + at)
+        .build()
 }
 
 /// (desired replicas, AbleToScale reason).

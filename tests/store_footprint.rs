@@ -13,6 +13,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use autoscaled::fixtures;
 use autoscaled::pb::v1::{
     self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient,
     vertical_autoscaler_client::VerticalAutoscalerClient,
@@ -69,52 +70,14 @@ fn du(path: &Path) -> u64 {
 
 /// 10 pods at a steady 60% of a 50% cpu target (so the decisions say the same each time).
 fn request(key: String, at: i64) -> pb::RecommendRequest {
-    pb::RecommendRequest {
-        target_key: key,
-        current_replicas: 10,
-        spec: Some(pb::HorizontalSpec {
-            min_replicas: Some(1),
-            max_replicas: 100,
-            metrics: vec![pb::MetricSpec {
-                r#type: pb::MetricSourceType::Resource as i32,
-                name: "cpu".to_owned(),
-                container: String::new(),
-                target: Some(pb::MetricTarget {
-                    r#type: pb::MetricTargetType::Utilization as i32,
-                    average_utilization: Some(50),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }],
-            behavior: Some(pb::Behavior::default()),
-            ..Default::default()
-        }),
-        pods: (0..10)
-            .map(|i| pb::PodSample {
-                name: format!("web-{i}"),
-                phase: pb::PodPhase::Running as i32,
-                ready: Some(true),
-                ready_transition_time: ts(T0 - 3500),
-                start_time: ts(T0 - 3600),
-                requests_milli: [("cpu".to_owned(), 1000)].into(),
-                metrics: [(
-                    "cpu".to_owned(),
-                    pb::MetricSample {
-                        value_milli: Some(520),
-                        timestamp: ts(T0 + at - 10),
-                        window: Some(prost_types::Duration {
-                            seconds: 60,
-                            nanos: 0,
-                        }),
-                    },
-                )]
-                .into(),
-                ..Default::default()
-            })
-            .collect(),
-        evaluation_time: ts(T0 + at),
-        ..Default::default()
-    }
+    fixtures::recommend(key)
+        .pods(10)
+        .replicas(Some(1), 100)
+        .behavior(pb::Behavior::default())
+        .cpu_usage_milli(520)
+        .ages(3500 + at, 3600 + at)
+        .at(T0 + at)
+        .build()
 }
 
 #[test]

@@ -4,8 +4,8 @@
 
 use std::net::SocketAddr;
 
+use autoscaled::fixtures;
 use autoscaled::pb::v1::{self as pb, vertical_autoscaler_client::VerticalAutoscalerClient};
-use prost_types::Timestamp;
 use tonic::transport::Channel;
 
 /// 2026-01-01T00:00:00Z: the evaluation time (the test binary trusts request times).
@@ -29,41 +29,15 @@ fn client(rt: &tokio::runtime::Runtime, addr: SocketAddr) -> VerticalAutoscalerC
 
 /// Six hours of per-minute CPU and memory samples of `app`, ending at `T0`, plus an OOM.
 fn request() -> pb::RecordUsageRequest {
-    let ts = |seconds| Some(Timestamp { seconds, nanos: 0 });
-    let mut samples = Vec::new();
-    for m in 0..360_i64 {
-        let at = T0 - 6 * 3600 + m * 60;
-        for (resource, value) in [
-            (pb::Resource::Cpu, 200 + (m * 31) % 170),
-            (
-                pb::Resource::Memory,
-                300 * 1024 * 1024 + (m * 7) % 50 * 1024 * 1024,
-            ),
-        ] {
-            samples.push(pb::UsageSample {
-                pod: "web-0".into(),
-                container: "app".into(),
-                resource: resource as i32,
-                value: value as f64,
-                timestamp: ts(at),
-            });
-        }
-    }
-    pb::RecordUsageRequest {
-        target_key: "prod/web".into(),
-        samples,
-        oom_events: vec![pb::OomEvent {
-            pod: "web-0".into(),
-            container: "app".into(),
-            timestamp: ts(T0 - 60),
-            memory_bytes: 400 * 1024 * 1024,
-        }],
-        settings: Some(pb::VerticalSettings {
+    fixtures::usage("prod/web")
+        .minutes(360)
+        .oom(400 * 1024 * 1024)
+        .settings(pb::VerticalSettings {
             target_cpu_percentile: Some(0.3),
             ..Default::default()
-        }),
-        evaluation_time: ts(T0),
-    }
+        })
+        .at(T0)
+        .build()
 }
 
 fn recommendation(

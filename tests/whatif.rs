@@ -5,7 +5,6 @@
 mod common;
 
 use std::{
-    collections::HashMap,
     io::{BufRead, BufReader},
     path::{Path, PathBuf},
     process::{Command, Stdio},
@@ -20,6 +19,7 @@ use autoscaled::{
     },
     config::Limits,
     engine::{hpa, settings::Settings},
+    fixtures,
     pb::v1::{self as pb, horizontal_autoscaler_server::HorizontalAutoscaler},
     store::{HistoryStore, SledStore, durability::Durability, durability::Mode, sled::SledOptions},
     whatif::{plot, trace},
@@ -110,17 +110,22 @@ fn behavior_demo_replays_to_the_documented_curve() {
     assert_eq!(r.steps[0].stored_desired_replicas, 13);
 }
 
-#[test]
-fn the_svg_is_well_formed_and_has_every_series() {
+/// The demo trace replayed under `default-behavior-spec.json`: both curves to draw.
+fn demo_under_default_behavior() -> pb::SimulateResponse {
     let spec =
         autoscaled::whatif::read_spec(&examples().join("default-behavior-spec.json")).unwrap();
-    let r = replay_trace(
+    replay_trace(
         &demo_trace(),
         Some(&spec),
         Window::default(),
         &SimulateOptions::default(),
     )
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn the_svg_is_well_formed_and_has_every_series() {
+    let r = demo_under_default_behavior();
     let svg = plot::svg(&plot::Timeline::from_simulation("demo", &r), 1000, 560).unwrap();
     let doc = roxmltree::Document::parse(&svg).expect("well-formed XML");
     assert_eq!(doc.root_element().tag_name().name(), "svg");
@@ -163,6 +168,80 @@ fn the_svg_is_well_formed_and_has_every_series() {
         })
         .count();
     assert_eq!(circles, 11);
+}
+
+/// The PNG of the demo: decodes, has the requested size, the colour of every series, and
+/// text drawn with the embedded font (the title changes pixels), on a machine with or
+/// without system fonts.
+#[test]
+fn the_png_decodes_and_shows_every_series_and_its_text() {
+    let r = demo_under_default_behavior();
+    let decode = |bytes: &[u8]| {
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "PNG signature");
+        let mut reader = png::Decoder::new(std::io::Cursor::new(bytes))
+            .read_info()
+            .expect("a PNG header");
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut buf).expect("a PNG frame");
+        assert_eq!((info.width, info.height), (1000, 560));
+        assert_eq!(info.color_type, png::ColorType::Rgb);
+        buf.truncate(info.buffer_size());
+        buf
+    };
+    let titled = plot::png(&plot::Timeline::from_simulation("demo", &r), 1000, 560).unwrap();
+    let pixels = decode(&titled);
+    let colours: std::collections::HashSet<&[u8]> = pixels.chunks(3).collect();
+    assert!(colours.len() >= 8, "{} distinct colours", colours.len());
+    for c in [plot::CURRENT, plot::STORED, plot::SIMULATED, plot::TARGET] {
+        assert!(
+            colours.contains(&[c.0, c.1, c.2][..]),
+            "no pixel of {c:?} in the PNG"
+        );
+    }
+    let untitled = decode(&plot::png(&plot::Timeline::from_simulation("", &r), 1000, 560).unwrap());
+    let top = 1000 * 3 * 30;
+    assert_ne!(
+        pixels[..top],
+        untitled[..top],
+        "the title draws no glyphs: the embedded font renders nothing"
+    );
+}
+
+/// `--plot` picks the format by extension; an unknown one is refused before anything is
+/// written, with the formats it knows.
+#[test]
+fn the_cli_plots_by_extension_and_refuses_an_unknown_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = examples().join("behavior-demo.jsonl");
+    for name in ["demo.png", "demo.PNG", "demo.svg"] {
+        let path = dir.path().join(name);
+        run(&[
+            "simulate",
+            "--trace",
+            trace.to_str().unwrap(),
+            "--plot",
+            path.to_str().unwrap(),
+        ]);
+        let bytes = std::fs::read(&path).unwrap();
+        if name.ends_with(".svg") {
+            roxmltree::Document::parse(std::str::from_utf8(&bytes).unwrap()).unwrap();
+        } else {
+            assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{name}");
+        }
+    }
+    let gif = dir.path().join("demo.gif");
+    let out = Command::new(env!("CARGO_BIN_EXE_autoscaled"))
+        .args(["simulate", "--trace", trace.to_str().unwrap(), "--plot"])
+        .arg(&gif)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("unknown picture format .gif: name the file .svg or .png"),
+        "{stderr}"
+    );
+    assert!(!gif.exists());
 }
 
 // === replay identity through the service ===
@@ -209,16 +288,7 @@ fn spec_strategy() -> impl Strategy<Value = pb::HorizontalSpec> {
         |(min, max, target, behavior, window)| pb::HorizontalSpec {
             min_replicas: Some(min),
             max_replicas: max,
-            metrics: vec![pb::MetricSpec {
-                r#type: pb::MetricSourceType::Resource as i32,
-                name: "cpu".into(),
-                target: Some(pb::MetricTarget {
-                    r#type: pb::MetricTargetType::Utilization as i32,
-                    average_utilization: Some(target),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }],
+            metrics: vec![fixtures::cpu_utilization(target)],
             behavior,
             settings: Some(pb::ControllerSettings {
                 downscale_stabilization: Some(prost_types::Duration {
@@ -264,42 +334,20 @@ fn request(
     dry_run: bool,
     unavailable: bool,
 ) -> pb::RecommendRequest {
-    let ts = |s: i64| prost_types::Timestamp {
-        seconds: s,
-        nanos: 0,
-    };
-    let pods = (0..current)
-        .map(|i| pb::PodSample {
-            name: format!("p{i}"),
-            ready: Some(true),
-            ready_transition_time: Some(ts(T0 - 3600)),
-            start_time: Some(ts(T0 - 3600)),
-            requests_milli: HashMap::from([("cpu".to_owned(), 1000)]),
-            metrics: HashMap::from([(
-                "cpu".to_owned(),
-                pb::MetricSample {
-                    value_milli: Some(usage),
-                    timestamp: Some(ts(t)),
-                    ..Default::default()
-                },
-            )]),
-            ..Default::default()
-        })
-        .collect();
-    pb::RecommendRequest {
-        target_key: "prop".into(),
-        current_replicas: current,
-        spec: Some(spec.clone()),
-        pods,
-        dry_run,
-        unavailable_metrics: if unavailable {
-            vec!["cpu".into()]
-        } else {
-            vec![]
-        },
-        evaluation_time: Some(ts(t)),
-        ..Default::default()
+    let mut r = fixtures::recommend("prop")
+        .pods(usize::try_from(current).unwrap())
+        .cpu_usage_milli(usage)
+        .pod_names(|i| format!("p{i}"))
+        .ages(t - T0 + 3600, t - T0 + 3600)
+        .sample_age(Some(0))
+        .at(t)
+        .build();
+    r.spec = Some(spec.clone());
+    r.dry_run = dry_run;
+    if unavailable {
+        r.unavailable_metrics = vec!["cpu".into()];
     }
+    r
 }
 
 proptest! {

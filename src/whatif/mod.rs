@@ -4,7 +4,7 @@
 //! is `api::simulate`; this module reads and writes files and draws.
 //!
 //! * [`trace`]: trace files (one `RecommendRequest` per line, proto3 JSON);
-//! * [`plot`]: the SVG picture (plotters);
+//! * [`plot`]: the SVG or PNG picture (plotters);
 //! * `record`: the recording proxy;
 //! * `report`: the HTML report.
 #![warn(missing_docs, unreachable_pub)]
@@ -73,7 +73,7 @@ fn read(path: &Path) -> Result<String, ClientError> {
     })
 }
 
-fn write(path: &Path, contents: &str) -> Result<(), ClientError> {
+fn write(path: &Path, contents: impl AsRef<[u8]>) -> Result<(), ClientError> {
     std::fs::write(path, contents).map_err(|source| ClientError::Read {
         path: path.display().to_string(),
         source,
@@ -99,6 +99,11 @@ pub fn read_spec(path: &Path) -> Result<api::HorizontalSpec, ClientError> {
 
 /// `autoscaled simulate`: the response rendered, the plot written.
 pub(crate) async fn simulate_command(args: SimulateArgs) -> Result<String, ClientError> {
+    // An unknown picture format is a usage error before any replay runs.
+    if let Some(path) = &args.plot {
+        plot::Format::from_path(path)
+            .map_err(|e| usage(format!("--plot {}: {e}", path.display())))?;
+    }
     let spec = args.spec.as_deref().map(read_spec).transpose()?;
     let mut request = api::SimulateRequest {
         spec,
@@ -168,21 +173,23 @@ fn clone_error(e: &crate::api::status::ApiError) -> crate::api::status::ApiError
     }
 }
 
-/// Writes the picture; only SVG is supported (the bitmap backend needs system fonts).
+/// Writes the picture in the format named by the file's extension (`.svg` or `.png`).
 pub(crate) fn write_plot(path: &Path, timeline: &plot::Timeline) -> Result<(), ClientError> {
-    let ext = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .unwrap_or_default()
-        .to_ascii_lowercase();
-    if ext != "svg" {
-        return Err(usage(format!(
-            "--plot {}: only .svg is supported (open it in a browser, or convert it with any SVG tool)",
-            path.display()
-        )));
+    let format = plot::Format::from_path(path)
+        .map_err(|e| usage(format!("--plot {}: {e}", path.display())))?;
+    let (width, height) = (1000, 560);
+    match format {
+        plot::Format::Svg => {
+            let svg =
+                plot::svg(timeline, width, height).map_err(|e| usage(format!("plot: {e}")))?;
+            write(path, &svg)
+        }
+        plot::Format::Png => {
+            let png =
+                plot::png(timeline, width, height).map_err(|e| usage(format!("plot: {e}")))?;
+            write(path, &png)
+        }
     }
-    let svg = plot::svg(timeline, 1000, 560).map_err(|e| usage(format!("plot: {e}")))?;
-    write(path, &svg)
 }
 
 /// The summary side by side, then one row per step.

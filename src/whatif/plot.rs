@@ -1,5 +1,12 @@
-//! The replica / metric picture (plotters, SVG backend; no fonts needed: the SVG backend
-//! writes `<text>` elements and plotters' built-in font metrics lay them out).
+//! The replica / metric picture (plotters): SVG, or PNG through the bitmap backend.
+//!
+//! Text is laid out (both formats) and rasterised (PNG) with a font compiled into the
+//! binary, `src/whatif/font/DejaVuSans-subset.ttf` (DejaVu Sans, Bitstream Vera licence, see
+//! `src/whatif/font/DejaVuSans-LICENSE.txt`; subset to Latin-1 and common punctuation, 41 KB),
+//! registered with plotters' `ab_glyph` font loader: plotters' default `ttf` loader asks
+//! fontconfig for a system font, and a container or CI machine often has none, where the
+//! bitmap backend then fails with "font unavailable" (issue 13). Characters outside the
+//! subset draw as the font's missing-glyph box.
 //!
 //! Left axis: replicas (current, stored desired, simulated desired, as step lines, with the
 //! scale events of each run marked). Right axis: each metric, as a percentage of its target
@@ -121,8 +128,69 @@ fn changes(xs: &[f64], current: &[i32], ys: &[i32]) -> Vec<(f64, f64)> {
     out
 }
 
+/// The embedded font (see the module documentation).
+const FONT: &[u8] = include_bytes!("font/DejaVuSans-subset.ttf");
+
+/// Registers [`FONT`] as plotters' `sans-serif`, once per process (`register_font` keeps a
+/// process-wide table).
+fn register_font() -> Result<(), String> {
+    static REGISTERED: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    REGISTERED
+        .get_or_init(|| {
+            plotters::style::register_font("sans-serif", FontStyle::Normal, FONT)
+                .map_err(|_| "the embedded font does not parse".to_owned())
+        })
+        .clone()
+}
+
+/// The picture formats `--plot` writes, chosen by the file's extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// `.svg`: a vector document (opens in any browser).
+    Svg,
+    /// `.png`: a bitmap, text drawn with the embedded font.
+    Png,
+}
+
+impl Format {
+    /// The format for `path`'s extension (case-insensitive), or the error to show.
+    pub fn from_path(path: &std::path::Path) -> Result<Self, String> {
+        let ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        match ext.as_str() {
+            "svg" => Ok(Self::Svg),
+            "png" => Ok(Self::Png),
+            "" => Err("has no extension: name the file .svg or .png".to_owned()),
+            other => Err(format!(
+                "unknown picture format .{other}: name the file .svg or .png"
+            )),
+        }
+    }
+}
+
+/// Renders the timeline as a PNG image of `width` × `height` pixels (8-bit RGB).
+pub fn png(t: &Timeline, width: u32, height: u32) -> Result<Vec<u8>, String> {
+    register_font()?;
+    let pixels = usize::try_from(u64::from(width) * u64::from(height) * 3)
+        .map_err(|_| "the picture is too large".to_owned())?;
+    let mut rgb = vec![0u8; pixels];
+    draw(t, BitMapBackend::with_buffer(&mut rgb, (width, height))).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    let mut encoder = png::Encoder::new(&mut out, width, height);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    let mut writer = encoder.write_header().map_err(|e| e.to_string())?;
+    writer.write_image_data(&rgb).map_err(|e| e.to_string())?;
+    writer.finish().map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
 /// Renders the timeline as an SVG document of `width` × `height` pixels.
 pub fn svg(t: &Timeline, width: u32, height: u32) -> Result<String, String> {
+    register_font()?;
     let mut buf = String::new();
     draw(t, SVGBackend::with_string(&mut buf, (width, height))).map_err(|e| e.to_string())?;
     Ok(buf)
