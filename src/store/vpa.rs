@@ -1,21 +1,34 @@
-//! The vertical (VPA) state of a target: the recommender's aggregations and container
-//! instances ([`VpaTarget`]) and the target's overrides of the recommender's parameters, as one
-//! versioned record in its own sled tree (`vpa_state`, keyed by the target key).
+//! The VPA record kind: a target's recommender state (aggregations and container instances,
+//! [`VpaTarget`]) and its stored overrides of the recommender's flags, as one versioned
+//! record per target in its own [`Space`] (sled tree `vpa_state`, etcd prefix `vpa/`),
+//! keyed by the target key. It depends only on the database traits ([`Records`]), so every
+//! backend gets it.
 //!
-//! One record per target keeps a RecordUsage atomic (one `insert`), and the group commit of
-//! [`durability`](super::durability) covers it: its flush is the whole database's.
+//! One record per target keeps a RecordUsage atomic (one put), and the group commit of
+//! [`durability`](super::durability) covers it: its flush is the whole database's. On etcd
+//! the put compares the record's `mod_revision` with the one read ([`Seen`]), so two
+//! replicas cannot both build on the same previous state (the API re-reads on conflict).
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use std::ops::Bound;
-
-use super::{KeyPage, StoreError, record, sled::SledStore};
+use super::{
+    KeyPage, Seen, StoreError,
+    db::{Records, Space},
+    record,
+};
 use crate::engine::vpa::{
     amount::Resources,
     settings::VpaSettings,
     target::{VPA_TARGET_FORMAT_VERSION, VpaTarget},
+};
+
+/// Where the VPA records live.
+pub const SPACE: Space = Space {
+    tree: VERTICAL_TREE,
+    etcd: "vpa/",
+    kind: KIND,
 };
 
 /// The `vpa_state` tree's name.
@@ -122,12 +135,28 @@ impl VerticalState {
 }
 
 /// The vertical side of the store. Writers of one target must be serialized by the caller
-/// ([`locks::KeyLocks`](super::locks::KeyLocks)); durability comes from
-/// [`HistoryStore::flush`](super::HistoryStore::flush) (same database).
-pub trait VerticalStore: Send + Sync + 'static {
+/// (the API's per-key locks); durability comes from the database's flush
+/// ([`Db::flush`](super::Db::flush), the same database as the HPA records).
+pub trait VerticalStore: super::Db {
     /// The target's vertical state, `None` if it has none.
-    fn load_vertical(&self, key: &str) -> Result<Option<VerticalState>, StoreError>;
-    /// Replaces the target's vertical state. Not durable until a later flush returns.
+    fn load_vertical(&self, key: &str) -> Result<Option<VerticalState>, StoreError> {
+        Ok(self.load_vertical_for_update(key)?.0)
+    }
+    /// [`Self::load_vertical`] for a read-modify-write: also what [`Self::put_vertical_after`]
+    /// needs to detect that another writer (another replica) wrote in between.
+    fn load_vertical_for_update(
+        &self,
+        key: &str,
+    ) -> Result<(Option<VerticalState>, Seen), StoreError>;
+    /// Replaces the target's vertical state if it is still as `seen`, else
+    /// [`StoreError::Conflict`] and nothing is written. Not durable until a later flush.
+    fn put_vertical_after(
+        &self,
+        key: &str,
+        seen: Seen,
+        state: &VerticalState,
+    ) -> Result<(), StoreError>;
+    /// Replaces the target's vertical state unconditionally. Not durable until a later flush.
     fn put_vertical(&self, key: &str, state: &VerticalState) -> Result<(), StoreError>;
     /// Removes the target's vertical state; false if it had none.
     fn delete_vertical(&self, key: &str) -> Result<bool, StoreError>;
@@ -136,6 +165,55 @@ pub trait VerticalStore: Send + Sync + 'static {
     /// Up to `limit` keys of targets with vertical state after `after` (exclusive), in byte
     /// order.
     fn list_vertical_keys(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError>;
+}
+
+/// Every backend with single-key records holds VPA records.
+impl<R: Records + ?Sized> VerticalStore for R {
+    fn load_vertical_for_update(
+        &self,
+        key: &str,
+    ) -> Result<(Option<VerticalState>, Seen), StoreError> {
+        match self.get_record(&SPACE, key)? {
+            None => Ok((None, Seen::default())),
+            Some(r) => Ok((
+                Some(decode_vertical(key, &r.bytes)?),
+                Seen {
+                    revision: r.revision,
+                    ..Seen::default()
+                },
+            )),
+        }
+    }
+
+    fn put_vertical_after(
+        &self,
+        key: &str,
+        seen: Seen,
+        state: &VerticalState,
+    ) -> Result<(), StoreError> {
+        self.put_record(
+            &SPACE,
+            key,
+            Some(seen.revision),
+            encode_vertical(key, state)?,
+        )
+    }
+
+    fn put_vertical(&self, key: &str, state: &VerticalState) -> Result<(), StoreError> {
+        self.put_record(&SPACE, key, None, encode_vertical(key, state)?)
+    }
+
+    fn delete_vertical(&self, key: &str) -> Result<bool, StoreError> {
+        self.delete_record(&SPACE, key)
+    }
+
+    fn vertical_record_bytes(&self, key: &str) -> Result<Option<usize>, StoreError> {
+        Ok(self.get_record(&SPACE, key)?.map(|r| r.bytes.len()))
+    }
+
+    fn list_vertical_keys(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError> {
+        self.list_records(&SPACE, after, limit)
+    }
 }
 
 const KIND: &str = "vpa_state";
@@ -160,61 +238,6 @@ pub fn decode_vertical(key: &str, bytes: &[u8]) -> Result<VerticalState, StoreEr
     Ok(state)
 }
 
-impl VerticalStore for SledStore {
-    fn load_vertical(&self, key: &str) -> Result<Option<VerticalState>, StoreError> {
-        self.guarded(|t| {
-            t.vertical
-                .get(key.as_bytes())?
-                .map(|v| decode_vertical(key, &v))
-                .transpose()
-        })
-    }
-
-    fn put_vertical(&self, key: &str, state: &VerticalState) -> Result<(), StoreError> {
-        let bytes = record::encode(KIND, key, state)?;
-        self.guarded(|t| {
-            t.vertical.insert(key.as_bytes(), bytes)?;
-            Ok(())
-        })
-    }
-
-    fn delete_vertical(&self, key: &str) -> Result<bool, StoreError> {
-        self.guarded(|t| Ok(t.vertical.remove(key.as_bytes())?.is_some()))
-    }
-
-    fn vertical_record_bytes(&self, key: &str) -> Result<Option<usize>, StoreError> {
-        self.guarded(|t| Ok(t.vertical.get(key.as_bytes())?.map(|v| v.len())))
-    }
-
-    fn list_vertical_keys(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError> {
-        let lower = match after {
-            Some(a) => Bound::Excluded(a.as_bytes().to_vec()),
-            None => Bound::Unbounded,
-        };
-        let trees = self.trees()?;
-        let mut keys = Vec::new();
-        let mut more = false;
-        for item in trees
-            .vertical
-            .range::<Vec<u8>, _>((lower, Bound::Unbounded))
-        {
-            let (k, _) = item?;
-            if keys.len() == limit {
-                more = true;
-                break;
-            }
-            keys.push(
-                String::from_utf8(k.to_vec()).map_err(|_| StoreError::Corrupt {
-                    kind: KIND,
-                    key: String::from_utf8_lossy(&k).into_owned(),
-                    message: "key is not UTF-8".to_owned(),
-                })?,
-            );
-        }
-        Ok(KeyPage { keys, more })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,7 +246,7 @@ mod tests {
         target::{Observation, UsageSample},
         time::Timestamp,
     };
-    use crate::store::{HistoryStore, sled::SledOptions};
+    use crate::store::{Db, HistoryStore, SledStore, sled::SledOptions};
 
     #[test]
     fn overrides_layer_field_by_field() {
