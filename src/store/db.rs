@@ -52,6 +52,12 @@ pub trait Db: Send + Sync + 'static {
     fn probe(&self) -> Result<(), StoreError> {
         self.flush()
     }
+    /// Whether the health watcher probes even while [`healthy`](Self::healthy) (a remote
+    /// store, whose failure no local write reports first), and serves only while the probe
+    /// succeeds.
+    fn probe_while_healthy(&self) -> bool {
+        false
+    }
 }
 
 /// Where a kind of single-key records lives: a sled tree, or a key prefix on etcd.

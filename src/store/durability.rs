@@ -123,6 +123,11 @@ impl Durability {
         }
     }
 
+    /// The database this flushes (the store-health watcher probes the same one).
+    pub fn db(&self) -> Arc<dyn Db> {
+        Arc::clone(&self.store)
+    }
+
     /// Registers a write that has returned; the ticket identifies it for [`Self::durable`].
     pub fn written(&self) -> u64 {
         self.written.fetch_add(1, Ordering::SeqCst) + 1

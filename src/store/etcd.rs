@@ -979,6 +979,11 @@ impl HistoryStore for EtcdStore {
 }
 
 impl Db for EtcdStore {
+    /// etcd's unavailability shows in no local state: probe on every tick.
+    fn probe_while_healthy(&self) -> bool {
+        true
+    }
+
     /// Every write was acknowledged by etcd (a quorum) before it returned.
     fn flush(&self) -> Result<(), StoreError> {
         Ok(())

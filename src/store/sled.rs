@@ -115,6 +115,10 @@ impl Db for SledStore {
     fn probe(&self) -> Result<(), StoreError> {
         self.db.probe()
     }
+
+    fn probe_while_healthy(&self) -> bool {
+        self.db.probe_while_healthy()
+    }
 }
 
 impl Records for SledStore {
