@@ -7,6 +7,7 @@
 //! * [`vertical`]: the `VerticalAutoscaler` service (conversion in `convert::vertical`);
 //! * [`commit`]: the one write path of both (lock → load → decide → write → wait for the
 //!   flush), with [`locks`] (per-target async locks) and [`clock`] (the one request clock);
+//! * [`overrides`]: how the VPA settings layers combine (server, target, call);
 //! * [`codec`], [`wire_limits`], [`context`]: decoding with count limits checked on the wire
 //!   bytes, decode failures as INVALID_ARGUMENT, and the per-request context (limits,
 //!   deadline, peer) the server layer sets.
@@ -22,6 +23,7 @@ pub mod context;
 pub mod convert;
 pub mod horizontal;
 pub mod locks;
+pub mod overrides;
 pub mod simulate;
 pub mod status;
 pub mod vertical;

@@ -20,7 +20,6 @@ use super::{
 };
 use crate::engine::vpa::{
     amount::Resources,
-    settings::VpaSettings,
     target::{VPA_TARGET_FORMAT_VERSION, VpaTarget},
 };
 
@@ -34,8 +33,11 @@ pub const SPACE: Space = Space {
 /// The `vpa_state` tree's name.
 pub const VERTICAL_TREE: &str = "vpa_state";
 
-/// Overrides of the recommender's flags ([`VpaSettings`]); `None` keeps the lower layer's
-/// value (server default, or the stored override for a per-call layer).
+/// Overrides of the recommender's flags
+/// ([`VpaSettings`](crate::engine::vpa::settings::VpaSettings)); `None` keeps the lower layer's
+/// value (server default, or the stored override for a per-call layer). Stored with the
+/// target (the last RecordUsage that carried settings); how the layers combine is API
+/// policy (`api::overrides`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct VerticalOverrides {
@@ -61,56 +63,6 @@ pub struct VerticalOverrides {
     /// Replaces the lower layer's maximum as a whole when set.
     pub container_recommendation_max_allowed: Option<Resources>,
     pub cpu_integer_post_processor_enabled: Option<bool>,
-}
-
-macro_rules! each_override {
-    ($m:ident) => {
-        $m!(
-            target_cpu_percentile,
-            target_memory_percentile,
-            lower_bound_cpu_percentile,
-            lower_bound_memory_percentile,
-            upper_bound_cpu_percentile,
-            upper_bound_memory_percentile,
-            safety_margin_fraction,
-            pod_min_cpu_millicores,
-            pod_min_memory_mb,
-            confidence_interval_cpu,
-            confidence_interval_memory,
-            cpu_histogram_decay_half_life,
-            memory_histogram_decay_half_life,
-            memory_aggregation_interval,
-            memory_aggregation_interval_count,
-            oom_bump_up_ratio,
-            oom_min_bump_up_bytes,
-            round_cpu_millicores,
-            round_memory_bytes,
-            container_recommendation_max_allowed,
-            cpu_integer_post_processor_enabled
-        )
-    };
-}
-
-impl VerticalOverrides {
-    /// `base` with every present override applied.
-    pub fn apply(&self, base: &VpaSettings) -> VpaSettings {
-        let mut out = base.clone();
-        macro_rules! set {
-            ($($f:ident),*) => { $( if let Some(v) = self.$f { out.$f = v; } )* };
-        }
-        each_override!(set);
-        out
-    }
-
-    /// These overrides on top of `lower`, field by field (a per-call layer over the stored one).
-    pub fn over(&self, lower: &VerticalOverrides) -> VerticalOverrides {
-        let mut out = lower.clone();
-        macro_rules! set {
-            ($($f:ident),*) => { $( if self.$f.is_some() { out.$f = self.$f; } )* };
-        }
-        each_override!(set);
-        out
-    }
 }
 
 /// What is kept per target on the vertical side.
@@ -243,27 +195,11 @@ mod tests {
     use super::*;
     use crate::engine::vpa::{
         amount::Resource,
+        settings::VpaSettings,
         target::{Observation, UsageSample},
         time::Timestamp,
     };
     use crate::store::{Db, HistoryStore, SledStore, sled::SledOptions};
-
-    #[test]
-    fn overrides_layer_field_by_field() {
-        let stored = VerticalOverrides {
-            target_cpu_percentile: Some(0.8),
-            safety_margin_fraction: Some(0.3),
-            ..Default::default()
-        };
-        let call = VerticalOverrides {
-            target_cpu_percentile: Some(0.99),
-            ..Default::default()
-        };
-        let s = call.over(&stored).apply(&VpaSettings::default());
-        assert_eq!(s.target_cpu_percentile, 0.99);
-        assert_eq!(s.safety_margin_fraction, 0.3);
-        assert_eq!(s.target_memory_percentile, 0.9);
-    }
 
     #[test]
     fn state_survives_reopen_and_delete_removes_it() {
