@@ -170,15 +170,23 @@ impl<R: Records + ?Sized> VerticalStore for R {
 
 const KIND: &str = "vpa_state";
 
-/// Decodes a record and checks the engine format it was written with.
-/// Encodes a target's vertical state as stored (the sled and etcd stores write the same bytes).
+/// Encodes a target's vertical state as stored (version 2: [`record::vpa`]; the sled and
+/// etcd stores write the same bytes).
 pub fn encode_vertical(key: &str, state: &VerticalState) -> Result<Vec<u8>, StoreError> {
-    record::encode(KIND, key, state)
+    let _ = key;
+    Ok(record::encode_binary(&record::vpa::state_to_record(state)))
 }
 
-/// Decodes a record written by [`encode_vertical`], refusing another engine format.
+/// Decodes a record of either version (version 1: the JSON of builds before the VPA records
+/// of our own; migrated by the target's next write), refusing another engine format.
 pub fn decode_vertical(key: &str, bytes: &[u8]) -> Result<VerticalState, StoreError> {
-    let state: VerticalState = record::decode(KIND, key, bytes)?;
+    let state: VerticalState = match record::versioned(KIND, key, bytes)? {
+        record::Versioned::Binary(body) => {
+            let r: record::pb::VpaState = record::decode_binary(KIND, key, body)?;
+            record::vpa::state_from_record(&r).map_err(|m| record::corrupt(KIND, key, &m))?
+        }
+        record::Versioned::Json(_) => record::decode(KIND, key, bytes)?,
+    };
     if state.format != VPA_TARGET_FORMAT_VERSION {
         return Err(StoreError::UnknownVersion {
             kind: KIND,
@@ -194,12 +202,12 @@ pub fn decode_vertical(key: &str, bytes: &[u8]) -> Result<VerticalState, StoreEr
 mod tests {
     use super::*;
     use crate::engine::vpa::{
-        amount::Resource,
+        amount::{Resource, Resources},
         settings::VpaSettings,
         target::{Observation, UsageSample},
         time::Timestamp,
     };
-    use crate::store::{Db, HistoryStore, SledStore, sled::SledOptions};
+    use crate::store::{Db, HistoryStore, SledStore, db::Records, sled::SledOptions};
 
     #[test]
     fn state_survives_reopen_and_delete_removes_it() {
@@ -266,5 +274,113 @@ mod tests {
         let err = s.load_vertical("a").unwrap_err();
         assert!(err.to_string().contains("vpa_state"), "{err}");
         assert!(err.to_string().contains("\"a\""), "{err}");
+    }
+
+    /// A small state with one sample of each kind and some overrides: what version 2 stores
+    /// for it, byte for byte. A change here changes the disk format.
+    fn golden_state() -> VerticalState {
+        let settings = VpaSettings::default();
+        let mut state = VerticalState::new();
+        state.overrides.target_cpu_percentile = Some(0.5);
+        state.overrides.memory_aggregation_interval = Some(Duration::from_secs(3600));
+        state.overrides.container_recommendation_max_allowed = Some(Resources {
+            cpu: Some(2000),
+            memory: None,
+        });
+        let at = Timestamp::from_unix_seconds(1_700_000_000);
+        let obs = [
+            Observation::Usage(UsageSample {
+                pod: "p".into(),
+                container: "c".into(),
+                resource: Resource::Cpu,
+                usage: 250,
+                at,
+            }),
+            Observation::Usage(UsageSample {
+                pod: "p".into(),
+                container: "c".into(),
+                resource: Resource::Memory,
+                usage: 100_000_000,
+                at,
+            }),
+        ];
+        state.target.record_samples(&obs, None, &settings, at);
+        state
+    }
+
+    const GOLDEN_V2: &str = "020801121609000000000000e03f7080c0e285e368a2010308a01f1a83010a0163122e080139a04a85549a51b83f401048105201105a08a04a85549a51b83f608080f89492a527688080a0be8ab4d1972f1a2e080239489da6e90066ee3f400848085201085a08489da6e90066ee3f608080f89492a52768808098d39cd9f8972f208080d0e2c6bfce972f288080d0e2c6bfce972f3001388080d0e2c6bfce972f222b0a017012260a0163108080d0e2c6bfce972f188084af5f288080c8f7d8e4f5972f308080d0e2c6bfce972f";
+
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    #[test]
+    fn version_2_golden_bytes() {
+        let state = golden_state();
+        let bytes = encode_vertical("k", &state).unwrap();
+        assert_eq!(bytes[0], record::VERSION_BINARY);
+        assert_eq!(hex(&bytes), GOLDEN_V2);
+        assert_eq!(decode_vertical("k", &bytes).unwrap(), state);
+    }
+
+    /// A version-1 record (the JSON that builds before these records wrote, through the same
+    /// encoder) reads as the same state, and the next write stores version 2.
+    #[test]
+    fn a_version_1_record_reads_the_same_and_migrates_on_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = week_state();
+        let json = record::encode(KIND, "a", &state).unwrap();
+        assert_eq!(json[0], record::VERSION_JSON);
+        let s = SledStore::open(dir.path(), SledOptions::default()).unwrap();
+        s.put_record(&SPACE, "a", None, json.clone()).unwrap();
+        let read = s.load_vertical("a").unwrap().unwrap();
+        assert_eq!(read, state);
+        let settings = VpaSettings::default();
+        assert_eq!(
+            read.target.recommend(None, &[], &settings),
+            state.target.recommend(None, &[], &settings)
+        );
+        s.put_vertical("a", &read).unwrap();
+        let bytes = s.get_record(&SPACE, "a").unwrap().unwrap().bytes;
+        assert_eq!(bytes[0], record::VERSION_BINARY);
+        assert_eq!(s.load_vertical("a").unwrap().unwrap(), state);
+        eprintln!(
+            "one container, one week of 1/min CPU + memory samples: version 1 {} B, version 2 {} B",
+            json.len(),
+            bytes.len()
+        );
+    }
+
+    /// One container after a week of per-minute CPU and memory samples (as `benches/vpa_load`
+    /// measures the record size).
+    fn week_state() -> VerticalState {
+        let settings = VpaSettings::default();
+        let t0 = 1_767_225_600;
+        let obs: Vec<Observation> = (0..7 * 24 * 60)
+            .flat_map(|i: i64| {
+                let at = Timestamp::from_unix_seconds(t0 + i * 60);
+                [
+                    Observation::Usage(UsageSample {
+                        pod: "pod-0".into(),
+                        container: "app".into(),
+                        resource: Resource::Cpu,
+                        usage: 100 + (i * 37) % 900,
+                        at,
+                    }),
+                    Observation::Usage(UsageSample {
+                        pod: "pod-0".into(),
+                        container: "app".into(),
+                        resource: Resource::Memory,
+                        usage: 200_000_000 + (i * 7_919_993) % 300_000_000,
+                        at,
+                    }),
+                ]
+            })
+            .collect();
+        let mut state = VerticalState::new();
+        state
+            .target
+            .record_samples(&obs, None, &settings, Timestamp::from_unix_seconds(t0));
+        state
     }
 }
