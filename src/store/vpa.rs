@@ -383,4 +383,77 @@ mod tests {
             .record_samples(&obs, None, &settings, Timestamp::from_unix_seconds(t0));
         state
     }
+
+    fn folder_bytes(dir: &std::path::Path) -> u64 {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| {
+                let m = e.metadata().unwrap();
+                if m.is_dir() {
+                    folder_bytes(&e.path())
+                } else {
+                    m.len()
+                }
+            })
+            .sum()
+    }
+
+    /// The figure of issue 9 ("bytes per container after a week of samples"): one container,
+    /// one RecordUsage per minute (a CPU and a memory sample) for a week, each write flushed
+    /// as strict durability does; the data folder's growth and the final record, with the
+    /// version-1 (JSON) and the version-2 (prost) records. Slow (10,080 flushes per encoding):
+    /// `cargo test --lib week_of_per_minute -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "a measurement (about a minute), not a check"]
+    fn week_of_per_minute_writes_folder_growth() {
+        for json in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let s = SledStore::open(dir.path(), SledOptions::default()).unwrap();
+            s.flush().unwrap();
+            let before = folder_bytes(dir.path());
+            let settings = VpaSettings::default();
+            let t0 = 1_767_225_600;
+            let mut state = VerticalState::new();
+            for i in 0..7 * 24 * 60_i64 {
+                let at = Timestamp::from_unix_seconds(t0 + i * 60);
+                let obs = [
+                    Observation::Usage(UsageSample {
+                        pod: "pod-0".into(),
+                        container: "app".into(),
+                        resource: Resource::Cpu,
+                        usage: 100 + (i * 37) % 900,
+                        at,
+                    }),
+                    Observation::Usage(UsageSample {
+                        pod: "pod-0".into(),
+                        container: "app".into(),
+                        resource: Resource::Memory,
+                        usage: 200_000_000 + (i * 7_919_993) % 300_000_000,
+                        at,
+                    }),
+                ];
+                state.target.record_samples(&obs, None, &settings, at);
+                state.target.garbage_collect(None, &settings, at);
+                let bytes = if json {
+                    record::encode(KIND, "a", &state).unwrap()
+                } else {
+                    encode_vertical("a", &state).unwrap()
+                };
+                s.put_record(&SPACE, "a", None, bytes).unwrap();
+                s.flush().unwrap();
+            }
+            let record = s.vertical_record_bytes("a").unwrap().unwrap();
+            drop(s);
+            eprintln!(
+                "{}: record {record} B, folder growth {} B after a week of 1/min writes",
+                if json {
+                    "version 1 (JSON)"
+                } else {
+                    "version 2 (prost)"
+                },
+                folder_bytes(dir.path()) - before
+            );
+        }
+    }
 }
