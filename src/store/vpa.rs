@@ -351,32 +351,34 @@ mod tests {
         );
     }
 
+    /// Minute `i` after `t0` of one container: a CPU and a memory sample (the values
+    /// `benches/vpa_load` uses).
+    fn minute(t0: i64, i: i64) -> [Observation; 2] {
+        let at = Timestamp::from_unix_seconds(t0 + i * 60);
+        let sample = |resource, usage| {
+            Observation::Usage(UsageSample {
+                pod: "pod-0".into(),
+                container: "app".into(),
+                resource,
+                usage,
+                at,
+            })
+        };
+        [
+            sample(Resource::Cpu, 100 + (i * 37) % 900),
+            sample(
+                Resource::Memory,
+                200_000_000 + (i * 7_919_993) % 300_000_000,
+            ),
+        ]
+    }
+
     /// One container after a week of per-minute CPU and memory samples (as `benches/vpa_load`
     /// measures the record size).
     fn week_state() -> VerticalState {
         let settings = VpaSettings::default();
         let t0 = 1_767_225_600;
-        let obs: Vec<Observation> = (0..7 * 24 * 60)
-            .flat_map(|i: i64| {
-                let at = Timestamp::from_unix_seconds(t0 + i * 60);
-                [
-                    Observation::Usage(UsageSample {
-                        pod: "pod-0".into(),
-                        container: "app".into(),
-                        resource: Resource::Cpu,
-                        usage: 100 + (i * 37) % 900,
-                        at,
-                    }),
-                    Observation::Usage(UsageSample {
-                        pod: "pod-0".into(),
-                        container: "app".into(),
-                        resource: Resource::Memory,
-                        usage: 200_000_000 + (i * 7_919_993) % 300_000_000,
-                        at,
-                    }),
-                ]
-            })
-            .collect();
+        let obs: Vec<Observation> = (0..7 * 24 * 60).flat_map(|i| minute(t0, i)).collect();
         let mut state = VerticalState::new();
         state
             .target
@@ -417,23 +419,9 @@ mod tests {
             let mut state = VerticalState::new();
             for i in 0..7 * 24 * 60_i64 {
                 let at = Timestamp::from_unix_seconds(t0 + i * 60);
-                let obs = [
-                    Observation::Usage(UsageSample {
-                        pod: "pod-0".into(),
-                        container: "app".into(),
-                        resource: Resource::Cpu,
-                        usage: 100 + (i * 37) % 900,
-                        at,
-                    }),
-                    Observation::Usage(UsageSample {
-                        pod: "pod-0".into(),
-                        container: "app".into(),
-                        resource: Resource::Memory,
-                        usage: 200_000_000 + (i * 7_919_993) % 300_000_000,
-                        at,
-                    }),
-                ];
-                state.target.record_samples(&obs, None, &settings, at);
+                state
+                    .target
+                    .record_samples(&minute(t0, i), None, &settings, at);
                 state.target.garbage_collect(None, &settings, at);
                 let bytes = if json {
                     record::encode(KIND, "a", &state).unwrap()
