@@ -15,7 +15,7 @@ use std::{
 use autoscaled::{
     engine::vpa::{Observation, Resource, Timestamp, UsageSample, VpaSettings},
     pb::v1::{self as pb, vertical_autoscaler_client::VerticalAutoscalerClient},
-    store::{HistoryStore, SledStore, VerticalState, VerticalStore, sled::SledOptions},
+    store::{Db, SledStore, VerticalState, VerticalStore, sled::SledOptions},
 };
 use prost_types::Timestamp as PbTimestamp;
 

@@ -221,15 +221,14 @@ fn serve(args: ServeArgs) -> ExitCode {
     }
     // TLS and authorization files are checked (and SIGHUP handled) before anything listens;
     // unusable files are bad configuration.
-    let security =
-        match runtime.block_on(async { crate::security::Security::load(&config.security) }) {
-            Ok(security) => security,
-            Err(e) => {
-                eprintln!("autoscaled: {e}");
-                telemetry.shutdown();
-                return ExitCode::from(EX_USAGE as u8);
-            }
-        };
+    let security = match runtime.block_on(async { crate::server::load_security(&config) }) {
+        Ok(security) => security,
+        Err(e) => {
+            eprintln!("autoscaled: {e}");
+            telemetry.shutdown();
+            return ExitCode::from(EX_USAGE as u8);
+        }
+    };
     let result: Result<(), Stop> = runtime.block_on(async {
         let startup = |e: String| Stop::Startup(e);
         let signals = crate::shutdown::Signals::install()
@@ -242,14 +241,13 @@ fn serve(args: ServeArgs) -> ExitCode {
         let addr = listener
             .local_addr()
             .map_err(|e| startup(format!("cannot listen on {}: {e}", config.listen)))?;
-        let health_listener = match config.security.health_listen {
-            Some(health) => Some(
-                tokio::net::TcpListener::bind(health)
-                    .await
-                    .map_err(|e| startup(format!("cannot listen on {health}: {e}")))?,
-            ),
-            None => None,
-        };
+        let health_listener = crate::server::bind_health(&config).await.map_err(|e| {
+            let health = config.security.health_listen.map(|a| a.to_string());
+            startup(format!(
+                "cannot listen on {}: {e}",
+                health.unwrap_or_default()
+            ))
+        })?;
         // The store before the "listening" line: only a server that can serve prints it.
         let store =
             crate::server::open_configured_store(&config).map_err(|e| startup(e.to_string()))?;

@@ -198,50 +198,6 @@ pub async fn serve_opened(
     }
 }
 
-/// While the server runs: every second, asks the store whether it can take writes
-/// ([`HistoryStore::probe`]; etcd: a quorum read) and reports NOT_SERVING while it cannot, so
-/// that load balancers and Kubernetes readiness send the calls to a replica that can answer,
-/// and SERVING again once it can, without a restart. Stopped at shutdown.
-fn spawn_store_probe(
-    store: Arc<dyn HistoryStore>,
-    health: tonic_health::server::HealthReporter,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut serving = true;
-        let mut ticker = tokio::time::interval(std::time::Duration::from_secs(1));
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            ticker.tick().await;
-            let store = Arc::clone(&store);
-            let ok = match tokio::task::spawn_blocking(move || store.probe()).await {
-                Ok(Ok(())) => true,
-                Ok(Err(e)) => {
-                    if serving {
-                        tracing::error!(error = %e, "the store cannot be reached: NOT_SERVING");
-                    }
-                    false
-                }
-                Err(_) => false,
-            };
-            if ok != serving {
-                serving = ok;
-                if ok {
-                    tracing::info!("the store is reachable again: SERVING");
-                }
-                let status = if ok {
-                    ServingStatus::Serving
-                } else {
-                    ServingStatus::NotServing
-                };
-                health.set_service_status("", status).await;
-                for name in SERVICE_NAMES {
-                    health.set_service_status(*name, status).await;
-                }
-            }
-        }
-    })
-}
-
 /// Opens the store, then serves on `listener` until `shutdown` completes.
 pub async fn serve(
     listener: TcpListener,
@@ -262,12 +218,25 @@ pub async fn serve_with_store<S: HistoryStore + VerticalStore>(
     store: Arc<S>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
-    let security = crate::security::Security::load(&config.security)?;
-    let health_listener = match config.security.health_listen {
-        Some(addr) => Some(TcpListener::bind(addr).await?),
-        None => None,
-    };
+    let security = load_security(&config)?;
+    let health_listener = bind_health(&config).await?;
     serve_secured(listener, health_listener, config, store, security, shutdown).await
+}
+
+/// Start-up step 1 (before anything listens): the TLS and authorization files of
+/// `config.security`; unusable files are bad configuration. `autoscaled serve` and
+/// [`serve_with_store`] both start with it.
+pub fn load_security(config: &Config) -> Result<Arc<crate::security::Security>, ServeError> {
+    Ok(crate::security::Security::load(&config.security)?)
+}
+
+/// Start-up step 2 (after the main listener is bound, before the store opens): the
+/// plaintext health-only listener (`--health-listen`), if configured.
+pub async fn bind_health(config: &Config) -> std::io::Result<Option<TcpListener>> {
+    match config.security.health_listen {
+        Some(addr) => Ok(Some(TcpListener::bind(addr).await?)),
+        None => Ok(None),
+    }
 }
 
 /// [`serve_with_store`] with the security material already loaded and the plaintext health
@@ -322,8 +291,6 @@ pub async fn serve_secured<S: HistoryStore + VerticalStore>(
             .set_service_status(*name, ServingStatus::Serving)
             .await;
     }
-    let probe = (config.store == StoreKind::Etcd)
-        .then(|| spawn_store_probe(Arc::clone(&store), health_reporter.clone()));
     let reflection_v1 = reflection().build_v1()?;
     let reflection_v1alpha = reflection().build_v1alpha()?;
     let exposure = |e: crate::config::Exposure| e != crate::config::Exposure::Off;
@@ -334,8 +301,10 @@ pub async fn serve_secured<S: HistoryStore + VerticalStore>(
     // Watch streams end when shutdown starts, so they do not hold the drain.
     let health_service = || crate::drain::health_server(health_reporter.clone(), stop_rx.clone());
     let main_health = exposure(config.security.health).then(health_service);
+    // The one watcher of the store's health (sled: probes after a failed write; etcd: a
+    // quorum read every tick).
     let _store_health = crate::store_health::spawn(
-        Arc::clone(&store),
+        durability.db(),
         health_reporter.clone(),
         SERVICE_NAMES,
         stop_rx.clone(),
@@ -419,9 +388,6 @@ pub async fn serve_secured<S: HistoryStore + VerticalStore>(
             result = &mut server => break result.map_err(ServeError::from),
             () = &mut shutdown, if !triggered => {
                 triggered = true;
-                if let Some(probe) = &probe {
-                    probe.abort();
-                }
                 tracing::info!(grace_secs = grace.as_secs_f64(), "shutting down: NOT_SERVING, draining");
                 health_reporter.set_service_status("", ServingStatus::NotServing).await;
                 for name in SERVICE_NAMES {
@@ -441,9 +407,6 @@ pub async fn serve_secured<S: HistoryStore + VerticalStore>(
     }
     if let Some(reloader) = reloader {
         reloader.abort();
-    }
-    if let Some(probe) = &probe {
-        probe.abort();
     }
     let flushed = durability.flush_all().await;
     match &flushed {

@@ -1,21 +1,28 @@
-//! gRPC health follows the store (issue 8 item 7): NOT_SERVING while the store cannot write
-//! ([`HistoryStore::healthy`]), SERVING again once a write succeeds. While unhealthy the
-//! store is probed ([`HistoryStore::probe`]: a small durable write) every half second, since
-//! a load balancer that heeds NOT_SERVING sends no request that could find out.
+//! gRPC health follows the store: the one watcher of the store's health (issue 8 item 7,
+//! issue 11). NOT_SERVING while the store cannot write, SERVING again once it can, without a
+//! restart, since a load balancer or a readiness probe that heeds NOT_SERVING sends the calls
+//! to a replica that can answer (and no request would find out that this one recovered).
+//!
+//! Every [`PERIOD`] the watcher asks the database ([`Db`]):
+//! * sled: [`Db::healthy`] turns false when a write or flush fails; only then is the store
+//!   probed ([`Db::probe`]: a small durable write), which makes it healthy on success;
+//! * etcd ([`Db::probe_while_healthy`]): every write fails alike when etcd cannot be reached,
+//!   so it is probed on every tick (a linearizable read: succeeds only with a quorum), and it
+//!   serves exactly while the probe succeeds.
 
 use std::{sync::Arc, time::Duration};
 
 use tokio::{sync::watch, task::JoinHandle};
 use tonic_health::{ServingStatus, server::HealthReporter};
 
-use crate::store::HistoryStore;
+use crate::store::Db;
 
 /// How often the store's health is looked at.
-const PERIOD: Duration = Duration::from_millis(500);
+pub const PERIOD: Duration = Duration::from_millis(500);
 
 /// Watches `store` until `stop` turns true (shutdown sets NOT_SERVING itself after that).
 pub fn spawn(
-    store: Arc<dyn HistoryStore>,
+    store: Arc<dyn Db>,
     reporter: HealthReporter,
     names: &'static [&'static str],
     mut stop: watch::Receiver<bool>,
@@ -29,15 +36,19 @@ pub fn spawn(
                 _ = tick.tick() => {}
                 _ = stop.wait_for(|s| *s) => return,
             }
-            if !store.healthy() {
+            let mut probe_error = None;
+            if !store.healthy() || store.probe_while_healthy() {
                 let probe = Arc::clone(&store);
                 match tokio::task::spawn_blocking(move || probe.probe()).await {
                     Ok(Ok(())) => {}
-                    Ok(Err(e)) => tracing::debug!(error = %e, "store probe failed"),
-                    Err(e) => tracing::debug!(error = %e, "store probe task failed"),
+                    Ok(Err(e)) => probe_error = Some(e.to_string()),
+                    Err(e) => probe_error = Some(format!("the probe task failed: {e}")),
                 }
             }
-            let healthy = store.healthy();
+            if let Some(e) = &probe_error {
+                tracing::debug!(error = %e, "store probe failed");
+            }
+            let healthy = store.healthy() && probe_error.is_none();
             if healthy == serving || *stop.borrow() {
                 continue;
             }
@@ -46,7 +57,10 @@ pub fn spawn(
                 tracing::warn!("store writes succeed again: SERVING");
                 ServingStatus::Serving
             } else {
-                tracing::error!("store writes fail: NOT_SERVING until a write succeeds");
+                tracing::error!(
+                    error = probe_error.as_deref().unwrap_or("a write or flush failed"),
+                    "store writes fail: NOT_SERVING until a write succeeds"
+                );
                 ServingStatus::NotServing
             };
             reporter.set_service_status("", status).await;

@@ -3,28 +3,28 @@
 //! through the one table in `status`.
 //!
 //! Recommend, step by step:
-//! 1. read the server clock (the request's `evaluation_time` only with
+//! 1. read the server clock (`clock`; the request's `evaluation_time` only with
 //!    `--trust-request-time`), convert and validate: nothing is stored on any error;
-//! 2. unless `dry_run`, take the target's lock, so that concurrent Recommends on one target
-//!    each see the history the previous one wrote (different targets run in parallel), and
-//!    read the server clock again for `now`, so that they commit in time order;
-//! 3. load the history, evaluate, prune (`store::prune`), and commit history + decision record
-//!    atomically (`HistoryStore::commit`);
-//! 4. release the lock, then wait for a flush covering the write (group commit) before
-//!    answering. Releasing first lets Recommends on the same target share flushes; a reader may
-//!    therefore see a write whose flush is still running, never one that is rolled back.
+//! 2. unless `dry_run`, run the one write path of both services (`commit::CommitPath`):
+//!    take the target's lock and read the server clock again for `now` (so that calls on one
+//!    target commit in time order), load the history, evaluate, prune (`store::prune`),
+//!    commit history + decision record atomically (`HistoryStore::commit_after`, re-deciding
+//!    on a conflict with another replica), release the lock and wait for the flush.
 
 use std::{
     panic::{AssertUnwindSafe, catch_unwind},
     sync::Arc,
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+    time::Duration,
 };
 
 use tonic::{Request, Response, Status};
 use tracing::{Span, field::Empty};
 
 use super::{
+    clock,
+    commit::{CommitPath, Horizontal},
     convert::{self, Context},
+    locks::KeyLocks,
     status::ApiError,
 };
 use crate::{
@@ -38,15 +38,8 @@ use crate::{
         RecommendRequest, RecommendResponse, SimulateRequest, SimulateResponse, TargetHistory,
         horizontal_autoscaler_server::HorizontalAutoscaler,
     },
-    store::{
-        DecisionEntry, HistoryStore, StoreError, durability::Durability, locks::KeyLocks, prune,
-    },
+    store::{DecisionEntry, HistoryStore, durability::Durability, prune},
 };
-
-/// Re-decisions after a conflicting commit by another replica before giving up with ABORTED.
-/// A conflict means another replica decided this target in the meantime, so more than a few
-/// in a row only happen under a pathological hot spot.
-const MAX_CONFLICT_RETRIES: u32 = 16;
 
 /// The HPA decision function (`engine::hpa::evaluate`'s signature). A parameter so that tests
 /// of the service can count calls or fail on purpose.
@@ -73,8 +66,7 @@ pub struct ServiceOptions {
 /// The HorizontalAutoscaler service over a history store.
 pub struct HorizontalService {
     store: Arc<dyn HistoryStore>,
-    durability: Arc<Durability>,
-    locks: KeyLocks,
+    commit: CommitPath,
     options: ServiceOptions,
     evaluate: Evaluate,
 }
@@ -90,8 +82,7 @@ impl HorizontalService {
     ) -> Self {
         HorizontalService {
             store,
-            durability,
-            locks: KeyLocks::default(),
+            commit: CommitPath::new(durability),
             options,
             evaluate,
         }
@@ -99,7 +90,7 @@ impl HorizontalService {
 
     /// The per-target locks (tests check that none leak).
     pub fn locks(&self) -> &KeyLocks {
-        &self.locks
+        self.commit.locks()
     }
 
     async fn do_recommend(&self, req: RecommendRequest) -> Result<RecommendResponse, ApiError> {
@@ -109,7 +100,7 @@ impl HorizontalService {
             &Context {
                 limits: &self.options.limits,
                 trust_request_time: self.options.trust_request_time,
-                server_now: server_now(),
+                server_now: clock::hpa_now(),
                 history_retention: self.options.history_retention,
             },
         )?;
@@ -118,87 +109,67 @@ impl HorizontalService {
         span.record("dry_run", input.dry_run);
         let settings = input.settings.apply(&self.options.defaults);
 
-        let guard = if input.dry_run {
-            None
-        } else {
-            Some(self.locks.lock(&input.target_key).await)
-        };
         // The server's clock is read again under the target's lock: concurrent calls on one
         // target then evaluate and commit in the order of their evaluation times, so the
         // decision log (kept in commit order, as runs) is also in time order. A time from the
         // request (`--trust-request-time`) is the caller's to order.
-        let now = if time_from_request {
-            input.now
-        } else {
-            server_now().max(input.now)
-        };
-        // Optimistic concurrency with other replicas sharing the store (etcd): the commit
-        // fails with `Conflict` if another replica committed this target since our read, and
-        // then the decision is made again on the fresh history. With one writer (sled) the
-        // first attempt always commits.
-        let mut conflicts = 0;
-        loop {
-            let (state, seen) = self.store.load_for_update(&input.target_key)?;
-            let history = state.map(|s| s.history).unwrap_or_default();
-            let evaluate = self.evaluate;
-            let evaluation = catch_unwind(AssertUnwindSafe(|| {
-                evaluate(&settings, &input.spec, &input.observation, &history, now)
-            }))
-            .map_err(|_| ApiError::Internal("the HPA engine panicked".to_owned()))?
-            .map_err(convert::engine_invalid)?;
-            let decision = evaluation.decision;
-
-            let recorded = !input.dry_run;
-            let mut response_decision = decision;
-            if recorded {
-                let commit_started = Instant::now();
-                let mut new_history = evaluation.history;
-                prune::prune(&mut new_history, now, self.options.history_retention);
-                let entry = DecisionEntry::single(now, response_decision, &input.spec, &settings);
-                super::context::check_deadline()?;
-                match self
-                    .store
-                    .commit_after(&input.target_key, seen, &new_history, &entry)
-                {
-                    Err(StoreError::Conflict { .. }) if conflicts < MAX_CONFLICT_RETRIES => {
-                        conflicts += 1;
-                        crate::metrics::store_conflict();
-                        continue;
-                    }
-                    result => result?,
-                }
-                let ticket = self.durability.written();
-                drop(guard);
-                self.durability.durable(ticket).await?;
-                crate::metrics::store_commit(commit_started.elapsed());
-                response_decision = entry.decision;
+        let now = || {
+            if time_from_request {
+                input.now
+            } else {
+                clock::hpa_now().max(input.now)
             }
-            let decision = &response_decision;
-            span.record("decision.current", decision.current_replicas);
-            span.record("decision.desired", decision.desired_replicas);
-            span.record("decision.path", decision.path.as_str());
-            let reason = |condition_type: ConditionType| {
-                decision
-                    .conditions
-                    .iter()
-                    .find(|c| c.condition_type == condition_type)
-                    .map_or("None", |c| c.reason.as_str())
-            };
-            // A dry run is a decision but rescales nothing.
-            crate::metrics::hpa_decision(
-                decision.path.as_str(),
-                reason(ConditionType::AbleToScale),
-                reason(ConditionType::ScalingLimited),
-                (!input.dry_run && decision.desired_replicas != decision.current_replicas)
-                    .then_some(decision.desired_replicas > decision.current_replicas),
-            );
-            return Ok(convert::recommend_response(
-                decision,
-                &input.spec.metrics,
+        };
+        let evaluate = self.evaluate;
+        let retention = self.options.history_retention;
+        let (now, (_, entry), ()) = self
+            .commit
+            .commit_decision(
+                &Horizontal(&*self.store),
+                &input.target_key,
+                !input.dry_run,
                 now,
-                recorded,
-            ));
-        }
+                |state, &now| {
+                    let history = state.map(|s| s.history).unwrap_or_default();
+                    let evaluation = catch_unwind(AssertUnwindSafe(|| {
+                        evaluate(&settings, &input.spec, &input.observation, &history, now)
+                    }))
+                    .map_err(|_| ApiError::Internal("the HPA engine panicked".to_owned()))?
+                    .map_err(convert::engine_invalid)?;
+                    let mut new_history = evaluation.history;
+                    prune::prune(&mut new_history, now, retention);
+                    let entry =
+                        DecisionEntry::single(now, evaluation.decision, &input.spec, &settings);
+                    Ok(((new_history, entry), ()))
+                },
+            )
+            .await?;
+        let recorded = !input.dry_run;
+        let decision = &entry.decision;
+        span.record("decision.current", decision.current_replicas);
+        span.record("decision.desired", decision.desired_replicas);
+        span.record("decision.path", decision.path.as_str());
+        let reason = |condition_type: ConditionType| {
+            decision
+                .conditions
+                .iter()
+                .find(|c| c.condition_type == condition_type)
+                .map_or("None", |c| c.reason.as_str())
+        };
+        // A dry run is a decision but rescales nothing.
+        crate::metrics::hpa_decision(
+            decision.path.as_str(),
+            reason(ConditionType::AbleToScale),
+            reason(ConditionType::ScalingLimited),
+            (!input.dry_run && decision.desired_replicas != decision.current_replicas)
+                .then_some(decision.desired_replicas > decision.current_replicas),
+        );
+        Ok(convert::recommend_response(
+            decision,
+            &input.spec.metrics,
+            now,
+            recorded,
+        ))
     }
 
     fn do_get_history(&self, req: GetHistoryRequest) -> Result<TargetHistory, ApiError> {
@@ -232,14 +203,14 @@ impl HorizontalService {
     async fn do_delete_target(&self, req: DeleteTargetRequest) -> Result<(), ApiError> {
         convert::target_key(&req.target_key, &self.options.limits)?;
         Span::current().record("target.key", req.target_key.as_str());
-        let guard = self.locks.lock(&req.target_key).await;
-        let existed = self.store.delete(&req.target_key)?;
-        let ticket = self.durability.written();
-        drop(guard);
-        if !existed {
+        let store = &self.store;
+        if !self
+            .commit
+            .delete(&req.target_key, || store.delete(&req.target_key))
+            .await?
+        {
             return Err(ApiError::TargetNotFound(req.target_key));
         }
-        self.durability.durable(ticket).await?;
         Ok(())
     }
 }
@@ -261,16 +232,6 @@ impl HorizontalService {
         .await
         .map_err(|_| ApiError::Internal("the simulation panicked".to_owned()))?
     }
-}
-
-/// The server clock (only `api` reads it): once to validate a request, and for a Recommend
-/// again under the target's lock.
-fn server_now() -> Time {
-    let millis = match SystemTime::now().duration_since(UNIX_EPOCH) {
-        Ok(d) => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
-        Err(e) => i64::try_from(e.duration().as_millis()).map_or(i64::MIN, |m| -m),
-    };
-    Time::from_unix_millis(millis)
 }
 
 #[tonic::async_trait]
@@ -344,7 +305,7 @@ mod tests {
 
     fn request(key: &str, usage_milli: i64) -> pb::RecommendRequest {
         let hour_ago = prost_types::Timestamp {
-            seconds: server_now().unix_millis() / 1000 - 3600,
+            seconds: clock::hpa_now().unix_millis() / 1000 - 3600,
             nanos: 0,
         };
         let pod = |name: &str| pb::PodSample {

@@ -5,6 +5,9 @@
 //! * [`status`]: the one error → `tonic::Status` table;
 //! * [`horizontal`]: the `HorizontalAutoscaler` service;
 //! * [`vertical`]: the `VerticalAutoscaler` service (conversion in `convert::vertical`);
+//! * [`commit`]: the one write path of both (lock → load → decide → write → wait for the
+//!   flush), with [`locks`] (per-target async locks) and [`clock`] (the one request clock);
+//! * [`overrides`]: how the VPA settings layers combine (server, target, call);
 //! * [`codec`], [`wire_limits`], [`context`]: decoding with count limits checked on the wire
 //!   bytes, decode failures as INVALID_ARGUMENT, and the per-request context (limits,
 //!   deadline, peer) the server layer sets.
@@ -13,10 +16,14 @@
 //! target's lock) and passes `now` down.
 
 pub mod authorized;
+pub mod clock;
 pub mod codec;
+pub mod commit;
 pub mod context;
 pub mod convert;
 pub mod horizontal;
+pub mod locks;
+pub mod overrides;
 pub mod simulate;
 pub mod status;
 pub mod vertical;

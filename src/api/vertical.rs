@@ -2,7 +2,7 @@
 //! store's `vpa_state` tree; conversion in `convert::vertical`, errors through the one table
 //! in `status`.
 //!
-//! RecordUsage, step by step (as Recommend on the horizontal side):
+//! RecordUsage, step by step (the one write path of both services, `commit::CommitPath`):
 //! 1. read the server clock once (`now`; the request's `evaluation_time` only with
 //!    `--trust-request-time`), convert and validate the whole request: nothing is stored on
 //!    any error;
@@ -11,7 +11,8 @@
 //! 3. load the state, replace the stored overrides if the request carries settings, feed the
 //!    samples then the OOM events (`VpaTarget::record_samples`), drop expired aggregations
 //!    (`garbage_collect`, upstream's `GarbageCollectAggregateCollectionStates`) and write the
-//!    record;
+//!    record if it is still as read (on etcd another replica may have written it: then load
+//!    and feed again);
 //! 4. release the lock, then wait for a flush covering the write (group commit) before
 //!    answering.
 //!
@@ -20,25 +21,28 @@
 use std::{
     panic::{AssertUnwindSafe, catch_unwind},
     sync::Arc,
-    time::{Duration, SystemTime, UNIX_EPOCH},
+    time::Duration,
 };
 
 use tonic::{Request, Response, Status};
 use tracing::{Span, field::Empty};
 
 use super::{
+    clock,
+    commit::{CommitPath, Vertical},
     convert::vertical::{self as convert, VerticalContext},
+    locks::KeyLocks,
     status::ApiError,
 };
 use crate::{
     config::Limits,
-    engine::vpa::{settings::VpaSettings, time::Timestamp},
+    engine::vpa::settings::VpaSettings,
     pb::v1::{
         DeleteVerticalTargetRequest, GetRecommendationRequest, ListVerticalTargetsRequest,
         ListVerticalTargetsResponse, RecordUsageRequest, RecordUsageResponse,
         VerticalRecommendation, vertical_autoscaler_server::VerticalAutoscaler,
     },
-    store::{VerticalState, VerticalStore, durability::Durability, locks::KeyLocks},
+    store::{VerticalState, VerticalStore, durability::Durability},
 };
 
 /// What the vertical service needs from the configuration.
@@ -56,8 +60,7 @@ pub struct VerticalOptions {
 /// The VerticalAutoscaler service over a vertical store.
 pub struct VerticalService {
     store: Arc<dyn VerticalStore>,
-    durability: Arc<Durability>,
-    locks: KeyLocks,
+    commit: CommitPath,
     options: VerticalOptions,
 }
 
@@ -71,15 +74,14 @@ impl VerticalService {
     ) -> Self {
         VerticalService {
             store,
-            durability,
-            locks: KeyLocks::default(),
+            commit: CommitPath::new(durability),
             options,
         }
     }
 
     /// The per-target locks (tests check that none leak).
     pub fn locks(&self) -> &KeyLocks {
-        &self.locks
+        self.commit.locks()
     }
 
     async fn do_record_usage(
@@ -91,7 +93,7 @@ impl VerticalService {
             &VerticalContext {
                 limits: &self.options.limits,
                 trust_request_time: self.options.trust_request_time,
-                server_now: server_now(),
+                server_now: clock::vpa_now(),
                 max_clock_skew: self.options.max_clock_skew,
             },
         )?;
@@ -105,30 +107,34 @@ impl VerticalService {
                 .map_err(convert::settings_invalid)?;
         }
 
-        let guard = self.locks.lock(&input.target_key).await;
-        let mut state = self
-            .store
-            .load_vertical(&input.target_key)?
-            .unwrap_or_else(VerticalState::new);
-        if let Some(overrides) = input.settings {
-            state.overrides = overrides;
-        }
-        let settings = state.overrides.apply(&self.options.defaults);
-        let now = input.now;
-        let report = catch_unwind(AssertUnwindSafe(|| {
-            let report = state
-                .target
-                .record_samples(&input.observations, None, &settings, now);
-            state.target.garbage_collect(None, &settings, now);
-            report
-        }))
-        .map_err(|_| ApiError::Internal("the VPA engine panicked".to_owned()))?;
+        let defaults = &self.options.defaults;
+        let (_, _, report) = self
+            .commit
+            .commit_decision(
+                &Vertical(&*self.store),
+                &input.target_key,
+                true,
+                || input.now,
+                |state, &now| {
+                    let mut state = state.unwrap_or_else(VerticalState::new);
+                    if let Some(overrides) = &input.settings {
+                        state.overrides = overrides.clone();
+                    }
+                    let settings = state.overrides.apply(defaults);
+                    let report = catch_unwind(AssertUnwindSafe(|| {
+                        let report =
+                            state
+                                .target
+                                .record_samples(&input.observations, None, &settings, now);
+                        state.target.garbage_collect(None, &settings, now);
+                        report
+                    }))
+                    .map_err(|_| ApiError::Internal("the VPA engine panicked".to_owned()))?;
+                    Ok((state, report))
+                },
+            )
+            .await?;
         span.record("accepted", report.accepted_samples);
-        super::context::check_deadline()?;
-        self.store.put_vertical(&input.target_key, &state)?;
-        let ticket = self.durability.written();
-        drop(guard);
-        self.durability.durable(ticket).await?;
         Ok(convert::record_usage_response(&report))
     }
 
@@ -164,14 +170,14 @@ impl VerticalService {
     async fn do_delete(&self, req: DeleteVerticalTargetRequest) -> Result<(), ApiError> {
         super::convert::target_key(&req.target_key, &self.options.limits)?;
         Span::current().record("target.key", req.target_key.as_str());
-        let guard = self.locks.lock(&req.target_key).await;
-        let existed = self.store.delete_vertical(&req.target_key)?;
-        let ticket = self.durability.written();
-        drop(guard);
-        if !existed {
+        let store = &self.store;
+        if !self
+            .commit
+            .delete(&req.target_key, || store.delete_vertical(&req.target_key))
+            .await?
+        {
             return Err(ApiError::TargetNotFound(req.target_key));
         }
-        self.durability.durable(ticket).await?;
         Ok(())
     }
 
@@ -189,15 +195,6 @@ impl VerticalService {
             next_page_token,
         })
     }
-}
-
-/// The server clock in engine nanoseconds, read once per request (only `api` reads it).
-fn server_now() -> Timestamp {
-    let nanos = match SystemTime::now().duration_since(UNIX_EPOCH) {
-        Ok(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
-        Err(e) => i64::try_from(e.duration().as_nanos()).map_or(i64::MIN, |n| -n),
-    };
-    Timestamp::from_unix_nanos(nanos)
 }
 
 #[tonic::async_trait]

@@ -23,7 +23,37 @@ use tokio::{
     task::JoinHandle,
 };
 
-use super::{HistoryStore, StoreError};
+use super::{Db, StoreError};
+
+/// A shared handle on a database, as [`Durability::start`] takes it.
+pub trait IntoDb {
+    /// The handle as a [`Db`].
+    fn into_db(self) -> Arc<dyn Db>;
+}
+
+impl<T: Db> IntoDb for Arc<T> {
+    fn into_db(self) -> Arc<dyn Db> {
+        self
+    }
+}
+
+impl IntoDb for Arc<dyn Db> {
+    fn into_db(self) -> Arc<dyn Db> {
+        self
+    }
+}
+
+impl IntoDb for Arc<dyn super::HistoryStore> {
+    fn into_db(self) -> Arc<dyn Db> {
+        self
+    }
+}
+
+impl IntoDb for Arc<dyn super::VerticalStore> {
+    fn into_db(self) -> Arc<dyn Db> {
+        self
+    }
+}
 
 /// How writes become durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,7 +81,7 @@ pub struct Durability {
     wake: Arc<Notify>,
     flushed: watch::Receiver<Flushed>,
     task: JoinHandle<()>,
-    store: Arc<dyn HistoryStore>,
+    store: Arc<dyn Db>,
 }
 
 impl std::fmt::Debug for Durability {
@@ -64,8 +94,11 @@ impl std::fmt::Debug for Durability {
 }
 
 impl Durability {
-    /// Starts the flusher for `store`. Must be called within a tokio runtime.
-    pub fn start(store: Arc<dyn HistoryStore>, mode: Mode) -> Self {
+    /// Starts the flusher for `store` (any handle on the database: the store itself, or a
+    /// `dyn HistoryStore` / `dyn VerticalStore` over it). Must be called within a tokio
+    /// runtime.
+    pub fn start(store: impl IntoDb, mode: Mode) -> Self {
+        let store = store.into_db();
         let wake = Arc::new(Notify::new());
         let (tx, rx) = watch::channel(Flushed::default());
         let written = Arc::new(AtomicU64::new(0));
@@ -88,6 +121,11 @@ impl Durability {
             task,
             store,
         }
+    }
+
+    /// The database this flushes (the store-health watcher probes the same one).
+    pub fn db(&self) -> Arc<dyn Db> {
+        Arc::clone(&self.store)
     }
 
     /// Registers a write that has returned; the ticket identifies it for [`Self::durable`].
@@ -142,7 +180,7 @@ impl Drop for Durability {
 /// has returned), flushes, and publishes that ticket as durable. Wakes that arrive during a
 /// flush leave a permit in the `Notify`, so the next round starts right after.
 async fn strict_flusher(
-    store: Arc<dyn HistoryStore>,
+    store: Arc<dyn Db>,
     written: Arc<AtomicU64>,
     wake: Arc<Notify>,
     flushed: watch::Sender<Flushed>,
@@ -183,7 +221,7 @@ async fn strict_flusher(
     }
 }
 
-async fn periodic_flusher(store: Arc<dyn HistoryStore>, interval: Duration) {
+async fn periodic_flusher(store: Arc<dyn Db>, interval: Duration) {
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -205,10 +243,6 @@ mod tests {
     };
 
     use super::*;
-    use crate::{
-        engine::history::History,
-        store::{DecisionEntry, KeyPage, TargetState},
-    };
 
     /// A store whose flush announces itself and then blocks until the test releases it.
     struct GatedStore {
@@ -216,22 +250,7 @@ mod tests {
         release: Mutex<Receiver<()>>,
     }
 
-    impl HistoryStore for GatedStore {
-        fn load(&self, _: &str) -> Result<Option<TargetState>, StoreError> {
-            Ok(None)
-        }
-        fn commit(&self, _: &str, _: &History, _: &DecisionEntry) -> Result<(), StoreError> {
-            Ok(())
-        }
-        fn decisions(&self, _: &str) -> Result<Vec<DecisionEntry>, StoreError> {
-            Ok(vec![])
-        }
-        fn list_keys(&self, _: Option<&str>, _: usize) -> Result<KeyPage, StoreError> {
-            Ok(KeyPage::default())
-        }
-        fn delete(&self, _: &str) -> Result<bool, StoreError> {
-            Ok(false)
-        }
+    impl Db for GatedStore {
         fn flush(&self) -> Result<(), StoreError> {
             self.started
                 .send(())

@@ -8,7 +8,9 @@
 //! * `hpa/d/<target_key> 0x00 be(seq)` → one [`DecisionEntry`] record per logged decision;
 //!   `seq` is the state's `next_seq` at commit, so the oldest entries beyond the log bound are
 //!   one contiguous range and are trimmed with a single `DeleteRange`, without a read;
-//! * `vpa/<target_key>` → the [`VerticalState`] record ([`super::vertical::encode_vertical`]).
+//! * `vpa/<target_key>` → the VPA record ([`super::vpa`], through [`Records`]; its put
+//!   compares the key's `mod_revision` with the one read, so two replicas recording usage
+//!   for one target cannot both build on the same previous state).
 //!
 //! # Concurrency between replicas
 //!
@@ -63,10 +65,12 @@ use tokio::{
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use super::{
-    DecisionEntry, HistoryStore, KeyPage, Run, Seen, StoreError, TargetState, keys,
+    Db, DecisionEntry, HistoryStore, KeyPage, Run, Seen, StoreError, TargetState,
+    db::{Records, Space, Versioned},
+    hpa::{StoredState, decode_run},
+    keys,
     record::{self, hpa},
-    sled::{StoredState, decode_run},
-    vertical::{self, VerticalState, VerticalStore},
+    vpa,
 };
 use crate::engine::{history::History, time::Time};
 
@@ -403,8 +407,8 @@ impl EtcdStore {
             .collect())
     }
 
-    fn vertical_key(&self, target: &str) -> Vec<u8> {
-        self.key(&[b"vpa/", target.as_bytes()])
+    fn record_key(&self, space: &Space, target: &str) -> Vec<u8> {
+        self.key(&[space.etcd.as_bytes(), target.as_bytes()])
     }
 
     /// Runs `future` on the store's runtime and waits for it.
@@ -533,7 +537,7 @@ impl EtcdStore {
     /// figure "etcd bytes per target" of `docs/ha.md` (etcd's own per-key overhead excluded).
     pub fn target_bytes(&self, target: &str) -> Result<usize, StoreError> {
         let mut total = 0;
-        for kv in [self.state_key(target), self.vertical_key(target)]
+        for kv in [self.state_key(target), self.record_key(&vpa::SPACE, target)]
             .into_iter()
             .filter_map(|k| self.get(k).transpose())
         {
@@ -972,6 +976,13 @@ impl HistoryStore for EtcdStore {
         ])?;
         Ok(deleted > 0)
     }
+}
+
+impl Db for EtcdStore {
+    /// etcd's unavailability shows in no local state: probe on every tick.
+    fn probe_while_healthy(&self) -> bool {
+        true
+    }
 
     /// Every write was acknowledged by etcd (a quorum) before it returned.
     fn flush(&self) -> Result<(), StoreError> {
@@ -990,45 +1001,91 @@ impl HistoryStore for EtcdStore {
     }
 }
 
-impl VerticalStore for EtcdStore {
-    fn load_vertical(&self, key: &str) -> Result<Option<VerticalState>, StoreError> {
-        self.get(self.vertical_key(key))?
-            .map(|kv| vertical::decode_vertical(key, &kv.value))
-            .transpose()
+impl Records for EtcdStore {
+    fn get_record(&self, space: &Space, key: &str) -> Result<Option<Versioned>, StoreError> {
+        Ok(self.get(self.record_key(space, key))?.map(|kv| Versioned {
+            bytes: kv.value,
+            revision: kv.mod_revision,
+        }))
     }
 
-    fn put_vertical(&self, key: &str, state: &VerticalState) -> Result<(), StoreError> {
-        let value = vertical::encode_vertical(key, state)?;
-        let members = Arc::clone(&self.members);
-        let request = PutRequest {
-            key: self.vertical_key(key),
-            value,
+    /// With `if_revision`: one transaction guarded by `mod_revision(key) == if_revision`
+    /// (etcd compares a missing key's revisions as 0). A try whose answer was lost may have
+    /// been applied, and its repeat then fails the guard: if the record now holds exactly
+    /// our bytes, it was ours (acknowledged); otherwise another writer came first
+    /// ([`StoreError::Conflict`]: the API re-reads and decides again).
+    fn put_record(
+        &self,
+        space: &Space,
+        key: &str,
+        if_revision: Option<i64>,
+        bytes: Vec<u8>,
+    ) -> Result<(), StoreError> {
+        let etcd_key = self.record_key(space, key);
+        let put = PutRequest {
+            key: etcd_key.clone(),
+            value: bytes.clone(),
             ..Default::default()
         };
-        self.block(async move {
+        let members = Arc::clone(&self.members);
+        let Some(revision) = if_revision else {
+            return self.block(async move {
+                members
+                    .call(|mut kv| {
+                        let request = put.clone();
+                        async move { kv.put(request).await }
+                    })
+                    .await
+                    .map(|_| ())
+            });
+        };
+        let request = TxnRequest {
+            compare: vec![Compare {
+                result: CompareResult::Equal as i32,
+                target: CompareTarget::Mod as i32,
+                key: etcd_key.clone(),
+                target_union: Some(TargetUnion::ModRevision(revision)),
+                range_end: vec![],
+            }],
+            success: vec![RequestOp {
+                request: Some(Op::RequestPut(put)),
+            }],
+            failure: vec![],
+        };
+        let response = self.block(async move {
             members
                 .call(|mut kv| {
                     let request = request.clone();
-                    async move { kv.put(request).await }
+                    async move { kv.txn(request).await }
                 })
                 .await
-                .map(|_| ())
+        })?;
+        if response.succeeded
+            || self
+                .get(etcd_key)?
+                .is_some_and(|kv| kv.value == bytes && kv.mod_revision > revision)
+        {
+            return Ok(());
+        }
+        Err(StoreError::Conflict {
+            key: key.to_owned(),
         })
     }
 
-    fn delete_vertical(&self, key: &str) -> Result<bool, StoreError> {
+    fn delete_record(&self, space: &Space, key: &str) -> Result<bool, StoreError> {
         Ok(self.delete_all(vec![DeleteRangeRequest {
-            key: self.vertical_key(key),
+            key: self.record_key(space, key),
             ..Default::default()
         }])? > 0)
     }
 
-    fn vertical_record_bytes(&self, key: &str) -> Result<Option<usize>, StoreError> {
-        Ok(self.get(self.vertical_key(key))?.map(|kv| kv.value.len()))
-    }
-
-    fn list_vertical_keys(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError> {
-        self.list(self.key(&[b"vpa/"]), after, limit)
+    fn list_records(
+        &self,
+        space: &Space,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<KeyPage, StoreError> {
+        self.list(self.key(&[space.etcd.as_bytes()]), after, limit)
     }
 }
 

@@ -3,26 +3,34 @@
 //!
 //! # Layout
 //!
-//! * [`HistoryStore`]: the small trait the API codes against, so that another backend (etcd)
-//!   can come later.
-//! * [`sled`](self::sled): the sled 0.34 implementation (one `Tree` per record kind).
+//! * [`db`]: the database ([`Db`]: flush, health, probe; [`db::Records`]: single-key records
+//!   of one namespace) and its sled implementation [`db::SledDb`] (folder lock, start-up
+//!   checks, reopening after a storage failure).
+//! * [`hpa`]: the HPA records (state and decision log) on sled, and their codec, which the
+//!   etcd backend shares; [`HistoryStore`] (below) is the trait the API codes against.
+//! * [`vpa`]: the VPA record of a target ([`VerticalStore`]), over any [`db::Records`].
+//! * [`sled`](self::sled): [`SledStore`], the default backend (one folder, both kinds);
+//!   [`etcd`]: [`etcd::EtcdStore`], several replicas sharing one history.
 //! * [`record`]: the versioned value encoding; [`keys`]: big-endian, order-preserving keys.
 //! * [`prune`]: which recommendations and scale events can go, and why no decision changes.
-//! * [`durability`]: group commit (strict) or periodic flush (relaxed).
-//! * [`locks`]: per-target async locks, so that Recommends on one target are serialized.
-//! * [`vertical`]: the VPA state of a target ([`VerticalStore`]), in its own tree.
+//! * [`durability`]: group commit (strict) or periodic flush (relaxed), over a [`Db`].
 //!
-//! The store may use engine types, never `pb` or `api`.
+//! Per-target locks and the per-target settings policy belong to the API (`api::locks`,
+//! `api::overrides`). The store may use engine types, never `pb` or `api`.
 
+pub mod db;
 pub mod durability;
 pub mod etcd;
 pub mod folder_lock;
+pub mod hpa;
 pub mod keys;
-pub mod locks;
 pub mod prune;
 pub mod record;
 pub mod sled;
-pub mod vertical;
+pub mod vpa;
+
+/// The VPA records' former path.
+pub use self::vpa as vertical;
 
 use std::path::PathBuf;
 
@@ -37,8 +45,9 @@ use crate::engine::{
     time::Time,
 };
 
+pub use self::db::Db;
 pub use self::sled::SledStore;
-pub use self::vertical::{VerticalOverrides, VerticalState, VerticalStore};
+pub use self::vpa::{VerticalOverrides, VerticalState, VerticalStore};
 
 /// What is kept per target between evaluations.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -274,9 +283,10 @@ pub struct KeyPage {
 /// The history backend. Calls are synchronous and short (in-memory writes) except
 /// [`HistoryStore::flush`], which callers run on a blocking thread.
 ///
-/// Writers of one target must be serialized by the caller ([`locks::KeyLocks`]): `commit`
+/// Writers of one target must be serialized by the caller (the API's per-key locks): `commit`
 /// reads the previous state and trims the decision log from a scan made before its writes.
-pub trait HistoryStore: Send + Sync + 'static {
+/// Durability and health are the database's ([`Db`]).
+pub trait HistoryStore: Db {
     /// The target's state, `None` if it has none.
     fn load(&self, key: &str) -> Result<Option<TargetState>, StoreError>;
     /// Atomically replaces the target's history and appends `decision` to its log, dropping
@@ -301,8 +311,6 @@ pub trait HistoryStore: Send + Sync + 'static {
     fn list_keys(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError>;
     /// Removes everything stored for the target; false if it had nothing.
     fn delete(&self, key: &str) -> Result<bool, StoreError>;
-    /// Makes every write that returned before this call durable. Blocking.
-    fn flush(&self) -> Result<(), StoreError>;
 
     /// [`Self::load`] for a read-modify-write: also returns what [`Self::commit_after`] needs
     /// to detect that another writer (another replica) committed in between.
@@ -331,19 +339,6 @@ pub trait HistoryStore: Send + Sync + 'static {
     ) -> Result<(), StoreError> {
         let _ = seen;
         self.commit(key, history, decision)
-    }
-
-    /// False while the store cannot write (the last write or flush failed and no later one
-    /// succeeded): health reports NOT_SERVING meanwhile.
-    fn healthy(&self) -> bool {
-        true
-    }
-    /// While not [`healthy`](Self::healthy): a small durable write that tells whether writes
-    /// succeed again (health keeps traffic away meanwhile, so no request would find out).
-    /// A success makes the store healthy. The etcd store answers whether a quorum read
-    /// succeeds, and is probed every second (`server::spawn_store_probe`).
-    fn probe(&self) -> Result<(), StoreError> {
-        self.flush()
     }
 }
 

@@ -1,65 +1,22 @@
-//! The sled 0.34 store. Trees (one per record kind):
-//!
-//! * `meta`: `format` → the layout version (one byte), checked at open;
-//! * `hpa_state`: `target_key` → the target's state (versioned record: [`record::hpa`]
-//!   version 2, or the JSON of format 1 until the target's next write);
-//! * `hpa_decisions`: `target_key ++ 0x00 ++ be(first time) ++ be(seq)` → one decision run
-//!   (versioned record), at most `decision_log_len` runs per target and none older than
-//!   `decision_retention`, oldest dropped first;
-//! * `vpa_state`: `target_key` → [`VerticalState`](super::vertical::VerticalState) (versioned
-//!   record; see [`vertical`](super::vertical)).
-//!
-//! The decision log is a list of runs ([`DecisionEntry`]): a decision that says the same as
-//! the newest run ([`DecisionEntry::same_outcome`]) extends it (count + 1, its time and
-//! inputs become the run's last) instead of adding an entry, so at steady state a commit is
-//! one small write.
-//!
-//! A commit's state and decision become durable together through ONE single-key write: the
-//! state record carries the newest run (`pending`), and the commit that closes that run first
-//! copies it into `hpa_decisions` (an idempotent insert under its final key), then replaces the
-//! state. So after a crash a target's history and its last logged decision agree, without a
-//! sled transaction or batch: in sled 0.34 both go through `PageCache::pin_log`, which writes
-//! and syncs the log buffer twice per call (two `pwrite` + two `sync_file_range`, and each
-//! wakes all of sled's I/O threads), whatever our durability mode.
+//! The sled 0.34 store: one [`SledDb`] (the data folder) holding the HPA records
+//! ([`hpa`](super::hpa): trees `hpa_state`, `hpa_decisions`) and the VPA records
+//! ([`vpa`](super::vpa): tree `vpa_state`). This type only puts them together: the database
+//! machinery is in [`db`](super::db), each record kind in its own module.
 //!
 //! Start-up does constant work: the folder lock, a look at sled's files (no copy, no scan of
 //! the records), sled's own recovery. A damaged record is found when it is read: that target
 //! answers with an error naming its key, every other target keeps working.
 
-use std::{
-    ops::Bound,
-    panic::{AssertUnwindSafe, catch_unwind},
-    path::{Path, PathBuf},
-    sync::{
-        PoisonError, RwLock, RwLockReadGuard,
-        atomic::{AtomicBool, AtomicU64, Ordering},
-    },
-    time::Duration,
-};
-
-use serde::Deserialize;
-use sled::{Transactional, transaction::TransactionError};
+use std::{path::Path, time::Duration};
 
 use super::{
-    DecisionEntry, DecisionPage, DecisionPageRequest, HistoryStore, KeyPage, Run, StoreError,
+    Db, DecisionEntry, DecisionPage, DecisionPageRequest, HistoryStore, KeyPage, StoreError,
     TargetState,
-    folder_lock::{self, FolderLock, LockError},
-    keys,
-    record::{self, Versioned, hpa, pb},
+    db::{Records, SledDb, Space, Versioned},
+    hpa::{self, HpaTrees, LogOptions},
+    vpa,
 };
 use crate::engine::history::History;
-
-const META_TREE: &str = "meta";
-const STATE_TREE: &str = "hpa_state";
-const DECISION_TREE: &str = "hpa_decisions";
-const FORMAT_KEY: &[u8] = b"format";
-/// Written by [`HistoryStore::probe`].
-const PROBE_KEY: &[u8] = b"probe";
-/// Size of a probe write.
-const PROBE_BYTES: usize = 64 * 1024;
-/// The tree layout written by this build (unchanged since format 1: the records carry their
-/// own version byte, and version-1 records are read and rewritten as version 2 lazily).
-const FORMAT: u8 = 1;
 
 /// Default time a closed decision run is kept (issue 9 item 3).
 pub const DEFAULT_DECISION_RETENTION: Duration = Duration::from_secs(24 * 3600);
@@ -67,6 +24,9 @@ pub const DEFAULT_DECISION_RETENTION: Duration = Duration::from_secs(24 * 3600);
 pub const DEFAULT_MAX_POD_NAMES: usize = 50;
 /// Default sled page cache: fits the chart's 512 Mi memory limit with room for the server.
 pub const DEFAULT_CACHE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The trees opened at start-up.
+const TREES: &[&str] = &[hpa::STATE_TREE, hpa::DECISION_TREE, vpa::VERTICAL_TREE];
 
 /// Options of [`SledStore::open`].
 #[derive(Clone, Debug)]
@@ -93,155 +53,25 @@ impl Default for SledOptions {
     }
 }
 
-/// History in a sled database folder.
+/// History and VPA state in a sled database folder.
 #[derive(Debug)]
 pub struct SledStore {
-    /// The open database; `None` only between a failed reopen and the next attempt.
-    trees: RwLock<Option<Trees>>,
+    db: SledDb,
     options: SledOptions,
-    path: PathBuf,
-    /// A write or flush failed and no later flush of new data succeeded (health:
-    /// NOT_SERVING meanwhile).
-    failed: AtomicBool,
-    /// Probe writes made while failed ([`HistoryStore::probe`]).
-    probes: AtomicU64,
-    /// Held for the store's life; declared last, so dropped after the database.
-    _lock: FolderLock,
-}
-
-/// The open sled database and its trees, replaced as a whole when the store reopens after
-/// a storage failure.
-#[derive(Debug)]
-pub(super) struct Trees {
-    pub(super) db: sled::Db,
-    pub(super) meta: sled::Tree,
-    pub(super) state: sled::Tree,
-    pub(super) decisions: sled::Tree,
-    pub(super) vertical: sled::Tree,
-    options: SledOptions,
-}
-
-/// Read access to the open trees; a reopen waits until every guard is gone.
-pub(super) struct TreesGuard<'a>(RwLockReadGuard<'a, Option<Trees>>);
-
-impl std::ops::Deref for TreesGuard<'_> {
-    type Target = Trees;
-    fn deref(&self) -> &Trees {
-        match self.0.as_ref() {
-            Some(t) => t,
-            // `SledStore::trees` hands out guards only over `Some`.
-            None => unreachable!("a TreesGuard over a closed database"),
-        }
-    }
 }
 
 impl SledStore {
-    /// Opens (or creates) the database in `path`. Any failure is [`StoreError::Open`] (or
-    /// [`StoreError::InUse`]), and the folder is never replaced, moved or copied.
-    ///
-    /// Order: the folder lock first (nothing in the folder is read before it is held), then a
-    /// check of sled's files ([`preflight`]) that refuses a folder sled would "recover" by
-    /// starting over, then sled. Constant work: no copy of the database and no scan of the
-    /// records (a damaged record is reported when its target is read).
+    /// Opens (or creates) the database in `path` ([`SledDb::open`]). Any failure is
+    /// [`StoreError::Open`] (or [`StoreError::InUse`]), and the folder is never replaced,
+    /// moved or copied.
     pub fn open(path: &Path, options: SledOptions) -> Result<Self, StoreError> {
-        let open_err = |message: String| StoreError::Open {
-            path: path.to_owned(),
-            message,
-        };
-        if path.exists() && !path.is_dir() {
-            return Err(open_err("not a directory".to_owned()));
-        }
-        // Before anything else in the folder is read or touched (issue 8 item 1).
-        let lock = FolderLock::acquire(path).map_err(|e| match e {
-            LockError::InUse { pid } => StoreError::InUse {
-                path: path.to_owned(),
-                pid,
-            },
-            LockError::Io(message) => open_err(message),
-        })?;
-        let existing = match preflight(path) {
-            Ok(existing) => existing,
-            Err(message) => {
-                lock.release_refused();
-                return Err(open_err(message));
-            }
-        };
-        remove_incomplete_snapshots(path);
-        let trees = open_trees(path, &options, existing)?;
-        Ok(SledStore {
-            trees: RwLock::new(Some(trees)),
-            options,
-            path: path.to_owned(),
-            failed: AtomicBool::new(false),
-            probes: AtomicU64::new(0),
-            _lock: lock,
-        })
-    }
-
-    /// The open trees, or [`StoreError::Unavailable`] while a reopen has not succeeded.
-    pub(super) fn trees(&self) -> Result<TreesGuard<'_>, StoreError> {
-        let guard = self.trees.read().unwrap_or_else(PoisonError::into_inner);
-        if guard.is_none() {
-            return Err(StoreError::Unavailable(
-                "the database is closed after a storage failure and could not be reopened yet"
-                    .to_owned(),
-            ));
-        }
-        Ok(TreesGuard(guard))
-    }
-
-    /// Runs `f` on the open trees; a storage failure marks the store failed and reopens it,
-    /// so that what the failed call wrote in memory is dropped (sled 0.34 keeps failing every
-    /// later call after an I/O error, and may hold the failed write in memory).
-    pub(super) fn guarded<T>(
-        &self,
-        f: impl FnOnce(&Trees) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
-        let result = {
-            let trees = self.trees()?;
-            f(&trees)
-        };
-        if let Err(StoreError::Sled(e)) = &result {
-            tracing::error!(error = %e, path = %self.path.display(), "storage failure: reopening the database");
-            self.failed.store(true, Ordering::Release);
-            self.reopen();
-        }
-        result
-    }
-
-    /// Drops the open database and opens it again from disk: only what a successful flush
-    /// made durable remains. On failure the store stays closed until the next attempt
-    /// ([`HistoryStore::flush`], [`HistoryStore::probe`]).
-    fn reopen(&self) {
-        let mut guard = self.trees.write().unwrap_or_else(PoisonError::into_inner);
-        // First close: sled locks its `db` file, and the new handle must take that lock.
-        *guard = None;
-        remove_incomplete_snapshots(&self.path);
-        match open_trees(&self.path, &self.options, true) {
-            Ok(trees) => {
-                *guard = Some(trees);
-                tracing::warn!(path = %self.path.display(), "database reopened after a storage failure");
-            }
-            Err(e) => {
-                tracing::error!(error = %e, path = %self.path.display(), "cannot reopen the database");
-            }
-        }
-    }
-
-    fn reopen_if_closed(&self) {
-        let closed = self
-            .trees
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_none();
-        if closed {
-            self.reopen();
-        }
+        let db = SledDb::open(path, options.cache_bytes, TREES)?;
+        Ok(SledStore { db, options })
     }
 
     /// The database folder.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.db.path()
     }
 
     /// The store's options.
@@ -251,514 +81,78 @@ impl SledStore {
 
     /// The encoded size of the target's state record (benchmarks and capacity planning).
     pub fn state_record_bytes(&self, key: &str) -> Result<Option<usize>, StoreError> {
-        self.guarded(|t| Ok(t.state.get(keys::state_key(key))?.map(|v| v.len())))
-    }
-}
-
-/// Removes `snap.*.generating` files: snapshots whose write failed (a full disk) before
-/// sled renamed them into place. sled 0.34 writes a snapshot to `snap.LSN.generating`, syncs
-/// it, then renames it to `snap.LSN` (`pagecache/snapshot.rs`, `write_snapshot`); but its
-/// `RunningConfig::get_snapshot_files` also lists the leftover, which sorts last, so every
-/// later open reads it as "the" snapshot and fails ("Read corrupted data") forever. Only
-/// called with the folder lock held and no sled open on it.
-fn remove_incomplete_snapshots(path: &Path) {
-    let Ok(entries) = std::fs::read_dir(path) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if name.starts_with("snap.") && name.ends_with(".generating") {
-            match std::fs::remove_file(entry.path()) {
-                Ok(()) => tracing::warn!(file = %name, "removed an incomplete sled snapshot"),
-                Err(e) => {
-                    tracing::warn!(file = %name, error = %e, "cannot remove an incomplete sled snapshot")
-                }
-            }
-        }
-    }
-}
-
-/// Opens sled in `path` and checks our format marker (`existing`: the folder held a
-/// database, so a missing marker means sled could not read it).
-fn open_trees(path: &Path, options: &SledOptions, existing: bool) -> Result<Trees, StoreError> {
-    let open_err = |message: String| StoreError::Open {
-        path: path.to_owned(),
-        message,
-    };
-    // sled may panic on some corruptions instead of returning an error; turn that into
-    // the same clear refusal.
-    let config = sled::Config::new()
-        .path(path)
-        .flush_every_ms(None)
-        .cache_capacity(options.cache_bytes);
-    let db = match catch_unwind(AssertUnwindSafe(|| config.open())) {
-        Ok(Ok(db)) => db,
-        Ok(Err(e)) => return Err(open_err(e.to_string())),
-        Err(_) => {
-            return Err(open_err(
-                "the database is corrupt (sled panicked while reading it)".to_owned(),
-            ));
-        }
-    };
-    let tree = |name: &str| db.open_tree(name).map_err(|e| open_err(e.to_string()));
-    let meta = tree(META_TREE)?;
-    let state = tree(STATE_TREE)?;
-    let decisions = tree(DECISION_TREE)?;
-    let vertical = tree(super::vertical::VERTICAL_TREE)?;
-    match meta.get(FORMAT_KEY).map_err(|e| open_err(e.to_string()))? {
-        None if existing => {
-            return Err(open_err(
-                "sled could not read the existing database (no autoscaled format marker found): it is damaged or not an autoscaled database".to_owned(),
-            ));
-        }
-        None => {
-            meta.insert(FORMAT_KEY, &[FORMAT])
-                .map_err(|e| open_err(e.to_string()))?;
-            // Durable at once, so that an existing folder always carries the marker.
-            db.flush().map_err(|e| open_err(e.to_string()))?;
-        }
-        Some(v) if v.as_ref() == [FORMAT] => {}
-        Some(v) => {
-            return Err(open_err(format!(
-                "layout version {:?} is not supported by this build (it reads version {FORMAT})",
-                v.as_ref()
-            )));
-        }
-    }
-    Ok(Trees {
-        db,
-        meta,
-        state,
-        decisions,
-        vertical,
-        options: options.clone(),
-    })
-}
-
-impl Trees {
-    /// The keys of the target's logged runs, oldest first.
-    fn decision_keys(&self, key: &str) -> Result<Vec<sled::IVec>, StoreError> {
-        self.decisions
-            .scan_prefix(keys::decision_prefix(key))
-            .keys()
-            .collect::<Result<_, _>>()
-            .map_err(StoreError::from)
+        self.hpa(|t| t.state_record_bytes(key))
     }
 
-    /// A write's result (a failure reopens the store: [`SledStore::guarded`]).
-    fn track<T>(&self, result: Result<T, sled::Error>) -> Result<T, StoreError> {
-        result.map_err(StoreError::from)
-    }
-
-    /// The decoded state record of `key`.
-    fn read_state(&self, key: &str) -> Result<Option<StoredState>, StoreError> {
-        self.state
-            .get(keys::state_key(key))?
-            .map(|v| StoredState::decode(key, &v))
-            .transpose()
-    }
-}
-
-/// Checks an existing folder before sled sees it, reading only sled's small `conf` and one
-/// header per segment of `db` (constant in the number of records).
-///
-/// sled 0.34 treats a truncated `conf` as "no database" and starts afresh over the old files,
-/// and at recovery it overwrites with zeros every segment that its snapshot and segment
-/// headers do not account for (`SegmentAccountant::initialize_from_snapshot`), so garbage over
-/// `db` would be silently replaced by an empty database. We refuse instead. Accepted: a
-/// missing or empty folder (a new database), or one whose `conf` is intact (checksum as sled
-/// writes it) and whose `db` has at least one segment header with a valid checksum
-/// (`SegmentHeader::from` in sled's `pagecache/logger.rs`: crc32 of bytes 4..20, xored with
-/// `0xFFFF_FFFF`, in bytes 0..4) and no segment header that is neither valid nor zero (sled
-/// zeroes freed segments). Damage inside a segment that sled's recovery can cut off as a torn
-/// tail is repaired by sled as designed, losing only that tail.
-///
-/// Returns whether the folder holds a database.
-fn preflight(path: &Path) -> Result<bool, String> {
-    let entries = match std::fs::read_dir(path) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(format!("cannot read the folder: {e}")),
-    };
-    // Our lock file is there from the first start on; it says nothing about the database.
-    let mut entries = entries.filter(|e| {
-        e.as_ref()
-            .map_or(true, |e| e.file_name() != folder_lock::LOCK_FILE)
-    });
-    if entries.next().is_none() {
-        return Ok(false);
-    }
-    let conf = std::fs::read(path.join("conf")).map_err(|e| {
-        format!("not empty, but its sled `conf` file cannot be read ({e}); is this an autoscaled data folder?")
-    })?;
-    let intact = conf.len() > 8 && {
-        let (body, crc) = conf.split_at(conf.len() - 4);
-        let mut expected = [0; 4];
-        expected.copy_from_slice(crc);
-        crc32fast::hash(body) == u32::from_le_bytes(expected)
-    };
-    if !intact {
-        return Err("its sled `conf` file is truncated or fails its checksum".to_owned());
-    }
-    let segment_size = segment_size(&conf[..conf.len() - 4])
-        .ok_or("its sled `conf` file names no valid segment_size")?;
-    let db = path.join("db");
-    let len = match std::fs::metadata(&db) {
-        Ok(m) if m.is_file() && m.len() > 0 => m.len(),
-        Ok(_) => return Err("its sled `db` file is empty or not a file".to_owned()),
-        Err(e) => return Err(format!("its sled `db` file cannot be read ({e})")),
-    };
-    check_segment_headers(&db, len, segment_size)
-        .map_err(|e| format!("its sled `db` file is damaged or not a sled log: {e}"))?;
-    Ok(true)
-}
-
-/// `segment_size: N` of sled's `conf` (lines `key: value`).
-fn segment_size(conf_body: &[u8]) -> Option<u64> {
-    std::str::from_utf8(conf_body)
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix("segment_size:"))
-        .and_then(|v| v.trim().parse().ok())
-        .filter(|&n: &u64| n >= SEG_HEADER_LEN as u64)
-}
-
-/// sled 0.34's `SEG_HEADER_LEN`.
-const SEG_HEADER_LEN: usize = 20;
-
-/// See [`preflight`]: as sled's `scan_segment_headers_and_tail` counts segments (a partial
-/// last segment counts when it holds a whole header).
-fn check_segment_headers(db: &Path, len: u64, segment_size: u64) -> Result<(), String> {
-    use std::os::unix::fs::FileExt;
-    let file = std::fs::File::open(db).map_err(|e| e.to_string())?;
-    let segments = len / segment_size + u64::from(len % segment_size >= SEG_HEADER_LEN as u64);
-    let mut valid = 0u64;
-    for idx in 0..segments {
-        let mut header = [0u8; SEG_HEADER_LEN];
-        file.read_exact_at(&mut header, idx * segment_size)
-            .map_err(|e| e.to_string())?;
-        let stored = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) ^ 0xFFFF_FFFF;
-        if crc32fast::hash(&header[4..]) == stored {
-            valid += 1;
-        } else if header.iter().any(|&b| b != 0) {
-            return Err(format!(
-                "segment {idx} (offset {}) has no valid header",
-                idx * segment_size
-            ));
-        }
-    }
-    if valid == 0 {
-        return Err("no segment has a valid header".to_owned());
-    }
-    Ok(())
-}
-
-/// A stored state record, of either version, as the store needs it. Shared with the etcd
-/// store ([`super::etcd`]), which writes the same records.
-pub(super) struct StoredState {
-    pub(super) history: History,
-    pub(super) next_seq: u64,
-    /// Runs in `hpa_decisions` for the target; `None` in records of older builds.
-    pub(super) log_len: Option<u64>,
-    /// The newest run, not yet in `hpa_decisions`.
-    pub(super) pending: Option<DecisionEntry>,
-}
-
-impl StoredState {
-    pub(super) fn decode(key: &str, bytes: &[u8]) -> Result<Self, StoreError> {
-        match record::versioned("state", key, bytes)? {
-            Versioned::Binary(body) => {
-                let r: pb::HpaState = record::decode_binary("state", key, body)?;
-                let bad = |m: String| record::corrupt("state", key, &m);
-                let history =
-                    hpa::history_from_record(r.history.as_ref().unwrap_or(&pb::History::default()))
-                        .map_err(bad)?;
-                let pending = r
-                    .pending
-                    .as_ref()
-                    .map(hpa::run_from_record)
-                    .transpose()
-                    .map_err(bad)?;
-                Ok(StoredState {
-                    history,
-                    next_seq: r.next_seq,
-                    log_len: Some(r.log_len),
-                    pending,
-                })
-            }
-            Versioned::Json(body) => {
-                let old: LegacyState = serde_json::from_slice(body)
-                    .map_err(|e| record::corrupt("state", key, &e.to_string()))?;
-                let pending = old.pending.map(|p| legacy_entry(p.entry, p.seq));
-                Ok(StoredState {
-                    history: old.history,
-                    next_seq: old.next_seq,
-                    log_len: old.log_len,
-                    pending,
-                })
-            }
+    fn log_options(&self) -> LogOptions {
+        LogOptions {
+            decision_log_len: self.options.decision_log_len,
+            decision_retention: self.options.decision_retention,
+            max_pod_names: self.options.max_pod_names,
         }
     }
 
-    pub(super) fn encode(&self, history: &History, max_pod_names: usize) -> Vec<u8> {
-        record::encode_binary(&pb::HpaState {
-            history: Some(hpa::history_to_record(history)),
-            next_seq: self.next_seq,
-            log_len: self.log_len.unwrap_or(0),
-            pending: self
-                .pending
-                .as_ref()
-                .map(|p| hpa::run_to_record(p, max_pod_names)),
-        })
+    fn hpa<T>(&self, f: impl FnOnce(&HpaTrees) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        HpaTrees::with(&self.db, self.log_options(), f)
+    }
+
+    /// The HPA trees (tests look at the records directly).
+    #[cfg(test)]
+    fn trees(&self) -> Result<HpaTrees, StoreError> {
+        self.db.guarded(|o| HpaTrees::of(o, self.log_options()))
     }
 }
 
-/// A format-1 decision (JSON of `time`, `decision`, `metrics`) as a run of one.
-fn legacy_entry(mut entry: DecisionEntry, seq: u64) -> DecisionEntry {
-    entry.run = Run {
-        count: 1,
-        first_time: entry.time,
-    };
-    entry.seq = seq;
-    entry
-}
+impl Db for SledStore {
+    fn flush(&self) -> Result<(), StoreError> {
+        self.db.flush()
+    }
 
-/// The state record of format 1 (JSON).
-#[derive(Deserialize)]
-struct LegacyState {
-    history: History,
-    next_seq: u64,
-    #[serde(default)]
-    log_len: Option<u64>,
-    #[serde(default)]
-    pending: Option<LegacyPending>,
-}
+    fn healthy(&self) -> bool {
+        self.db.healthy()
+    }
 
-#[derive(Deserialize)]
-struct LegacyPending {
-    seq: u64,
-    entry: DecisionEntry,
-}
+    fn probe(&self) -> Result<(), StoreError> {
+        self.db.probe()
+    }
 
-/// A logged run, of either version; `seq` from the key for format-1 records.
-pub(super) fn decode_run(
-    key: &str,
-    log_key: &[u8],
-    bytes: &[u8],
-) -> Result<DecisionEntry, StoreError> {
-    match record::versioned("decision", key, bytes)? {
-        Versioned::Binary(body) => {
-            let r: pb::DecisionRun = record::decode_binary("decision", key, body)?;
-            hpa::run_from_record(&r).map_err(|m| record::corrupt("decision", key, &m))
-        }
-        Versioned::Json(body) => {
-            let entry: DecisionEntry = serde_json::from_slice(body)
-                .map_err(|e| record::corrupt("decision", key, &e.to_string()))?;
-            let seq = keys::decision_key_seq(log_key).unwrap_or(0);
-            Ok(legacy_entry(entry, seq))
-        }
+    fn probe_while_healthy(&self) -> bool {
+        self.db.probe_while_healthy()
     }
 }
 
-fn key_string(k: &[u8]) -> Result<String, StoreError> {
-    String::from_utf8(k.to_vec()).map_err(|_| StoreError::Corrupt {
-        kind: "state",
-        key: String::from_utf8_lossy(k).into_owned(),
-        message: "key is not UTF-8".to_owned(),
-    })
-}
-
-fn tx_error(e: TransactionError<StoreError>) -> StoreError {
-    match e {
-        TransactionError::Abort(e) => e,
-        TransactionError::Storage(e) => StoreError::Sled(e),
-    }
-}
-
-impl Trees {
-    pub(super) fn load(&self, key: &str) -> Result<Option<TargetState>, StoreError> {
-        Ok(self.read_state(key)?.map(|s| TargetState {
-            history: s.history,
-            next_seq: s.next_seq,
-        }))
+impl Records for SledStore {
+    fn get_record(&self, space: &Space, key: &str) -> Result<Option<Versioned>, StoreError> {
+        self.db.get_record(space, key)
     }
 
-    pub(super) fn commit(
+    fn put_record(
         &self,
+        space: &Space,
         key: &str,
-        history: &History,
-        decision: &DecisionEntry,
+        if_revision: Option<i64>,
+        bytes: Vec<u8>,
     ) -> Result<(), StoreError> {
-        let state_key = keys::state_key(key);
-        let max_names = self.options.max_pod_names;
-        // Read before writing, like the log scan below: writers of one target are serialized
-        // by the caller.
-        let previous = self.read_state(key)?.unwrap_or(StoredState {
-            history: History::default(),
-            next_seq: 0,
-            log_len: Some(0),
-            pending: None,
-        });
-        // The same outcome as the newest run: the run grows, nothing else is written.
-        if let Some(run) = previous
-            .pending
-            .as_ref()
-            .filter(|p| p.same_outcome(decision))
-        {
-            let mut extended = decision.clone();
-            extended.run = Run {
-                count: run.run.count.saturating_add(1),
-                first_time: run.run.first_time,
-            };
-            extended.seq = run.seq;
-            let next = StoredState {
-                history: History::default(),
-                next_seq: previous.next_seq,
-                log_len: previous.log_len,
-                pending: Some(extended),
-            };
-            // A state of an older build: count its log once (below, on the closing path).
-            if next.log_len.is_some() {
-                let bytes = next.encode(history, max_names);
-                self.track(self.state.insert(state_key, bytes))?;
-                return Ok(());
-            }
-        }
-        let seq = previous.next_seq;
-        // 1. The newest run is closed: it goes into the log under its final key. Idempotent:
-        //    after a crash between this insert and step 2 it is already there, and the state
-        //    still names it as pending; `log_len` never counts the pending one, so it is
-        //    counted here, once.
-        let mut logged = match previous.log_len {
-            Some(len) => len,
-            None => self.decision_keys(key)?.len() as u64,
-        };
-        let mut newest_logged = None;
-        if let Some(pending) = &previous.pending {
-            let log_key = keys::decision_key(key, pending.run.first_time, pending.seq);
-            let bytes = record::encode_binary(&hpa::run_to_record(pending, max_names));
-            self.track(self.decisions.insert(log_key, bytes))?;
-            logged = logged.saturating_add(1);
-            newest_logged = Some(pending.run.first_time);
-        }
-        // 2. Trim, by count (the bound includes the new pending run) and by age: a closed run
-        //    ended before its successor began, so it is older than the cutoff when its
-        //    successor began at or before it.
-        let bound = self.options.decision_log_len as u64;
-        let excess = logged.saturating_add(1).saturating_sub(bound);
-        let cutoff = decision.time.minus(self.options.decision_retention);
-        let mut to_remove: Vec<sled::IVec> = Vec::new();
-        if logged > 0 && newest_logged.is_some() {
-            let mut iter = self
-                .decisions
-                .scan_prefix(keys::decision_prefix(key))
-                .keys()
-                .peekable();
-            while let Some(k) = iter.next() {
-                let k = k?;
-                let successor_began = match iter.peek() {
-                    Some(Ok(next)) => keys::decision_key_time(next),
-                    Some(Err(_)) => None,
-                    None => Some(decision.time),
-                };
-                let old = successor_began.is_some_and(|t| t <= cutoff);
-                if (to_remove.len() as u64) < excess || old {
-                    to_remove.push(k);
-                } else {
-                    break;
-                }
-            }
-        }
-        let log_len = logged.saturating_sub(to_remove.len() as u64);
-        // 3. The commit point: one single-key write of the new history with the new run.
-        let mut fresh = decision.clone();
-        fresh.run = Run {
-            count: 1,
-            first_time: decision.time,
-        };
-        fresh.seq = seq;
-        let next = StoredState {
-            history: History::default(),
-            next_seq: seq.saturating_add(1),
-            log_len: Some(log_len),
-            pending: Some(fresh),
-        };
-        self.track(
-            self.state
-                .insert(state_key, next.encode(history, max_names)),
-        )?;
-        // 4. A crash before this leaves at most these few old runs on disk; `decisions`
-        //    shows only the newest `decision_log_len`.
-        for old in &to_remove {
-            self.track(self.decisions.remove(old))?;
-        }
-        Ok(())
+        self.db.put_record(space, key, if_revision, bytes)
     }
 
-    pub(super) fn decisions(&self, key: &str) -> Result<Vec<DecisionEntry>, StoreError> {
-        let pending = self.read_state(key)?.and_then(|s| s.pending);
-        let mut out = Vec::new();
-        let mut seqs = Vec::new();
-        for item in self.decisions.scan_prefix(keys::decision_prefix(key)) {
-            let (k, v) = item?;
-            let entry = decode_run(key, &k, &v)?;
-            seqs.push(entry.seq);
-            out.push(entry);
-        }
-        if let Some(pending) = pending {
-            // Already there after a crash between the two writes of a commit.
-            if !seqs.contains(&pending.seq) {
-                out.push(pending);
-            }
-        }
-        // Entries a crash kept from being trimmed are not shown.
-        let skip = out
-            .len()
-            .saturating_sub(self.options.decision_log_len.max(1));
-        out.drain(..skip);
-        Ok(out)
+    fn delete_record(&self, space: &Space, key: &str) -> Result<bool, StoreError> {
+        self.db.delete_record(space, key)
     }
 
-    pub(super) fn list_keys(
+    fn list_records(
         &self,
+        space: &Space,
         after: Option<&str>,
         limit: usize,
     ) -> Result<KeyPage, StoreError> {
-        let lower = match after {
-            Some(a) => Bound::Excluded(a.as_bytes().to_vec()),
-            None => Bound::Unbounded,
-        };
-        let mut keys = Vec::new();
-        let mut more = false;
-        for item in self.state.range::<Vec<u8>, _>((lower, Bound::Unbounded)) {
-            let (k, _) = item?;
-            if keys.len() == limit {
-                more = true;
-                break;
-            }
-            keys.push(key_string(&k)?);
-        }
-        Ok(KeyPage { keys, more })
-    }
-
-    pub(super) fn delete(&self, key: &str) -> Result<bool, StoreError> {
-        let logged = self.decision_keys(key)?;
-        (&self.state, &self.decisions)
-            .transaction(|(state, decisions)| {
-                let existed = state.remove(keys::state_key(key))?.is_some();
-                for k in &logged {
-                    decisions.remove(k.as_ref())?;
-                }
-                Ok(existed || !logged.is_empty())
-            })
-            .map_err(tx_error)
+        self.db.list_records(space, after, limit)
     }
 }
 
 impl HistoryStore for SledStore {
     fn load(&self, key: &str) -> Result<Option<TargetState>, StoreError> {
-        self.guarded(|t| t.load(key))
+        self.hpa(|t| t.load(key))
     }
 
     fn commit(
@@ -767,11 +161,11 @@ impl HistoryStore for SledStore {
         history: &History,
         decision: &DecisionEntry,
     ) -> Result<(), StoreError> {
-        self.guarded(|t| t.commit(key, history, decision))
+        self.hpa(|t| t.commit(key, history, decision))
     }
 
     fn decisions(&self, key: &str) -> Result<Vec<DecisionEntry>, StoreError> {
-        self.guarded(|t| t.decisions(key))
+        self.hpa(|t| t.decisions(key))
     }
 
     fn decision_page(
@@ -784,47 +178,11 @@ impl HistoryStore for SledStore {
     }
 
     fn list_keys(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError> {
-        self.guarded(|t| t.list_keys(after, limit))
+        self.hpa(|t| t.list_keys(after, limit))
     }
 
     fn delete(&self, key: &str) -> Result<bool, StoreError> {
-        self.guarded(|t| t.delete(key))
-    }
-
-    /// Clears the failed state only when the flush wrote something (an empty flush proves
-    /// nothing about the disk).
-    fn flush(&self) -> Result<(), StoreError> {
-        self.reopen_if_closed();
-        let flushed = self.guarded(|t| Ok(t.db.flush()?))?;
-        if flushed > 0 {
-            self.failed.store(false, Ordering::Release);
-        }
-        Ok(())
-    }
-
-    fn healthy(&self) -> bool {
-        !self.failed.load(Ordering::Acquire)
-    }
-
-    /// A small durable write (a counter under `meta/probe`), so that a failed store finds
-    /// out whether writes succeed again even while health keeps traffic away.
-    fn probe(&self) -> Result<(), StoreError> {
-        self.reopen_if_closed();
-        // Larger than a page, so that it cannot fit in the slack of pages the log already
-        // has (a full disk fails it), and distinct each time.
-        let n = self.probes.fetch_add(1, Ordering::Relaxed);
-        let mut value = vec![0u8; PROBE_BYTES];
-        value[..8].copy_from_slice(&n.to_be_bytes());
-        self.guarded(|t| {
-            t.meta.insert(PROBE_KEY, value)?;
-            Ok(())
-        })?;
-        self.flush()?;
-        // Healthy again: the probe value has served its purpose.
-        self.guarded(|t| {
-            t.meta.remove(PROBE_KEY)?;
-            Ok(())
-        })
+        self.hpa(|t| t.delete(key))
     }
 }
 
@@ -841,7 +199,10 @@ mod tests {
         spec::HorizontalSpec,
         time::Time,
     };
-    use crate::store::PodTotals;
+    use crate::store::{
+        PodTotals, keys,
+        record::{self, hpa},
+    };
 
     fn decision(desired: i32) -> Decision {
         Decision {

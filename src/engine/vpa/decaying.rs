@@ -187,6 +187,23 @@ impl DecayingHistogram {
     }
 }
 
+/// Building a decaying histogram from stored parts (the store's own records).
+impl DecayingHistogram {
+    /// The decaying histogram with these parts, as [`Self::histogram`],
+    /// [`Self::half_life_ns`] and [`Self::reference`] return them.
+    pub fn from_parts(
+        histogram: Histogram,
+        half_life_ns: i64,
+        reference: Option<Timestamp>,
+    ) -> Self {
+        Self {
+            histogram,
+            half_life_ns: half_life_ns.max(0),
+            reference,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

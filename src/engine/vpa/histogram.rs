@@ -579,6 +579,28 @@ impl Histogram {
     }
 }
 
+/// Building a histogram from stored parts (the store's own records, `store::record::vpa`),
+/// with the same checks as the serde record.
+impl Histogram {
+    /// A histogram over `options` with the non-zero `buckets` (`(index, weight)`), the total
+    /// weight and the non-empty range as stored; an index outside the scheme is refused.
+    pub fn from_parts(
+        options: HistogramOptions,
+        total_weight: f64,
+        min_bucket: u32,
+        max_bucket: u32,
+        buckets: impl IntoIterator<Item = (u32, f64)>,
+    ) -> Result<Self, HistogramError> {
+        Histogram::try_from(HistogramRecord {
+            options: options.into(),
+            total_weight,
+            min_bucket,
+            max_bucket,
+            buckets: buckets.into_iter().collect(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

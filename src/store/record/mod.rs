@@ -2,18 +2,20 @@
 //! record. A reader meeting a version it does not know refuses clearly instead of misreading.
 //!
 //! * version 1 ([`legacy`]): the engine's serde structs as JSON (format 1, builds up to the
-//!   introduction of these records). Still read, never written for HPA records: a target
+//!   introduction of these records). Still read, never written: a target
 //!   written by an older build migrates on its next write (migrate on read, so opening a
 //!   folder costs no pass over it).
 //! * version 2 ([`hpa`]): storage-only prost messages from `proto/store/v1/records.proto`
 //!   ([`pb`]), with explicit conversions to and from the engine's types ([`codes`] for the
 //!   enums), so that renaming an engine field or variant does not change what is on disk.
 //!
-//! The VPA state is still written as version 1 (see [`super::vertical`]).
+//! The VPA state ([`vpa`]) is written as version 2 too; a version-1 (JSON) VPA record is
+//! read as before and rewritten as version 2 by the target's next RecordUsage.
 
 pub mod codes;
 pub mod hpa;
 pub mod legacy;
+pub mod vpa;
 
 /// The storage-only messages (never served, never registered for reflection).
 #[allow(clippy::all, missing_docs)]

@@ -1,0 +1,164 @@
+//! The one write path of both services: lock → load → decide → write → wait for the flush.
+//!
+//! 1. take the target's lock ([`KeyLocks`]), so that concurrent calls on one target each
+//!    build on the state the previous one wrote (different targets run in parallel), then
+//!    read `now` (a Recommend reads the server clock again here, so that calls on one target
+//!    commit in time order);
+//! 2. load the target's state with what the store needs to detect a concurrent writer
+//!    ([`Seen`]: etcd's `mod_revision`), decide, and write only if the target is still as
+//!    read: on [`StoreError::Conflict`] (another replica sharing the etcd store wrote in
+//!    between) load and decide again, at most [`MAX_CONFLICT_RETRIES`] times, then ABORTED.
+//!    With one writer per store (sled) the first write always succeeds;
+//! 3. release the lock, then wait for a flush covering the write (group commit,
+//!    [`Durability`]) before answering. Releasing first lets calls on the same target share
+//!    flushes; a reader may therefore see a write whose flush is still running, never one
+//!    that is rolled back.
+
+use std::{sync::Arc, time::Instant};
+
+use super::{locks::KeyLocks, status::ApiError};
+use crate::{
+    engine::history::History,
+    store::{
+        DecisionEntry, HistoryStore, Seen, StoreError, TargetState, VerticalState, VerticalStore,
+        durability::Durability,
+    },
+};
+
+/// Re-decisions after a conflicting write by another replica before giving up with ABORTED.
+/// A conflict means another replica wrote this target in the meantime, so more than a few in
+/// a row only happen under a pathological hot spot.
+pub const MAX_CONFLICT_RETRIES: u32 = 16;
+
+/// A kind of per-target state: how it is read for an update and written back.
+pub trait Kind {
+    /// What is loaded.
+    type State;
+    /// What a decision writes.
+    type Write;
+    /// Whether a write is counted in `autoscaled_store_commit_duration_seconds` (Recommend's
+    /// commits, as the metric is documented).
+    const TIMED: bool = false;
+    /// The state of `key` and what the store needs to detect a concurrent writer.
+    fn load(&self, key: &str) -> Result<(Option<Self::State>, Seen), StoreError>;
+    /// Writes `write` if the target is still as `seen`, else [`StoreError::Conflict`].
+    fn write(&self, key: &str, seen: Seen, write: &Self::Write) -> Result<(), StoreError>;
+}
+
+/// The HPA kind: the history, and the new history with the decision's log entry.
+pub struct Horizontal<'a>(pub &'a dyn HistoryStore);
+
+impl Kind for Horizontal<'_> {
+    type State = TargetState;
+    type Write = (History, DecisionEntry);
+    const TIMED: bool = true;
+    fn load(&self, key: &str) -> Result<(Option<TargetState>, Seen), StoreError> {
+        self.0.load_for_update(key)
+    }
+    fn write(
+        &self,
+        key: &str,
+        seen: Seen,
+        (history, entry): &Self::Write,
+    ) -> Result<(), StoreError> {
+        self.0.commit_after(key, seen, history, entry)
+    }
+}
+
+/// The VPA kind: the target's whole record.
+pub struct Vertical<'a>(pub &'a dyn VerticalStore);
+
+impl Kind for Vertical<'_> {
+    type State = VerticalState;
+    type Write = VerticalState;
+    fn load(&self, key: &str) -> Result<(Option<VerticalState>, Seen), StoreError> {
+        self.0.load_vertical_for_update(key)
+    }
+    fn write(&self, key: &str, seen: Seen, state: &VerticalState) -> Result<(), StoreError> {
+        self.0.put_vertical_after(key, seen, state)
+    }
+}
+
+/// The per-target locks and the group commit, shared by the calls of one service.
+#[derive(Debug)]
+pub struct CommitPath {
+    locks: KeyLocks,
+    durability: Arc<Durability>,
+}
+
+impl CommitPath {
+    /// A path waiting for durability through `durability`.
+    pub fn new(durability: Arc<Durability>) -> Self {
+        CommitPath {
+            locks: KeyLocks::default(),
+            durability,
+        }
+    }
+
+    /// The per-target locks (tests check that none leak).
+    pub fn locks(&self) -> &KeyLocks {
+        &self.locks
+    }
+
+    /// Runs one decision on `key` (see the module documentation). With `record` false (a dry
+    /// run) nothing is locked or written: the decision is made on the current state and
+    /// returned. `now` is called once, under the lock; `decide` once per attempt, with the
+    /// loaded state. Returns `now`, what was (or would have been) written, and `decide`'s
+    /// other output.
+    pub async fn commit_decision<K: Kind, N, O>(
+        &self,
+        kind: &K,
+        key: &str,
+        record: bool,
+        now: impl FnOnce() -> N,
+        mut decide: impl FnMut(Option<K::State>, &N) -> Result<(K::Write, O), ApiError>,
+    ) -> Result<(N, K::Write, O), ApiError> {
+        let guard = if record {
+            Some(self.locks.lock(key).await)
+        } else {
+            None
+        };
+        let now = now();
+        let mut conflicts = 0;
+        loop {
+            let (state, seen) = kind.load(key)?;
+            let (write, output) = decide(state, &now)?;
+            if record {
+                let started = Instant::now();
+                super::context::check_deadline()?;
+                match kind.write(key, seen, &write) {
+                    Err(StoreError::Conflict { .. }) if conflicts < MAX_CONFLICT_RETRIES => {
+                        conflicts += 1;
+                        crate::metrics::store_conflict();
+                        continue;
+                    }
+                    result => result?,
+                }
+                let ticket = self.durability.written();
+                drop(guard);
+                self.durability.durable(ticket).await?;
+                if K::TIMED {
+                    crate::metrics::store_commit(started.elapsed());
+                }
+            }
+            return Ok((now, write, output));
+        }
+    }
+
+    /// Deletes under the target's lock with `delete` (true: something was there) and, if
+    /// something went, waits for a flush covering it.
+    pub async fn delete(
+        &self,
+        key: &str,
+        delete: impl FnOnce() -> Result<bool, StoreError>,
+    ) -> Result<bool, ApiError> {
+        let guard = self.locks.lock(key).await;
+        let existed = delete()?;
+        let ticket = self.durability.written();
+        drop(guard);
+        if existed {
+            self.durability.durable(ticket).await?;
+        }
+        Ok(existed)
+    }
+}

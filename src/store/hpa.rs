@@ -1,0 +1,387 @@
+//! The HPA record kind: a target's state (the controller's memory plus the newest decision
+//! run) and its decision log, in two sled trees of the [`SledDb`]:
+//!
+//! * `hpa_state`: `target_key` → the target's state (versioned record: [`record::hpa`]
+//!   version 2, or the JSON of format 1 until the target's next write);
+//! * `hpa_decisions`: `target_key ++ 0x00 ++ be(first time) ++ be(seq)` → one decision run
+//!   (versioned record), at most `decision_log_len` runs per target and none older than
+//!   `decision_retention`, oldest dropped first.
+//!
+//! The decision log is a list of runs ([`DecisionEntry`]): a decision that says the same as
+//! the newest run ([`DecisionEntry::same_outcome`]) extends it (count + 1, its time and
+//! inputs become the run's last) instead of adding an entry, so at steady state a commit is
+//! one small write.
+//!
+//! A commit's state and decision become durable together through ONE single-key write: the
+//! state record carries the newest run (`pending`), and the commit that closes that run first
+//! copies it into `hpa_decisions` (an idempotent insert under its final key), then replaces the
+//! state. So after a crash a target's history and its last logged decision agree, without a
+//! sled transaction or batch: in sled 0.34 both go through `PageCache::pin_log`, which writes
+//! and syncs the log buffer twice per call (two `pwrite` + two `sync_file_range`, and each
+//! wakes all of sled's I/O threads), whatever our durability mode.
+//!
+//! The record codec ([`StoredState`], [`decode_run`]) is shared with the etcd backend, which
+//! writes the same records under its own keys.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use sled::{Transactional, transaction::TransactionError};
+
+use super::{
+    DecisionEntry, KeyPage, Run, StoreError, TargetState,
+    db::{Open, SledDb, list_tree},
+    keys,
+    record::{self, Versioned, hpa, pb},
+};
+use crate::engine::history::History;
+
+/// The state tree's name.
+pub const STATE_TREE: &str = "hpa_state";
+/// The decision-log tree's name.
+pub const DECISION_TREE: &str = "hpa_decisions";
+
+/// How long and how detailed the decision log is (the sled and etcd stores take the same).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogOptions {
+    /// Decision runs kept per target.
+    pub decision_log_len: usize,
+    /// Closed runs older than this (relative to the target's newest decision) are dropped.
+    pub decision_retention: Duration,
+    /// Pod names kept per group and metric in a logged decision; the totals are kept too.
+    pub max_pod_names: usize,
+}
+
+/// The HPA trees of an open [`SledDb`], for one call.
+pub(super) struct HpaTrees {
+    pub(super) state: sled::Tree,
+    pub(super) decisions: sled::Tree,
+    options: LogOptions,
+}
+
+impl HpaTrees {
+    /// The HPA trees of `open`.
+    pub(super) fn of(open: &Open, options: LogOptions) -> Result<Self, StoreError> {
+        Ok(HpaTrees {
+            state: open.tree(STATE_TREE)?,
+            decisions: open.tree(DECISION_TREE)?,
+            options,
+        })
+    }
+
+    /// Runs `f` on the HPA trees of `db` (a storage failure reopens it: [`SledDb::guarded`]).
+    pub(super) fn with<T>(
+        db: &SledDb,
+        options: LogOptions,
+        f: impl FnOnce(&HpaTrees) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        db.guarded(|open| f(&HpaTrees::of(open, options)?))
+    }
+
+    /// The keys of the target's logged runs, oldest first.
+    pub(super) fn decision_keys(&self, key: &str) -> Result<Vec<sled::IVec>, StoreError> {
+        self.decisions
+            .scan_prefix(keys::decision_prefix(key))
+            .keys()
+            .collect::<Result<_, _>>()
+            .map_err(StoreError::from)
+    }
+
+    /// A write's result (a failure reopens the store: [`SledDb::guarded`]).
+    fn track<T>(&self, result: Result<T, sled::Error>) -> Result<T, StoreError> {
+        result.map_err(StoreError::from)
+    }
+
+    /// The decoded state record of `key`.
+    pub(super) fn read_state(&self, key: &str) -> Result<Option<StoredState>, StoreError> {
+        self.state
+            .get(keys::state_key(key))?
+            .map(|v| StoredState::decode(key, &v))
+            .transpose()
+    }
+}
+
+/// A stored state record, of either version, as the store needs it. Shared with the etcd
+/// store ([`super::etcd`]), which writes the same records.
+pub(super) struct StoredState {
+    pub(super) history: History,
+    pub(super) next_seq: u64,
+    /// Runs in `hpa_decisions` for the target; `None` in records of older builds.
+    pub(super) log_len: Option<u64>,
+    /// The newest run, not yet in `hpa_decisions`.
+    pub(super) pending: Option<DecisionEntry>,
+}
+
+impl StoredState {
+    pub(super) fn decode(key: &str, bytes: &[u8]) -> Result<Self, StoreError> {
+        match record::versioned("state", key, bytes)? {
+            Versioned::Binary(body) => {
+                let r: pb::HpaState = record::decode_binary("state", key, body)?;
+                let bad = |m: String| record::corrupt("state", key, &m);
+                let history =
+                    hpa::history_from_record(r.history.as_ref().unwrap_or(&pb::History::default()))
+                        .map_err(bad)?;
+                let pending = r
+                    .pending
+                    .as_ref()
+                    .map(hpa::run_from_record)
+                    .transpose()
+                    .map_err(bad)?;
+                Ok(StoredState {
+                    history,
+                    next_seq: r.next_seq,
+                    log_len: Some(r.log_len),
+                    pending,
+                })
+            }
+            Versioned::Json(body) => {
+                let old: LegacyState = serde_json::from_slice(body)
+                    .map_err(|e| record::corrupt("state", key, &e.to_string()))?;
+                let pending = old.pending.map(|p| legacy_entry(p.entry, p.seq));
+                Ok(StoredState {
+                    history: old.history,
+                    next_seq: old.next_seq,
+                    log_len: old.log_len,
+                    pending,
+                })
+            }
+        }
+    }
+
+    pub(super) fn encode(&self, history: &History, max_pod_names: usize) -> Vec<u8> {
+        record::encode_binary(&pb::HpaState {
+            history: Some(hpa::history_to_record(history)),
+            next_seq: self.next_seq,
+            log_len: self.log_len.unwrap_or(0),
+            pending: self
+                .pending
+                .as_ref()
+                .map(|p| hpa::run_to_record(p, max_pod_names)),
+        })
+    }
+}
+
+/// A format-1 decision (JSON of `time`, `decision`, `metrics`) as a run of one.
+fn legacy_entry(mut entry: DecisionEntry, seq: u64) -> DecisionEntry {
+    entry.run = Run {
+        count: 1,
+        first_time: entry.time,
+    };
+    entry.seq = seq;
+    entry
+}
+
+/// The state record of format 1 (JSON).
+#[derive(Deserialize)]
+struct LegacyState {
+    history: History,
+    next_seq: u64,
+    #[serde(default)]
+    log_len: Option<u64>,
+    #[serde(default)]
+    pending: Option<LegacyPending>,
+}
+
+#[derive(Deserialize)]
+struct LegacyPending {
+    seq: u64,
+    entry: DecisionEntry,
+}
+
+/// A logged run, of either version; `seq` from the key for format-1 records.
+pub(super) fn decode_run(
+    key: &str,
+    log_key: &[u8],
+    bytes: &[u8],
+) -> Result<DecisionEntry, StoreError> {
+    match record::versioned("decision", key, bytes)? {
+        Versioned::Binary(body) => {
+            let r: pb::DecisionRun = record::decode_binary("decision", key, body)?;
+            hpa::run_from_record(&r).map_err(|m| record::corrupt("decision", key, &m))
+        }
+        Versioned::Json(body) => {
+            let entry: DecisionEntry = serde_json::from_slice(body)
+                .map_err(|e| record::corrupt("decision", key, &e.to_string()))?;
+            let seq = keys::decision_key_seq(log_key).unwrap_or(0);
+            Ok(legacy_entry(entry, seq))
+        }
+    }
+}
+
+fn tx_error(e: TransactionError<StoreError>) -> StoreError {
+    match e {
+        TransactionError::Abort(e) => e,
+        TransactionError::Storage(e) => StoreError::Sled(e),
+    }
+}
+
+impl HpaTrees {
+    pub(super) fn load(&self, key: &str) -> Result<Option<TargetState>, StoreError> {
+        Ok(self.read_state(key)?.map(|s| TargetState {
+            history: s.history,
+            next_seq: s.next_seq,
+        }))
+    }
+
+    pub(super) fn commit(
+        &self,
+        key: &str,
+        history: &History,
+        decision: &DecisionEntry,
+    ) -> Result<(), StoreError> {
+        let state_key = keys::state_key(key);
+        let max_names = self.options.max_pod_names;
+        // Read before writing, like the log scan below: writers of one target are serialized
+        // by the caller.
+        let previous = self.read_state(key)?.unwrap_or(StoredState {
+            history: History::default(),
+            next_seq: 0,
+            log_len: Some(0),
+            pending: None,
+        });
+        // The same outcome as the newest run: the run grows, nothing else is written.
+        if let Some(run) = previous
+            .pending
+            .as_ref()
+            .filter(|p| p.same_outcome(decision))
+        {
+            let mut extended = decision.clone();
+            extended.run = Run {
+                count: run.run.count.saturating_add(1),
+                first_time: run.run.first_time,
+            };
+            extended.seq = run.seq;
+            let next = StoredState {
+                history: History::default(),
+                next_seq: previous.next_seq,
+                log_len: previous.log_len,
+                pending: Some(extended),
+            };
+            // A state of an older build: count its log once (below, on the closing path).
+            if next.log_len.is_some() {
+                let bytes = next.encode(history, max_names);
+                self.track(self.state.insert(state_key, bytes))?;
+                return Ok(());
+            }
+        }
+        let seq = previous.next_seq;
+        // 1. The newest run is closed: it goes into the log under its final key. Idempotent:
+        //    after a crash between this insert and step 2 it is already there, and the state
+        //    still names it as pending; `log_len` never counts the pending one, so it is
+        //    counted here, once.
+        let mut logged = match previous.log_len {
+            Some(len) => len,
+            None => self.decision_keys(key)?.len() as u64,
+        };
+        let mut newest_logged = None;
+        if let Some(pending) = &previous.pending {
+            let log_key = keys::decision_key(key, pending.run.first_time, pending.seq);
+            let bytes = record::encode_binary(&hpa::run_to_record(pending, max_names));
+            self.track(self.decisions.insert(log_key, bytes))?;
+            logged = logged.saturating_add(1);
+            newest_logged = Some(pending.run.first_time);
+        }
+        // 2. Trim, by count (the bound includes the new pending run) and by age: a closed run
+        //    ended before its successor began, so it is older than the cutoff when its
+        //    successor began at or before it.
+        let bound = self.options.decision_log_len as u64;
+        let excess = logged.saturating_add(1).saturating_sub(bound);
+        let cutoff = decision.time.minus(self.options.decision_retention);
+        let mut to_remove: Vec<sled::IVec> = Vec::new();
+        if logged > 0 && newest_logged.is_some() {
+            let mut iter = self
+                .decisions
+                .scan_prefix(keys::decision_prefix(key))
+                .keys()
+                .peekable();
+            while let Some(k) = iter.next() {
+                let k = k?;
+                let successor_began = match iter.peek() {
+                    Some(Ok(next)) => keys::decision_key_time(next),
+                    Some(Err(_)) => None,
+                    None => Some(decision.time),
+                };
+                let old = successor_began.is_some_and(|t| t <= cutoff);
+                if (to_remove.len() as u64) < excess || old {
+                    to_remove.push(k);
+                } else {
+                    break;
+                }
+            }
+        }
+        let log_len = logged.saturating_sub(to_remove.len() as u64);
+        // 3. The commit point: one single-key write of the new history with the new run.
+        let mut fresh = decision.clone();
+        fresh.run = Run {
+            count: 1,
+            first_time: decision.time,
+        };
+        fresh.seq = seq;
+        let next = StoredState {
+            history: History::default(),
+            next_seq: seq.saturating_add(1),
+            log_len: Some(log_len),
+            pending: Some(fresh),
+        };
+        self.track(
+            self.state
+                .insert(state_key, next.encode(history, max_names)),
+        )?;
+        // 4. A crash before this leaves at most these few old runs on disk; `decisions`
+        //    shows only the newest `decision_log_len`.
+        for old in &to_remove {
+            self.track(self.decisions.remove(old))?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn decisions(&self, key: &str) -> Result<Vec<DecisionEntry>, StoreError> {
+        let pending = self.read_state(key)?.and_then(|s| s.pending);
+        let mut out = Vec::new();
+        let mut seqs = Vec::new();
+        for item in self.decisions.scan_prefix(keys::decision_prefix(key)) {
+            let (k, v) = item?;
+            let entry = decode_run(key, &k, &v)?;
+            seqs.push(entry.seq);
+            out.push(entry);
+        }
+        if let Some(pending) = pending {
+            // Already there after a crash between the two writes of a commit.
+            if !seqs.contains(&pending.seq) {
+                out.push(pending);
+            }
+        }
+        // Entries a crash kept from being trimmed are not shown.
+        let skip = out
+            .len()
+            .saturating_sub(self.options.decision_log_len.max(1));
+        out.drain(..skip);
+        Ok(out)
+    }
+
+    pub(super) fn list_keys(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<KeyPage, StoreError> {
+        list_tree(&self.state, "state", after, limit)
+    }
+
+    pub(super) fn delete(&self, key: &str) -> Result<bool, StoreError> {
+        let logged = self.decision_keys(key)?;
+        (&self.state, &self.decisions)
+            .transaction(|(state, decisions)| {
+                let existed = state.remove(keys::state_key(key))?.is_some();
+                for k in &logged {
+                    decisions.remove(k.as_ref())?;
+                }
+                Ok(existed || !logged.is_empty())
+            })
+            .map_err(tx_error)
+    }
+
+    /// The encoded size of the target's state record.
+    pub(super) fn state_record_bytes(&self, key: &str) -> Result<Option<usize>, StoreError> {
+        Ok(self.state.get(keys::state_key(key))?.map(|v| v.len()))
+    }
+}
