@@ -28,7 +28,10 @@ use crate::{
         condition::{Condition, ConditionType},
         error::InvalidInput,
         history::{History, Recommendation, ScaleEvent},
-        hpa::{Decision, MetricOutcome, PodGroups},
+        hpa::{
+            Decision, MetricOutcome, PodGroups,
+            validate::{self, Rules},
+        },
         observation::{Container, MetricSample, Observation, Pod, PodPhase},
         settings::Settings,
         spec::{
@@ -41,10 +44,7 @@ use crate::{
     store::DecisionEntry,
 };
 
-/// Kubernetes' `MaxStabilizationWindowSeconds`.
-pub const MAX_STABILIZATION_WINDOW_SECONDS: i32 = 3600;
-/// Kubernetes' `MaxPeriodSeconds` for scaling policies.
-pub const MAX_PERIOD_SECONDS: i32 = 1800;
+pub use crate::engine::hpa::validate::{MAX_PERIOD_SECONDS, MAX_STABILIZATION_WINDOW_SECONDS};
 /// The sample window Kubernetes' metrics server reports when none is given.
 const DEFAULT_SAMPLE_WINDOW: Duration = Duration::from_secs(60);
 /// `0001-01-01T00:00:00Z` (Go's zero time, which Go clients send for unset times).
@@ -121,6 +121,14 @@ impl Violations {
         self.0.push(InvalidInput::new(field, description));
     }
 
+    /// An engine violation under the wire `prefix`, in the wire's names.
+    fn engine(&mut self, prefix: &str, e: InvalidInput) {
+        self.0.push(InvalidInput::new(
+            wire_field(prefix, &e.field),
+            e.description,
+        ));
+    }
+
     fn into_result<T>(self, value: T) -> Result<T, ApiError> {
         if self.0.is_empty() {
             Ok(value)
@@ -128,6 +136,17 @@ impl Violations {
             Err(ApiError::InvalidArgument(self.0))
         }
     }
+}
+
+/// An engine path (`metrics[0].target.average_value`) as the wire names it under `prefix`
+/// (`spec.metrics[0].target.average_value_milli`): the wire carries quantities in milli-units
+/// and says so in the field name.
+fn wire_field(prefix: &str, engine: &str) -> String {
+    let mut field = format!("{prefix}{engine}");
+    if field.ends_with(".target.average_value") || field.ends_with(".target.value") {
+        field.push_str("_milli");
+    }
+    field
 }
 
 /// A field path, formatted only when a violation names it. Every request carries a path per
@@ -343,23 +362,14 @@ fn horizontal_spec(
     spec: &pb::HorizontalSpec,
     ctx: &Context<'_>,
 ) -> (HorizontalSpec, SettingsOverride) {
-    let min = spec.min_replicas.unwrap_or(1);
-    if min < 0 {
-        v.add("spec.min_replicas", "must not be negative");
-    }
-    if spec.max_replicas < 1 {
-        v.add("spec.max_replicas", "must be greater than or equal to 1");
-    } else if spec.max_replicas < min {
-        v.add(
-            "spec.max_replicas",
-            "must be greater than or equal to min_replicas",
-        );
+    for e in validate::bounds_violations(spec.min_replicas, spec.max_replicas) {
+        v.engine("spec.", e);
     }
     let metrics = spec
         .metrics
         .iter()
         .enumerate()
-        .filter_map(|(i, m)| metric_spec(v, &format!("spec.metrics[{i}]"), m))
+        .filter_map(|(i, m)| metric_spec(v, i, m))
         .collect();
     let behavior = spec.behavior.as_ref().map(|b| Behavior {
         scale_up: b
@@ -389,8 +399,9 @@ fn horizontal_spec(
     )
 }
 
-fn metric_spec(v: &mut Violations, path: &str, m: &pb::MetricSpec) -> Option<MetricSpec> {
+fn metric_spec(v: &mut Violations, index: usize, m: &pb::MetricSpec) -> Option<MetricSpec> {
     use pb::MetricSourceType as S;
+    let path = format!("spec.metrics[{index}]");
     let source = match S::try_from(m.r#type) {
         Err(_) => {
             v.add(
@@ -405,21 +416,18 @@ fn metric_spec(v: &mut Violations, path: &str, m: &pb::MetricSpec) -> Option<Met
         }
         Ok(s) => s,
     };
-    if m.name.is_empty() {
-        v.add(format!("{path}.name"), "must not be empty");
-    }
-    if source == S::ContainerResource && m.container.is_empty() {
-        v.add(format!("{path}.container"), "must not be empty");
-    }
-    let target = match &m.target {
+    // Wire-only violations of the target (absent, type unknown): reported between the
+    // metric's own fields and its target's values, as the engine lists them.
+    let mut wire = Violations::default();
+    let (target, type_known) = match &m.target {
         None => {
-            v.add(format!("{path}.target"), "must be set");
-            MetricTarget::default()
+            wire.add(format!("{path}.target"), "must be set");
+            (MetricTarget::default(), false)
         }
-        Some(t) => metric_target(v, &format!("{path}.target"), source, t),
+        Some(t) => metric_target(&mut wire, &format!("{path}.target"), t),
     };
     let name = m.name.clone();
-    Some(match source {
+    let metric = match source {
         S::Resource => MetricSpec::Resource { name, target },
         S::ContainerResource => MetricSpec::ContainerResource {
             name,
@@ -430,19 +438,33 @@ fn metric_spec(v: &mut Violations, path: &str, m: &pb::MetricSpec) -> Option<Met
         S::Object => MetricSpec::Object { name, target },
         S::External => MetricSpec::External { name, target },
         S::Unspecified => return None,
-    })
+    };
+    // A target whose type is unknown cannot be checked against its type: the values only.
+    let rules = if type_known {
+        Rules::Api
+    } else {
+        Rules::Controller
+    };
+    let mut wire = Some(wire);
+    for e in validate::metric_violations(index, &metric, rules) {
+        if e.field.contains(".target.")
+            && let Some(w) = wire.take()
+        {
+            v.0.extend(w.0);
+        }
+        v.engine("spec.", e);
+    }
+    if let Some(w) = wire {
+        v.0.extend(w.0);
+    }
+    Some(metric)
 }
 
-/// `validateMetricTarget` plus each source's required target field
-/// (`validateResourceSource`, `validatePodsSource`, `validateObjectSource`, …), and the field
-/// the target type selects must be set (the controller reads the type for Object and External).
-fn metric_target(
-    v: &mut Violations,
-    path: &str,
-    source: pb::MetricSourceType,
-    t: &pb::MetricTarget,
-) -> MetricTarget {
-    use pb::{MetricSourceType as S, MetricTargetType as T};
+/// A target's type (which the controller reads for Object and External) and values; the
+/// rules on them are the engine's ([`validate::metric_violations`]). `false`: the type is
+/// unknown.
+fn metric_target(v: &mut Violations, path: &str, t: &pb::MetricTarget) -> (MetricTarget, bool) {
+    use pb::MetricTargetType as T;
     let target_type = match T::try_from(t.r#type) {
         Err(_) => {
             v.add(
@@ -459,77 +481,24 @@ fn metric_target(
         Ok(T::AverageValue) => Some(MetricTargetType::AverageValue),
         Ok(T::Value) => Some(MetricTargetType::Value),
     };
-    if let Some(u) = t.average_utilization
-        && u < 1
-    {
-        v.add(
-            format!("{path}.average_utilization"),
-            "must be greater than 0",
-        );
-    }
-    if let Some(x) = t.average_value_milli
-        && x < 1
-    {
-        v.add(
-            format!("{path}.average_value_milli"),
-            "must be greater than 0",
-        );
-    }
-    if let Some(x) = t.value_milli
-        && x < 1
-    {
-        v.add(format!("{path}.value_milli"), "must be greater than 0");
-    }
-    let allowed: &[MetricTargetType] = match source {
-        S::Resource | S::ContainerResource => &[
-            MetricTargetType::Utilization,
-            MetricTargetType::AverageValue,
-        ],
-        S::Pods => &[MetricTargetType::AverageValue],
-        S::Object | S::External => &[MetricTargetType::Value, MetricTargetType::AverageValue],
-        S::Unspecified => &[],
-    };
-    if let Some(tt) = target_type {
-        if !allowed.contains(&tt) {
-            v.add(
-                format!("{path}.type"),
-                format!("{tt:?} is not valid for a {source:?} metric"),
-            );
-        } else {
-            let (field, set) = match tt {
-                MetricTargetType::Utilization => {
-                    ("average_utilization", t.average_utilization.is_some())
-                }
-                MetricTargetType::AverageValue => {
-                    ("average_value_milli", t.average_value_milli.is_some())
-                }
-                MetricTargetType::Value => ("value_milli", t.value_milli.is_some()),
-            };
-            if !set {
-                v.add(
-                    format!("{path}.{field}"),
-                    format!("must be set for a {tt:?} target"),
-                );
-            }
-        }
-    }
-    MetricTarget {
-        target_type: target_type.unwrap_or_default(),
-        average_utilization: t.average_utilization,
-        average_value: t.average_value_milli,
-        value: t.value_milli,
-    }
+    (
+        MetricTarget {
+            target_type: target_type.unwrap_or_default(),
+            average_utilization: t.average_utilization,
+            average_value: t.average_value_milli,
+            value: t.value_milli,
+        },
+        target_type.is_some(),
+    )
 }
 
 /// `validateScalingRules` / `validateScalingPolicy`.
 fn scaling_rules(v: &mut Violations, path: &str, r: &pb::ScalingRules) -> ScalingRules {
-    if let Some(w) = r.stabilization_window_seconds
-        && !(0..=MAX_STABILIZATION_WINDOW_SECONDS).contains(&w)
+    if let Some(d) = r
+        .stabilization_window_seconds
+        .and_then(|w| validate::window_violation(w, Rules::Api))
     {
-        v.add(
-            format!("{path}.stabilization_window_seconds"),
-            format!("must be between 0 and {MAX_STABILIZATION_WINDOW_SECONDS}"),
-        );
+        v.add(format!("{path}.stabilization_window_seconds"), d);
     }
     let select_policy = match pb::SelectPolicy::try_from(r.select_policy) {
         Err(_) => {
@@ -562,25 +531,18 @@ fn scaling_rules(v: &mut Violations, path: &str, r: &pb::ScalingRules) -> Scalin
             Ok(pb::ScalingPolicyType::Pods) => ScalingPolicyType::Pods,
             Ok(pb::ScalingPolicyType::Percent) => ScalingPolicyType::Percent,
         };
-        if p.value < 1 {
-            v.add(format!("{ppath}.value"), "must be greater than 0");
-        }
-        if !(1..=MAX_PERIOD_SECONDS).contains(&p.period_seconds) {
-            v.add(
-                format!("{ppath}.period_seconds"),
-                format!("must be between 1 and {MAX_PERIOD_SECONDS}"),
-            );
-        }
-        policies.push(ScalingPolicy {
+        let policy = ScalingPolicy {
             policy_type,
             value: p.value,
             period_seconds: p.period_seconds,
-        });
+        };
+        for e in validate::policy_violations(&policy, Rules::Api) {
+            v.add(format!("{ppath}.{}", e.field), e.description);
+        }
+        policies.push(policy);
     }
-    if let Some(t) = r.tolerance
-        && (!t.is_finite() || t < 0.0)
-    {
-        v.add(format!("{path}.tolerance"), "must be a finite number >= 0");
+    if let Some(d) = r.tolerance.and_then(validate::tolerance_violation) {
+        v.add(format!("{path}.tolerance"), d);
     }
     ScalingRules {
         stabilization_window_seconds: r.stabilization_window_seconds,
@@ -595,17 +557,15 @@ fn controller_settings(
     s: &pb::ControllerSettings,
     ctx: &Context<'_>,
 ) -> SettingsOverride {
-    let ratio = |v: &mut Violations, field: &str, x: Option<f64>| {
-        if let Some(x) = x
-            && (!x.is_finite() || x < 0.0)
-        {
-            v.add(
-                format!("spec.settings.{field}"),
-                "must be a finite number >= 0",
-            );
-        }
-        x
-    };
+    // The engine's rules for each present field (`validate::settings_violations` checks the
+    // same rules on the settings the overrides produce).
+    let check =
+        |v: &mut Violations, field: &str, x: Option<f64>, rule: fn(f64) -> Option<&'static str>| {
+            if let Some(d) = x.and_then(rule) {
+                v.add(format!("spec.settings.{field}"), d);
+            }
+            x
+        };
     let downscale = s
         .downscale_stabilization
         .as_ref()
@@ -622,7 +582,7 @@ fn controller_settings(
         );
     }
     SettingsOverride {
-        tolerance: ratio(v, "tolerance", s.tolerance),
+        tolerance: check(v, "tolerance", s.tolerance, validate::tolerance_violation),
         cpu_initialization_period: s
             .cpu_initialization_period
             .as_ref()
@@ -632,8 +592,18 @@ fn controller_settings(
             .as_ref()
             .and_then(|d| duration(v, "spec.settings.initial_readiness_delay", d)),
         downscale_stabilization: downscale,
-        scale_up_limit_factor: ratio(v, "scale_up_limit_factor", s.scale_up_limit_factor),
-        scale_up_limit_minimum: ratio(v, "scale_up_limit_minimum", s.scale_up_limit_minimum),
+        scale_up_limit_factor: check(
+            v,
+            "scale_up_limit_factor",
+            s.scale_up_limit_factor,
+            validate::scale_up_limit_violation,
+        ),
+        scale_up_limit_minimum: check(
+            v,
+            "scale_up_limit_minimum",
+            s.scale_up_limit_minimum,
+            validate::scale_up_limit_violation,
+        ),
     }
 }
 
@@ -787,7 +757,7 @@ pub fn engine_invalid(e: InvalidInput) -> ApiError {
     let field = if e.field.starts_with("settings.") {
         format!("spec.{}", e.field)
     } else {
-        e.field
+        wire_field("", &e.field)
     };
     ApiError::InvalidArgument(vec![InvalidInput::new(field, e.description)])
 }
@@ -1120,6 +1090,66 @@ mod tests {
                 "evaluation_time",
                 "spec.metrics[1].target.average_utilization",
                 "spec.metrics[2].type"
+            ]
+        );
+    }
+
+    /// The engine's rule (>= 1) is the API's: 0.5 used to pass conversion and fail later,
+    /// inside the engine, under another name.
+    #[test]
+    fn a_scale_up_limit_factor_below_one_names_the_wire_field() {
+        let limits = Limits::default();
+        let mut req = valid();
+        req.spec.as_mut().unwrap().settings = Some(pb::ControllerSettings {
+            scale_up_limit_factor: Some(0.5),
+            scale_up_limit_minimum: Some(1.0),
+            ..Default::default()
+        });
+        match recommend_request(req, &ctx(&limits)) {
+            Err(ApiError::InvalidArgument(v)) => assert_eq!(
+                v,
+                [InvalidInput::new(
+                    "spec.settings.scale_up_limit_factor",
+                    "must be a finite number >= 1"
+                )]
+            ),
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn engine_paths_get_the_wire_prefix_and_names() {
+        let limits = Limits::default();
+        let mut req = valid();
+        let spec = req.spec.as_mut().unwrap();
+        spec.metrics.push(pb::MetricSpec {
+            r#type: pb::MetricSourceType::Pods as i32,
+            name: String::new(),
+            target: Some(pb::MetricTarget {
+                r#type: pb::MetricTargetType::Value as i32,
+                average_value_milli: Some(0),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        spec.metrics.push(pb::MetricSpec {
+            r#type: pb::MetricSourceType::External as i32,
+            name: "queue".into(),
+            target: Some(pb::MetricTarget {
+                r#type: 9,
+                value_milli: Some(-1),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        assert_eq!(
+            fields(recommend_request(req, &ctx(&limits))),
+            [
+                "spec.metrics[1].name",
+                "spec.metrics[1].target.average_value_milli",
+                "spec.metrics[1].target.type",
+                "spec.metrics[2].target.type",
+                "spec.metrics[2].target.value_milli",
             ]
         );
     }
