@@ -16,7 +16,7 @@ use crate::{
         amount::{MAX_RESOURCE_AMOUNT, Resource, Resources, resource_amount_from_float},
         policy::{ContainerResourcePolicy, ContainerScalingMode, PodResourcePolicy},
         recommender::{RecommendedContainerResources, RecommendedPodResources},
-        settings::MAX_DURATION,
+        settings::{MAX_DURATION, VpaSettings},
         target::{IngestReport, Observation, OomEvent, UsageSample},
         time::{NANOS_PER_SECOND, Timestamp},
     },
@@ -34,6 +34,8 @@ pub struct VerticalContext<'a> {
     pub server_now: Timestamp,
     /// Sample and OOM times may be at most this far ahead of the evaluation time.
     pub max_clock_skew: Duration,
+    /// The server's settings, under the request's overrides.
+    pub defaults: &'a VpaSettings,
 }
 
 /// A validated RecordUsage.
@@ -154,6 +156,13 @@ pub fn record_usage_request(
         .settings
         .as_ref()
         .map(|s| vertical_settings(&mut v, "settings", s));
+    // The overrides are checked on their own above and, once the request is valid, as the
+    // settings they produce with the server's (the engine's rules).
+    if v.0.is_empty()
+        && let Some(overrides) = &settings
+    {
+        effective_settings(overrides, &VerticalOverrides::default(), ctx.defaults)?;
+    }
     samples.sort_by_key(|s| s.at);
     ooms.sort_by_key(|o| o.at);
     let observations = samples
@@ -487,6 +496,18 @@ fn vertical_settings(
     }
 }
 
+/// The settings a call runs with: `call` over `stored` over the server's `defaults`, checked
+/// by the engine (`VpaSettings::validate`), a rejection named by its proto path.
+pub fn effective_settings(
+    call: &VerticalOverrides,
+    stored: &VerticalOverrides,
+    defaults: &VpaSettings,
+) -> Result<VpaSettings, ApiError> {
+    let settings = call.over(stored).apply(defaults);
+    settings.validate().map_err(settings_invalid)?;
+    Ok(settings)
+}
+
 /// A settings rejection of the engine (`VpaSettings::validate`), under its proto path.
 pub fn settings_invalid(e: crate::engine::vpa::settings::SettingsError) -> ApiError {
     let field = match e.field {
@@ -548,12 +569,16 @@ pub fn record_usage_response(r: &IngestReport) -> pb::RecordUsageResponse {
 mod tests {
     use super::*;
 
+    static DEFAULTS: std::sync::LazyLock<VpaSettings> =
+        std::sync::LazyLock::new(VpaSettings::default);
+
     fn ctx(limits: &Limits) -> VerticalContext<'_> {
         VerticalContext {
             limits,
             trust_request_time: false,
             server_now: Timestamp::from_unix_seconds(1_800_000_000),
             max_clock_skew: Duration::from_secs(300),
+            defaults: &DEFAULTS,
         }
     }
 
@@ -595,6 +620,42 @@ mod tests {
             })
             .collect();
         assert_eq!(kinds, ["u1", "u2", "o5"]);
+    }
+
+    /// The settings overrides produce are the engine's to check, in conversion, not the
+    /// handler's: a bad server value under a present override is named by its wire path.
+    #[test]
+    fn overrides_are_checked_with_the_settings_they_produce() {
+        let limits = Limits::default();
+        let defaults = VpaSettings {
+            safety_margin_fraction: f64::NAN,
+            ..VpaSettings::default()
+        };
+        let mut c = ctx(&limits);
+        c.defaults = &defaults;
+        let req = |settings| pb::RecordUsageRequest {
+            target_key: "k".into(),
+            settings,
+            ..Default::default()
+        };
+        assert!(record_usage_request(req(None), &c).is_ok());
+        let overrides = pb::VerticalSettings {
+            target_cpu_percentile: Some(0.8),
+            ..Default::default()
+        };
+        match record_usage_request(req(Some(overrides)), &c) {
+            Err(ApiError::InvalidArgument(v)) => {
+                assert_eq!(v.len(), 1);
+                assert_eq!(v[0].field, "settings.safety_margin_fraction");
+            }
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+        let stored = VerticalOverrides {
+            safety_margin_fraction: Some(0.1),
+            ..VerticalOverrides::default()
+        };
+        let ok = effective_settings(&VerticalOverrides::default(), &stored, &defaults).unwrap();
+        assert_eq!(ok.safety_margin_fraction, 0.1);
     }
 
     #[test]
