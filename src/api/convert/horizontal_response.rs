@@ -26,25 +26,29 @@ pub fn to_timestamp(t: Time) -> Timestamp {
     }
 }
 
-fn condition(c: &Condition) -> pb::Condition {
-    pb::Condition {
-        r#type: c.condition_type.as_str().to_owned(),
-        status: if c.status { "True" } else { "False" }.to_owned(),
-        reason: c.reason.as_str().to_owned(),
-        message: c.message.clone(),
+impl From<&Condition> for pb::Condition {
+    fn from(c: &Condition) -> Self {
+        pb::Condition {
+            r#type: c.condition_type.as_str().to_owned(),
+            status: if c.status { "True" } else { "False" }.to_owned(),
+            reason: c.reason.as_str().to_owned(),
+            message: c.message.clone(),
+        }
     }
 }
 
-fn pod_groups(g: &PodGroups) -> pb::PodGroups {
-    let count = |v: &Vec<String>| u32::try_from(v.len()).unwrap_or(u32::MAX);
-    pb::PodGroups {
-        ready_count: g.ready_count,
-        unready: g.unready.clone(),
-        missing: g.missing.clone(),
-        ignored: g.ignored.clone(),
-        unready_total: count(&g.unready),
-        missing_total: count(&g.missing),
-        ignored_total: count(&g.ignored),
+impl From<&PodGroups> for pb::PodGroups {
+    fn from(g: &PodGroups) -> Self {
+        let count = |v: &Vec<String>| u32::try_from(v.len()).unwrap_or(u32::MAX);
+        pb::PodGroups {
+            ready_count: g.ready_count,
+            unready: g.unready.clone(),
+            missing: g.missing.clone(),
+            ignored: g.ignored.clone(),
+            unready_total: count(&g.unready),
+            missing_total: count(&g.missing),
+            ignored_total: count(&g.ignored),
+        }
     }
 }
 
@@ -73,7 +77,7 @@ fn metric_status(metrics: &[MetricSpec], m: &MetricOutcome) -> pb::MetricStatus 
         r#type: source as i32,
         name,
         container,
-        pod_groups: m.pod_groups.as_ref().map(pod_groups),
+        pod_groups: m.pod_groups.as_ref().map(pb::PodGroups::from),
         ..pb::MetricStatus::default()
     };
     match &m.result {
@@ -119,7 +123,7 @@ pub fn recommend_response(
 ) -> pb::RecommendResponse {
     pb::RecommendResponse {
         desired_replicas: d.desired_replicas,
-        conditions: d.conditions.iter().map(condition).collect(),
+        conditions: d.conditions.iter().map(pb::Condition::from).collect(),
         metrics: d
             .metrics
             .iter()
@@ -144,7 +148,7 @@ pub fn decision_record(e: &DecisionEntry) -> pb::DecisionRecord {
         evaluation_time: Some(to_timestamp(e.time)),
         current_replicas: d.current_replicas,
         desired_replicas: d.desired_replicas,
-        conditions: d.conditions.iter().map(condition).collect(),
+        conditions: d.conditions.iter().map(pb::Condition::from).collect(),
         metrics: d
             .metrics
             .iter()
@@ -168,18 +172,22 @@ pub fn decision_record(e: &DecisionEntry) -> pb::DecisionRecord {
     }
 }
 
-fn recommendation(r: &Recommendation) -> pb::RecommendationRecord {
-    pb::RecommendationRecord {
-        time: Some(to_timestamp(r.time)),
-        replicas: r.replicas,
+impl From<&Recommendation> for pb::RecommendationRecord {
+    fn from(r: &Recommendation) -> Self {
+        pb::RecommendationRecord {
+            time: Some(to_timestamp(r.time)),
+            replicas: r.replicas,
+        }
     }
 }
 
-fn scale_event(e: &ScaleEvent) -> pb::ScaleEventRecord {
-    pb::ScaleEventRecord {
-        time: Some(to_timestamp(e.time)),
-        replica_change: e.replica_change,
-        outdated: e.outdated,
+impl From<&ScaleEvent> for pb::ScaleEventRecord {
+    fn from(e: &ScaleEvent) -> Self {
+        pb::ScaleEventRecord {
+            time: Some(to_timestamp(e.time)),
+            replica_change: e.replica_change,
+            outdated: e.outdated,
+        }
     }
 }
 
@@ -196,10 +204,18 @@ pub fn target_history(
             .recommendations
             .iter()
             .flatten()
-            .map(recommendation)
+            .map(pb::RecommendationRecord::from)
             .collect(),
-        scale_up_events: history.scale_up_events.iter().map(scale_event).collect(),
-        scale_down_events: history.scale_down_events.iter().map(scale_event).collect(),
+        scale_up_events: history
+            .scale_up_events
+            .iter()
+            .map(pb::ScaleEventRecord::from)
+            .collect(),
+        scale_down_events: history
+            .scale_down_events
+            .iter()
+            .map(pb::ScaleEventRecord::from)
+            .collect(),
         next_page_token: String::new(),
         extension_state: history.extensions.as_ref().map(migration::state),
     }

@@ -9,20 +9,24 @@ use crate::{
     pb::v1 as pb,
 };
 
-fn resource_amounts(r: &Resources) -> pb::ResourceAmounts {
-    pb::ResourceAmounts {
-        cpu_millicores: r.cpu,
-        memory_bytes: r.memory,
+impl From<&Resources> for pb::ResourceAmounts {
+    fn from(r: &Resources) -> Self {
+        pb::ResourceAmounts {
+            cpu_millicores: r.cpu,
+            memory_bytes: r.memory,
+        }
     }
 }
 
-fn container_recommendation(c: &RecommendedContainerResources) -> pb::ContainerRecommendation {
-    pb::ContainerRecommendation {
-        container_name: c.container_name.clone(),
-        target: Some(resource_amounts(&c.target)),
-        lower_bound: Some(resource_amounts(&c.lower_bound)),
-        upper_bound: Some(resource_amounts(&c.upper_bound)),
-        uncapped_target: Some(resource_amounts(&c.uncapped_target)),
+impl From<&RecommendedContainerResources> for pb::ContainerRecommendation {
+    fn from(c: &RecommendedContainerResources) -> Self {
+        pb::ContainerRecommendation {
+            container_name: c.container_name.clone(),
+            target: Some((&c.target).into()),
+            lower_bound: Some((&c.lower_bound).into()),
+            upper_bound: Some((&c.upper_bound).into()),
+            uncapped_target: Some((&c.uncapped_target).into()),
+        }
     }
 }
 
@@ -31,7 +35,11 @@ pub fn vertical_recommendation(
     key: &str,
     r: &RecommendedPodResources,
 ) -> pb::VerticalRecommendation {
-    let mut containers: Vec<_> = r.containers.iter().map(container_recommendation).collect();
+    let mut containers: Vec<_> = r
+        .containers
+        .iter()
+        .map(pb::ContainerRecommendation::from)
+        .collect();
     containers.sort_by(|a, b| a.container_name.cmp(&b.container_name));
     pb::VerticalRecommendation {
         target_key: key.to_owned(),
