@@ -11,7 +11,7 @@
 //!
 //! # Layout
 //!
-//! * [`wire`]: the violation collector, lazy field paths, and the wire's scalars (target key,
+//! * `wire`: the violation collector, lazy field paths, and the wire's scalars (target key,
 //!   timestamp, duration) shared by every RPC.
 //! * [`horizontal_request`]: `Recommend` proto → engine ([`RecommendInput`]).
 //! * [`horizontal_response`]: decisions, logged decisions and histories engine → proto.
