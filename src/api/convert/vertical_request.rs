@@ -16,7 +16,10 @@ use crate::{
     engine::vpa::{
         amount::{MAX_RESOURCE_AMOUNT, Resource, Resources, resource_amount_from_float},
         policy::{ContainerResourcePolicy, ContainerScalingMode, PodResourcePolicy},
-        settings::{MAX_DURATION, VpaSettings},
+        settings::{
+            Origin, VpaSettings, duration_violation, interval_count_violation,
+            non_negative_violation, percentile_violation,
+        },
         target::{Observation, OomEvent, UsageSample},
         time::{NANOS_PER_SECOND, Timestamp},
     },
@@ -367,21 +370,17 @@ fn pod_policy(v: &mut Violations, p: &pb::VerticalPolicy) -> PodResourcePolicy {
     PodResourcePolicy { container_policies }
 }
 
-/// `VerticalSettings` → overrides; the ranges of `VpaSettings::validate`, plus percentiles
-/// at most 1 and an interval count of at least 1 (0 would expire every aggregation at once).
+/// `VerticalSettings` → overrides, each present field held to the engine's rule for a
+/// request's value (`engine::vpa::settings`, `Origin::Request`).
 fn vertical_settings(
     v: &mut Violations,
     path: &str,
     s: &pb::VerticalSettings,
 ) -> VerticalOverrides {
+    // The rules are the engine's (`engine::vpa::settings`), for a request's values.
     let mut percentile = |field: &str, x: Option<f64>| {
-        if let Some(x) = x
-            && !(x.is_finite() && (0.0..=1.0).contains(&x))
-        {
-            v.add(
-                format!("{path}.{field}"),
-                "must be a number between 0 and 1",
-            );
+        if let Some(d) = x.and_then(|x| percentile_violation(x, Origin::Request)) {
+            v.add(format!("{path}.{field}"), d);
             return None;
         }
         x
@@ -402,10 +401,8 @@ fn vertical_settings(
         s.upper_bound_memory_percentile,
     );
     let mut ratio = |field: &str, x: Option<f64>| {
-        if let Some(x) = x
-            && !(x.is_finite() && x >= 0.0)
-        {
-            v.add(format!("{path}.{field}"), "must be a finite number >= 0");
+        if let Some(d) = x.and_then(|x| non_negative_violation(x, Origin::Request)) {
+            v.add(format!("{path}.{field}"), d);
             return None;
         }
         x
@@ -427,8 +424,8 @@ fn vertical_settings(
     let mut positive = |field: &str, d: Option<&PbDuration>| {
         let p = format!("{path}.{field}");
         let d = duration(v, &p, d?)?;
-        if d.is_zero() || d > MAX_DURATION {
-            v.add(p, "must be greater than 0 and at most 100 years");
+        if let Some(reason) = duration_violation(d, Origin::Request) {
+            v.add(p, reason);
             return None;
         }
         Some(d)
@@ -453,15 +450,15 @@ fn vertical_settings(
         "memory_aggregation_interval",
         s.memory_aggregation_interval.as_ref(),
     );
-    let memory_aggregation_interval_count = match s.memory_aggregation_interval_count {
-        Some(c) if !(1..=100_000).contains(&c) => {
-            v.add(
-                format!("{path}.memory_aggregation_interval_count"),
-                "must be between 1 and 100000",
-            );
+    let memory_aggregation_interval_count = s.memory_aggregation_interval_count.map(i64::from);
+    let memory_aggregation_interval_count = match memory_aggregation_interval_count
+        .and_then(|c| interval_count_violation(c, Origin::Request))
+    {
+        Some(reason) => {
+            v.add(format!("{path}.memory_aggregation_interval_count"), reason);
             None
         }
-        c => c.map(i64::from),
+        None => memory_aggregation_interval_count,
     };
     let container_recommendation_max_allowed =
         s.container_recommendation_max_allowed.as_ref().map(|a| {
