@@ -95,17 +95,12 @@ impl VerticalService {
                 trust_request_time: self.options.trust_request_time,
                 server_now: clock::vpa_now(),
                 max_clock_skew: self.options.max_clock_skew,
+                defaults: &self.options.defaults,
             },
         )?;
         let span = Span::current();
         span.record("target.key", input.target_key.as_str());
         span.record("samples", input.observations.len());
-        if let Some(overrides) = &input.settings {
-            overrides
-                .apply(&self.options.defaults)
-                .validate()
-                .map_err(convert::settings_invalid)?;
-        }
 
         let defaults = &self.options.defaults;
         let (_, _, report) = self
@@ -148,11 +143,8 @@ impl VerticalService {
             .store
             .load_vertical(&input.target_key)?
             .ok_or_else(|| ApiError::TargetNotFound(input.target_key.clone()))?;
-        let settings = input
-            .settings
-            .over(&state.overrides)
-            .apply(&self.options.defaults);
-        settings.validate().map_err(convert::settings_invalid)?;
+        let settings =
+            convert::effective_settings(&input.settings, &state.overrides, &self.options.defaults)?;
         let recommendation = catch_unwind(AssertUnwindSafe(|| {
             state.target.recommend(
                 input.policy.as_ref(),

@@ -1,6 +1,24 @@
 //! Instants and durations as the engine sees them. The engine never reads a clock: the caller
 //! passes `now`. Milliseconds since the Unix epoch in an `i64` reach far enough back for Go's
 //! zero time (year 1), which upstream fixtures and Go clients leave in unset timestamps.
+//!
+//! # Why the VPA has its own instant (`vpa::time::Timestamp`)
+//!
+//! One nanosecond instant for both engines (issue 15) was tried on paper and left out, because
+//! with an `i64` it changes what the HPA side does today:
+//!
+//! * range: `i64` nanoseconds span 1677..2262. The HPA wire accepts 0001-01-01 ..
+//!   9999-12-31 (`api::convert::wire::timestamp`) and echoes the evaluation time it used; the
+//!   conformance fixtures hold Go's zero time (year 1). Saturating those to 1677 or 2262
+//!   changes responses and stored records; rejecting them changes which requests are valid.
+//! * arithmetic: the HPA adds durations truncated to whole milliseconds (`plus`, `minus`); a
+//!   nanosecond `plus` would move sub-millisecond comparisons (a 1.5 ms readiness delay).
+//! * serde: HPA times are read from legacy JSON records as milliseconds (`store::sled`), VPA
+//!   times are stored as nanoseconds (`VerticalState`); one type has one `Serialize`.
+//!
+//! Unifying needs an `i128` (or seconds + nanos) instant with a millisecond view for the HPA
+//! and `#[serde(with)]` adapters on every stored field of one side: a change across the store
+//! and both engines, to be made together with the store's record work.
 
 use std::time::Duration;
 

@@ -105,25 +105,64 @@ pub struct SettingsError {
     pub reason: String,
 }
 
-fn finite_non_negative(field: &'static str, v: f64) -> Result<(), SettingsError> {
-    if v.is_finite() && v >= 0.0 {
-        Ok(())
-    } else {
-        Err(SettingsError {
-            field,
-            reason: format!("must be a finite number >= 0, got {v}"),
-        })
+/// Whose values a rule checks. The rules are written once, here; a request is held to a
+/// tighter range where a value would be a client's mistake that the server's flags (and
+/// upstream's recommender, whose flags are not validated) let through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// A request's overrides (`api::convert`).
+    Request,
+    /// The server's flags and the conformance fixtures ([`VpaSettings::validate`]).
+    Flags,
+}
+
+/// A percentile: finite and not negative; from a request also at most 1.
+pub fn percentile_violation(x: f64, origin: Origin) -> Option<String> {
+    match origin {
+        Origin::Request => (!(x.is_finite() && (0.0..=1.0).contains(&x)))
+            .then(|| "must be a number between 0 and 1".to_owned()),
+        Origin::Flags => non_negative_violation(x, origin),
     }
 }
 
-fn positive_duration(field: &'static str, d: Duration) -> Result<(), SettingsError> {
-    if d.is_zero() || d > MAX_DURATION {
-        Err(SettingsError {
-            field,
-            reason: format!("must be > 0 and <= 100 years, got {d:?}"),
-        })
-    } else {
-        Ok(())
+/// A ratio, fraction or amount: finite and not negative.
+pub fn non_negative_violation(x: f64, origin: Origin) -> Option<String> {
+    if x.is_finite() && x >= 0.0 {
+        return None;
+    }
+    Some(match origin {
+        Origin::Request => "must be a finite number >= 0".to_owned(),
+        Origin::Flags => format!("must be a finite number >= 0, got {x}"),
+    })
+}
+
+/// An interval or half-life: above zero and at most [`MAX_DURATION`].
+pub fn duration_violation(d: Duration, origin: Origin) -> Option<String> {
+    if !d.is_zero() && d <= MAX_DURATION {
+        return None;
+    }
+    Some(match origin {
+        Origin::Request => "must be greater than 0 and at most 100 years".to_owned(),
+        Origin::Flags => format!("must be > 0 and <= 100 years, got {d:?}"),
+    })
+}
+
+/// `memory_aggregation_interval_count`: at most 100 000; from a request at least 1 (0 would
+/// expire every aggregation at once), from the flags at least 0.
+pub fn interval_count_violation(count: i64, origin: Origin) -> Option<String> {
+    match origin {
+        Origin::Request => {
+            (!(1..=100_000).contains(&count)).then(|| "must be between 1 and 100000".to_owned())
+        }
+        Origin::Flags => (!(0..=100_000).contains(&count))
+            .then(|| format!("must be in [0, 100000], got {count}")),
+    }
+}
+
+fn check(field: &'static str, violation: Option<String>) -> Result<(), SettingsError> {
+    match violation {
+        None => Ok(()),
+        Some(reason) => Err(SettingsError { field, reason }),
     }
 }
 
@@ -150,13 +189,17 @@ impl VpaSettings {
                 "upper_bound_memory_percentile",
                 self.upper_bound_memory_percentile,
             ),
+        ] {
+            check(field, percentile_violation(v, Origin::Flags))?;
+        }
+        for (field, v) in [
             ("safety_margin_fraction", self.safety_margin_fraction),
             ("pod_min_cpu_millicores", self.pod_min_cpu_millicores),
             ("pod_min_memory_mb", self.pod_min_memory_mb),
             ("oom_bump_up_ratio", self.oom_bump_up_ratio),
             ("oom_min_bump_up_bytes", self.oom_min_bump_up_bytes),
         ] {
-            finite_non_negative(field, v)?;
+            check(field, non_negative_violation(v, Origin::Flags))?;
         }
         for (field, d) in [
             ("confidence_interval_cpu", self.confidence_interval_cpu),
@@ -177,17 +220,12 @@ impl VpaSettings {
                 self.memory_aggregation_interval,
             ),
         ] {
-            positive_duration(field, d)?;
+            check(field, duration_violation(d, Origin::Flags))?;
         }
-        if !(0..=100_000).contains(&self.memory_aggregation_interval_count) {
-            return Err(SettingsError {
-                field: "memory_aggregation_interval_count",
-                reason: format!(
-                    "must be in [0, 100000], got {}",
-                    self.memory_aggregation_interval_count
-                ),
-            });
-        }
+        check(
+            "memory_aggregation_interval_count",
+            interval_count_violation(self.memory_aggregation_interval_count, Origin::Flags),
+        )?;
         for (field, v) in [
             (
                 "container_recommendation_max_allowed.cpu",
@@ -208,5 +246,32 @@ impl VpaSettings {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_is_held_to_the_tighter_range_of_the_same_rule() {
+        assert!(percentile_violation(1.5, Origin::Request).is_some());
+        assert_eq!(percentile_violation(1.5, Origin::Flags), None);
+        assert!(interval_count_violation(0, Origin::Request).is_some());
+        assert_eq!(interval_count_violation(0, Origin::Flags), None);
+        for origin in [Origin::Request, Origin::Flags] {
+            assert!(percentile_violation(f64::NAN, origin).is_some());
+            assert!(duration_violation(Duration::ZERO, origin).is_some());
+            assert!(interval_count_violation(100_001, origin).is_some());
+        }
+        let settings = VpaSettings {
+            lower_bound_memory_percentile: -1.0,
+            ..VpaSettings::default()
+        };
+        assert_eq!(
+            settings.validate().unwrap_err().to_string(),
+            "invalid VPA setting lower_bound_memory_percentile: must be a finite number >= 0, got -1"
+        );
+        assert_eq!(VpaSettings::default().validate(), Ok(()));
     }
 }

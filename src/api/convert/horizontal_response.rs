@@ -1,0 +1,222 @@
+//! Engine → proto for the horizontal service: the Recommend response, logged decisions and a
+//! target's history.
+
+use prost_types::Timestamp;
+
+use super::migration;
+use crate::{
+    engine::{
+        condition::{Condition, ConditionType},
+        history::{History, Recommendation, ScaleEvent},
+        hpa::{Decision, MetricOutcome, PodGroups},
+        spec::MetricSpec,
+        time::Time,
+    },
+    pb::v1 as pb,
+    store::DecisionEntry,
+};
+
+/// `Time` as a protobuf `Timestamp`.
+pub fn to_timestamp(t: Time) -> Timestamp {
+    let ms = t.unix_millis();
+    Timestamp {
+        seconds: ms.div_euclid(1000),
+        // rem_euclid(1000) < 1000, so the product fits.
+        nanos: (ms.rem_euclid(1000) as i32) * 1_000_000,
+    }
+}
+
+impl From<&Condition> for pb::Condition {
+    fn from(c: &Condition) -> Self {
+        pb::Condition {
+            r#type: c.condition_type.as_str().to_owned(),
+            status: if c.status { "True" } else { "False" }.to_owned(),
+            reason: c.reason.as_str().to_owned(),
+            message: c.message.clone(),
+        }
+    }
+}
+
+impl From<&PodGroups> for pb::PodGroups {
+    fn from(g: &PodGroups) -> Self {
+        let count = |v: &Vec<String>| u32::try_from(v.len()).unwrap_or(u32::MAX);
+        pb::PodGroups {
+            ready_count: g.ready_count,
+            unready: g.unready.clone(),
+            missing: g.missing.clone(),
+            ignored: g.ignored.clone(),
+            unready_total: count(&g.unready),
+            missing_total: count(&g.missing),
+            ignored_total: count(&g.ignored),
+        }
+    }
+}
+
+/// The source type, name and container of the metric an outcome refers to. An empty spec
+/// means Kubernetes' default metric (cpu at 80% utilization).
+fn metric_identity(metrics: &[MetricSpec], index: usize) -> (pb::MetricSourceType, String, String) {
+    use pb::MetricSourceType as S;
+    match metrics.get(index) {
+        None => (S::Resource, "cpu".to_owned(), String::new()),
+        Some(MetricSpec::Resource { name, .. }) => (S::Resource, name.clone(), String::new()),
+        Some(MetricSpec::ContainerResource {
+            name, container, ..
+        }) => (S::ContainerResource, name.clone(), container.clone()),
+        Some(MetricSpec::Pods { name, .. }) => (S::Pods, name.clone(), String::new()),
+        Some(MetricSpec::Object { name, .. }) => (S::Object, name.clone(), String::new()),
+        Some(MetricSpec::External { name, .. }) => (S::External, name.clone(), String::new()),
+        Some(MetricSpec::Unknown { type_name }) => {
+            (S::Unspecified, type_name.clone(), String::new())
+        }
+    }
+}
+
+fn metric_status(metrics: &[MetricSpec], m: &MetricOutcome) -> pb::MetricStatus {
+    let (source, name, container) = metric_identity(metrics, m.index);
+    let mut status = pb::MetricStatus {
+        r#type: source as i32,
+        name,
+        container,
+        pod_groups: m.pod_groups.as_ref().map(pb::PodGroups::from),
+        ..pb::MetricStatus::default()
+    };
+    match &m.result {
+        Ok(p) => {
+            status.proposed_replicas = Some(p.replicas);
+            status.current_average_utilization = p.current_average_utilization;
+            status.current_average_value_milli = p.current_average_value;
+            status.current_value_milli = p.current_value;
+        }
+        Err(f) => {
+            status.error = f.message.clone();
+            status.error_reason = f.reason.as_str().to_owned();
+        }
+    }
+    status
+}
+
+fn explanation(d: &Decision) -> pb::Explanation {
+    let limited_by = d
+        .conditions
+        .iter()
+        .find(|c| c.condition_type == ConditionType::ScalingLimited && c.status)
+        .map(|c| c.reason.as_str().to_owned())
+        .unwrap_or_default();
+    pb::Explanation {
+        path: d.path.as_str().to_owned(),
+        prenormalized_replicas: d.prenormalized_replicas,
+        stabilized_replicas: d.stabilized_replicas,
+        scale_up_limit: d.scale_up_limit,
+        scale_down_limit: d.scale_down_limit,
+        limited_by,
+        error: d.error.clone().unwrap_or_default(),
+        rescale_reason: d.rescale_reason.clone().unwrap_or_default(),
+    }
+}
+
+/// The Recommend response for a decision.
+pub fn recommend_response(
+    d: &Decision,
+    metrics: &[MetricSpec],
+    now: Time,
+    recorded: bool,
+) -> pb::RecommendResponse {
+    pb::RecommendResponse {
+        desired_replicas: d.desired_replicas,
+        conditions: d.conditions.iter().map(pb::Condition::from).collect(),
+        metrics: d
+            .metrics
+            .iter()
+            .map(|m| metric_status(metrics, m))
+            .collect(),
+        explanation: Some(explanation(d)),
+        evaluation_time: Some(to_timestamp(now)),
+        recorded,
+        removal_candidates: d
+            .extensions
+            .as_ref()
+            .map(|r| migration::removal_candidates(&r.removal_candidates))
+            .unwrap_or_default(),
+        extensions: d.extensions.as_deref().map(migration::report),
+    }
+}
+
+/// A logged decision.
+pub fn decision_record(e: &DecisionEntry) -> pb::DecisionRecord {
+    let d = &e.decision;
+    pb::DecisionRecord {
+        evaluation_time: Some(to_timestamp(e.time)),
+        current_replicas: d.current_replicas,
+        desired_replicas: d.desired_replicas,
+        conditions: d.conditions.iter().map(pb::Condition::from).collect(),
+        metrics: d
+            .metrics
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let mut status = metric_status(&e.metrics, m);
+                // The stored record names at most N pods per group; the totals count all.
+                if let Some(g) = status.pod_groups.as_mut() {
+                    let totals = e.pod_totals(i);
+                    g.unready_total = totals.unready;
+                    g.missing_total = totals.missing;
+                    g.ignored_total = totals.ignored;
+                }
+                status
+            })
+            .collect(),
+        explanation: Some(explanation(d)),
+        run_count: e.run.count,
+        first_evaluation_time: Some(to_timestamp(e.run.first_time)),
+        extensions: d.extensions.as_deref().map(migration::report),
+    }
+}
+
+impl From<&Recommendation> for pb::RecommendationRecord {
+    fn from(r: &Recommendation) -> Self {
+        pb::RecommendationRecord {
+            time: Some(to_timestamp(r.time)),
+            replicas: r.replicas,
+        }
+    }
+}
+
+impl From<&ScaleEvent> for pb::ScaleEventRecord {
+    fn from(e: &ScaleEvent) -> Self {
+        pb::ScaleEventRecord {
+            time: Some(to_timestamp(e.time)),
+            replica_change: e.replica_change,
+            outdated: e.outdated,
+        }
+    }
+}
+
+/// A target's history and logged decisions.
+pub fn target_history(
+    key: &str,
+    history: &History,
+    decisions: &[DecisionEntry],
+) -> pb::TargetHistory {
+    pb::TargetHistory {
+        target_key: key.to_owned(),
+        decisions: decisions.iter().map(decision_record).collect(),
+        recommendations: history
+            .recommendations
+            .iter()
+            .flatten()
+            .map(pb::RecommendationRecord::from)
+            .collect(),
+        scale_up_events: history
+            .scale_up_events
+            .iter()
+            .map(pb::ScaleEventRecord::from)
+            .collect(),
+        scale_down_events: history
+            .scale_down_events
+            .iter()
+            .map(pb::ScaleEventRecord::from)
+            .collect(),
+        next_page_token: String::new(),
+        extension_state: history.extensions.as_ref().map(migration::state),
+    }
+}
