@@ -15,8 +15,8 @@ use std::{collections::HashMap, time::Duration};
 use prost_types::{Duration as PbDuration, Timestamp};
 
 use super::{
-    Context, RecommendInput, Violations, metric_identity, recommend_request, recommend_response,
-    timestamp, to_timestamp,
+    Context, RecommendInput, Violations, horizontal_response::metric_identity, recommend_request,
+    recommend_response, to_timestamp, wire::timestamp,
 };
 use crate::{
     config::Limits,

@@ -54,7 +54,10 @@ impl From<&PodGroups> for pb::PodGroups {
 
 /// The source type, name and container of the metric an outcome refers to. An empty spec
 /// means Kubernetes' default metric (cpu at 80% utilization).
-fn metric_identity(metrics: &[MetricSpec], index: usize) -> (pb::MetricSourceType, String, String) {
+pub(crate) fn metric_identity(
+    metrics: &[MetricSpec],
+    index: usize,
+) -> (pb::MetricSourceType, String, String) {
     use pb::MetricSourceType as S;
     match metrics.get(index) {
         None => (S::Resource, "cpu".to_owned(), String::new()),
