@@ -251,18 +251,18 @@ impl<'m> Source<'m> {
     fn read(self, pod: &Pod) -> Option<(&MetricSample, Option<i64>)> {
         match self {
             Source::Resource { name, container } => {
-                let sample = lookup(&pod.metrics, name)?;
+                let sample = pod.metrics.get(name)?;
                 let value = match container {
                     None => sample.value,
                     Some(c) => pod
                         .containers
                         .iter()
                         .find(|k| k.name == c)
-                        .and_then(|k| lookup(&k.usage, name).copied()),
+                        .and_then(|k| k.usage.get(name).copied()),
                 };
                 Some((sample, value))
             }
-            Source::Pods(name) => lookup(&pod.metrics, name).map(|s| (s, s.value)),
+            Source::Pods(name) => pod.metrics.get(name).map(|s| (s, s.value)),
             Source::Nothing => None,
         }
     }
@@ -271,42 +271,18 @@ impl<'m> Source<'m> {
     fn read_orphan(self, metrics: &BTreeMap<String, MetricSample>) -> Option<Option<i64>> {
         match self {
             Source::Resource { name, container } => {
-                let sample = lookup(metrics, name)?;
+                let sample = metrics.get(name)?;
                 Some(if container.is_none() {
                     sample.value
                 } else {
                     None
                 })
             }
-            Source::Pods(name) => lookup(metrics, name).map(|s| s.value),
+            Source::Pods(name) => metrics.get(name).map(|s| s.value),
             Source::Nothing => None,
         }
     }
 }
-
-/// `map.get(key)` for the small maps of a pod (its samples, its requests, a container's),
-/// read once per pod and metric.
-///
-/// A pod carries a handful of resources and metrics, and `BTreeMap::get` compares keys with
-/// `Ord for str`, one `memcmp` call per key visited; that was most of the cost per pod and
-/// metric. Up to [`SMALL_MAP`] entries (one B-tree leaf, searched linearly anyway) this scans
-/// the entries and compares lengths first and bytes inline; a larger map is searched as usual.
-fn lookup<'m, V>(map: &'m BTreeMap<String, V>, key: &str) -> Option<&'m V> {
-    if map.len() > SMALL_MAP {
-        return map.get(key);
-    }
-    let key = key.as_bytes();
-    map.iter()
-        .find(|(k, _)| {
-            let k = k.as_bytes();
-            k.len() == key.len() && k.iter().zip(key).all(|(a, b)| a == b)
-        })
-        .map(|(_, v)| v)
-}
-
-/// The largest map [`lookup`] scans: the capacity of one B-tree leaf (`2 * B - 1` with
-/// `B = 6` in the standard library).
-const SMALL_MAP: usize = 11;
 
 /// One metric's walk over the observation: what the metrics API answered (`items`), how
 /// `groupPods` sorted the listed pods, and the sums the ratios take over what is left once
@@ -1012,14 +988,14 @@ fn pod_request(pod: &Pod, container: Option<&str>, resource: &str) -> Result<i64
                 .iter()
                 .find(|k| k.name == c)
                 .ok_or_else(|| format!("container {c} not found in Pod {}", pod.name))?;
-            lookup(&k.requests, resource).copied().ok_or_else(|| {
+            k.requests.get(resource).copied().ok_or_else(|| {
                 format!(
                     "missing request for {resource} in container {c} of Pod {}",
                     pod.name
                 )
             })
         }
-        None => lookup(&pod.requests, resource).copied().ok_or_else(|| {
+        None => pod.requests.get(resource).copied().ok_or_else(|| {
             match pod
                 .containers
                 .iter()

@@ -797,16 +797,3 @@ proptest! {
         );
     }
 }
-
-proptest! {
-    /// The scan of small maps finds exactly what `BTreeMap::get` finds, below and above the
-    /// size where it hands over to the B-tree search, prefixes and empty keys included.
-    #[test]
-    fn lookup_agrees_with_btree_get(
-        keys in proptest::collection::btree_set("[a-c]{0,3}", 0..20),
-        key in "[a-c]{0,3}",
-    ) {
-        let map: BTreeMap<String, usize> = keys.into_iter().enumerate().map(|(i, k)| (k, i)).collect();
-        prop_assert_eq!(lookup(&map, &key), map.get(key.as_str()));
-    }
-}
