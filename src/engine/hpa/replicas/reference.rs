@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::{
     CPU, Calc, Computed, Ctx, GO_ZERO_TIME, NO_PODS, NO_TARGETED_METRICS, ceil_i32, count_f64,
-    saturate_i64,
+    pod_request, saturate_i64,
 };
 use crate::engine::{
     hpa::PodGroups,
@@ -602,50 +602,14 @@ fn filled(value: i64) -> Sample {
     }
 }
 
-/// `calculateRequests` for every listed pod (ignored pods included). The observation carries
-/// each pod's request summed as upstream sums it (`Pod::requests`) and each container's
-/// request; a pod or container without one is an error naming it.
+/// `calculateRequests` for every listed pod (ignored pods included): the first error, else
+/// every pod's request (read as the calculator reads one).
 fn calculate_requests(
     pods: &[Pod],
     container: Option<&str>,
     resource: &str,
 ) -> Result<Vec<i64>, String> {
-    let mut requests = Vec::with_capacity(pods.len());
-    for pod in pods {
-        let request = match container {
-            Some(c) => {
-                let k = pod
-                    .containers
-                    .iter()
-                    .find(|k| k.name == c)
-                    .ok_or_else(|| format!("container {c} not found in Pod {}", pod.name))?;
-                *k.requests.get(resource).ok_or_else(|| {
-                    format!(
-                        "missing request for {resource} in container {c} of Pod {}",
-                        pod.name
-                    )
-                })?
-            }
-            None => match pod.requests.get(resource) {
-                Some(r) => *r,
-                None => {
-                    return Err(
-                        match pod
-                            .containers
-                            .iter()
-                            .find(|k| !k.requests.contains_key(resource))
-                        {
-                            Some(k) => format!(
-                                "missing request for {resource} in container {} of Pod {}",
-                                k.name, pod.name
-                            ),
-                            None => format!("missing request for {resource} in Pod {}", pod.name),
-                        },
-                    );
-                }
-            },
-        };
-        requests.push(request);
-    }
-    Ok(requests)
+    pods.iter()
+        .map(|pod| pod_request(pod, container, resource))
+        .collect()
 }
