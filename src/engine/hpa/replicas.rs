@@ -21,11 +21,11 @@
 //! * the saturation points upstream spells out (Object/External Value proposals above
 //!   `MaxInt32`, External AverageValue proposals and status) are reproduced.
 
-use std::time::Duration;
+use std::collections::BTreeMap;
 
 use crate::engine::{
     condition::ConditionReason,
-    observation::{Observation, Pod, PodPhase},
+    observation::{MetricSample, Observation, Pod, PodPhase},
     settings::Settings,
     spec::{MetricSpec, MetricTarget, MetricTargetType},
     time::Time,
@@ -158,23 +158,7 @@ pub fn group_pods(
     settings: &Settings,
     now: Time,
 ) -> PodGroups {
-    let (samples, resource) = match metric {
-        MetricSpec::Resource { name, .. } => (
-            resource_samples(observation, name, None).samples,
-            name.as_str(),
-        ),
-        MetricSpec::ContainerResource {
-            name, container, ..
-        } => (
-            resource_samples(observation, name, Some(container)).samples,
-            name.as_str(),
-        ),
-        MetricSpec::Pods { name, .. } => (pods_metric_samples(observation, name).samples, ""),
-        MetricSpec::Object { .. } | MetricSpec::External { .. } | MetricSpec::Unknown { .. } => {
-            (Samples::with_pods(observation.pods.len()), "")
-        }
-    };
-    group(&observation.pods, &samples, resource, settings, now).to_pod_groups(&observation.pods)
+    walk(observation, Source::of(metric), false, settings, now).to_pod_groups(&observation.pods)
 }
 
 /// The error `computeReplicasForMetric` returns for a failed metric: the condition's error
@@ -213,195 +197,207 @@ fn fail(reason: ConditionReason, message: String) -> MetricFailure {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Samples (`metrics/client.go`)
+// One walk over the pods: samples (`metrics/client.go`), `groupPods` and the sums
 // ---------------------------------------------------------------------------------------------
 
-/// One pod's sample (`metricsclient.PodMetric`).
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Sample {
-    value: i64,
-    timestamp: Time,
-    window: Duration,
+/// Where a metric's per-pod value comes from.
+#[derive(Clone, Copy)]
+enum Source<'m> {
+    /// `GetResourceMetric` → `getPodMetrics` / `getContainerMetrics`: the pod value is the
+    /// sum over containers (absent when a container lacks the resource, which the
+    /// observation gives as a `None` value); with a container name, that container's usage.
+    /// Orphan samples count as items; they carry no containers, so they have no container
+    /// value.
+    Resource {
+        name: &'m str,
+        container: Option<&'m str>,
+    },
+    /// `GetRawMetric`: one value per pod from the custom metrics API, orphans included.
+    Pods(&'m str),
+    /// Object, External and unknown metrics: no per-pod samples.
+    Nothing,
 }
 
-/// `PodMetricsInfo`: the samples of one metric, for the listed pods by their index in
-/// `observation.pods`, and the values of the samples for pods that are not listed.
+impl<'m> Source<'m> {
+    fn of(metric: &'m MetricSpec) -> Self {
+        match metric {
+            MetricSpec::Resource { name, .. } => Source::Resource {
+                name,
+                container: None,
+            },
+            MetricSpec::ContainerResource {
+                name, container, ..
+            } => Source::Resource {
+                name,
+                container: Some(container),
+            },
+            MetricSpec::Pods { name, .. } => Source::Pods(name),
+            MetricSpec::Object { .. }
+            | MetricSpec::External { .. }
+            | MetricSpec::Unknown { .. } => Source::Nothing,
+        }
+    }
+
+    /// The resource whose name decides the CPU rules of `groupPods` (Pods metrics never get
+    /// them: upstream passes no resource name).
+    fn resource(self) -> &'m str {
+        match self {
+            Source::Resource { name, .. } => name,
+            Source::Pods(_) | Source::Nothing => "",
+        }
+    }
+
+    /// A listed pod's item of the metrics API (`None`: no item) and its usable value.
+    fn read(self, pod: &Pod) -> Option<(&MetricSample, Option<i64>)> {
+        match self {
+            Source::Resource { name, container } => {
+                let sample = pod.metrics.get(name)?;
+                let value = match container {
+                    None => sample.value,
+                    Some(c) => pod
+                        .containers
+                        .iter()
+                        .find(|k| k.name == c)
+                        .and_then(|k| k.usage.get(name).copied()),
+                };
+                Some((sample, value))
+            }
+            Source::Pods(name) => pod.metrics.get(name).map(|s| (s, s.value)),
+            Source::Nothing => None,
+        }
+    }
+
+    /// An orphan's item (`None`: no item) and its usable value.
+    fn read_orphan(self, metrics: &BTreeMap<String, MetricSample>) -> Option<Option<i64>> {
+        match self {
+            Source::Resource { name, container } => {
+                let sample = metrics.get(name)?;
+                Some(if container.is_none() {
+                    sample.value
+                } else {
+                    None
+                })
+            }
+            Source::Pods(name) => metrics.get(name).map(|s| s.value),
+            Source::Nothing => None,
+        }
+    }
+}
+
+/// One metric's walk over the observation: what the metrics API answered (`items`), how
+/// `groupPods` sorted the listed pods, and the sums the ratios take over what is left once
+/// `removeMetricsForPods` dropped the ignored and unready pods (the ready pods and the
+/// samples of unlisted pods).
 ///
-/// Upstream keys the samples by pod name. Pod names are unique and no orphan sample names a
-/// listed pod (`validate_observation` rejects both), so an index is the same key without a
-/// string comparison or an allocation per pod: one evaluation costs a few vectors per metric,
-/// and every sum below is exact (`i128`), so the iteration order does not matter.
+/// Upstream keys samples and requests by pod name, builds `PodMetricsInfo`, groups it, deletes
+/// from it and sums it: four passes and a map per metric. Every sum is exact (`i128`), so the
+/// order of the terms does not matter, and the ready pods are exactly the listed pods whose
+/// sample survives the removal (pod names are unique and no orphan names a listed pod, which
+/// `validate_observation` guarantees). So one pass that sums as it groups gives the same
+/// figures without an allocation or a string comparison per pod; the pods that are not ready
+/// are kept as indices for the rare second step (missing and unready pods filled in).
 #[derive(Debug, Default)]
-struct Samples {
-    listed: Vec<Option<Sample>>,
-    /// Orphans carry no request and are never grouped: only their values are read.
-    orphans: Vec<i64>,
-    /// The number of `Some` in `listed` plus `orphans.len()`.
-    len: usize,
-}
-
-impl Samples {
-    fn with_pods(pods: usize) -> Self {
-        Samples {
-            listed: vec![None; pods],
-            orphans: Vec::new(),
-            len: 0,
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    fn get(&self, pod: usize) -> Option<&Sample> {
-        self.listed.get(pod).and_then(Option::as_ref)
-    }
-
-    /// `samples[pod] = sample` (insert or replace).
-    fn insert(&mut self, pod: usize, sample: Sample) {
-        if let Some(slot) = self.listed.get_mut(pod) {
-            if slot.is_none() {
-                self.len += 1;
-            }
-            *slot = Some(sample);
-        }
-    }
-
-    /// The first sample for a pod wins (`entry().or_insert`), as a map keyed by name did.
-    fn insert_if_absent(&mut self, pod: usize, sample: Sample) {
-        if self.get(pod).is_none() {
-            self.insert(pod, sample);
-        }
-    }
-
-    fn push_orphan(&mut self, value: i64) {
-        self.orphans.push(value);
-        self.len += 1;
-    }
-
-    /// `removeMetricsForPods`.
-    fn remove(&mut self, pods: &[usize]) {
-        for &pod in pods {
-            if let Some(slot) = self.listed.get_mut(pod)
-                && slot.take().is_some()
-            {
-                self.len -= 1;
-            }
-        }
-    }
-
-    /// Every value, listed pods and orphans.
-    fn values(&self) -> impl Iterator<Item = i64> + '_ {
-        self.listed
-            .iter()
-            .flatten()
-            .map(|s| s.value)
-            .chain(self.orphans.iter().copied())
-    }
-}
-
-/// What a metrics API answered: `items` counts the API's items (for its "no metrics
-/// returned" error), `samples` holds the pods with a usable value.
-struct Fetched {
+struct Walk {
+    /// Items of the metrics API: listed pods and orphans with an entry for the metric.
     items: usize,
-    samples: Samples,
-}
-
-/// `GetResourceMetric` → `getPodMetrics` / `getContainerMetrics`: the pod value is the sum
-/// over containers (absent when a container lacks the resource, which the observation gives
-/// as a `None` value); with a container name, that container's usage. Orphan samples count
-/// as items; they carry no containers, so they have no container value.
-fn resource_samples(observation: &Observation, resource: &str, container: Option<&str>) -> Fetched {
-    let mut items = 0usize;
-    let mut samples = Samples::with_pods(observation.pods.len());
-    for (i, pod) in observation.pods.iter().enumerate() {
-        let Some(sample) = pod.metrics.get(resource) else {
-            continue;
-        };
-        items += 1;
-        let value = match container {
-            None => sample.value,
-            Some(c) => pod
-                .containers
-                .iter()
-                .find(|k| k.name == c)
-                .and_then(|k| k.usage.get(resource).copied()),
-        };
-        if let Some(value) = value {
-            samples.insert_if_absent(
-                i,
-                Sample {
-                    value,
-                    timestamp: sample.timestamp,
-                    window: sample.window,
-                },
-            );
-        }
-    }
-    for metrics in observation.orphan_samples.values() {
-        let Some(sample) = metrics.get(resource) else {
-            continue;
-        };
-        items += 1;
-        if container.is_none()
-            && let Some(value) = sample.value
-        {
-            samples.push_orphan(value);
-        }
-    }
-    Fetched { items, samples }
-}
-
-/// `GetRawMetric`: one value per pod from the custom metrics API, orphans included.
-fn pods_metric_samples(observation: &Observation, metric: &str) -> Fetched {
-    let mut items = 0usize;
-    let mut samples = Samples::with_pods(observation.pods.len());
-    for (i, pod) in observation.pods.iter().enumerate() {
-        let Some(sample) = pod.metrics.get(metric) else {
-            continue;
-        };
-        items += 1;
-        if let Some(value) = sample.value {
-            samples.insert_if_absent(
-                i,
-                Sample {
-                    value,
-                    timestamp: sample.timestamp,
-                    window: sample.window,
-                },
-            );
-        }
-    }
-    for metrics in observation.orphan_samples.values() {
-        let Some(sample) = metrics.get(metric) else {
-            continue;
-        };
-        items += 1;
-        if let Some(value) = sample.value {
-            samples.push_orphan(value);
-        }
-    }
-    Fetched { items, samples }
-}
-
-// ---------------------------------------------------------------------------------------------
-// groupPods
-// ---------------------------------------------------------------------------------------------
-
-/// `groupPods`' four sets, as indices into `observation.pods` in pod order.
-#[derive(Debug, Default)]
-struct Grouping {
     ready_count: usize,
+    /// `groupPods`' other sets, as indices into `observation.pods` in pod order.
     unready: Vec<usize>,
     missing: Vec<usize>,
     ignored: Vec<usize>,
+    /// Σ sample over the ready pods.
+    ready_sum: i128,
+    /// Σ request over the ready pods (when requests were asked for).
+    ready_requests: i128,
+    /// `calculateRequests`' error: the first listed pod (ignored pods included) without a
+    /// request, when requests were asked for.
+    request_error: Option<String>,
+    /// Samples of unlisted pods with a usable value, and their sum.
+    orphan_count: usize,
+    orphan_sum: i128,
 }
 
-impl Grouping {
+/// Walks the pods once for one metric; with `requests` (the utilization path) it also reads
+/// every pod's request as `calculateRequests` does and sums those of the ready pods.
+///
+/// `groupPods`: in this order, a pod is ignored (deleting or Failed), unready (Pending),
+/// missing (no sample), unready by the CPU rules (cpu only), else ready.
+///
+/// The CPU rules distrust samples taken while a pod starts: CPU usage during start-up says
+/// little about steady load. While `start + cpu_initialization_period` is after `now`, the
+/// pod counts only if Ready and its sample covers a full window after the last readiness
+/// change; after that, it is unready only if it is not Ready and turned so within
+/// `initial_readiness_delay` of starting (it has never been ready). All comparisons are
+/// strict (`After`/`Before`).
+fn walk(
+    observation: &Observation,
+    source: Source<'_>,
+    requests: bool,
+    settings: &Settings,
+    now: Time,
+) -> Walk {
+    let mut w = Walk::default();
+    let resource = source.resource();
+    let cpu = resource == CPU;
+    let container = match source {
+        Source::Resource { container, .. } => container,
+        Source::Pods(_) | Source::Nothing => None,
+    };
+    for (i, pod) in observation.pods.iter().enumerate() {
+        let read = source.read(pod);
+        if read.is_some() {
+            w.items += 1;
+        }
+        let request = if requests {
+            match pod_request(pod, container, resource) {
+                Ok(r) => r,
+                Err(e) => {
+                    w.request_error.get_or_insert(e);
+                    0
+                }
+            }
+        } else {
+            0
+        };
+        if pod.deleting || pod.phase == PodPhase::Failed {
+            w.ignored.push(i);
+            continue;
+        }
+        if pod.phase == PodPhase::Pending {
+            w.unready.push(i);
+            continue;
+        }
+        let Some((sample, Some(value))) = read else {
+            w.missing.push(i);
+            continue;
+        };
+        if cpu && cpu_unready(pod, sample, settings, now) {
+            w.unready.push(i);
+            continue;
+        }
+        w.ready_count += 1;
+        w.ready_sum += i128::from(value);
+        w.ready_requests += i128::from(request);
+    }
+    for metrics in observation.orphan_samples.values() {
+        let Some(value) = source.read_orphan(metrics) else {
+            continue;
+        };
+        w.items += 1;
+        if let Some(value) = value {
+            w.orphan_count += 1;
+            w.orphan_sum += i128::from(value);
+        }
+    }
+    w
+}
+
+impl Walk {
+    /// The number of samples left after `removeMetricsForPods`: ready pods and orphans.
+    fn sample_count(&self) -> usize {
+        self.ready_count + self.orphan_count
+    }
+
     /// The decision's copy: names sorted (upstream's sets print sorted). Only the pods that
     /// are not ready are copied, so a steady target copies nothing.
     fn to_pod_groups(&self, pods: &[Pod]) -> PodGroups {
@@ -419,48 +415,8 @@ impl Grouping {
     }
 }
 
-/// `groupPods`: in this order, a pod is ignored (deleting or Failed), unready (Pending),
-/// missing (no sample), unready by the CPU rules (cpu only), else ready.
-///
-/// The CPU rules distrust samples taken while a pod starts: CPU usage during start-up says
-/// little about steady load. While `start + cpu_initialization_period` is after `now`, the
-/// pod counts only if Ready and its sample covers a full window after the last readiness
-/// change; after that, it is unready only if it is not Ready and turned so within
-/// `initial_readiness_delay` of starting (it has never been ready). All comparisons are
-/// strict (`After`/`Before`).
-fn group(
-    pods: &[Pod],
-    samples: &Samples,
-    resource: &str,
-    settings: &Settings,
-    now: Time,
-) -> Grouping {
-    let mut g = Grouping::default();
-    let cpu = resource == CPU;
-    for (i, pod) in pods.iter().enumerate() {
-        if pod.deleting || pod.phase == PodPhase::Failed {
-            g.ignored.push(i);
-            continue;
-        }
-        if pod.phase == PodPhase::Pending {
-            g.unready.push(i);
-            continue;
-        }
-        let Some(sample) = samples.get(i) else {
-            g.missing.push(i);
-            continue;
-        };
-        if cpu && cpu_unready(pod, sample, settings, now) {
-            g.unready.push(i);
-            continue;
-        }
-        g.ready_count += 1;
-    }
-    g
-}
-
 /// The CPU branch of `groupPods`.
-fn cpu_unready(pod: &Pod, sample: &Sample, settings: &Settings, now: Time) -> bool {
+fn cpu_unready(pod: &Pod, sample: &MetricSample, settings: &Settings, now: Time) -> bool {
     let (Some(ready), Some(start)) = (pod.ready, pod.start_time) else {
         return true;
     };
@@ -491,27 +447,16 @@ const NO_TARGETED_METRICS: &str =
 // Ratios (`metrics/utilization.go`)
 // ---------------------------------------------------------------------------------------------
 
-/// `GetResourceUtilizationRatio`: over the pods with both a sample and a request (samples of
-/// unlisted pods are skipped), `utilization = (Σ sample × 100) ÷ Σ request` truncated to an
-/// integer percentage, `ratio = utilization ÷ target` (from the truncated percentage), and
-/// the raw average `Σ sample ÷ count` (integer division).
+/// `GetResourceUtilizationRatio` on the sums over the pods with both a sample and a request
+/// (samples of unlisted pods are skipped): `utilization = (Σ sample × 100) ÷ Σ request`
+/// truncated to an integer percentage, `ratio = utilization ÷ target` (from the truncated
+/// percentage), and the raw average `Σ sample ÷ count` (integer division).
 fn utilization_ratio(
-    samples: &Samples,
-    requests: &[i64],
+    sample_sum: i128,
+    request_sum: i128,
+    count: usize,
     target: i32,
 ) -> Result<(f64, i32, i64), String> {
-    let mut sample_sum: i128 = 0;
-    let mut request_sum: i128 = 0;
-    let mut count: i128 = 0;
-    // Orphans have no request: only listed pods count.
-    for (sample, request) in samples.listed.iter().zip(requests) {
-        let Some(sample) = sample else {
-            continue;
-        };
-        sample_sum += i128::from(sample.value);
-        request_sum += i128::from(*request);
-        count += 1;
-    }
     if request_sum == 0 {
         return Err("no metrics returned matched known pods".to_string());
     }
@@ -519,7 +464,8 @@ fn utilization_ratio(
     let utilization = i32::try_from(percentage)
         .map_err(|_| format!("resource utilization {percentage} is outside the int32 range"))?;
     // count > 0 because request_sum != 0; an average of i64 values fits i64.
-    let raw_average = saturate_i64(sample_sum / count.max(1));
+    let count = i128::try_from(count).unwrap_or(i128::MAX).max(1);
+    let raw_average = saturate_i64(sample_sum / count);
     Ok((
         f64::from(utilization) / f64::from(target),
         utilization,
@@ -527,11 +473,10 @@ fn utilization_ratio(
     ))
 }
 
-/// `GetMetricUsageRatio`: `usage = Σ sample ÷ count` (integer division), `ratio = usage ÷
-/// target`. Every sample counts, unlisted pods included.
-fn usage_ratio(samples: &Samples, target: i64) -> (f64, i64) {
-    let sum: i128 = samples.values().map(i128::from).sum();
-    let count = i128::try_from(samples.len()).unwrap_or(i128::MAX).max(1);
+/// `GetMetricUsageRatio` on the sum and count of every sample, unlisted pods included:
+/// `usage = Σ sample ÷ count` (integer division), `ratio = usage ÷ target`.
+fn usage_ratio(sum: i128, count: usize, target: i64) -> (f64, i64) {
+    let count = i128::try_from(count).unwrap_or(i128::MAX).max(1);
     let usage = saturate_i64(sum / count);
     (usage as f64 / target as f64, usage)
 }
@@ -635,14 +580,20 @@ impl<'a> Ctx<'a> {
                     .to_string(),
             )
         } else {
-            let f = resource_samples(self.observation, resource, container);
-            if f.items == 0 {
+            // Only the utilization path reads requests (`calculateRequests`).
+            let requests = matches!(kind, Kind::Utilization(_));
+            let source = Source::Resource {
+                name: resource,
+                container,
+            };
+            let w = walk(self.observation, source, requests, self.settings, self.now);
+            if w.items == 0 {
                 Err("no metrics returned from resource metrics API".to_string())
             } else {
-                Ok(f.samples)
+                Ok(w)
             }
         };
-        let samples = match fetched {
+        let walked = match fetched {
             Ok(s) => s,
             Err(e) => {
                 return (
@@ -654,9 +605,9 @@ impl<'a> Ctx<'a> {
             }
         };
         let (result, groups) = match kind {
-            Kind::Average(average) => self.plain_metric_replicas(samples, average, resource),
+            Kind::Average(average) => self.plain_metric_replicas(walked, average),
             Kind::Utilization(utilization) => {
-                self.utilization_replicas(samples, utilization, resource, container)
+                self.utilization_replicas(walked, utilization, resource, container)
             }
         };
         (
@@ -670,7 +621,7 @@ impl<'a> Ctx<'a> {
     /// `GetResourceReplicas` after the fetch.
     fn utilization_replicas(
         &self,
-        mut samples: Samples,
+        w: Walk,
         target: i32,
         resource: &str,
         container: Option<&str>,
@@ -680,22 +631,18 @@ impl<'a> Ctx<'a> {
         if pods.is_empty() {
             return (Err(NO_PODS.to_string()), None);
         }
-        let g = group(pods, &samples, resource, self.settings, self.now);
-        let groups = Some(g.to_pod_groups(pods));
-        samples.remove(&g.ignored);
-        samples.remove(&g.unready);
-        if samples.is_empty() {
+        let groups = Some(w.to_pod_groups(pods));
+        if w.sample_count() == 0 {
             return (Err(NO_TARGETED_METRICS.to_string()), groups);
         }
-        let requests = match calculate_requests(pods, container, resource) {
-            Ok(r) => r,
-            Err(e) => return (Err(e), groups),
-        };
-        let (ratio, utilization, raw_average) = match utilization_ratio(&samples, &requests, target)
-        {
-            Ok(v) => v,
-            Err(e) => return (Err(e), groups),
-        };
+        if let Some(e) = w.request_error {
+            return (Err(e), groups);
+        }
+        let (ratio, utilization, raw_average) =
+            match utilization_ratio(w.ready_sum, w.ready_requests, w.ready_count, target) {
+                Ok(v) => v,
+                Err(e) => return (Err(e), groups),
+            };
         let done = |replicas| {
             Ok(Computed {
                 replicas,
@@ -706,43 +653,52 @@ impl<'a> Ctx<'a> {
             })
         };
 
-        let scale_up_with_unready = !g.unready.is_empty() && ratio > 1.0;
-        if !scale_up_with_unready && g.missing.is_empty() {
+        let scale_up_with_unready = !w.unready.is_empty() && ratio > 1.0;
+        if !scale_up_with_unready && w.missing.is_empty() {
             if self.tolerances.is_within(ratio) {
                 return (done(current), groups);
             }
-            return (done(ceil_i32(ratio * count_f64(g.ready_count))), groups);
+            return (done(ceil_i32(ratio * count_f64(w.ready_count))), groups);
         }
 
-        if !g.missing.is_empty() {
+        // The pods filled in join the sums with their requests (every listed pod has one:
+        // `request_error` is unset).
+        let request = |pod: usize| pod_request(&pods[pod], container, resource).unwrap_or(0);
+        let (mut sample_sum, mut request_sum) = (w.ready_sum, w.ready_requests);
+        let mut filled = 0usize;
+        if !w.missing.is_empty() {
             if ratio < 1.0 {
                 // On a scale-down a missing pod is taken at its full request, or at the
                 // target when that is above 100 %, so that it never pushes further down.
                 let fallback = i128::from(target.max(100));
-                for &pod in &g.missing {
-                    let request = requests.get(pod).copied().unwrap_or(0);
-                    let value = saturate_i64(i128::from(request) * fallback / 100);
-                    samples.insert(pod, filled(value));
+                for &pod in &w.missing {
+                    let request = request(pod);
+                    sample_sum += i128::from(saturate_i64(i128::from(request) * fallback / 100));
+                    request_sum += i128::from(request);
+                    filled += 1;
                 }
             } else if ratio > 1.0 {
                 // On a scale-up it is taken as idle, so that it never pushes further up.
-                for &pod in &g.missing {
-                    samples.insert(pod, filled(0));
+                for &pod in &w.missing {
+                    request_sum += i128::from(request(pod));
+                    filled += 1;
                 }
             }
         }
         if scale_up_with_unready {
-            for &pod in &g.unready {
-                samples.insert(pod, filled(0));
+            for &pod in &w.unready {
+                request_sum += i128::from(request(pod));
+                filled += 1;
             }
         }
 
-        let new_ratio = match utilization_ratio(&samples, &requests, target) {
-            Ok((r, _, _)) => r,
-            Err(e) => return (Err(e), groups),
-        };
+        let new_ratio =
+            match utilization_ratio(sample_sum, request_sum, w.ready_count + filled, target) {
+                Ok((r, _, _)) => r,
+                Err(e) => return (Err(e), groups),
+            };
         (
-            done(self.rebalanced(current, ratio, new_ratio, samples.len())),
+            done(self.rebalanced(current, ratio, new_ratio, w.sample_count() + filled)),
             groups,
         )
     }
@@ -766,27 +722,24 @@ impl<'a> Ctx<'a> {
         new_replicas
     }
 
-    /// `calcPlainMetricReplicas`: Pods metrics (`resource` empty) and Resource /
-    /// ContainerResource AverageValue targets (`resource` set, so the CPU rules apply).
+    /// `calcPlainMetricReplicas`: Pods metrics and Resource / ContainerResource AverageValue
+    /// targets (walked with their resource, so the CPU rules applied).
     fn plain_metric_replicas(
         &self,
-        mut samples: Samples,
+        w: Walk,
         target: i64,
-        resource: &str,
     ) -> (Result<Computed, String>, Option<PodGroups>) {
         let pods = &self.observation.pods;
         let current = self.spec_replicas();
         if pods.is_empty() {
             return (Err(NO_PODS.to_string()), None);
         }
-        let g = group(pods, &samples, resource, self.settings, self.now);
-        let groups = Some(g.to_pod_groups(pods));
-        samples.remove(&g.ignored);
-        samples.remove(&g.unready);
-        if samples.is_empty() {
+        let groups = Some(w.to_pod_groups(pods));
+        if w.sample_count() == 0 {
             return (Err(NO_TARGETED_METRICS.to_string()), groups);
         }
-        let (ratio, usage) = usage_ratio(&samples, target);
+        let sum = w.ready_sum + w.orphan_sum;
+        let (ratio, usage) = usage_ratio(sum, w.sample_count(), target);
         let done = |replicas| {
             Ok(Computed {
                 replicas,
@@ -797,34 +750,32 @@ impl<'a> Ctx<'a> {
             })
         };
 
-        let scale_up_with_unready = !g.unready.is_empty() && ratio > 1.0;
-        if !scale_up_with_unready && g.missing.is_empty() {
+        let scale_up_with_unready = !w.unready.is_empty() && ratio > 1.0;
+        if !scale_up_with_unready && w.missing.is_empty() {
             if self.tolerances.is_within(ratio) {
                 return (done(current), groups);
             }
-            return (done(ceil_i32(ratio * count_f64(g.ready_count))), groups);
+            return (done(ceil_i32(ratio * count_f64(w.ready_count))), groups);
         }
 
-        if !g.missing.is_empty() {
+        // Missing pods are taken at the target on a scale-down and as idle on a scale-up,
+        // unready pods as idle on a scale-up.
+        let (mut sum, mut count) = (sum, w.sample_count());
+        if !w.missing.is_empty() {
             if ratio < 1.0 {
-                for &pod in &g.missing {
-                    samples.insert(pod, filled(target));
-                }
+                sum += i128::from(target) * i128::try_from(w.missing.len()).unwrap_or(0);
+                count += w.missing.len();
             } else if ratio > 1.0 {
-                for &pod in &g.missing {
-                    samples.insert(pod, filled(0));
-                }
+                count += w.missing.len();
             }
         }
         if scale_up_with_unready {
-            for &pod in &g.unready {
-                samples.insert(pod, filled(0));
-            }
+            count += w.unready.len();
         }
 
-        let (new_ratio, _) = usage_ratio(&samples, target);
+        let (new_ratio, _) = usage_ratio(sum, count, target);
         (
-            done(self.rebalanced(current, ratio, new_ratio, samples.len())),
+            done(self.rebalanced(current, ratio, new_ratio, count)),
             groups,
         )
     }
@@ -838,24 +789,30 @@ impl<'a> Ctx<'a> {
                 None,
             );
         };
-        let samples = if self.unavailable(name) {
+        let walked = if self.unavailable(name) {
             Err(
                 "unable to fetch metrics from custom metrics API: the metric is unavailable"
                     .to_string(),
             )
         } else {
-            let f = pods_metric_samples(self.observation, name);
-            if f.items == 0 {
+            let w = walk(
+                self.observation,
+                Source::Pods(name),
+                false,
+                self.settings,
+                self.now,
+            );
+            if w.items == 0 {
                 Err("no metrics returned from custom metrics API".to_string())
             } else {
-                Ok(f.samples)
+                Ok(w)
             }
         };
-        let samples = match samples {
-            Ok(s) => s,
+        let walked = match walked {
+            Ok(w) => w,
             Err(e) => return (Err(format!("unable to get metric {name}: {e}")), None),
         };
-        let (result, groups) = self.plain_metric_replicas(samples, average, "");
+        let (result, groups) = self.plain_metric_replicas(walked, average);
         (result.map(Computed::into_proposal), groups)
     }
 
@@ -1020,62 +977,41 @@ impl<'a> Ctx<'a> {
     }
 }
 
-/// A sample put in for a missing or unready pod; only its value is read afterwards.
-fn filled(value: i64) -> Sample {
-    Sample {
-        value,
-        timestamp: GO_ZERO_TIME,
-        window: Duration::ZERO,
-    }
-}
-
-/// `calculateRequests` for every listed pod (ignored pods included). The observation carries
-/// each pod's request summed as upstream sums it (`Pod::requests`) and each container's
-/// request; a pod or container without one is an error naming it.
-fn calculate_requests(
-    pods: &[Pod],
-    container: Option<&str>,
-    resource: &str,
-) -> Result<Vec<i64>, String> {
-    let mut requests = Vec::with_capacity(pods.len());
-    for pod in pods {
-        let request = match container {
-            Some(c) => {
-                let k = pod
-                    .containers
-                    .iter()
-                    .find(|k| k.name == c)
-                    .ok_or_else(|| format!("container {c} not found in Pod {}", pod.name))?;
-                *k.requests.get(resource).ok_or_else(|| {
-                    format!(
-                        "missing request for {resource} in container {c} of Pod {}",
-                        pod.name
-                    )
-                })?
+/// One pod's request as `calculateRequests` reads it: the observation carries each pod's
+/// request summed as upstream sums it (`Pod::requests`) and each container's request; a pod
+/// or container without one is an error naming it.
+fn pod_request(pod: &Pod, container: Option<&str>, resource: &str) -> Result<i64, String> {
+    match container {
+        Some(c) => {
+            let k = pod
+                .containers
+                .iter()
+                .find(|k| k.name == c)
+                .ok_or_else(|| format!("container {c} not found in Pod {}", pod.name))?;
+            k.requests.get(resource).copied().ok_or_else(|| {
+                format!(
+                    "missing request for {resource} in container {c} of Pod {}",
+                    pod.name
+                )
+            })
+        }
+        None => pod.requests.get(resource).copied().ok_or_else(|| {
+            match pod
+                .containers
+                .iter()
+                .find(|k| !k.requests.contains_key(resource))
+            {
+                Some(k) => format!(
+                    "missing request for {resource} in container {} of Pod {}",
+                    k.name, pod.name
+                ),
+                None => format!("missing request for {resource} in Pod {}", pod.name),
             }
-            None => match pod.requests.get(resource) {
-                Some(r) => *r,
-                None => {
-                    return Err(
-                        match pod
-                            .containers
-                            .iter()
-                            .find(|k| !k.requests.contains_key(resource))
-                        {
-                            Some(k) => format!(
-                                "missing request for {resource} in container {} of Pod {}",
-                                k.name, pod.name
-                            ),
-                            None => format!("missing request for {resource} in Pod {}", pod.name),
-                        },
-                    );
-                }
-            },
-        };
-        requests.push(request);
+        }),
     }
-    Ok(requests)
 }
 
+#[cfg(test)]
+mod reference;
 #[cfg(test)]
 mod tests;

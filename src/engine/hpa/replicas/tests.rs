@@ -723,3 +723,77 @@ fn metric_error_wraps_as_compute_replicas_for_metric() {
     let out = run(&invalid, &o, tol(0.1));
     assert_eq!(metric_error(&invalid, failure(&out)), failure(&out).message);
 }
+
+// --- One pass against the per-step calculator ---------------------------------------------------
+
+/// Small values as well as extreme ones, so that the fill-in paths (missing and unready pods
+/// on a scale-down or scale-up) are reached, not only the overflow edges.
+fn shrink(p: &mut Pod) {
+    for v in p.requests.values_mut() {
+        *v = v.rem_euclid(1_000);
+    }
+    for s in p.metrics.values_mut() {
+        s.value = s.value.map(|v| v.rem_euclid(1_500));
+    }
+    for k in &mut p.containers {
+        for v in k.requests.values_mut().chain(k.usage.values_mut()) {
+            *v = v.rem_euclid(1_000);
+        }
+    }
+}
+
+proptest! {
+    /// The one-pass walk (samples, `groupPods`, removal, requests and sums together) gives
+    /// what the per-step calculator gave, result and groups alike, on random pod sets with
+    /// orphans, every pod-based metric type and the CPU rules.
+    #[test]
+    fn one_pass_walk_matches_the_per_step_calculator(
+        metric in any_metric(),
+        pods in proptest::collection::vec(any_pod(), 0..9),
+        orphans in proptest::collection::vec(proptest::option::of(any::<i64>()), 0..3),
+        small in any::<bool>(),
+        current in prop_oneof![0..12i32, any::<i32>()],
+        tolerance in prop_oneof![Just(0.0), Just(0.1), Just(f64::NAN)],
+        init_s in 0..400u64,
+        delay_s in 0..400u64,
+    ) {
+        let mut pods = pods;
+        for (i, p) in pods.iter_mut().enumerate() {
+            p.name = format!("p{i}");
+            if small {
+                shrink(p);
+            }
+        }
+        let mut o = obs(current, pods);
+        for (i, v) in orphans.into_iter().enumerate() {
+            let v = if small { v.map(|v| v.rem_euclid(1_500)) } else { v };
+            o.orphan_samples.insert(
+                format!("gone{i}"),
+                BTreeMap::from([(CPU.to_string(), sample(v, NOW.plus_secs(-1)))]),
+            );
+        }
+        let s = settings(init_s, delay_s);
+        let ctx = Ctx { observation: &o, settings: &s, tolerances: tol(tolerance), now: NOW };
+        let old = match &metric {
+            MetricSpec::Resource { name, target } => Some(ctx.ref_resource_metric(name, None, target)),
+            MetricSpec::ContainerResource { name, container, target } => {
+                Some(ctx.ref_resource_metric(name, Some(container), target))
+            }
+            MetricSpec::Pods { name, target } => Some(ctx.ref_pods_metric(name, target)),
+            _ => None,
+        };
+        if let Some((result, groups)) = old {
+            let new = replicas_for_metric(0, &metric, &o, &s, tol(tolerance), NOW);
+            // Debug text, so that a NaN ratio compares equal to itself.
+            prop_assert_eq!(
+                format!("{:?}", new.result.map_err(|f| f.message)),
+                format!("{result:?}")
+            );
+            prop_assert_eq!(new.pod_groups, groups);
+        }
+        prop_assert_eq!(
+            group_pods(&o, &metric, &s, NOW),
+            reference::ref_group_pods(&o, &metric, &s, NOW)
+        );
+    }
+}
