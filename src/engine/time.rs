@@ -1,9 +1,9 @@
 //! The one engine instant ([`Time`]) and the views each engine needs of it. The engine never
 //! reads a clock: the caller passes `now`.
 //!
-//! `Time` holds nanoseconds since the Unix epoch in an `i128`, which covers Go's zero time
-//! (0001-01-01T00:00:00Z, ~6.2e19 ns before 1970, outside `i64`) and the whole HPA wire range
-//! (0001..9999) without saturating. The two engines keep the arithmetic their upstreams do,
+//! `Time` holds nanoseconds since the Unix epoch (as whole milliseconds and the rest), which
+//! covers Go's zero time (0001-01-01T00:00:00Z, ~6.2e19 ns before 1970, outside `i64`) and
+//! the whole HPA wire range (0001..9999) without saturating. The two engines keep the arithmetic their upstreams do,
 //! through explicit methods, so unifying the type changes no result (issue 15):
 //!
 //! * the HPA counts in whole milliseconds (`from_unix_millis`, `unix_millis`, `plus`, `minus`,
@@ -22,27 +22,27 @@
 use std::time::Duration;
 
 /// Nanoseconds in one millisecond.
-const NANOS_PER_MILLI: i128 = 1_000_000;
+const NANOS_PER_MILLI: i64 = 1_000_000;
 
-/// An instant, in nanoseconds since 1970-01-01T00:00:00Z (negative before it).
+/// An instant: whole milliseconds since 1970-01-01T00:00:00Z (negative before it, rounded
+/// toward the past) and the nanoseconds past that millisecond (`0..1_000_000`). Together
+/// they are the nanoseconds since the epoch, over more than the whole HPA wire range; apart,
+/// the HPA's millisecond view is a field read, not an `i128` division (`__divti3`, tens of
+/// nanoseconds, which the per-pod checks of `replicas.rs` would pay twice per pod). The
+/// derived order (milliseconds, then the rest) is the order of the instants.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Time(i128);
-
-/// `v` clamped to the `i64` range.
-const fn clamp_i64(v: i128) -> i64 {
-    if v > i64::MAX as i128 {
-        i64::MAX
-    } else if v < i64::MIN as i128 {
-        i64::MIN
-    } else {
-        v as i64
-    }
+pub struct Time {
+    millis: i64,
+    sub_milli_nanos: u32,
 }
 
 impl Time {
     /// The instant `millis` milliseconds after the Unix epoch.
     pub const fn from_unix_millis(millis: i64) -> Self {
-        Time(millis as i128 * NANOS_PER_MILLI)
+        Time {
+            millis,
+            sub_milli_nanos: 0,
+        }
     }
 
     /// The instant `secs` seconds after the Unix epoch, saturating at the `i64` millisecond
@@ -51,10 +51,9 @@ impl Time {
         Time::from_unix_millis(secs.saturating_mul(1000))
     }
 
-    /// Whole milliseconds since the Unix epoch (rounded toward the past), saturating at the
-    /// `i64` range: the HPA's view.
+    /// Whole milliseconds since the Unix epoch (rounded toward the past): the HPA's view.
     pub const fn unix_millis(self) -> i64 {
-        clamp_i64(self.0.div_euclid(NANOS_PER_MILLI))
+        self.millis
     }
 
     /// `self + d` in whole milliseconds (`d` truncated), saturating at the `i64` millisecond
@@ -76,7 +75,10 @@ impl Time {
 
     /// The instant `nanos` nanoseconds after the Unix epoch (the VPA's constructor).
     pub const fn from_unix_nanos(nanos: i64) -> Self {
-        Time(nanos as i128)
+        Time {
+            millis: nanos.div_euclid(NANOS_PER_MILLI),
+            sub_milli_nanos: nanos.rem_euclid(NANOS_PER_MILLI) as u32,
+        }
     }
 
     /// The instant `secs` seconds after the Unix epoch, saturating at the `i64` nanosecond
@@ -87,7 +89,12 @@ impl Time {
 
     /// Nanoseconds since the Unix epoch, saturating at the `i64` range: the VPA's view.
     pub const fn unix_nanos(self) -> i64 {
-        clamp_i64(self.0)
+        match self.millis.checked_mul(NANOS_PER_MILLI) {
+            // `sub_milli_nanos` is below one millisecond, so only the top can overflow.
+            Some(n) => n.saturating_add(self.sub_milli_nanos as i64),
+            None if self.millis < 0 => i64::MIN,
+            None => i64::MAX,
+        }
     }
 
     /// `self + nanos`, saturating at the `i64` nanosecond range: the VPA's arithmetic.
