@@ -197,4 +197,31 @@ mod tests {
         );
         assert_eq!(Time::from_unix_millis(3).unix_nanos(), 3_000_000);
     }
+
+    #[test]
+    fn nanoseconds_round_trip_and_order_across_the_millisecond_split() {
+        let samples = [
+            i64::MIN,
+            -1_000_001,
+            -1_000_000,
+            -999_999,
+            -1,
+            0,
+            1,
+            999_999,
+            1_000_000,
+            i64::MAX,
+        ];
+        for n in samples {
+            assert_eq!(Time::from_unix_nanos(n).unix_nanos(), n, "{n}");
+        }
+        for pair in samples.windows(2) {
+            assert!(
+                Time::from_unix_nanos(pair[0]) < Time::from_unix_nanos(pair[1]),
+                "{pair:?}"
+            );
+        }
+        assert_eq!(Time::from_unix_nanos(-1).unix_millis(), -1);
+        assert!(Time::from_unix_millis(-1) < Time::from_unix_nanos(-1));
+    }
 }
