@@ -31,6 +31,7 @@ pub struct Recommendation {
     /// The replica count proposed before normalization (what stabilization compares).
     pub replicas: i32,
     /// When it was proposed: the stabilization window is measured back from `now`.
+    #[serde(with = "crate::engine::time::serde_millis")]
     pub time: Time,
 }
 
@@ -40,6 +41,7 @@ pub struct ScaleEvent {
     /// `|desired - current|`, always positive.
     pub replica_change: i32,
     /// When the rescale happened: a policy's period is measured back from `now`.
+    #[serde(with = "crate::engine::time::serde_millis")]
     pub time: Time,
     /// Older than the longest policy period when the last event of its direction was stored.
     pub outdated: bool,

@@ -40,8 +40,10 @@ pub struct Pod {
     /// The Ready condition; `None` when the pod has none.
     pub ready: Option<bool>,
     /// Last transition of the Ready condition.
+    #[serde(default, with = "crate::engine::time::serde_millis_option")]
     pub ready_transition: Option<Time>,
     /// `status.startTime`; `None` when unset.
+    #[serde(default, with = "crate::engine::time::serde_millis_option")]
     pub start_time: Option<Time>,
     /// Requests by resource, summed over containers as `calculateRequests` does; a missing
     /// resource means the pod has no request for it.
@@ -77,6 +79,7 @@ pub struct MetricSample {
     /// `None`: the API has an item for the pod but no pod-level value (a container lacks the
     /// resource), so the pod is missing for a Resource metric.
     pub value: Option<i64>,
+    #[serde(with = "crate::engine::time::serde_millis")]
     pub timestamp: Time,
     pub window: Duration,
 }

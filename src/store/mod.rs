@@ -70,6 +70,7 @@ pub struct TargetState {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DecisionEntry {
     /// The evaluation instant (`now`) of the run's last decision.
+    #[serde(with = "crate::engine::time::serde_millis")]
     pub time: Time,
     pub decision: Decision,
     /// The spec's metrics, so that a logged metric outcome (which carries only an index) can
@@ -119,6 +120,7 @@ pub struct Run {
     /// Decisions in the run (at least 1).
     pub count: u64,
     /// The evaluation instant of the run's first decision.
+    #[serde(with = "crate::engine::time::serde_millis")]
     pub first_time: Time,
 }
 

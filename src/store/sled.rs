@@ -277,6 +277,7 @@ mod tests {
     /// The old JSON records (format 1), as builds before version 2 wrote them.
     #[derive(Serialize)]
     struct OldEntry<'a> {
+        #[serde(with = "crate::engine::time::serde_millis")]
         time: Time,
         decision: &'a Decision,
         metrics: Vec<crate::engine::spec::MetricSpec>,
@@ -517,6 +518,7 @@ mod tests {
         }
         #[derive(Serialize)]
         struct OldPending<'a> {
+            #[serde(with = "crate::engine::time::serde_millis")]
             time: Time,
             seq: u64,
             entry: OldEntry<'a>,

@@ -48,6 +48,7 @@ pub struct HistogramCall {
     /// Weight before decay.
     pub weight: f64,
     /// Timestamp passed to the histogram.
+    #[serde(with = "crate::engine::time::serde_nanos")]
     pub at: Timestamp,
 }
 
@@ -94,12 +95,15 @@ pub struct AggregateContainerState {
     /// `AggregateMemoryPeaks`: one peak per container per interval in bytes, weight 1.0.
     pub memory: DecayingHistogram,
     /// `FirstSampleStart` (CPU samples only).
+    #[serde(default, with = "crate::engine::time::serde_nanos_option")]
     pub first_sample_start: Option<Timestamp>,
     /// `LastSampleStart` (CPU samples only).
+    #[serde(default, with = "crate::engine::time::serde_nanos_option")]
     pub last_sample_start: Option<Timestamp>,
     /// `TotalSamplesCount` (CPU samples only).
     pub total_samples_count: u64,
     /// `CreationTime`: when the aggregation was created (passed in; expiry of empty ones).
+    #[serde(with = "crate::engine::time::serde_nanos")]
     pub creation_time: Timestamp,
 }
 

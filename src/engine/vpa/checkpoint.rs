@@ -23,7 +23,7 @@ pub const SUPPORTED_CHECKPOINT_VERSION: &str = "v3";
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct HistogramCheckpoint {
     /// `referenceTimestamp` of a decaying histogram; `None` is Go's zero time (unset).
-    #[serde(default)]
+    #[serde(default, with = "crate::engine::time::serde_nanos_option")]
     pub reference: Option<Timestamp>,
     /// `bucketWeights`: bucket index → integer weight (upstream `map[int]uint32`; a negative
     /// index is representable so that loading can reject it as upstream does).
@@ -41,10 +41,10 @@ pub struct AggregateCheckpoint {
     /// `version`; only [`SUPPORTED_CHECKPOINT_VERSION`] loads.
     pub version: String,
     /// `firstSampleStart` (`None`: unset).
-    #[serde(default)]
+    #[serde(default, with = "crate::engine::time::serde_nanos_option")]
     pub first_sample_start: Option<Timestamp>,
     /// `lastSampleStart` (`None`: unset).
-    #[serde(default)]
+    #[serde(default, with = "crate::engine::time::serde_nanos_option")]
     pub last_sample_start: Option<Timestamp>,
     /// `totalSamplesCount` (CPU samples).
     #[serde(default)]

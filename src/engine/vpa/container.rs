@@ -24,14 +24,17 @@ pub enum OomRejected {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContainerState {
     /// `LastCPUSampleStart`: CPU samples must be strictly later.
+    #[serde(default, with = "crate::engine::time::serde_nanos_option")]
     pub last_cpu_sample_start: Option<Timestamp>,
     /// `memoryPeak`: largest usage sample in the current interval.
     pub memory_peak: ResourceAmount,
     /// `oomPeak`: largest OOM-derived sample in the current interval.
     pub oom_peak: ResourceAmount,
     /// `WindowEnd`: exclusive end of the current memory interval.
+    #[serde(default, with = "crate::engine::time::serde_nanos_option")]
     pub window_end: Option<Timestamp>,
     /// `lastMemorySampleStart`: latest memory sample (OOM ones included).
+    #[serde(default, with = "crate::engine::time::serde_nanos_option")]
     pub last_memory_sample_start: Option<Timestamp>,
 }
 

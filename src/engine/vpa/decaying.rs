@@ -22,6 +22,7 @@ pub struct DecayingHistogram {
     /// Half-life in nanoseconds (> 0).
     half_life_ns: i64,
     /// Reference timestamp; `None` is Go's zero time (the initial value).
+    #[serde(default, with = "crate::engine::time::serde_nanos_option")]
     reference: Option<Timestamp>,
 }
 

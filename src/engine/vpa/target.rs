@@ -38,6 +38,7 @@ pub struct UsageSample {
     /// Millicores (average over the metrics window) or bytes (working set).
     pub usage: ResourceAmount,
     /// `MeasureStart`.
+    #[serde(with = "crate::engine::time::serde_nanos")]
     pub at: Timestamp,
 }
 
@@ -49,6 +50,7 @@ pub struct OomEvent {
     /// Container name.
     pub container: String,
     /// Termination time.
+    #[serde(with = "crate::engine::time::serde_nanos")]
     pub at: Timestamp,
     /// The container's memory request (or its reported usage), bytes.
     pub memory_bytes: ResourceAmount,

@@ -5,52 +5,25 @@
 //! matter for the decaying histogram (`util/decaying_histogram.go`), so the helpers that need
 //! them live here and compute in `i128` (the zero time is ~6.2e19 ns before 1970, outside `i64`).
 
-use serde::{Deserialize, Serialize};
-
 /// Nanoseconds in one second.
 pub const NANOS_PER_SECOND: i64 = 1_000_000_000;
 
 /// Go's zero time (0001-01-01T00:00:00Z) in seconds relative to the Unix epoch.
 pub const GO_ZERO_UNIX_SECONDS: i64 = -62_135_596_800;
 
-/// An instant, in nanoseconds since 1970-01-01T00:00:00Z (covers 1677..2262).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Timestamp(i64);
-
-impl Timestamp {
-    /// The instant `nanos` nanoseconds after the Unix epoch.
-    pub const fn from_unix_nanos(nanos: i64) -> Self {
-        Self(nanos)
-    }
-
-    /// The instant `secs` seconds after the Unix epoch, saturating outside the range.
-    pub const fn from_unix_seconds(secs: i64) -> Self {
-        Self(secs.saturating_mul(NANOS_PER_SECOND))
-    }
-
-    /// Nanoseconds since the Unix epoch.
-    pub const fn unix_nanos(self) -> i64 {
-        self.0
-    }
-
-    /// `self + nanos`, saturating at the ends of the range.
-    pub const fn saturating_add_nanos(self, nanos: i64) -> Self {
-        Self(self.0.saturating_add(nanos))
-    }
-
-    /// `self - other` in nanoseconds, saturating like Go's `Time.Sub`.
-    pub const fn nanos_since(self, other: Timestamp) -> i64 {
-        self.0.saturating_sub(other.0)
-    }
-}
+/// The VPA's instant: the one engine instant, used through its nanosecond view
+/// ([`Time::from_unix_nanos`], [`Time::unix_nanos`], [`Time::saturating_add_nanos`],
+/// [`Time::nanos_since`]). Stored fields name their unit with
+/// `#[serde(with = "crate::engine::time::serde_nanos")]`.
+pub type Timestamp = crate::engine::time::Time;
 
 /// Nanoseconds since Go's zero time; `None` is the zero time itself (Go's "unset").
 pub(crate) fn go_offset(t: Option<Timestamp>) -> i128 {
     match t {
         None => 0,
         Some(t) => {
-            i128::from(t.0) - i128::from(GO_ZERO_UNIX_SECONDS) * i128::from(NANOS_PER_SECOND)
+            i128::from(t.unix_nanos())
+                - i128::from(GO_ZERO_UNIX_SECONDS) * i128::from(NANOS_PER_SECOND)
         }
     }
 }
@@ -76,7 +49,11 @@ pub(crate) fn go_round(t: Timestamp, d: i64) -> Timestamp {
         offset + (d - r)
     };
     let unix = rounded + i128::from(GO_ZERO_UNIX_SECONDS) * i128::from(NANOS_PER_SECOND);
-    Timestamp(i64::try_from(unix).unwrap_or(if unix < 0 { i64::MIN } else { i64::MAX }))
+    Timestamp::from_unix_nanos(i64::try_from(unix).unwrap_or(if unix < 0 {
+        i64::MIN
+    } else {
+        i64::MAX
+    }))
 }
 
 /// A `std::time::Duration` as `i64` nanoseconds, saturating (every engine duration is

@@ -162,11 +162,11 @@ pub struct ExtensionState {
     #[serde(default)]
     pub metric_health: BTreeMap<String, MetricHealth>,
     /// KEDA `lastActiveTime`.
-    #[serde(default)]
+    #[serde(default, with = "crate::engine::time::serde_millis_option")]
     pub last_active_time: Option<Time>,
     /// The first evaluation with extensions (KEDA's creation time for
     /// `initialCooldownPeriod`).
-    #[serde(default)]
+    #[serde(default, with = "crate::engine::time::serde_millis_option")]
     pub first_seen: Option<Time>,
     /// The target is at zero because we decided so (Kubernetes' `ScaledToZero=True`).
     #[serde(default)]
@@ -179,6 +179,7 @@ pub struct MetricHealth {
     /// Consecutive evaluations in which the metric failed; reset by a success.
     pub consecutive_failures: u32,
     /// When the current run of failures began; cleared by a success.
+    #[serde(default, with = "crate::engine::time::serde_millis_option")]
     pub first_failure_time: Option<Time>,
 }
 
