@@ -27,6 +27,14 @@ use crate::engine::vpa::settings::VpaSettings;
 use crate::engine::vpa::target::{Observation, OomEvent, UsageSample, VpaTarget};
 use crate::engine::vpa::time::{NANOS_PER_SECOND, Timestamp, duration_nanos};
 
+mod schema;
+
+use schema::{
+    AmountCase, AmountExpect, ChainElement, ContainerPolicyJson, EstimatorCase, ExpectedContainer,
+    HistogramName, Int, LenientStr, PodPolicyJson, PolicyCase, PostprocessCase, RecommendationJson,
+    RecommenderCase, ResourcesJson, Sample, no_rest, resources_of,
+};
+
 type R = Result<(), String>;
 
 /// The kinds of VPA case (`conformance/vpa/README.md`), one per engine part they exercise.
@@ -224,18 +232,6 @@ fn resources(v: Option<&Value>) -> Result<Resources, String> {
     })
 }
 
-fn resource_list(v: &Value) -> Result<Vec<Resource>, String> {
-    v.as_array()
-        .ok_or("controlled_resources: not a list")?
-        .iter()
-        .map(|r| match r.as_str() {
-            Some("cpu") => Ok(Resource::Cpu),
-            Some("memory") => Ok(Resource::Memory),
-            _ => Err(format!("controlled_resources: unknown resource {r}")),
-        })
-        .collect()
-}
-
 // === Context: settings and time ===
 
 #[derive(Clone, Debug)]
@@ -320,40 +316,37 @@ fn parse_settings(v: Option<&Value>) -> Result<VpaSettings, String> {
     Ok(s)
 }
 
-fn parse_container_policy(v: &Value) -> Result<ContainerResourcePolicy, String> {
-    let mode = match v.get("mode").and_then(Value::as_str) {
+fn container_policy(p: ContainerPolicyJson) -> Result<ContainerResourcePolicy, String> {
+    let mode = match p.mode.0.as_deref() {
         None => None,
         Some("Auto") => Some(ContainerScalingMode::Auto),
         Some("Off") => Some(ContainerScalingMode::Off),
         Some(other) => return Err(format!("mode: unknown mode {other:?}")),
     };
     Ok(ContainerResourcePolicy {
-        container_name: v
-            .get("container_name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned(),
+        container_name: p.container_name.0.unwrap_or_default(),
         mode,
-        min_allowed: resources(v.get("min_allowed"))?,
-        max_allowed: resources(v.get("max_allowed"))?,
-        controlled_resources: match v.get("controlled_resources") {
-            None | Some(Value::Null) => None,
-            Some(list) => Some(resource_list(list)?),
-        },
-        memory_aggregation_interval: opt_f64(v, "memory_aggregation_interval_s")?.map(secs),
-        memory_aggregation_interval_count: opt_i64(v, "memory_aggregation_interval_count")?,
-        oom_bump_up_ratio: opt_f64(v, "oom_bump_up_ratio")?,
-        oom_min_bump_up_bytes: opt_f64(v, "oom_min_bump_up_bytes")?,
+        min_allowed: resources_of(p.min_allowed),
+        max_allowed: resources_of(p.max_allowed),
+        controlled_resources: p
+            .controlled_resources
+            .map(|list| list.into_iter().map(Resource::from).collect()),
+        memory_aggregation_interval: p.memory_aggregation_interval_s.map(secs),
+        memory_aggregation_interval_count: p.memory_aggregation_interval_count.map(|n| n.0),
+        oom_bump_up_ratio: p.oom_bump_up_ratio,
+        oom_min_bump_up_bytes: p.oom_min_bump_up_bytes,
     })
 }
 
-fn parse_pod_policy(v: Option<&Value>) -> Result<Option<PodResourcePolicy>, String> {
-    let Some(v) = v.filter(|v| !v.is_null()) else {
+fn pod_policy(p: Option<PodPolicyJson>) -> Result<Option<PodResourcePolicy>, String> {
+    let Some(p) = p else {
         return Ok(None);
     };
-    let container_policies = array(v, "container_policies")?
-        .iter()
-        .map(parse_container_policy)
+    let container_policies = p
+        .container_policies
+        .unwrap_or_default()
+        .into_iter()
+        .map(container_policy)
         .collect::<Result<Vec<_>, _>>()?;
     let policy = PodResourcePolicy { container_policies };
     policy.validate().map_err(|e| format!("policy: {e}"))?;
@@ -1125,25 +1118,12 @@ fn aggregate_expect(ctx: &Ctx, target: &VpaTarget, e: &Value) -> R {
 // === kind: policy ===
 
 fn run_policy(ctx: &Ctx, case: &Value) -> R {
-    let policy = match case.get("policy") {
-        None | Some(Value::Null) => None,
-        Some(p) => Some(parse_container_policy(p)?),
-    };
+    let case: PolicyCase = schema::parse(case)?;
+    let policy = case.policy.map(container_policy).transpose()?;
     let resolved = AggregationPolicy::resolve(&ctx.settings, policy.as_ref());
-    let e = field(case, "expect")?;
-    only_keys(
-        "expect",
-        e,
-        &[
-            "scaling_mode",
-            "controlled_resources",
-            "memory_aggregation_interval_s",
-            "memory_aggregation_interval_count",
-            "oom_bump_up_ratio",
-            "oom_min_bump_up_bytes",
-        ],
-    )?;
-    if let Some(mode) = e.get("scaling_mode").and_then(Value::as_str) {
+    let e = case.expect;
+    no_rest("expect", &e.rest)?;
+    if let Some(mode) = e.scaling_mode.0.as_deref() {
         check_eq(
             "scaling_mode",
             mode,
@@ -1154,8 +1134,12 @@ fn run_policy(ctx: &Ctx, case: &Value) -> R {
             },
         )?;
     }
-    if let Some(list) = e.get("controlled_resources") {
-        let mut want = resource_list(list)?;
+    if let Some(list) = e.controlled_resources {
+        let mut want: Vec<Resource> = list
+            .ok_or("controlled_resources: not a list")?
+            .into_iter()
+            .map(Resource::from)
+            .collect();
         want.sort();
         want.dedup();
         let got: Vec<Resource> = Resource::ALL
@@ -1164,17 +1148,17 @@ fn run_policy(ctx: &Ctx, case: &Value) -> R {
             .collect();
         check_eq("controlled_resources", want, got)?;
     }
-    if let Some(s) = opt_f64(e, "memory_aggregation_interval_s")? {
+    if let Some(s) = e.memory_aggregation_interval_s {
         check_eq(
             "memory_aggregation_interval_s",
             duration_nanos(secs(s)),
             resolved.memory_aggregation_interval_ns,
         )?;
     }
-    if let Some(r) = opt_f64(e, "oom_bump_up_ratio")? {
+    if let Some(r) = e.oom_bump_up_ratio {
         check_f64("oom_bump_up_ratio", r, resolved.oom_bump_up_ratio, None)?;
     }
-    if let Some(b) = opt_f64(e, "oom_min_bump_up_bytes")? {
+    if let Some(b) = e.oom_min_bump_up_bytes {
         check_f64(
             "oom_min_bump_up_bytes",
             b,
@@ -1182,10 +1166,10 @@ fn run_policy(ctx: &Ctx, case: &Value) -> R {
             None,
         )?;
     }
-    if let Some(n) = opt_i64(e, "memory_aggregation_interval_count")? {
+    if let Some(n) = e.memory_aggregation_interval_count {
         check_eq(
             "memory_aggregation_interval_count",
-            n,
+            n.0,
             resolved.memory_aggregation_interval_count,
         )?;
     }
@@ -1194,62 +1178,81 @@ fn run_policy(ctx: &Ctx, case: &Value) -> R {
 
 // === kind: estimator ===
 
-fn parse_chain(v: &[Value]) -> Result<EstimatorChain, String> {
+fn chain(v: &[ChainElement]) -> Result<EstimatorChain, String> {
     let (first, rest) = v.split_first().ok_or("empty estimator chain")?;
-    let base = if let Some(c) = first.get("const") {
-        EstimatorBase::Constant(c.as_i64().ok_or("const: not an integer")?)
-    } else if let Some(p) = first.get("percentile") {
-        EstimatorBase::Percentile(p.as_f64().ok_or("percentile: not a number")?)
+    let base = if let Some(c) = first.constant {
+        EstimatorBase::Constant(c)
+    } else if let Some(p) = first.percentile {
+        EstimatorBase::Percentile(p)
     } else {
         return Err(format!(
-            "estimator chain must start with const or percentile, got {first}"
+            "estimator chain must start with const or percentile, got {first:?}"
         ));
     };
     let steps = rest
         .iter()
         .map(|s| {
-            if let Some(m) = s.get("margin") {
-                Ok(EstimatorStep::Margin(
-                    m.as_f64().ok_or("margin: not a number")?,
-                ))
-            } else if let Some(c) = s.get("confidence_multiplier") {
+            if let Some(m) = s.margin {
+                Ok(EstimatorStep::Margin(m))
+            } else if let Some(c) = &s.confidence_multiplier {
                 Ok(EstimatorStep::ConfidenceMultiplier {
-                    multiplier: f64_field(c, "multiplier")?,
-                    exponent: f64_field(c, "exponent")?,
-                    interval_ns: duration_nanos(secs(f64_field(c, "interval_s")?)),
+                    multiplier: c.multiplier,
+                    exponent: c.exponent,
+                    interval_ns: duration_nanos(secs(c.interval_s)),
                 })
-            } else if let Some(m) = s.get("min") {
-                Ok(EstimatorStep::Min(m.as_i64().ok_or("min: not an integer")?))
+            } else if let Some(m) = s.min {
+                Ok(EstimatorStep::Min(m))
             } else {
-                Err(format!("unknown estimator {s}"))
+                Err(format!("unknown estimator {s:?}"))
             }
         })
         .collect::<Result<Vec<_>, String>>()?;
     Ok(EstimatorChain { base, steps })
 }
 
+fn number_f64(n: Option<&serde_json::Number>, key: &str) -> Result<f64, String> {
+    n.ok_or_else(|| format!("{key}: missing"))?
+        .as_f64()
+        .ok_or_else(|| format!("{key}: not a number"))
+}
+
+fn number_i64(n: Option<&serde_json::Number>, key: &str) -> Result<i64, String> {
+    let n = n.ok_or_else(|| format!("{key}: missing"))?;
+    n.as_i64()
+        .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))
+        .ok_or_else(|| format!("{key}: not an integer"))
+}
+
+fn required<T: Copy>(v: Option<T>, key: &str) -> Result<T, String> {
+    v.ok_or_else(|| format!("{key}: missing"))
+}
+
 fn run_estimator(ctx: &Ctx, case: &Value) -> R {
-    let state_spec = field(case, "state")?;
-    let plain = state_spec.get("histograms").and_then(Value::as_str) == Some("plain");
+    let case: EstimatorCase = schema::parse(case)?;
+    let plain = case.state.histograms.0.as_deref() == Some("plain");
     let mut state = if plain {
         AggregateContainerState::with_half_lives(0, 0, ctx.at(0.0))
     } else {
         AggregateContainerState::new(&ctx.settings, ctx.at(0.0))
     };
-    for (i, step) in array(state_spec, "steps")?.iter().enumerate() {
-        let at = ctx.at_field(step, "at_s")?;
-        match str_field(step, "op")? {
+    for (i, step) in case.state.steps.iter().flatten().enumerate() {
+        let at = ctx.at(step.at_s.unwrap_or(0.0));
+        match step.op.as_str() {
             "histogram_add" => {
-                let h = match histogram_kind(step)? {
-                    HistogramKind::Cpu => &mut state.cpu,
-                    HistogramKind::Memory => &mut state.memory,
+                let h = match required(step.histogram, "histogram")? {
+                    HistogramName::Cpu => &mut state.cpu,
+                    HistogramName::Memory => &mut state.memory,
                 };
-                h.add_sample(f64_field(step, "value")?, f64_field(step, "weight")?, at)
-                    .map_err(|e| format!("state.steps[{i}]: {e}"))?;
+                h.add_sample(
+                    number_f64(step.value.as_ref(), "value")?,
+                    required(step.weight, "weight")?,
+                    at,
+                )
+                .map_err(|e| format!("state.steps[{i}]: {e}"))?;
             }
             "aggregate_sample" => {
-                let value = i64_field(step, "value")?;
-                match resource(step, "resource")? {
+                let value = number_i64(step.value.as_ref(), "value")?;
+                match Resource::from(required(step.resource, "resource")?) {
                     Resource::Cpu => state.add_cpu_sample(at, value, &mut ()),
                     Resource::Memory => state.add_memory_peak(at, value, &mut ()),
                 }
@@ -1257,32 +1260,29 @@ fn run_estimator(ctx: &Ctx, case: &Value) -> R {
             other => return Err(format!("state.steps[{i}]: unknown op {other:?}")),
         }
     }
-    let e = field(case, "expect")?;
-    only_keys("expect", e, &["cpu", "memory", "tolerance", "confidence"])?;
-    let tolerance = opt_f64(e, "tolerance")?;
-    let estimators = object(case, "estimators")?.ok_or("estimators: missing")?;
-    for (key, r) in [("cpu", Resource::Cpu), ("memory", Resource::Memory)] {
-        let Some(chain) = estimators.get(key) else {
+    let e = case.expect;
+    no_rest("expect", &e.rest)?;
+    let tolerance = e.tolerance;
+    for (key, r, want) in [
+        ("cpu", Resource::Cpu, e.cpu),
+        ("memory", Resource::Memory, e.memory),
+    ] {
+        let Some(c) = case.estimators.get(key) else {
             continue;
         };
-        let chain = parse_chain(
-            chain
-                .as_array()
-                .ok_or_else(|| format!("estimators.{key}: not a list"))?,
-        )
-        .map_err(prefix(format!("estimators.{key}")))?;
-        let got = chain.estimate(r, &state);
-        if let Some(want) = opt_i64(e, key)? {
-            check_f64(key, want as f64, got as f64, tolerance)?;
+        let c = chain(c).map_err(prefix(format!("estimators.{key}")))?;
+        let got = c.estimate(r, &state);
+        if let Some(want) = want {
+            check_f64(key, want.0 as f64, got as f64, tolerance)?;
         }
     }
-    if let Some(c) = e.get("confidence") {
-        let interval = duration_nanos(secs(f64_field(c, "interval_s")?));
+    if let Some(c) = e.confidence {
+        let interval = duration_nanos(secs(c.interval_s));
         check_f64(
             "confidence",
-            f64_field(c, "value")?,
+            c.value,
             confidence(&state, interval),
-            opt_f64(c, "tolerance")?.or(tolerance),
+            c.tolerance.or(tolerance),
         )?;
     }
     Ok(())
@@ -1293,22 +1293,38 @@ fn run_estimator(ctx: &Ctx, case: &Value) -> R {
 /// The largest `series.count` the runner expands (a month of one-minute samples is 43 200).
 const MAX_SERIES_COUNT: i64 = 10_000_000;
 
-fn expand_observations(ctx: &Ctx, case: &Value) -> Result<Vec<Observation>, String> {
+fn observation_from_sample(ctx: &Ctx, s: &Sample) -> Result<Observation, String> {
+    let pod = s.pod.or("pod-1").to_owned();
+    let container = s.container.or("app").to_owned();
+    let at = ctx.at(s.at_s);
+    Ok(if s.oom.unwrap_or(false) {
+        Observation::Oom(OomEvent {
+            pod,
+            container,
+            at,
+            memory_bytes: s.value.0,
+        })
+    } else {
+        Observation::Usage(UsageSample {
+            pod,
+            container,
+            resource: required(s.resource, "resource")?.into(),
+            usage: s.value.0,
+            at,
+        })
+    })
+}
+
+fn expand_observations(ctx: &Ctx, case: &RecommenderCase) -> Result<Vec<Observation>, String> {
     let mut list: Vec<(f64, Observation)> = Vec::new();
-    for s in array(case, "samples")? {
-        let oom = opt_bool(s, "oom")?.unwrap_or(false);
-        list.push((f64_field(s, "at_s")?, observation_from_step(ctx, s, oom)?));
+    for s in case.samples.iter().flatten() {
+        list.push((s.at_s, observation_from_sample(ctx, s)?));
     }
-    for s in array(case, "series")? {
-        let (pod, container) = pod_and_container(s);
-        let r = resource(s, "resource")?;
-        let from = f64_field(s, "from_s")?;
-        let step = f64_field(s, "step_s")?;
-        let count = i64_field(s, "count")?;
-        let values: Vec<i64> = array(s, "values")?
-            .iter()
-            .map(|v| v.as_i64().ok_or("series.values: not an integer"))
-            .collect::<Result<_, _>>()?;
+    for s in case.series.iter().flatten() {
+        let (pod, container) = (s.pod.or("pod-1"), s.container.or("app"));
+        let r = Resource::from(s.resource);
+        let (from, step, count) = (s.from_s, s.step_s, s.count.0);
+        let values = s.values.as_deref().unwrap_or_default();
         if values.is_empty() {
             return Err("series.values: empty".into());
         }
@@ -1337,78 +1353,68 @@ fn expand_observations(ctx: &Ctx, case: &Value) -> Result<Vec<Observation>, Stri
     Ok(list.into_iter().map(|(_, o)| o).collect())
 }
 
+fn integer_cpu_containers(list: Option<Vec<LenientStr>>) -> Vec<String> {
+    list.into_iter().flatten().filter_map(|s| s.0).collect()
+}
+
 fn run_recommender(ctx: &Ctx, case: &Value) -> R {
+    let case: RecommenderCase = schema::parse(case)?;
     let settings = &ctx.settings;
     let mut target = VpaTarget::default();
-    let mut policy = parse_pod_policy(case.get("policy"))?;
-    let estimators = match object(case, "estimators")? {
-        Some(est) => {
-            let get = |k: &str| resources(est.get(k));
-            PodEstimators::constant(get("target")?, get("lower_bound")?, get("upper_bound")?)
-        }
+    let mut policy = pod_policy(case.policy.clone())?;
+    let estimators = match &case.estimators {
+        Some(est) => PodEstimators::constant(
+            resources_of(est.target),
+            resources_of(est.lower_bound),
+            resources_of(est.upper_bound),
+        ),
         None => PodEstimators::from_settings(settings),
     };
-    for c in array(case, "containers")? {
-        let name = c
-            .get("name")
-            .and_then(Value::as_str)
-            .ok_or("containers[].name: missing")?;
-        let pod = c.get("pod").and_then(Value::as_str).unwrap_or("pod-1");
-        target.observe_container(pod, name, settings, ctx.at(0.0));
-        if let Some(list) = c.get("controlled_resources") {
+    for c in case.containers.iter().flatten() {
+        let name = c.name.as_str();
+        target.observe_container(c.pod.or("pod-1"), name, settings, ctx.at(0.0));
+        if let Some(list) = &c.controlled_resources {
+            let list = list.as_ref().ok_or("controlled_resources: not a list")?;
             policy
                 .get_or_insert_with(PodResourcePolicy::default)
                 .container_policies
                 .push(ContainerResourcePolicy {
                     container_name: name.to_owned(),
-                    controlled_resources: Some(resource_list(list)?),
+                    controlled_resources: Some(list.iter().map(|r| (*r).into()).collect()),
                     ..Default::default()
                 });
         }
     }
-    for o in expand_observations(ctx, case)? {
+    for o in expand_observations(ctx, &case)? {
         let at = match &o {
             Observation::Usage(s) => s.at,
             Observation::Oom(x) => x.at,
         };
         target.record_observation(&o, policy.as_ref(), settings, at, &mut ());
     }
-    let integer = array(case, "integer_cpu_containers")?
-        .iter()
-        .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect::<Vec<_>>();
+    let integer = integer_cpu_containers(case.integer_cpu_containers);
     let rec = target.recommend_with(&estimators, policy.as_ref(), &integer, settings);
-    let e = field(case, "expect")?;
-    only_keys("expect", e, &["containers"])?;
-    let Some(containers) = object(e, "containers")? else {
+    let e = case.expect;
+    no_rest("expect", &e.rest)?;
+    let Some(containers) = e.containers else {
         return Ok(());
     };
-    for (name, x) in containers {
+    for (name, x) in &containers {
         let got = rec
             .containers
             .iter()
             .find(|c| c.container_name == *name)
             .ok_or_else(|| format!("containers.{name}: expected a recommendation, got none"))?;
-        only_keys(
-            &format!("containers.{name}"),
-            x,
-            &[
-                "target",
-                "lower_bound",
-                "upper_bound",
-                "uncapped_target",
-                "present",
-                "absent",
-            ],
-        )?;
+        if x.name.is_some() {
+            return Err(format!(
+                "containers.{name}: unsupported key \"name\" (runner does not check it)"
+            ));
+        }
+        no_rest(&format!("containers.{name}"), &x.rest)?;
         check_container(name, x, got)?;
-        for (key, want_present) in [("present", true), ("absent", false)] {
-            for r in array(x, key)? {
-                let r = match r.as_str() {
-                    Some("cpu") => Resource::Cpu,
-                    Some("memory") => Resource::Memory,
-                    _ => return Err(format!("{name}.{key}: unknown resource {r}")),
-                };
+        for (want_present, list) in [(true, &x.present), (false, &x.absent)] {
+            for r in list.iter().flatten() {
+                let r = Resource::from(*r);
                 for (bound, res) in [
                     ("target", &got.target),
                     ("lower_bound", &got.lower_bound),
@@ -1426,16 +1432,32 @@ fn run_recommender(ctx: &Ctx, case: &Value) -> R {
     Ok(())
 }
 
+/// The four bounds of an expected container beside the ones computed.
+fn bounds<'a>(
+    want: &'a ExpectedContainer,
+    got: &'a RecommendedContainerResources,
+) -> [(
+    &'static str,
+    &'a Option<Option<ResourcesJson>>,
+    &'a Resources,
+); 4] {
+    [
+        ("target", &want.target, &got.target),
+        ("lower_bound", &want.lower_bound, &got.lower_bound),
+        ("upper_bound", &want.upper_bound, &got.upper_bound),
+        (
+            "uncapped_target",
+            &want.uncapped_target,
+            &got.uncapped_target,
+        ),
+    ]
+}
+
 /// Compare the resources given in the expected maps (a missing resource is not checked).
-fn check_container(name: &str, want: &Value, got: &RecommendedContainerResources) -> R {
-    for (key, res) in [
-        ("target", &got.target),
-        ("lower_bound", &got.lower_bound),
-        ("upper_bound", &got.upper_bound),
-        ("uncapped_target", &got.uncapped_target),
-    ] {
-        let Some(w) = want.get(key) else { continue };
-        let w = resources(Some(w)).map_err(prefix(format!("{name}.{key}")))?;
+fn check_container(name: &str, want: &ExpectedContainer, got: &RecommendedContainerResources) -> R {
+    for (key, w, res) in bounds(want, got) {
+        let Some(w) = w else { continue };
+        let w = resources_of(*w);
         for r in Resource::ALL {
             if let Some(v) = w.get(r) {
                 check_eq(
@@ -1454,61 +1476,51 @@ fn check_container(name: &str, want: &Value, got: &RecommendedContainerResources
 
 // === kind: postprocess ===
 
-fn parse_recommendation(v: Option<&Value>) -> Result<Option<RecommendedPodResources>, String> {
-    let Some(v) = v.filter(|v| !v.is_null()) else {
-        return Ok(None);
-    };
-    let containers = array(v, "containers")?
-        .iter()
-        .map(|c| {
-            Ok(RecommendedContainerResources {
-                container_name: str_field(c, "name")?.to_owned(),
-                target: resources(c.get("target"))?,
-                lower_bound: resources(c.get("lower_bound"))?,
-                upper_bound: resources(c.get("upper_bound"))?,
-                uncapped_target: resources(c.get("uncapped_target"))?,
-            })
+fn recommendation(r: Option<RecommendationJson>) -> Option<RecommendedPodResources> {
+    let containers = r?
+        .containers
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| RecommendedContainerResources {
+            container_name: c.name,
+            target: resources_of(c.target),
+            lower_bound: resources_of(c.lower_bound),
+            upper_bound: resources_of(c.upper_bound),
+            uncapped_target: resources_of(c.uncapped_target),
         })
-        .collect::<Result<Vec<_>, String>>()?;
-    Ok(Some(RecommendedPodResources { containers }))
+        .collect();
+    Some(RecommendedPodResources { containers })
 }
 
 fn run_postprocess(ctx: &Ctx, case: &Value) -> R {
-    let rec = parse_recommendation(case.get("recommendation")).map_err(prefix("recommendation"))?;
-    let policy = parse_pod_policy(case.get("policy"))?;
-    let integer = array(case, "integer_cpu_containers")?
-        .iter()
-        .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect::<Vec<_>>();
+    let case: PostprocessCase = schema::parse(case)?;
+    let rec = recommendation(case.recommendation);
+    let policy = pod_policy(case.policy)?;
+    let integer = integer_cpu_containers(case.integer_cpu_containers);
     let got = post_process(
         rec,
         policy.as_ref(),
         &integer,
         &ctx.settings.container_recommendation_max_allowed,
     );
-    let e = field(case, "expect")?;
-    only_keys("expect", e, &["recommendation", "containers"])?;
-    if e.get("recommendation").is_some_and(Value::is_null) {
+    let e = case.expect;
+    no_rest("expect", &e.rest)?;
+    if let Some(None) = e.recommendation {
         return match got {
             None => Ok(()),
             Some(r) => Err(format!("recommendation: expected null, got {r:?}")),
         };
     }
     let got = got.ok_or("recommendation: expected a recommendation, got null")?;
-    let want = array(e, "containers")?;
+    let want = e.containers.unwrap_or_default();
     check_eq("containers.len", want.len(), got.containers.len())?;
     for (w, g) in want.iter().zip(&got.containers) {
-        let name = str_field(w, "name")?;
+        let name = w.name.as_deref().ok_or("name: missing")?;
         check_eq("containers[].name", name, g.container_name.as_str())?;
         check_container(name, w, g)?;
-        for (key, res) in [
-            ("target", &g.target),
-            ("lower_bound", &g.lower_bound),
-            ("upper_bound", &g.upper_bound),
-            ("uncapped_target", &g.uncapped_target),
-        ] {
-            if let Some(wv) = w.get(key) {
-                check_eq(&format!("{name}.{key}"), resources(Some(wv))?, *res)?;
+        for (key, wv, res) in bounds(w, g) {
+            if let Some(wv) = wv {
+                check_eq(&format!("{name}.{key}"), resources_of(*wv), *res)?;
             }
         }
     }
@@ -1518,65 +1530,82 @@ fn run_postprocess(ctx: &Ctx, case: &Value) -> R {
 // === kind: amount ===
 
 fn run_amount(case: &Value) -> R {
-    for (i, c) in array(case, "checks")?.iter().enumerate() {
-        let f = str_field(c, "fn")?;
+    let case: AmountCase = schema::parse(case)?;
+    for (i, c) in case.checks.iter().flatten().enumerate() {
+        let f = c.function.as_str();
         let what = format!("checks[{i}] {f}");
+        let input = || number_f64(c.input.as_ref(), "input");
+        let input_int = || number_i64(c.input.as_ref(), "input");
+        let expect_int = || match &c.expect {
+            Some(AmountExpect::Number(n)) => number_i64(Some(n), "expect"),
+            Some(AmountExpect::Resources(_)) => Err("expect: not an integer".to_owned()),
+            None => Err("expect: missing".to_owned()),
+        };
+        let int = |v: Option<Int>, key: &str| required(v, key).map(|n| n.0);
         let r: R = match f {
             "cpu_amount_from_cores" => check_eq(
                 &what,
-                i64_field(c, "expect")?,
-                amount::cpu_amount_from_cores(f64_field(c, "input")?),
+                expect_int()?,
+                amount::cpu_amount_from_cores(input()?),
             ),
             "cores_from_cpu_amount" => check_f64(
                 &what,
-                f64_field(c, "expect")?,
-                amount::cores_from_cpu_amount(i64_field(c, "input")?),
-                opt_f64(c, "tolerance")?,
+                match &c.expect {
+                    Some(AmountExpect::Number(n)) => number_f64(Some(n), "expect")?,
+                    Some(AmountExpect::Resources(_)) => return Err("expect: not a number".into()),
+                    None => return Err("expect: missing".into()),
+                },
+                amount::cores_from_cpu_amount(input_int()?),
+                c.tolerance,
             ),
             "memory_amount_from_bytes" => check_eq(
                 &what,
-                i64_field(c, "expect")?,
-                amount::memory_amount_from_bytes(f64_field(c, "input")?),
+                expect_int()?,
+                amount::memory_amount_from_bytes(input()?),
             ),
             "scale_resource" => check_eq(
                 &what,
-                i64_field(c, "expect")?,
-                amount::scale_resource(i64_field(c, "amount")?, f64_field(c, "factor")?),
+                expect_int()?,
+                amount::scale_resource(int(c.amount, "amount")?, required(c.factor, "factor")?),
             ),
             "resource_amount_from_float" => check_eq(
                 &what,
-                i64_field(c, "expect")?,
-                amount::resource_amount_from_float(f64_field(c, "input")?),
+                expect_int()?,
+                amount::resource_amount_from_float(input()?),
             ),
             "round_up_to_scale" => {
-                let value = i64_field(c, "value")?;
-                let got = amount::round_up_to_scale(value, i64_field(c, "scale")?);
+                let value = int(c.value, "value")?;
+                let got = amount::round_up_to_scale(value, int(c.scale, "scale")?);
                 let (v, err) = match got {
                     Ok(v) => (v, false),
                     Err(_) => (value, true),
                 };
-                check_eq(&what, i64_field(c, "expect")?, v)?;
-                match opt_bool(c, "error")? {
+                check_eq(&what, expect_int()?, v)?;
+                match c.error {
                     Some(want) => check_eq(&format!("{what} error"), want, err),
                     None => Ok(()),
                 }
             }
             "output_rounding" => {
                 let input = Resources {
-                    cpu: opt_i64(c, "cpu")?,
-                    memory: opt_i64(c, "memory")?,
+                    cpu: c.cpu.map(|n| n.0),
+                    memory: c.memory.map(|n| n.0),
                 };
                 let got = round_output(
                     input,
-                    opt_i64(c, "round_cpu_millicores")?.unwrap_or(1),
-                    opt_i64(c, "round_memory_bytes")?.unwrap_or(1),
+                    c.round_cpu_millicores.map_or(1, |n| n.0),
+                    c.round_memory_bytes.map_or(1, |n| n.0),
                 );
-                check_eq(&what, resources(c.get("expect"))?, got)
+                let want = match &c.expect {
+                    Some(AmountExpect::Resources(r)) => (*r).into(),
+                    _ => Resources::default(),
+                };
+                check_eq(&what, want, got)
             }
             "round_up_to_whole_cores" => check_eq(
                 &what,
-                i64_field(c, "expect")?,
-                amount::round_up_to_whole_cores(i64_field(c, "input")?),
+                expect_int()?,
+                amount::round_up_to_whole_cores(input_int()?),
             ),
             other => Err(format!("unknown fn {other:?}")),
         };

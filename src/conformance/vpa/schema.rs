@@ -1,0 +1,475 @@
+//! Typed steps and expectations of VPA cases (`conformance/vpa/README.md`), one struct per
+//! kind's JSON shape.
+//!
+//! Why these rules: the structs accept what the former hand reader (which walked
+//! `serde_json::Value`) accepted, so hidden cases that pass today keep passing. Unknown keys
+//! are ignored (no `deny_unknown_fields`) except in expectations, which collect them in a
+//! flattened `rest` map that the runner rejects (a case must not pass vacuously); integers
+//! accept a float without fraction; names that were read with "if it is a string" stay
+//! lenient ([`LenientStr`]).
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde::de::{Deserializer, Error as _, IgnoredAny};
+
+use crate::engine::vpa::amount::{Resource, Resources};
+
+/// An integer as the hand reader took it: a JSON integer, or a float without fraction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Int(pub i64);
+
+impl<'de> Deserialize<'de> for Int {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let n = serde_json::Number::deserialize(d)?;
+        n.as_i64()
+            .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))
+            .map(Int)
+            .ok_or_else(|| D::Error::custom("not an integer"))
+    }
+}
+
+/// Any JSON value, kept only when it is a string (the hand reader read such keys with
+/// `and_then(Value::as_str)` and ignored other types).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LenientStr(pub Option<String>);
+
+impl<'de> Deserialize<'de> for LenientStr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum S {
+            Str(String),
+            Other(IgnoredAny),
+        }
+        Ok(LenientStr(match S::deserialize(d)? {
+            S::Str(s) => Some(s),
+            S::Other(_) => None,
+        }))
+    }
+}
+
+impl LenientStr {
+    /// The string, or `default` when absent or not a string.
+    pub fn or<'a>(&'a self, default: &'a str) -> &'a str {
+        self.0.as_deref().unwrap_or(default)
+    }
+}
+
+/// `Some(None)` for a key present with `null`, `None` for an absent key (with
+/// `#[serde(default)]`): some expectations treat an explicit `null` as a value.
+pub fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// Keys of an expectation that no field took, for `only_keys`.
+pub type Rest = BTreeMap<String, IgnoredAny>;
+
+/// `cpu` or `memory`.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ResourceName {
+    Cpu,
+    Memory,
+}
+
+impl From<ResourceName> for Resource {
+    fn from(r: ResourceName) -> Resource {
+        match r {
+            ResourceName::Cpu => Resource::Cpu,
+            ResourceName::Memory => Resource::Memory,
+        }
+    }
+}
+
+/// `{cpu, memory}` amounts (millicores, bytes); unknown keys ignored.
+#[derive(Clone, Copy, Debug, Default, Deserialize)]
+pub struct ResourcesJson {
+    #[serde(default)]
+    pub cpu: Option<Int>,
+    #[serde(default)]
+    pub memory: Option<Int>,
+}
+
+impl From<ResourcesJson> for Resources {
+    fn from(r: ResourcesJson) -> Resources {
+        Resources {
+            cpu: r.cpu.map(|i| i.0),
+            memory: r.memory.map(|i| i.0),
+        }
+    }
+}
+
+/// `Resources` of an optional map (absent or `null`: no amount).
+pub fn resources_of(r: Option<ResourcesJson>) -> Resources {
+    r.map(Resources::from).unwrap_or_default()
+}
+
+/// A container's resource policy (`policy` of `policy` cases, `container_policies[]`).
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct ContainerPolicyJson {
+    #[serde(default)]
+    pub container_name: LenientStr,
+    #[serde(default)]
+    pub mode: LenientStr,
+    #[serde(default)]
+    pub min_allowed: Option<ResourcesJson>,
+    #[serde(default)]
+    pub max_allowed: Option<ResourcesJson>,
+    #[serde(default)]
+    pub controlled_resources: Option<Vec<ResourceName>>,
+    #[serde(default)]
+    pub memory_aggregation_interval_s: Option<f64>,
+    #[serde(default)]
+    pub memory_aggregation_interval_count: Option<Int>,
+    #[serde(default)]
+    pub oom_bump_up_ratio: Option<f64>,
+    #[serde(default)]
+    pub oom_min_bump_up_bytes: Option<f64>,
+}
+
+/// A pod's resource policy (`policy` of `recommender` and `postprocess` cases).
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct PodPolicyJson {
+    #[serde(default)]
+    pub container_policies: Option<Vec<ContainerPolicyJson>>,
+}
+
+// === kind: policy ===
+
+/// A `policy` case: one container policy resolved against the settings.
+#[derive(Debug, Deserialize)]
+pub struct PolicyCase {
+    #[serde(default)]
+    pub policy: Option<ContainerPolicyJson>,
+    pub expect: PolicyExpect,
+}
+
+/// What a resolved aggregation policy must be.
+#[derive(Debug, Deserialize)]
+pub struct PolicyExpect {
+    #[serde(default)]
+    pub scaling_mode: LenientStr,
+    #[serde(default, deserialize_with = "present")]
+    pub controlled_resources: Option<Option<Vec<ResourceName>>>,
+    #[serde(default)]
+    pub memory_aggregation_interval_s: Option<f64>,
+    #[serde(default)]
+    pub memory_aggregation_interval_count: Option<Int>,
+    #[serde(default)]
+    pub oom_bump_up_ratio: Option<f64>,
+    #[serde(default)]
+    pub oom_min_bump_up_bytes: Option<f64>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+
+// === kind: estimator ===
+
+/// An `estimator` case: a state built by steps, chains of estimators, expected estimates.
+#[derive(Debug, Deserialize)]
+pub struct EstimatorCase {
+    pub state: EstimatorState,
+    pub estimators: BTreeMap<String, Vec<ChainElement>>,
+    pub expect: EstimatorExpect,
+}
+
+/// How the aggregate state is built (`histograms: "plain"` for no decay).
+#[derive(Debug, Deserialize)]
+pub struct EstimatorState {
+    #[serde(default)]
+    pub histograms: LenientStr,
+    #[serde(default)]
+    pub steps: Option<Vec<EstimatorStateStep>>,
+}
+
+/// One state step: `histogram_add` (`histogram`, `value`, `weight`) or `aggregate_sample`
+/// (`resource`, integer `value`); the op decides which fields are read.
+#[derive(Debug, Deserialize)]
+pub struct EstimatorStateStep {
+    pub op: String,
+    #[serde(default)]
+    pub at_s: Option<f64>,
+    #[serde(default)]
+    pub histogram: Option<HistogramName>,
+    #[serde(default)]
+    pub resource: Option<ResourceName>,
+    #[serde(default)]
+    pub value: Option<serde_json::Number>,
+    #[serde(default)]
+    pub weight: Option<f64>,
+}
+
+/// `cpu` or `memory` histogram of an aggregation.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum HistogramName {
+    Cpu,
+    Memory,
+}
+
+/// One element of an estimator chain: the first is `const` or `percentile`, the others
+/// `margin`, `confidence_multiplier` or `min` (checked in that order).
+#[derive(Debug, Deserialize)]
+pub struct ChainElement {
+    #[serde(default, rename = "const")]
+    pub constant: Option<i64>,
+    #[serde(default)]
+    pub percentile: Option<f64>,
+    #[serde(default)]
+    pub margin: Option<f64>,
+    #[serde(default)]
+    pub confidence_multiplier: Option<ConfidenceMultiplier>,
+    #[serde(default)]
+    pub min: Option<i64>,
+}
+
+/// Upstream `WithConfidenceMultiplier(multiplier, exponent, interval)`.
+#[derive(Debug, Deserialize)]
+pub struct ConfidenceMultiplier {
+    pub multiplier: f64,
+    pub exponent: f64,
+    pub interval_s: f64,
+}
+
+/// Expected estimates (`tolerance` relative) and confidence.
+#[derive(Debug, Deserialize)]
+pub struct EstimatorExpect {
+    #[serde(default)]
+    pub cpu: Option<Int>,
+    #[serde(default)]
+    pub memory: Option<Int>,
+    #[serde(default)]
+    pub tolerance: Option<f64>,
+    #[serde(default)]
+    pub confidence: Option<ConfidenceExpect>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+
+/// Expected `getConfidence` over `interval_s`.
+#[derive(Debug, Deserialize)]
+pub struct ConfidenceExpect {
+    pub interval_s: f64,
+    pub value: f64,
+    #[serde(default)]
+    pub tolerance: Option<f64>,
+}
+
+// === kind: recommender ===
+
+/// A `recommender` case: containers, observations, policy and estimators, expected bounds.
+#[derive(Debug, Deserialize)]
+pub struct RecommenderCase {
+    #[serde(default)]
+    pub policy: Option<PodPolicyJson>,
+    #[serde(default)]
+    pub estimators: Option<ConstantEstimators>,
+    #[serde(default)]
+    pub containers: Option<Vec<RecommenderContainer>>,
+    #[serde(default)]
+    pub samples: Option<Vec<Sample>>,
+    #[serde(default)]
+    pub series: Option<Vec<Series>>,
+    #[serde(default)]
+    pub integer_cpu_containers: Option<Vec<LenientStr>>,
+    pub expect: RecommenderExpect,
+}
+
+/// Constant estimators for the three bounds (`PodEstimators::constant`).
+#[derive(Debug, Deserialize)]
+pub struct ConstantEstimators {
+    #[serde(default)]
+    pub target: Option<ResourcesJson>,
+    #[serde(default)]
+    pub lower_bound: Option<ResourcesJson>,
+    #[serde(default)]
+    pub upper_bound: Option<ResourcesJson>,
+}
+
+/// A container of the target; `controlled_resources` adds a container policy.
+#[derive(Debug, Deserialize)]
+pub struct RecommenderContainer {
+    pub name: String,
+    #[serde(default)]
+    pub pod: LenientStr,
+    #[serde(default, deserialize_with = "present")]
+    pub controlled_resources: Option<Option<Vec<ResourceName>>>,
+}
+
+/// One usage sample or (`oom: true`) OOM event.
+#[derive(Debug, Deserialize)]
+pub struct Sample {
+    pub at_s: f64,
+    #[serde(default)]
+    pub oom: Option<bool>,
+    #[serde(default)]
+    pub pod: LenientStr,
+    #[serde(default)]
+    pub container: LenientStr,
+    #[serde(default)]
+    pub resource: Option<ResourceName>,
+    pub value: Int,
+}
+
+/// `count` samples from `from_s` every `step_s`, cycling through `values`.
+#[derive(Debug, Deserialize)]
+pub struct Series {
+    #[serde(default)]
+    pub pod: LenientStr,
+    #[serde(default)]
+    pub container: LenientStr,
+    pub resource: ResourceName,
+    pub from_s: f64,
+    pub step_s: f64,
+    pub count: Int,
+    #[serde(default)]
+    pub values: Option<Vec<i64>>,
+}
+
+/// Expected recommendation per container name.
+#[derive(Debug, Deserialize)]
+pub struct RecommenderExpect {
+    #[serde(default)]
+    pub containers: Option<BTreeMap<String, ExpectedContainer>>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+
+/// Expected bounds of one container (a missing resource is not checked); `present` /
+/// `absent` list resources that every bound must have / lack.
+#[derive(Debug, Deserialize)]
+pub struct ExpectedContainer {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    pub target: Option<Option<ResourcesJson>>,
+    #[serde(default, deserialize_with = "present")]
+    pub lower_bound: Option<Option<ResourcesJson>>,
+    #[serde(default, deserialize_with = "present")]
+    pub upper_bound: Option<Option<ResourcesJson>>,
+    #[serde(default, deserialize_with = "present")]
+    pub uncapped_target: Option<Option<ResourcesJson>>,
+    #[serde(default)]
+    pub present: Option<Vec<ResourceName>>,
+    #[serde(default)]
+    pub absent: Option<Vec<ResourceName>>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+
+// === kind: postprocess ===
+
+/// A `postprocess` case: a recommendation through `post_process`.
+#[derive(Debug, Deserialize)]
+pub struct PostprocessCase {
+    #[serde(default)]
+    pub recommendation: Option<RecommendationJson>,
+    #[serde(default)]
+    pub policy: Option<PodPolicyJson>,
+    #[serde(default)]
+    pub integer_cpu_containers: Option<Vec<LenientStr>>,
+    pub expect: PostprocessExpect,
+}
+
+/// A pod recommendation.
+#[derive(Debug, Deserialize)]
+pub struct RecommendationJson {
+    #[serde(default)]
+    pub containers: Option<Vec<RecommendedContainerJson>>,
+}
+
+/// One container's recommendation.
+#[derive(Debug, Deserialize)]
+pub struct RecommendedContainerJson {
+    pub name: String,
+    #[serde(default)]
+    pub target: Option<ResourcesJson>,
+    #[serde(default)]
+    pub lower_bound: Option<ResourcesJson>,
+    #[serde(default)]
+    pub upper_bound: Option<ResourcesJson>,
+    #[serde(default)]
+    pub uncapped_target: Option<ResourcesJson>,
+}
+
+/// Expected result: `recommendation: null`, or the containers in order.
+#[derive(Debug, Deserialize)]
+pub struct PostprocessExpect {
+    #[serde(default, deserialize_with = "present")]
+    pub recommendation: Option<Option<IgnoredAny>>,
+    #[serde(default)]
+    pub containers: Option<Vec<ExpectedContainer>>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+
+// === kind: amount ===
+
+/// An `amount` case: checks of the amount helpers.
+#[derive(Debug, Deserialize)]
+pub struct AmountCase {
+    #[serde(default)]
+    pub checks: Option<Vec<AmountCheck>>,
+}
+
+/// One check: `fn` names the helper; which fields it reads depends on `fn`, and `expect` is
+/// a number except for `output_rounding` (a resources map).
+#[derive(Debug, Deserialize)]
+pub struct AmountCheck {
+    #[serde(rename = "fn")]
+    pub function: String,
+    #[serde(default)]
+    pub input: Option<serde_json::Number>,
+    #[serde(default)]
+    pub expect: Option<AmountExpect>,
+    #[serde(default)]
+    pub amount: Option<Int>,
+    #[serde(default)]
+    pub factor: Option<f64>,
+    #[serde(default)]
+    pub value: Option<Int>,
+    #[serde(default)]
+    pub scale: Option<Int>,
+    #[serde(default)]
+    pub error: Option<bool>,
+    #[serde(default)]
+    pub tolerance: Option<f64>,
+    #[serde(default)]
+    pub cpu: Option<Int>,
+    #[serde(default)]
+    pub memory: Option<Int>,
+    #[serde(default)]
+    pub round_cpu_millicores: Option<Int>,
+    #[serde(default)]
+    pub round_memory_bytes: Option<Int>,
+}
+
+/// An amount check's `expect`: a number, or a resources map (`output_rounding`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum AmountExpect {
+    Number(serde_json::Number),
+    Resources(ResourcesJson),
+}
+
+/// Reject keys of an expectation no field took (`derived`/`note(s)` are provenance), so
+/// that a new case cannot pass vacuously.
+pub fn no_rest(what: &str, rest: &Rest) -> Result<(), String> {
+    match rest
+        .keys()
+        .find(|k| !matches!(k.as_str(), "derived" | "note" | "notes"))
+    {
+        Some(k) => Err(format!(
+            "{what}: unsupported key {k:?} (runner does not check it)"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Parses a kind's typed body from the case, naming the first offending path.
+pub fn parse<T: serde::de::DeserializeOwned>(v: &serde_json::Value) -> Result<T, String> {
+    T::deserialize(v).map_err(|e| e.to_string())
+}
