@@ -30,9 +30,10 @@ use crate::engine::vpa::time::{NANOS_PER_SECOND, Timestamp, duration_nanos};
 mod schema;
 
 use schema::{
-    AmountCase, AmountExpect, ChainElement, ContainerPolicyJson, EstimatorCase, ExpectedContainer,
-    HistogramName, Int, LenientStr, PodPolicyJson, PolicyCase, PostprocessCase, RecommendationJson,
-    RecommenderCase, ResourcesJson, Sample, no_rest, resources_of,
+    AmountCase, AmountExpect, CallName, ChainElement, ContainerCase, ContainerPolicyJson,
+    EstimatorCase, ExpectedContainer, HistogramName, Int, LenientStr, PodPolicyJson, PolicyCase,
+    PostprocessCase, RecommendationJson, RecommenderCase, ResourcesJson, Sample, no_rest,
+    resources_of,
 };
 
 type R = Result<(), String>;
@@ -670,15 +671,16 @@ fn histogram_expect(ctx: &Ctx, spec: &HistogramSpec, h: &DecayingHistogram, e: &
 // === kind: container ===
 
 fn run_container(ctx: &Ctx, case: &Value) -> R {
+    let case: ContainerCase = schema::parse(case)?;
     let policy = ctx.aggregation_policy();
     let mut aggregate = AggregateContainerState::new(&ctx.settings, ctx.at(0.0));
     let mut container = ContainerState::default();
     let mut calls: Vec<HistogramCall> = Vec::new();
-    for (i, step) in array(case, "steps")?.iter().enumerate() {
-        let at = ctx.at_field(step, "at_s")?;
-        let value = i64_field(step, "value")?;
-        let accepted = match str_field(step, "op")? {
-            "sample" => match resource(step, "resource")? {
+    for (i, step) in case.steps.iter().flatten().enumerate() {
+        let at = ctx.at(step.at_s.unwrap_or(0.0));
+        let value = step.value.0;
+        let accepted = match step.op.as_str() {
+            "sample" => match Resource::from(required(step.resource, "resource")?) {
                 Resource::Cpu => container.add_cpu_sample(&mut aggregate, at, value, &mut calls),
                 Resource::Memory => container.add_memory_sample(
                     &mut aggregate,
@@ -694,30 +696,29 @@ fn run_container(ctx: &Ctx, case: &Value) -> R {
                 .is_ok(),
             other => return Err(format!("steps[{i}]: unknown op {other:?}")),
         };
-        if let Some(b) = opt_bool(step, "expect_accepted")? {
+        if let Some(b) = step.expect_accepted {
             check_eq(&format!("steps[{i}] accepted"), b, accepted)?;
         }
     }
-    if let Some(e) = case.get("expect") {
-        only_keys("expect", e, &["histogram_calls"])?;
-        let mut expected = Vec::new();
-        for c in array(e, "histogram_calls")? {
-            expected.push(HistogramCall {
-                histogram: match str_field(c, "histogram")? {
-                    "cpu" => HistogramKind::Cpu,
-                    "memory" => HistogramKind::Memory,
-                    other => return Err(format!("histogram_calls: unknown histogram {other:?}")),
-                },
-                op: match str_field(c, "call")? {
-                    "add" => HistogramOp::Add,
-                    "subtract" => HistogramOp::Subtract,
-                    other => return Err(format!("histogram_calls: unknown call {other:?}")),
-                },
-                value: f64_field(c, "value")?,
-                weight: f64_field(c, "weight")?,
-                at: ctx.at_field(c, "at_s")?,
-            });
+    if let Some(e) = case.expect {
+        if let Some(e) = &e {
+            no_rest("expect", &e.rest)?;
         }
+        let expected: Vec<HistogramCall> = e
+            .and_then(|e| e.histogram_calls)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| HistogramCall {
+                histogram: c.histogram.into(),
+                op: match c.call {
+                    CallName::Add => HistogramOp::Add,
+                    CallName::Subtract => HistogramOp::Subtract,
+                },
+                value: c.value,
+                weight: c.weight,
+                at: ctx.at(c.at_s.unwrap_or(0.0)),
+            })
+            .collect();
         compare_calls(ctx, &expected, &calls)?;
     }
     Ok(())

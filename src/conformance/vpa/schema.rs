@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde::de::{Deserializer, Error as _, IgnoredAny};
 
+use crate::engine::vpa::aggregate::HistogramKind;
 use crate::engine::vpa::amount::{Resource, Resources};
 
 /// An integer as the hand reader took it: a JSON integer, or a float without fraction.
@@ -208,6 +209,15 @@ pub struct EstimatorStateStep {
 pub enum HistogramName {
     Cpu,
     Memory,
+}
+
+impl From<HistogramName> for HistogramKind {
+    fn from(h: HistogramName) -> HistogramKind {
+        match h {
+            HistogramName::Cpu => HistogramKind::Cpu,
+            HistogramName::Memory => HistogramKind::Memory,
+        }
+    }
 }
 
 /// One element of an estimator chain: the first is `const` or `percentile`, the others
@@ -472,4 +482,57 @@ pub fn no_rest(what: &str, rest: &Rest) -> Result<(), String> {
 /// Parses a kind's typed body from the case, naming the first offending path.
 pub fn parse<T: serde::de::DeserializeOwned>(v: &serde_json::Value) -> Result<T, String> {
     T::deserialize(v).map_err(|e| e.to_string())
+}
+
+// === kind: container ===
+
+/// A `container` case: samples and OOMs fed to one container, the histogram calls made.
+#[derive(Debug, Deserialize)]
+pub struct ContainerCase {
+    #[serde(default)]
+    pub steps: Option<Vec<ContainerStep>>,
+    /// `null` expects no call at all.
+    #[serde(default, deserialize_with = "present")]
+    pub expect: Option<Option<ContainerExpect>>,
+}
+
+/// `sample` (with `resource`) or `oom`, of `value` at `at_s`.
+#[derive(Debug, Deserialize)]
+pub struct ContainerStep {
+    pub op: String,
+    #[serde(default)]
+    pub at_s: Option<f64>,
+    pub value: Int,
+    #[serde(default)]
+    pub resource: Option<ResourceName>,
+    #[serde(default)]
+    pub expect_accepted: Option<bool>,
+}
+
+/// The histogram calls made, compared as a multiset.
+#[derive(Debug, Deserialize)]
+pub struct ContainerExpect {
+    #[serde(default)]
+    pub histogram_calls: Option<Vec<HistogramCallJson>>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+
+/// One expected call on the aggregation's histograms.
+#[derive(Debug, Deserialize)]
+pub struct HistogramCallJson {
+    pub histogram: HistogramName,
+    pub call: CallName,
+    pub value: f64,
+    pub weight: f64,
+    #[serde(default)]
+    pub at_s: Option<f64>,
+}
+
+/// `add` or `subtract`.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CallName {
+    Add,
+    Subtract,
 }
