@@ -30,8 +30,9 @@ use crate::engine::vpa::time::{NANOS_PER_SECOND, Timestamp, duration_nanos};
 mod schema;
 
 use schema::{
-    AmountCase, AmountExpect, CallName, ChainElement, ContainerCase, ContainerPolicyJson,
-    EstimatorCase, ExpectedContainer, HistogramName, Int, LenientStr, PodPolicyJson, PolicyCase,
+    AddStep, AmountCase, AmountExpect, CallName, ChainElement, ContainerCase, ContainerPolicyJson,
+    EstimatorCase, ExpectedContainer, HistogramCase, HistogramCheckpointJson, HistogramExpect,
+    HistogramName, HistogramSpecJson, HistogramStep, Int, LenientStr, PodPolicyJson, PolicyCase,
     PostprocessCase, RecommendationJson, RecommenderCase, ResourcesJson, Sample, no_rest,
     resources_of,
 };
@@ -363,25 +364,26 @@ struct HistogramSpec {
 }
 
 impl HistogramSpec {
-    fn parse(v: &Value) -> Result<Self, String> {
-        let options = match str_field(v, "buckets")? {
+    fn parse(v: &HistogramSpecJson) -> Result<Self, String> {
+        let f = |x: Option<f64>, key: &str| required(x, key);
+        let options = match v.buckets.as_str() {
             "linear" => HistogramOptions::linear(
-                f64_field(v, "max_value")?,
-                f64_field(v, "bucket_size")?,
-                f64_field(v, "epsilon")?,
+                f(v.max_value, "max_value")?,
+                f(v.bucket_size, "bucket_size")?,
+                f(v.epsilon, "epsilon")?,
             ),
             "exponential" => HistogramOptions::exponential(
-                f64_field(v, "max_value")?,
-                f64_field(v, "first_bucket_size")?,
-                f64_field(v, "ratio")?,
-                f64_field(v, "epsilon")?,
+                f(v.max_value, "max_value")?,
+                f(v.first_bucket_size, "first_bucket_size")?,
+                f(v.ratio, "ratio")?,
+                f(v.epsilon, "epsilon")?,
             ),
             "cpu" => Ok(HistogramOptions::cpu()),
             "memory" => Ok(HistogramOptions::memory()),
             other => return Err(format!("buckets: unknown scheme {other:?}")),
         }
         .map_err(|e| e.to_string())?;
-        let half_life_ns = opt_f64(v, "half_life_s")?.map_or(0, |s| duration_nanos(secs(s)));
+        let half_life_ns = v.half_life_s.map_or(0, |s| duration_nanos(secs(s)));
         Ok(Self {
             options,
             half_life_ns,
@@ -393,16 +395,233 @@ impl HistogramSpec {
     }
 }
 
-fn apply_adds(ctx: &Ctx, h: &mut DecayingHistogram, steps: &[Value]) -> R {
-    for (i, s) in steps.iter().enumerate() {
-        let value = f64_field(s, "value")?;
-        let weight = f64_field(s, "weight")?;
-        let at = ctx.at_field(s, "at_s")?;
-        let r = match s.get("op").and_then(Value::as_str) {
-            Some("subtract") => h.subtract_sample(value, weight, at),
-            _ => h.add_sample(value, weight, at),
+/// Applies `steps` in order; a step subtracts when its `op` is `"subtract"` or, for a
+/// top-level step, when `subtract` says so.
+fn apply_adds<'a>(
+    ctx: &Ctx,
+    h: &mut DecayingHistogram,
+    steps: impl IntoIterator<Item = (&'a AddStep, bool)>,
+) -> R {
+    for (i, (s, subtract)) in steps.into_iter().enumerate() {
+        let at = ctx.at(s.at_s.unwrap_or(0.0));
+        let r = if subtract || s.op.0.as_deref() == Some("subtract") {
+            h.subtract_sample(s.value, s.weight, at)
+        } else {
+            h.add_sample(s.value, s.weight, at)
         };
         r.map_err(|e| format!("steps[{i}]: {e}"))?;
+    }
+    Ok(())
+}
+
+fn adds(steps: &Option<Vec<AddStep>>) -> impl Iterator<Item = (&AddStep, bool)> {
+    steps.iter().flatten().map(|s| (s, false))
+}
+
+fn histogram_checkpoint(
+    ctx: &Ctx,
+    v: &HistogramCheckpointJson,
+) -> Result<HistogramCheckpoint, String> {
+    let mut bucket_weights = BTreeMap::new();
+    for (k, w) in v.bucket_weights.iter().flatten() {
+        let bucket: i64 = k
+            .parse()
+            .map_err(|_| format!("bucket_weights: bad index {k:?}"))?;
+        bucket_weights.insert(bucket, *w);
+    }
+    Ok(HistogramCheckpoint {
+        reference: v.reference_at_s.map(|s| ctx.at(s)),
+        bucket_weights,
+        total_weight: v.total_weight.unwrap_or(0.0),
+    })
+}
+
+fn check_error(what: &str, expected_error: Option<bool>, failed: Option<String>) -> R {
+    match (expected_error, failed) {
+        (Some(true), None) => Err(format!("{what}: expected an error, got none")),
+        (Some(false) | None, Some(e)) => Err(format!("{what}: expected no error, got {e}")),
+        _ => Ok(()),
+    }
+}
+
+fn run_histogram(ctx: &Ctx, case: &Value) -> R {
+    let case: HistogramCase = schema::parse(case)?;
+    let spec = HistogramSpec::parse(&case.histogram).map_err(prefix("histogram"))?;
+    let mut h = spec.fresh();
+    let mut last_save: Option<HistogramCheckpoint> = None;
+    for (i, step) in case.steps.iter().flatten().enumerate() {
+        let at = |what: String| format!("steps[{i}] ({}): {what}", step.op());
+        histogram_step(ctx, &spec, &mut h, &mut last_save, step).map_err(at)?;
+    }
+    Ok(())
+}
+
+fn histogram_step(
+    ctx: &Ctx,
+    spec: &HistogramSpec,
+    h: &mut DecayingHistogram,
+    last_save: &mut Option<HistogramCheckpoint>,
+    step: &HistogramStep,
+) -> R {
+    match step {
+        HistogramStep::Add(s) => apply_adds(ctx, h, [(s, false)]),
+        HistogramStep::Subtract(s) => apply_adds(ctx, h, [(s, true)]),
+        HistogramStep::Merge { steps } => {
+            let mut other = spec.fresh();
+            apply_adds(ctx, &mut other, adds(steps))?;
+            h.merge(&other).map_err(|e| e.to_string())
+        }
+        HistogramStep::SaveCheckpoint { expect } => {
+            let cp = h.save_checkpoint();
+            if let Some(e) = expect {
+                no_rest("expect", &e.rest)?;
+                if let Some(t) = e.total_weight {
+                    check_f64("total_weight", t, cp.total_weight, None)?;
+                }
+                for (k, w) in e.bucket_weights.iter().flatten() {
+                    let bucket: i64 = k
+                        .parse()
+                        .map_err(|_| format!("bucket_weights: bad index {k:?}"))?;
+                    check_eq(
+                        &format!("bucket_weights[{k}]"),
+                        *w,
+                        cp.bucket_weights.get(&bucket).map(|w| u64::from(*w)),
+                    )?;
+                }
+                if let Some(n) = e.bucket_count {
+                    check_eq("bucket_count", n.0, cp.bucket_weights.len() as i64)?;
+                }
+                if let Some(Int(n)) = e.bucket_count_min
+                    && (cp.bucket_weights.len() as i64) < n
+                {
+                    return Err(format!(
+                        "bucket_count_min: expected at least {n}, got {}",
+                        cp.bucket_weights.len()
+                    ));
+                }
+                if let Some(b) = e.total_weight_nonzero {
+                    check_eq("total_weight_nonzero", b, cp.total_weight != 0.0)?;
+                }
+                if let Some(b) = e.reference_equals_histogram {
+                    check_eq(
+                        "reference_equals_histogram",
+                        b,
+                        cp.reference == h.reference(),
+                    )?;
+                }
+            }
+            *last_save = Some(cp);
+            Ok(())
+        }
+        HistogramStep::LoadCheckpoint(step) => {
+            if let Some(e) = &step.expect {
+                no_rest("expect", &e.rest)?;
+            }
+            let checkpoint = if step.from_last_save.unwrap_or(false) {
+                Some(
+                    last_save
+                        .clone()
+                        .ok_or("from_last_save: nothing saved yet")?,
+                )
+            } else {
+                step.checkpoint
+                    .as_ref()
+                    .map(|c| histogram_checkpoint(ctx, c))
+                    .transpose()?
+            };
+            let failed = if step.into.0.as_deref() == Some("new") {
+                let mut fresh = spec.fresh();
+                let r = fresh.load_checkpoint(checkpoint.as_ref());
+                if r.is_ok() {
+                    *h = fresh;
+                }
+                r.err()
+            } else {
+                h.load_checkpoint(checkpoint.as_ref()).err()
+            };
+            check_error(
+                "load_checkpoint",
+                step.expect.as_ref().and_then(|e| e.error),
+                failed.map(|e| e.to_string()),
+            )
+        }
+        HistogramStep::Expect(e) => histogram_expect(ctx, spec, h, e),
+    }
+}
+
+fn histogram_expect(
+    ctx: &Ctx,
+    spec: &HistogramSpec,
+    h: &DecayingHistogram,
+    e: &HistogramExpect,
+) -> R {
+    no_rest("expect", &e.rest)?;
+    if let Some(b) = e.is_empty {
+        check_eq("is_empty", b, h.is_empty())?;
+    }
+    for p in e.percentiles.iter().flatten() {
+        check_f64(
+            &format!("percentile({})", p.p),
+            p.value,
+            h.percentile(p.p),
+            p.tolerance,
+        )?;
+    }
+    if let Some(t) = e.total_weight {
+        check_f64("total_weight", t, h.histogram().total_weight(), e.tolerance)?;
+    }
+    for (k, w) in e.bucket_weights.iter().flatten() {
+        let bucket: usize = k
+            .parse()
+            .map_err(|_| format!("bucket_weights: bad index {k:?}"))?;
+        check_f64(
+            &format!("bucket_weights[{k}]"),
+            *w,
+            h.histogram().bucket_weight(bucket),
+            e.tolerance,
+        )?;
+    }
+    if let Some(eq) = &e.equals {
+        let mut other = spec.fresh();
+        let none = None;
+        let steps = eq.as_ref().map_or(&none, |eq| &eq.steps);
+        apply_adds(ctx, &mut other, adds(steps)).map_err(prefix("equals"))?;
+        if !h.equals(&other) {
+            return Err(format!(
+                "equals: expected a histogram equal to {other:?}, got {h:?}"
+            ));
+        }
+    }
+    let options = h.histogram().options();
+    if let Some(n) = e.num_buckets {
+        check_eq("num_buckets", n.0, options.num_buckets() as i64)?;
+    }
+    if let Some(eps) = e.epsilon {
+        check_f64("epsilon", eps, options.epsilon(), None)?;
+    }
+    for (k, v) in e.bucket_starts.iter().flatten() {
+        let bucket: usize = k
+            .parse()
+            .map_err(|_| format!("bucket_starts: bad index {k:?}"))?;
+        check_f64(
+            &format!("bucket_starts[{k}]"),
+            *v,
+            options.bucket_start(bucket),
+            e.tolerance,
+        )?;
+    }
+    for f in e.find_bucket.iter().flatten() {
+        check_eq(
+            &format!("find_bucket({})", f.value),
+            f.bucket.0,
+            options.find_bucket(f.value) as i64,
+        )?;
+    }
+    if let Some(b) = e.reference_is_set {
+        check_eq("reference_is_set", b, h.reference().is_some())?;
+    }
+    if let Some(r) = e.reference_at_s.map(|s| ctx.at(s)) {
+        check_eq("reference_at_s", Some(r), h.reference())?;
     }
     Ok(())
 }
@@ -440,232 +659,6 @@ fn check_error_expectation(what: &str, expect: Option<&Value>, failed: Option<St
         (Some(false) | None, Some(e)) => Err(format!("{what}: expected no error, got {e}")),
         _ => Ok(()),
     }
-}
-
-fn run_histogram(ctx: &Ctx, case: &Value) -> R {
-    let spec = HistogramSpec::parse(field(case, "histogram")?).map_err(prefix("histogram"))?;
-    let mut h = spec.fresh();
-    let mut last_save: Option<HistogramCheckpoint> = None;
-    for (i, step) in array(case, "steps")?.iter().enumerate() {
-        let at = |what: String| {
-            format!(
-                "steps[{i}] ({}): {what}",
-                step.get("op").and_then(Value::as_str).unwrap_or("?")
-            )
-        };
-        histogram_step(ctx, &spec, &mut h, &mut last_save, step).map_err(at)?;
-    }
-    Ok(())
-}
-
-fn histogram_step(
-    ctx: &Ctx,
-    spec: &HistogramSpec,
-    h: &mut DecayingHistogram,
-    last_save: &mut Option<HistogramCheckpoint>,
-    step: &Value,
-) -> R {
-    match str_field(step, "op")? {
-        "add" | "subtract" => apply_adds(ctx, h, std::slice::from_ref(step)),
-        "merge" => {
-            let mut other = spec.fresh();
-            apply_adds(ctx, &mut other, array(step, "steps")?)?;
-            h.merge(&other).map_err(|e| e.to_string())
-        }
-        "save_checkpoint" => {
-            let cp = h.save_checkpoint();
-            if let Some(e) = step.get("expect") {
-                only_keys(
-                    "expect",
-                    e,
-                    &[
-                        "total_weight",
-                        "bucket_weights",
-                        "bucket_count",
-                        "bucket_count_min",
-                        "total_weight_nonzero",
-                        "reference_equals_histogram",
-                    ],
-                )?;
-                if let Some(t) = opt_f64(e, "total_weight")? {
-                    check_f64("total_weight", t, cp.total_weight, None)?;
-                }
-                if let Some(obj) = object(e, "bucket_weights")? {
-                    for (k, w) in obj {
-                        let bucket: i64 = k
-                            .parse()
-                            .map_err(|_| format!("bucket_weights: bad index {k:?}"))?;
-                        check_eq(
-                            &format!("bucket_weights[{k}]"),
-                            w.as_u64(),
-                            cp.bucket_weights.get(&bucket).map(|w| u64::from(*w)),
-                        )?;
-                    }
-                }
-                if let Some(n) = opt_i64(e, "bucket_count")? {
-                    check_eq("bucket_count", n, cp.bucket_weights.len() as i64)?;
-                }
-                if let Some(n) = opt_i64(e, "bucket_count_min")?
-                    && (cp.bucket_weights.len() as i64) < n
-                {
-                    return Err(format!(
-                        "bucket_count_min: expected at least {n}, got {}",
-                        cp.bucket_weights.len()
-                    ));
-                }
-                if let Some(b) = opt_bool(e, "total_weight_nonzero")? {
-                    check_eq("total_weight_nonzero", b, cp.total_weight != 0.0)?;
-                }
-                if let Some(b) = opt_bool(e, "reference_equals_histogram")? {
-                    check_eq(
-                        "reference_equals_histogram",
-                        b,
-                        cp.reference == h.reference(),
-                    )?;
-                }
-            }
-            *last_save = Some(cp);
-            Ok(())
-        }
-        "load_checkpoint" => {
-            let from_last = opt_bool(step, "from_last_save")?.unwrap_or(false);
-            let checkpoint = if from_last {
-                Some(
-                    last_save
-                        .clone()
-                        .ok_or("from_last_save: nothing saved yet")?,
-                )
-            } else {
-                match step.get("checkpoint") {
-                    None | Some(Value::Null) => None,
-                    Some(c) => Some(parse_histogram_checkpoint(ctx, c)?),
-                }
-            };
-            let into_new = step.get("into").and_then(Value::as_str) == Some("new");
-            let failed = if into_new {
-                let mut fresh = spec.fresh();
-                let r = fresh.load_checkpoint(checkpoint.as_ref());
-                if r.is_ok() {
-                    *h = fresh;
-                }
-                r.err()
-            } else {
-                h.load_checkpoint(checkpoint.as_ref()).err()
-            };
-            check_error_expectation(
-                "load_checkpoint",
-                step.get("expect"),
-                failed.map(|e| e.to_string()),
-            )
-        }
-        "expect" => histogram_expect(ctx, spec, h, step),
-        other => Err(format!("unknown op {other:?}")),
-    }
-}
-
-fn histogram_expect(ctx: &Ctx, spec: &HistogramSpec, h: &DecayingHistogram, e: &Value) -> R {
-    only_keys(
-        "expect",
-        e,
-        &[
-            "op",
-            "is_empty",
-            "percentiles",
-            "total_weight",
-            "bucket_weights",
-            "equals",
-            "num_buckets",
-            "epsilon",
-            "bucket_starts",
-            "find_bucket",
-            "reference_is_set",
-            "reference_at_s",
-            "tolerance",
-        ],
-    )?;
-    if let Some(b) = opt_bool(e, "is_empty")? {
-        check_eq("is_empty", b, h.is_empty())?;
-    }
-    for p in array(e, "percentiles")? {
-        let pct = f64_field(p, "p")?;
-        check_f64(
-            &format!("percentile({pct})"),
-            f64_field(p, "value")?,
-            h.percentile(pct),
-            opt_f64(p, "tolerance")?,
-        )?;
-    }
-    if let Some(t) = opt_f64(e, "total_weight")? {
-        check_f64(
-            "total_weight",
-            t,
-            h.histogram().total_weight(),
-            opt_f64(e, "tolerance")?,
-        )?;
-    }
-    if let Some(obj) = object(e, "bucket_weights")? {
-        for (k, w) in obj {
-            let bucket: usize = k
-                .parse()
-                .map_err(|_| format!("bucket_weights: bad index {k:?}"))?;
-            let w = w
-                .as_f64()
-                .ok_or_else(|| format!("bucket_weights[{k}]: not a number"))?;
-            check_f64(
-                &format!("bucket_weights[{k}]"),
-                w,
-                h.histogram().bucket_weight(bucket),
-                opt_f64(e, "tolerance")?,
-            )?;
-        }
-    }
-    if let Some(eq) = e.get("equals") {
-        let mut other = spec.fresh();
-        apply_adds(ctx, &mut other, array(eq, "steps")?).map_err(prefix("equals"))?;
-        if !h.equals(&other) {
-            return Err(format!(
-                "equals: expected a histogram equal to {other:?}, got {h:?}"
-            ));
-        }
-    }
-    let options = h.histogram().options();
-    if let Some(n) = opt_i64(e, "num_buckets")? {
-        check_eq("num_buckets", n, options.num_buckets() as i64)?;
-    }
-    if let Some(eps) = opt_f64(e, "epsilon")? {
-        check_f64("epsilon", eps, options.epsilon(), None)?;
-    }
-    if let Some(obj) = object(e, "bucket_starts")? {
-        for (k, v) in obj {
-            let bucket: usize = k
-                .parse()
-                .map_err(|_| format!("bucket_starts: bad index {k:?}"))?;
-            let v = v
-                .as_f64()
-                .ok_or_else(|| format!("bucket_starts[{k}]: not a number"))?;
-            check_f64(
-                &format!("bucket_starts[{k}]"),
-                v,
-                options.bucket_start(bucket),
-                opt_f64(e, "tolerance")?,
-            )?;
-        }
-    }
-    for f in array(e, "find_bucket")? {
-        let v = f64_field(f, "value")?;
-        check_eq(
-            &format!("find_bucket({v})"),
-            i64_field(f, "bucket")?,
-            options.find_bucket(v) as i64,
-        )?;
-    }
-    if let Some(b) = opt_bool(e, "reference_is_set")? {
-        check_eq("reference_is_set", b, h.reference().is_some())?;
-    }
-    if let Some(r) = ctx.opt_at(e, "reference_at_s")? {
-        check_eq("reference_at_s", Some(r), h.reference())?;
-    }
-    Ok(())
 }
 
 // === kind: container ===

@@ -536,3 +536,183 @@ pub enum CallName {
     Add,
     Subtract,
 }
+
+// === kind: histogram ===
+
+/// A `histogram` case: one decaying histogram and the steps applied to it.
+#[derive(Debug, Deserialize)]
+pub struct HistogramCase {
+    pub histogram: HistogramSpecJson,
+    #[serde(default)]
+    pub steps: Option<Vec<HistogramStep>>,
+}
+
+/// Bucket scheme (`linear`, `exponential`, `cpu`, `memory`) and its parameters.
+#[derive(Debug, Deserialize)]
+pub struct HistogramSpecJson {
+    pub buckets: String,
+    #[serde(default)]
+    pub max_value: Option<f64>,
+    #[serde(default)]
+    pub bucket_size: Option<f64>,
+    #[serde(default)]
+    pub first_bucket_size: Option<f64>,
+    #[serde(default)]
+    pub ratio: Option<f64>,
+    #[serde(default)]
+    pub epsilon: Option<f64>,
+    #[serde(default)]
+    pub half_life_s: Option<f64>,
+}
+
+/// One step, tagged by `op`.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum HistogramStep {
+    Add(AddStep),
+    Subtract(AddStep),
+    /// Merge a fresh histogram of the same spec built by `steps`.
+    Merge {
+        #[serde(default)]
+        steps: Option<Vec<AddStep>>,
+    },
+    SaveCheckpoint {
+        #[serde(default)]
+        expect: Option<SaveExpect>,
+    },
+    LoadCheckpoint(LoadStep),
+    Expect(HistogramExpect),
+}
+
+impl HistogramStep {
+    /// The `op` tag, for error messages.
+    pub fn op(&self) -> &'static str {
+        match self {
+            HistogramStep::Add(_) => "add",
+            HistogramStep::Subtract(_) => "subtract",
+            HistogramStep::Merge { .. } => "merge",
+            HistogramStep::SaveCheckpoint { .. } => "save_checkpoint",
+            HistogramStep::LoadCheckpoint(_) => "load_checkpoint",
+            HistogramStep::Expect(_) => "expect",
+        }
+    }
+}
+
+/// A sample added (or, with `op: "subtract"`, subtracted) at `at_s`.
+#[derive(Debug, Deserialize)]
+pub struct AddStep {
+    #[serde(default)]
+    pub op: LenientStr,
+    pub value: f64,
+    pub weight: f64,
+    #[serde(default)]
+    pub at_s: Option<f64>,
+}
+
+/// What a saved checkpoint must hold.
+#[derive(Debug, Deserialize)]
+pub struct SaveExpect {
+    #[serde(default)]
+    pub total_weight: Option<f64>,
+    #[serde(default)]
+    pub bucket_weights: Option<BTreeMap<String, Option<u64>>>,
+    #[serde(default)]
+    pub bucket_count: Option<Int>,
+    #[serde(default)]
+    pub bucket_count_min: Option<Int>,
+    #[serde(default)]
+    pub total_weight_nonzero: Option<bool>,
+    #[serde(default)]
+    pub reference_equals_histogram: Option<bool>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+
+/// Load the last saved checkpoint or `checkpoint`, into the histogram or (`into: "new"`) a
+/// fresh one.
+#[derive(Debug, Deserialize)]
+pub struct LoadStep {
+    #[serde(default)]
+    pub from_last_save: Option<bool>,
+    #[serde(default)]
+    pub checkpoint: Option<HistogramCheckpointJson>,
+    #[serde(default)]
+    pub into: LenientStr,
+    #[serde(default)]
+    pub expect: Option<ErrorExpect>,
+}
+
+/// Whether the step must fail.
+#[derive(Debug, Deserialize)]
+pub struct ErrorExpect {
+    #[serde(default)]
+    pub error: Option<bool>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+
+/// A histogram checkpoint (weights are uint32, as upstream's proto).
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct HistogramCheckpointJson {
+    #[serde(default)]
+    pub reference_at_s: Option<f64>,
+    #[serde(default)]
+    pub bucket_weights: Option<BTreeMap<String, u32>>,
+    #[serde(default)]
+    pub total_weight: Option<f64>,
+}
+
+/// What the histogram must be (`tolerance` relative, for weights and bucket starts).
+#[derive(Debug, Deserialize)]
+pub struct HistogramExpect {
+    #[serde(default)]
+    pub is_empty: Option<bool>,
+    #[serde(default)]
+    pub percentiles: Option<Vec<PercentileExpect>>,
+    #[serde(default)]
+    pub total_weight: Option<f64>,
+    #[serde(default)]
+    pub bucket_weights: Option<BTreeMap<String, f64>>,
+    /// `null` compares with a fresh histogram.
+    #[serde(default, deserialize_with = "present")]
+    pub equals: Option<Option<EqualsSpec>>,
+    #[serde(default)]
+    pub num_buckets: Option<Int>,
+    #[serde(default)]
+    pub epsilon: Option<f64>,
+    #[serde(default)]
+    pub bucket_starts: Option<BTreeMap<String, f64>>,
+    #[serde(default)]
+    pub find_bucket: Option<Vec<FindBucket>>,
+    #[serde(default)]
+    pub reference_is_set: Option<bool>,
+    #[serde(default)]
+    pub reference_at_s: Option<f64>,
+    #[serde(default)]
+    pub tolerance: Option<f64>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+
+/// `percentile(p) == value`.
+#[derive(Debug, Deserialize)]
+pub struct PercentileExpect {
+    pub p: f64,
+    pub value: f64,
+    #[serde(default)]
+    pub tolerance: Option<f64>,
+}
+
+/// A histogram of the same spec built by `steps`.
+#[derive(Debug, Deserialize)]
+pub struct EqualsSpec {
+    #[serde(default)]
+    pub steps: Option<Vec<AddStep>>,
+}
+
+/// `find_bucket(value) == bucket`.
+#[derive(Debug, Deserialize)]
+pub struct FindBucket {
+    pub value: f64,
+    pub bucket: Int,
+}
