@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::engine::vpa::aggregate::{
     AggregateContainerState, HistogramCall, HistogramKind, HistogramOp,
@@ -30,11 +30,12 @@ use crate::engine::vpa::time::{NANOS_PER_SECOND, Timestamp, duration_nanos};
 mod schema;
 
 use schema::{
-    AddStep, AmountCase, AmountExpect, CallName, ChainElement, ContainerCase, ContainerPolicyJson,
-    EstimatorCase, ExpectedContainer, HistogramCase, HistogramCheckpointJson, HistogramExpect,
-    HistogramName, HistogramSpecJson, HistogramStep, Int, LenientStr, PodPolicyJson, PolicyCase,
-    PostprocessCase, RecommendationJson, RecommenderCase, ResourcesJson, Sample, no_rest,
-    resources_of,
+    AddStep, AggregateCase, AggregateCheckpointJson, AggregateExpect, AggregateStep, AmountCase,
+    AmountExpect, CallName, ChainElement, ContainerCase, ContainerPolicyJson, Envelope,
+    EstimatorCase, ExpectedContainer, HistogramAdds, HistogramCase, HistogramCheckpointJson,
+    HistogramExpect, HistogramName, HistogramSpecJson, HistogramStep, Int, LenientStr,
+    ObservationStep, PodPolicyJson, PolicyCase, PostprocessCase, RecommendationJson,
+    RecommenderCase, ResourcesJson, Sample, SettingsJson, no_rest, resources_of,
 };
 
 type R = Result<(), String>;
@@ -67,17 +68,13 @@ impl VpaCase {
     /// Reads the envelope of a VPA case: `name`, `kind`, `t0_unix_s` and `settings`
     /// (validated as the server validates them).
     pub fn from_value(value: Value) -> Result<VpaCase, String> {
-        let ctx = Ctx::new(&value)?;
-        let kind = str_field(&value, "kind")?;
+        let envelope: Envelope = schema::parse(&value)?;
+        let ctx = Ctx::new(&envelope)?;
+        let kind = envelope.kind.as_str();
         let kind = serde_json::from_value(Value::String(kind.to_owned()))
             .map_err(|_| format!("kind: unknown kind {kind:?}"))?;
-        let name = value
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
         Ok(VpaCase {
-            name,
+            name: envelope.name.0.unwrap_or_default(),
             kind,
             ctx,
             body: value,
@@ -100,93 +97,7 @@ impl VpaCase {
     }
 }
 
-// === JSON helpers ===
-
-fn field<'a>(v: &'a Value, key: &str) -> Result<&'a Value, String> {
-    v.get(key).ok_or_else(|| format!("{key}: missing"))
-}
-
-fn str_field<'a>(v: &'a Value, key: &str) -> Result<&'a str, String> {
-    field(v, key)?
-        .as_str()
-        .ok_or_else(|| format!("{key}: not a string"))
-}
-
-fn f64_field(v: &Value, key: &str) -> Result<f64, String> {
-    field(v, key)?
-        .as_f64()
-        .ok_or_else(|| format!("{key}: not a number"))
-}
-
-fn opt_f64(v: &Value, key: &str) -> Result<Option<f64>, String> {
-    match v.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(x) => x
-            .as_f64()
-            .map(Some)
-            .ok_or_else(|| format!("{key}: not a number")),
-    }
-}
-
-fn i64_field(v: &Value, key: &str) -> Result<i64, String> {
-    let x = field(v, key)?;
-    x.as_i64()
-        .or_else(|| x.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))
-        .ok_or_else(|| format!("{key}: not an integer"))
-}
-
-fn opt_i64(v: &Value, key: &str) -> Result<Option<i64>, String> {
-    match v.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(_) => i64_field(v, key).map(Some),
-    }
-}
-
-fn opt_bool(v: &Value, key: &str) -> Result<Option<bool>, String> {
-    match v.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(x) => x
-            .as_bool()
-            .map(Some)
-            .ok_or_else(|| format!("{key}: not a boolean")),
-    }
-}
-
-fn array<'a>(v: &'a Value, key: &str) -> Result<&'a [Value], String> {
-    match v.get(key) {
-        None | Some(Value::Null) => Ok(&[]),
-        Some(x) => x
-            .as_array()
-            .map(Vec::as_slice)
-            .ok_or_else(|| format!("{key}: not a list")),
-    }
-}
-
-fn object<'a>(v: &'a Value, key: &str) -> Result<Option<&'a Map<String, Value>>, String> {
-    match v.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(x) => x
-            .as_object()
-            .map(Some)
-            .ok_or_else(|| format!("{key}: not an object")),
-    }
-}
-
-/// Reject expectation keys this runner does not check, so that a new case cannot pass
-/// vacuously. `derived`/`note(s)` (provenance) are always allowed.
-fn only_keys(what: &str, v: &Value, allowed: &[&str]) -> R {
-    if let Some(obj) = v.as_object() {
-        for k in obj.keys() {
-            if !allowed.contains(&k.as_str()) && !matches!(k.as_str(), "derived" | "note" | "notes")
-            {
-                return Err(format!(
-                    "{what}: unsupported key {k:?} (runner does not check it)"
-                ));
-            }
-        }
-    }
-    Ok(())
-}
+// === helpers ===
 
 fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s.max(0.0))
@@ -216,24 +127,6 @@ fn prefix(what: impl std::fmt::Display) -> impl FnOnce(String) -> String {
     move |e| format!("{what}: {e}")
 }
 
-fn resource(v: &Value, key: &str) -> Result<Resource, String> {
-    match str_field(v, key)? {
-        "cpu" => Ok(Resource::Cpu),
-        "memory" => Ok(Resource::Memory),
-        other => Err(format!("{key}: unknown resource {other:?}")),
-    }
-}
-
-fn resources(v: Option<&Value>) -> Result<Resources, String> {
-    let Some(v) = v.filter(|v| !v.is_null()) else {
-        return Ok(Resources::default());
-    };
-    Ok(Resources {
-        cpu: opt_i64(v, "cpu")?,
-        memory: opt_i64(v, "memory")?,
-    })
-}
-
 // === Context: settings and time ===
 
 #[derive(Clone, Debug)]
@@ -243,11 +136,12 @@ struct Ctx {
 }
 
 impl Ctx {
-    fn new(case: &Value) -> Result<Self, String> {
-        let t0_ns = opt_i64(case, "t0_unix_s")?
-            .unwrap_or(0)
+    fn new(case: &Envelope) -> Result<Self, String> {
+        let t0_ns = case
+            .t0_unix_s
+            .map_or(0, |n| n.0)
             .saturating_mul(NANOS_PER_SECOND);
-        let settings = parse_settings(case.get("settings")).map_err(prefix("settings"))?;
+        let settings = settings(case.settings.as_ref());
         settings.validate().map_err(|e| format!("settings: {e}"))?;
         Ok(Self { settings, t0_ns })
     }
@@ -256,66 +150,86 @@ impl Ctx {
         Timestamp::from_unix_nanos(self.t0_ns.saturating_add((at_s * 1e9).round() as i64))
     }
 
-    fn at_field(&self, v: &Value, key: &str) -> Result<Timestamp, String> {
-        Ok(self.at(opt_f64(v, key)?.unwrap_or(0.0)))
-    }
-
-    fn opt_at(&self, v: &Value, key: &str) -> Result<Option<Timestamp>, String> {
-        Ok(opt_f64(v, key)?.map(|s| self.at(s)))
-    }
-
     fn aggregation_policy(&self) -> AggregationPolicy {
         AggregationPolicy::resolve(&self.settings, None)
     }
 }
 
-fn parse_settings(v: Option<&Value>) -> Result<VpaSettings, String> {
+/// The defaults overridden by the case's settings.
+fn settings(v: Option<&SettingsJson>) -> VpaSettings {
     let mut s = VpaSettings::default();
-    let Some(v) = v.filter(|v| !v.is_null()) else {
-        return Ok(s);
+    let Some(v) = v else {
+        return s;
     };
-    let obj = v.as_object().ok_or("not an object")?;
-    for (key, x) in obj {
-        let num = || x.as_f64().ok_or_else(|| format!("{key}: not a number"));
-        match key.as_str() {
-            "target_cpu_percentile" => s.target_cpu_percentile = num()?,
-            "target_memory_percentile" => s.target_memory_percentile = num()?,
-            "lower_bound_cpu_percentile" => s.lower_bound_cpu_percentile = num()?,
-            "lower_bound_memory_percentile" => s.lower_bound_memory_percentile = num()?,
-            "upper_bound_cpu_percentile" => s.upper_bound_cpu_percentile = num()?,
-            "upper_bound_memory_percentile" => s.upper_bound_memory_percentile = num()?,
-            "safety_margin_fraction" => s.safety_margin_fraction = num()?,
-            "pod_min_cpu_millicores" => s.pod_min_cpu_millicores = num()?,
-            "pod_min_memory_mb" => s.pod_min_memory_mb = num()?,
-            "confidence_interval_cpu_s" => s.confidence_interval_cpu = secs(num()?),
-            "confidence_interval_memory_s" => s.confidence_interval_memory = secs(num()?),
-            "cpu_histogram_decay_half_life_s" => s.cpu_histogram_decay_half_life = secs(num()?),
-            "memory_histogram_decay_half_life_s" => {
-                s.memory_histogram_decay_half_life = secs(num()?)
-            }
-            "memory_aggregation_interval_s" => s.memory_aggregation_interval = secs(num()?),
-            "memory_aggregation_interval_count" => {
-                s.memory_aggregation_interval_count = i64_field(v, key)?
-            }
-            "oom_bump_up_ratio" => s.oom_bump_up_ratio = num()?,
-            "oom_min_bump_up_bytes" => s.oom_min_bump_up_bytes = num()?,
-            "round_cpu_millicores" => s.round_cpu_millicores = i64_field(v, key)?,
-            "round_memory_bytes" => s.round_memory_bytes = i64_field(v, key)?,
-            "container_recommendation_max_allowed" => {
-                s.container_recommendation_max_allowed = resources(Some(x))?
-            }
-            "per_vpa_config" => {
-                s.per_vpa_config = x.as_bool().ok_or("per_vpa_config: not a boolean")?
-            }
-            "cpu_integer_post_processor_enabled" => {
-                s.cpu_integer_post_processor_enabled = x
-                    .as_bool()
-                    .ok_or("cpu_integer_post_processor_enabled: not a boolean")?
-            }
-            other => return Err(format!("{other}: unknown setting")),
+    let set = |field: &mut f64, x: Option<f64>| {
+        if let Some(x) = x {
+            *field = x;
         }
+    };
+    set(&mut s.target_cpu_percentile, v.target_cpu_percentile);
+    set(&mut s.target_memory_percentile, v.target_memory_percentile);
+    set(
+        &mut s.lower_bound_cpu_percentile,
+        v.lower_bound_cpu_percentile,
+    );
+    set(
+        &mut s.lower_bound_memory_percentile,
+        v.lower_bound_memory_percentile,
+    );
+    set(
+        &mut s.upper_bound_cpu_percentile,
+        v.upper_bound_cpu_percentile,
+    );
+    set(
+        &mut s.upper_bound_memory_percentile,
+        v.upper_bound_memory_percentile,
+    );
+    set(&mut s.safety_margin_fraction, v.safety_margin_fraction);
+    set(&mut s.pod_min_cpu_millicores, v.pod_min_cpu_millicores);
+    set(&mut s.pod_min_memory_mb, v.pod_min_memory_mb);
+    set(&mut s.oom_bump_up_ratio, v.oom_bump_up_ratio);
+    set(&mut s.oom_min_bump_up_bytes, v.oom_min_bump_up_bytes);
+    let set_secs = |field: &mut Duration, x: Option<f64>| {
+        if let Some(x) = x {
+            *field = secs(x);
+        }
+    };
+    set_secs(&mut s.confidence_interval_cpu, v.confidence_interval_cpu_s);
+    set_secs(
+        &mut s.confidence_interval_memory,
+        v.confidence_interval_memory_s,
+    );
+    set_secs(
+        &mut s.cpu_histogram_decay_half_life,
+        v.cpu_histogram_decay_half_life_s,
+    );
+    set_secs(
+        &mut s.memory_histogram_decay_half_life,
+        v.memory_histogram_decay_half_life_s,
+    );
+    set_secs(
+        &mut s.memory_aggregation_interval,
+        v.memory_aggregation_interval_s,
+    );
+    if let Some(n) = v.memory_aggregation_interval_count {
+        s.memory_aggregation_interval_count = n.0;
     }
-    Ok(s)
+    if let Some(n) = v.round_cpu_millicores {
+        s.round_cpu_millicores = n.0;
+    }
+    if let Some(n) = v.round_memory_bytes {
+        s.round_memory_bytes = n.0;
+    }
+    if let Some(r) = v.container_recommendation_max_allowed {
+        s.container_recommendation_max_allowed = r.into();
+    }
+    if let Some(b) = v.per_vpa_config {
+        s.per_vpa_config = b;
+    }
+    if let Some(b) = v.cpu_integer_post_processor_enabled {
+        s.cpu_integer_post_processor_enabled = b;
+    }
+    s
 }
 
 fn container_policy(p: ContainerPolicyJson) -> Result<ContainerResourcePolicy, String> {
@@ -626,41 +540,6 @@ fn histogram_expect(
     Ok(())
 }
 
-fn parse_histogram_checkpoint(ctx: &Ctx, v: &Value) -> Result<HistogramCheckpoint, String> {
-    let mut bucket_weights = BTreeMap::new();
-    if let Some(obj) = object(v, "bucket_weights")? {
-        for (k, w) in obj {
-            let bucket: i64 = k
-                .parse()
-                .map_err(|_| format!("bucket_weights: bad index {k:?}"))?;
-            let weight = w
-                .as_u64()
-                .and_then(|w| u32::try_from(w).ok())
-                .ok_or_else(|| format!("bucket_weights[{k}]: not a uint32"))?;
-            bucket_weights.insert(bucket, weight);
-        }
-    }
-    Ok(HistogramCheckpoint {
-        reference: ctx.opt_at(v, "reference_at_s")?,
-        bucket_weights,
-        total_weight: opt_f64(v, "total_weight")?.unwrap_or(0.0),
-    })
-}
-
-fn check_error_expectation(what: &str, expect: Option<&Value>, failed: Option<String>) -> R {
-    if what == "load_checkpoint"
-        && let Some(e) = expect
-    {
-        only_keys("expect", e, &["error"])?;
-    }
-    let expected_error = expect.map(|e| opt_bool(e, "error")).transpose()?.flatten();
-    match (expected_error, failed) {
-        (Some(true), None) => Err(format!("{what}: expected an error, got none")),
-        (Some(false) | None, Some(e)) => Err(format!("{what}: expected no error, got {e}")),
-        _ => Ok(()),
-    }
-}
-
 // === kind: container ===
 
 fn run_container(ctx: &Ctx, case: &Value) -> R {
@@ -754,15 +633,6 @@ fn compare_calls(ctx: &Ctx, expected: &[HistogramCall], got: &[HistogramCall]) -
 
 // === kind: aggregate ===
 
-fn pod_and_container(step: &Value) -> (&str, &str) {
-    (
-        step.get("pod").and_then(Value::as_str).unwrap_or("pod-1"),
-        step.get("container")
-            .and_then(Value::as_str)
-            .unwrap_or("app"),
-    )
-}
-
 fn default_decaying(ctx: &Ctx, kind: HistogramKind) -> DecayingHistogram {
     match kind {
         HistogramKind::Cpu => DecayingHistogram::new(
@@ -776,51 +646,45 @@ fn default_decaying(ctx: &Ctx, kind: HistogramKind) -> DecayingHistogram {
     }
 }
 
-fn histogram_kind(v: &Value) -> Result<HistogramKind, String> {
-    match str_field(v, "histogram")? {
-        "cpu" => Ok(HistogramKind::Cpu),
-        "memory" => Ok(HistogramKind::Memory),
-        other => Err(format!("histogram: unknown histogram {other:?}")),
-    }
-}
-
-fn parse_aggregate_checkpoint(ctx: &Ctx, v: &Value) -> Result<AggregateCheckpoint, String> {
-    let hist = |key: &str| -> Result<HistogramCheckpoint, String> {
-        match v.get(key) {
-            None | Some(Value::Null) => Ok(HistogramCheckpoint::default()),
-            Some(h) => parse_histogram_checkpoint(ctx, h).map_err(prefix(key)),
-        }
+fn aggregate_checkpoint(
+    ctx: &Ctx,
+    v: &AggregateCheckpointJson,
+) -> Result<AggregateCheckpoint, String> {
+    let hist = |key: &str, h: &Option<HistogramCheckpointJson>| match h {
+        None => Ok(HistogramCheckpoint::default()),
+        Some(h) => histogram_checkpoint(ctx, h).map_err(prefix(key)),
     };
     Ok(AggregateCheckpoint {
-        version: v
-            .get("version")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned(),
-        first_sample_start: ctx.opt_at(v, "first_sample_at_s")?,
-        last_sample_start: ctx.opt_at(v, "last_sample_at_s")?,
-        total_samples_count: opt_i64(v, "total_samples_count")?.unwrap_or(0).max(0) as u64,
-        cpu_histogram: hist("cpu_histogram")?,
-        memory_histogram: hist("memory_histogram")?,
+        version: v.version.0.clone().unwrap_or_default(),
+        first_sample_start: v.first_sample_at_s.map(|s| ctx.at(s)),
+        last_sample_start: v.last_sample_at_s.map(|s| ctx.at(s)),
+        total_samples_count: v.total_samples_count.map_or(0, |n| n.0).max(0) as u64,
+        cpu_histogram: hist("cpu_histogram", &v.cpu_histogram)?,
+        memory_histogram: hist("memory_histogram", &v.memory_histogram)?,
     })
 }
 
-fn observation_from_step(ctx: &Ctx, step: &Value, oom: bool) -> Result<Observation, String> {
-    let (pod, container) = pod_and_container(step);
-    let at = ctx.at_field(step, "at_s")?;
-    let value = i64_field(step, "value")?;
+fn observation_from_step(
+    ctx: &Ctx,
+    step: &ObservationStep,
+    oom: bool,
+) -> Result<Observation, String> {
+    let pod = step.pod.or("pod-1").to_owned();
+    let container = step.container.or("app").to_owned();
+    let at = ctx.at(step.at_s.unwrap_or(0.0));
+    let value = step.value.0;
     Ok(if oom {
         Observation::Oom(OomEvent {
-            pod: pod.to_owned(),
-            container: container.to_owned(),
+            pod,
+            container,
             at,
             memory_bytes: value,
         })
     } else {
         Observation::Usage(UsageSample {
-            pod: pod.to_owned(),
-            container: container.to_owned(),
-            resource: resource(step, "resource")?,
+            pod,
+            container,
+            resource: required(step.resource, "resource")?.into(),
             usage: value,
             at,
         })
@@ -828,12 +692,12 @@ fn observation_from_step(ctx: &Ctx, step: &Value, oom: bool) -> Result<Observati
 }
 
 fn run_aggregate(ctx: &Ctx, case: &Value) -> R {
+    let case: AggregateCase = schema::parse(case)?;
     let mut target = VpaTarget::default();
     let settings = &ctx.settings;
-    for (i, step) in array(case, "steps")?.iter().enumerate() {
-        let op = str_field(step, "op")?;
-        let at_step = |e: String| format!("steps[{i}] ({op}): {e}");
-        aggregate_step(ctx, settings, &mut target, op, step).map_err(at_step)?;
+    for (i, step) in case.steps.iter().flatten().enumerate() {
+        let at_step = |e: String| format!("steps[{i}] ({}): {e}", step.op());
+        aggregate_step(ctx, settings, &mut target, step).map_err(at_step)?;
     }
     Ok(())
 }
@@ -842,147 +706,141 @@ fn aggregate_step(
     ctx: &Ctx,
     settings: &VpaSettings,
     target: &mut VpaTarget,
-    op: &str,
-    step: &Value,
+    step: &AggregateStep,
 ) -> R {
-    let (_, container) = pod_and_container(step);
-    match op {
-        "sample" | "oom" => {
-            let o = observation_from_step(ctx, step, op == "oom")?;
-            let at = ctx.at_field(step, "at_s")?;
+    match step {
+        AggregateStep::Sample(s) | AggregateStep::Oom(s) => {
+            let oom = matches!(step, AggregateStep::Oom(_));
+            let o = observation_from_step(ctx, s, oom)?;
+            let at = ctx.at(s.at_s.unwrap_or(0.0));
             let accepted = target.record_observation(&o, None, settings, at, &mut ());
-            if let Some(b) = opt_bool(step, "expect_accepted")? {
+            if let Some(b) = s.expect_accepted {
                 check_eq("accepted", b, accepted)?;
             }
             Ok(())
         }
-        "set_state" => {
-            let creation = ctx.opt_at(step, "creation_at_s")?;
-            let agg = target.aggregate_mut(container, settings, creation.unwrap_or(ctx.at(0.0)));
+        AggregateStep::SetState(s) => {
+            let creation = s.creation_at_s.map(|t| ctx.at(t));
+            let agg = target.aggregate_mut(
+                s.container.or("app"),
+                settings,
+                creation.unwrap_or(ctx.at(0.0)),
+            );
             if let Some(t) = creation {
                 agg.creation_time = t;
             }
-            if let Some(t) = ctx.opt_at(step, "first_sample_at_s")? {
-                agg.first_sample_start = Some(t);
+            if let Some(t) = s.first_sample_at_s {
+                agg.first_sample_start = Some(ctx.at(t));
             }
-            if let Some(t) = ctx.opt_at(step, "last_sample_at_s")? {
-                agg.last_sample_start = Some(t);
+            if let Some(t) = s.last_sample_at_s {
+                agg.last_sample_start = Some(ctx.at(t));
             }
-            if let Some(n) = opt_i64(step, "total_samples_count")? {
-                agg.total_samples_count = n.max(0) as u64;
+            if let Some(n) = s.total_samples_count {
+                agg.total_samples_count = n.0.max(0) as u64;
             }
             Ok(())
         }
-        "histogram_add" => {
-            let kind = histogram_kind(step)?;
-            let at = ctx.at_field(step, "at_s")?;
-            let agg = target.aggregate_mut(container, settings, ctx.at(0.0));
-            let h = match kind {
-                HistogramKind::Cpu => &mut agg.cpu,
-                HistogramKind::Memory => &mut agg.memory,
+        AggregateStep::HistogramAdd(s) => {
+            let at = ctx.at(s.at_s.unwrap_or(0.0));
+            let agg = target.aggregate_mut(s.container.or("app"), settings, ctx.at(0.0));
+            let h = match s.histogram {
+                HistogramName::Cpu => &mut agg.cpu,
+                HistogramName::Memory => &mut agg.memory,
             };
-            h.add_sample(f64_field(step, "value")?, f64_field(step, "weight")?, at)
+            h.add_sample(s.value, s.weight, at)
                 .map_err(|e| e.to_string())
         }
-        "save_checkpoint" => {
+        AggregateStep::SaveCheckpoint { container, expect } => {
             let cp = target
-                .aggregate_mut(container, settings, ctx.at(0.0))
+                .aggregate_mut(container.or("app"), settings, ctx.at(0.0))
                 .save_checkpoint();
-            let Some(e) = step.get("expect") else {
+            let Some(e) = expect else {
                 return Ok(());
             };
-            only_keys(
-                "expect",
-                e,
-                &[
-                    "error",
-                    "version",
-                    "first_sample_at_s",
-                    "last_sample_at_s",
-                    "total_samples_count",
-                    "cpu_bucket_count",
-                    "memory_bucket_count",
-                ],
-            )?;
-            check_error_expectation("save_checkpoint", Some(e), None)?;
-            if let Some(v) = e.get("version").and_then(Value::as_str) {
+            no_rest("expect", &e.rest)?;
+            check_error("save_checkpoint", e.error, None)?;
+            if let Some(v) = e.version.0.as_deref() {
                 check_eq("version", v, cp.version.as_str())?;
             }
-            if e.get("first_sample_at_s").is_some() {
+            if let Some(t) = e.first_sample_at_s {
                 check_eq(
                     "first_sample_at_s",
-                    ctx.opt_at(e, "first_sample_at_s")?,
+                    t.map(|s| ctx.at(s)),
                     cp.first_sample_start,
                 )?;
             }
-            if e.get("last_sample_at_s").is_some() {
+            if let Some(t) = e.last_sample_at_s {
                 check_eq(
                     "last_sample_at_s",
-                    ctx.opt_at(e, "last_sample_at_s")?,
+                    t.map(|s| ctx.at(s)),
                     cp.last_sample_start,
                 )?;
             }
-            if let Some(n) = opt_i64(e, "total_samples_count")? {
-                check_eq("total_samples_count", n, cp.total_samples_count as i64)?;
+            if let Some(n) = e.total_samples_count {
+                check_eq("total_samples_count", n.0, cp.total_samples_count as i64)?;
             }
-            if let Some(n) = opt_i64(e, "cpu_bucket_count")? {
+            if let Some(n) = e.cpu_bucket_count {
                 check_eq(
                     "cpu_bucket_count",
-                    n,
+                    n.0,
                     cp.cpu_histogram.bucket_weights.len() as i64,
                 )?;
             }
-            if let Some(n) = opt_i64(e, "memory_bucket_count")? {
+            if let Some(n) = e.memory_bucket_count {
                 check_eq(
                     "memory_bucket_count",
-                    n,
+                    n.0,
                     cp.memory_histogram.bucket_weights.len() as i64,
                 )?;
             }
             Ok(())
         }
-        "load_checkpoint" => {
-            let cp = match step.get("checkpoint") {
-                None | Some(Value::Null) => None,
-                Some(c) => Some(parse_aggregate_checkpoint(ctx, c)?),
-            };
+        AggregateStep::LoadCheckpoint {
+            container,
+            checkpoint,
+            expect,
+        } => {
+            let cp = checkpoint
+                .as_ref()
+                .map(|c| aggregate_checkpoint(ctx, c))
+                .transpose()?;
             // Upstream `LoadFromCheckpoint` on the aggregation itself (adds buckets, overwrites
             // counters and reference, may fail half-way).
             let failed = match cp {
                 None => Some("missing checkpoint".to_owned()),
                 Some(cp) => target
-                    .aggregate_mut(container, settings, ctx.at(0.0))
+                    .aggregate_mut(container.or("app"), settings, ctx.at(0.0))
                     .load_checkpoint(&cp)
                     .err()
                     .map(|e| e.to_string()),
             };
-            check_error_expectation("load_checkpoint", step.get("expect"), failed)
+            if let Some(e) = expect {
+                no_rest("expect", &e.rest)?;
+            }
+            check_error(
+                "load_checkpoint",
+                expect.as_ref().and_then(|e| e.error),
+                failed,
+            )
         }
-        "checkpoint_view" => {
-            let now = ctx.at_field(step, "at_s")?;
+        AggregateStep::CheckpointView { at_s, expect } => {
+            let now = ctx.at(at_s.unwrap_or(0.0));
             let view = target.checkpoint_view(now);
-            if let Some(obj) = object(step, "expect")? {
-                for (name, e) in obj {
-                    only_keys(
-                        &format!("expect.{name}"),
-                        e,
-                        &["memory_is_empty", "cpu_is_empty"],
-                    )?;
-                    let agg = view
-                        .get(name)
-                        .ok_or_else(|| format!("{name}: no aggregation"))?;
-                    if let Some(b) = opt_bool(e, "memory_is_empty")? {
-                        check_eq(&format!("{name}.memory_is_empty"), b, agg.memory.is_empty())?;
-                    }
-                    if let Some(b) = opt_bool(e, "cpu_is_empty")? {
-                        check_eq(&format!("{name}.cpu_is_empty"), b, agg.cpu.is_empty())?;
-                    }
+            for (name, e) in expect.iter().flatten() {
+                no_rest(&format!("expect.{name}"), &e.rest)?;
+                let agg = view
+                    .get(name)
+                    .ok_or_else(|| format!("{name}: no aggregation"))?;
+                if let Some(b) = e.memory_is_empty {
+                    check_eq(&format!("{name}.memory_is_empty"), b, agg.memory.is_empty())?;
+                }
+                if let Some(b) = e.cpu_is_empty {
+                    check_eq(&format!("{name}.cpu_is_empty"), b, agg.cpu.is_empty())?;
                 }
             }
             Ok(())
         }
-        "expect" => aggregate_expect(ctx, target, step),
-        other => Err(format!("unknown op {other:?}")),
+        AggregateStep::Expect(e) => aggregate_expect(ctx, target, e),
     }
 }
 
@@ -991,16 +849,12 @@ fn histogram_equals(
     what: &str,
     kind: HistogramKind,
     got: &DecayingHistogram,
-    spec: &Value,
+    spec: &Option<HistogramAdds>,
 ) -> R {
     let mut want = default_decaying(ctx, kind);
-    for a in array(spec, "adds")? {
-        want.add_sample(
-            f64_field(a, "value")?,
-            f64_field(a, "weight")?,
-            ctx.at_field(a, "at_s")?,
-        )
-        .map_err(|e| format!("{what}: {e}"))?;
+    for a in spec.iter().flat_map(|s| s.adds.iter().flatten()) {
+        want.add_sample(a.value, a.weight, ctx.at(a.at_s.unwrap_or(0.0)))
+            .map_err(|e| format!("{what}: {e}"))?;
     }
     if got.equals(&want) {
         Ok(())
@@ -1009,100 +863,75 @@ fn histogram_equals(
     }
 }
 
-fn aggregate_expect(ctx: &Ctx, target: &VpaTarget, e: &Value) -> R {
-    only_keys(
-        "expect",
-        e,
-        &[
-            "op",
-            "by_container_name",
-            "container",
-            "first_sample_at_s",
-            "last_sample_at_s",
-            "total_samples_count",
-            "cpu_is_empty",
-            "memory_is_empty",
-            "is_expired_at",
-        ],
-    )?;
-    if let Some(by_name) = object(e, "by_container_name")? {
-        for (name, x) in by_name {
-            only_keys(
-                &format!("by_container_name.{name}"),
-                x,
-                &[
-                    "total_samples_count",
-                    "cpu_histogram_equals",
-                    "memory_histogram_equals",
-                ],
+fn aggregate_expect(ctx: &Ctx, target: &VpaTarget, e: &AggregateExpect) -> R {
+    no_rest("expect", &e.rest)?;
+    for (name, x) in e.by_container_name.iter().flatten() {
+        no_rest(&format!("by_container_name.{name}"), &x.rest)?;
+        let agg = target
+            .aggregates
+            .get(name)
+            .ok_or_else(|| format!("by_container_name.{name}: no aggregation"))?;
+        if let Some(n) = x.total_samples_count {
+            check_eq(
+                &format!("{name}.total_samples_count"),
+                n.0,
+                agg.total_samples_count as i64,
             )?;
-            let agg = target
-                .aggregates
-                .get(name)
-                .ok_or_else(|| format!("by_container_name.{name}: no aggregation"))?;
-            if let Some(n) = opt_i64(x, "total_samples_count")? {
-                check_eq(
-                    &format!("{name}.total_samples_count"),
-                    n,
-                    agg.total_samples_count as i64,
-                )?;
-            }
-            if let Some(spec) = x.get("cpu_histogram_equals") {
-                histogram_equals(
-                    ctx,
-                    &format!("{name}.cpu_histogram"),
-                    HistogramKind::Cpu,
-                    &agg.cpu,
-                    spec,
-                )?;
-            }
-            if let Some(spec) = x.get("memory_histogram_equals") {
-                histogram_equals(
-                    ctx,
-                    &format!("{name}.memory_histogram"),
-                    HistogramKind::Memory,
-                    &agg.memory,
-                    spec,
-                )?;
-            }
+        }
+        if let Some(spec) = &x.cpu_histogram_equals {
+            histogram_equals(
+                ctx,
+                &format!("{name}.cpu_histogram"),
+                HistogramKind::Cpu,
+                &agg.cpu,
+                spec,
+            )?;
+        }
+        if let Some(spec) = &x.memory_histogram_equals {
+            histogram_equals(
+                ctx,
+                &format!("{name}.memory_histogram"),
+                HistogramKind::Memory,
+                &agg.memory,
+                spec,
+            )?;
         }
     }
-    if let Some(name) = e.get("container").and_then(Value::as_str) {
+    if let Some(name) = e.container.0.as_deref() {
         let agg = target
             .aggregates
             .get(name)
             .ok_or_else(|| format!("{name}: no aggregation"))?;
-        if e.get("first_sample_at_s").is_some() {
+        if let Some(t) = e.first_sample_at_s {
             check_eq(
                 "first_sample_at_s",
-                ctx.opt_at(e, "first_sample_at_s")?,
+                t.map(|s| ctx.at(s)),
                 agg.first_sample_start,
             )?;
         }
-        if e.get("last_sample_at_s").is_some() {
+        if let Some(t) = e.last_sample_at_s {
             check_eq(
                 "last_sample_at_s",
-                ctx.opt_at(e, "last_sample_at_s")?,
+                t.map(|s| ctx.at(s)),
                 agg.last_sample_start,
             )?;
         }
-        if let Some(n) = opt_i64(e, "total_samples_count")? {
-            check_eq("total_samples_count", n, agg.total_samples_count as i64)?;
+        if let Some(n) = e.total_samples_count {
+            check_eq("total_samples_count", n.0, agg.total_samples_count as i64)?;
         }
-        if let Some(b) = opt_bool(e, "cpu_is_empty")? {
+        if let Some(b) = e.cpu_is_empty {
             check_eq("cpu_is_empty", b, agg.cpu.is_empty())?;
         }
-        if let Some(b) = opt_bool(e, "memory_is_empty")? {
+        if let Some(b) = e.memory_is_empty {
             check_eq("memory_is_empty", b, agg.memory.is_empty())?;
         }
         let window = ctx.aggregation_policy().window_length_ns();
-        for x in array(e, "is_expired_at")? {
-            let at_s = f64_field(x, "at_s")?;
-            let expired = opt_bool(x, "expired")?.ok_or("is_expired_at.expired: missing")?;
+        for x in e.is_expired_at.iter().flatten() {
+            let expired = x.expired.ok_or("is_expired_at.expired: missing")?;
             check_eq(
-                &format!("is_expired_at({at_s})"),
+                &format!("is_expired_at({})", x.at_s),
                 expired,
-                agg.is_expired(ctx.at(at_s), window),
+                agg.is_expired(ctx.at(x.at_s), window),
             )?;
         }
     }

@@ -716,3 +716,245 @@ pub struct FindBucket {
     pub value: f64,
     pub bucket: Int,
 }
+
+// === kind: aggregate ===
+
+/// An `aggregate` case: steps on a VPA target's per-container aggregations.
+#[derive(Debug, Deserialize)]
+pub struct AggregateCase {
+    #[serde(default)]
+    pub steps: Option<Vec<AggregateStep>>,
+}
+
+/// One step, tagged by `op`; `container` (default `app`) names the aggregation.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum AggregateStep {
+    Sample(ObservationStep),
+    Oom(ObservationStep),
+    SetState(SetStateStep),
+    HistogramAdd(HistogramAddStep),
+    SaveCheckpoint {
+        #[serde(default)]
+        container: LenientStr,
+        #[serde(default)]
+        expect: Option<AggregateSaveExpect>,
+    },
+    LoadCheckpoint {
+        #[serde(default)]
+        container: LenientStr,
+        #[serde(default)]
+        checkpoint: Option<AggregateCheckpointJson>,
+        #[serde(default)]
+        expect: Option<ErrorExpect>,
+    },
+    CheckpointView {
+        #[serde(default)]
+        at_s: Option<f64>,
+        #[serde(default)]
+        expect: Option<BTreeMap<String, ViewExpect>>,
+    },
+    Expect(AggregateExpect),
+}
+
+impl AggregateStep {
+    /// The `op` tag, for error messages.
+    pub fn op(&self) -> &'static str {
+        match self {
+            AggregateStep::Sample(_) => "sample",
+            AggregateStep::Oom(_) => "oom",
+            AggregateStep::SetState(_) => "set_state",
+            AggregateStep::HistogramAdd(_) => "histogram_add",
+            AggregateStep::SaveCheckpoint { .. } => "save_checkpoint",
+            AggregateStep::LoadCheckpoint { .. } => "load_checkpoint",
+            AggregateStep::CheckpointView { .. } => "checkpoint_view",
+            AggregateStep::Expect(_) => "expect",
+        }
+    }
+}
+
+/// A usage sample (`resource` required) or OOM event of `value` at `at_s`.
+#[derive(Debug, Deserialize)]
+pub struct ObservationStep {
+    #[serde(default)]
+    pub pod: LenientStr,
+    #[serde(default)]
+    pub container: LenientStr,
+    #[serde(default)]
+    pub at_s: Option<f64>,
+    pub value: Int,
+    #[serde(default)]
+    pub resource: Option<ResourceName>,
+    #[serde(default)]
+    pub expect_accepted: Option<bool>,
+}
+
+/// Overwrites an aggregation's counters and times.
+#[derive(Debug, Deserialize)]
+pub struct SetStateStep {
+    #[serde(default)]
+    pub container: LenientStr,
+    #[serde(default)]
+    pub creation_at_s: Option<f64>,
+    #[serde(default)]
+    pub first_sample_at_s: Option<f64>,
+    #[serde(default)]
+    pub last_sample_at_s: Option<f64>,
+    #[serde(default)]
+    pub total_samples_count: Option<Int>,
+}
+
+/// Adds straight to one histogram of an aggregation.
+#[derive(Debug, Deserialize)]
+pub struct HistogramAddStep {
+    #[serde(default)]
+    pub container: LenientStr,
+    pub histogram: HistogramName,
+    #[serde(default)]
+    pub at_s: Option<f64>,
+    pub value: f64,
+    pub weight: f64,
+}
+
+/// What a saved aggregate checkpoint must hold (`null` times expect none).
+#[derive(Debug, Deserialize)]
+pub struct AggregateSaveExpect {
+    #[serde(default)]
+    pub error: Option<bool>,
+    #[serde(default)]
+    pub version: LenientStr,
+    #[serde(default, deserialize_with = "present")]
+    pub first_sample_at_s: Option<Option<f64>>,
+    #[serde(default, deserialize_with = "present")]
+    pub last_sample_at_s: Option<Option<f64>>,
+    #[serde(default)]
+    pub total_samples_count: Option<Int>,
+    #[serde(default)]
+    pub cpu_bucket_count: Option<Int>,
+    #[serde(default)]
+    pub memory_bucket_count: Option<Int>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+
+/// An aggregate checkpoint (upstream `VerticalPodAutoscalerCheckpointStatus`).
+#[derive(Debug, Deserialize)]
+pub struct AggregateCheckpointJson {
+    #[serde(default)]
+    pub version: LenientStr,
+    #[serde(default)]
+    pub first_sample_at_s: Option<f64>,
+    #[serde(default)]
+    pub last_sample_at_s: Option<f64>,
+    #[serde(default)]
+    pub total_samples_count: Option<Int>,
+    #[serde(default)]
+    pub cpu_histogram: Option<HistogramCheckpointJson>,
+    #[serde(default)]
+    pub memory_histogram: Option<HistogramCheckpointJson>,
+}
+
+/// Emptiness of one aggregation in the checkpoint view.
+#[derive(Debug, Deserialize)]
+pub struct ViewExpect {
+    #[serde(default)]
+    pub memory_is_empty: Option<bool>,
+    #[serde(default)]
+    pub cpu_is_empty: Option<bool>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+
+/// What the aggregations must be: per name, and for `container`.
+#[derive(Debug, Deserialize)]
+pub struct AggregateExpect {
+    #[serde(default)]
+    pub by_container_name: Option<BTreeMap<String, ByContainerName>>,
+    #[serde(default)]
+    pub container: LenientStr,
+    #[serde(default, deserialize_with = "present")]
+    pub first_sample_at_s: Option<Option<f64>>,
+    #[serde(default, deserialize_with = "present")]
+    pub last_sample_at_s: Option<Option<f64>>,
+    #[serde(default)]
+    pub total_samples_count: Option<Int>,
+    #[serde(default)]
+    pub cpu_is_empty: Option<bool>,
+    #[serde(default)]
+    pub memory_is_empty: Option<bool>,
+    #[serde(default)]
+    pub is_expired_at: Option<Vec<ExpiredAt>>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+
+/// One aggregation's sample count and histograms (built by `adds`, `null` for empty).
+#[derive(Debug, Deserialize)]
+pub struct ByContainerName {
+    #[serde(default)]
+    pub total_samples_count: Option<Int>,
+    #[serde(default, deserialize_with = "present")]
+    pub cpu_histogram_equals: Option<Option<HistogramAdds>>,
+    #[serde(default, deserialize_with = "present")]
+    pub memory_histogram_equals: Option<Option<HistogramAdds>>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+
+/// The samples that build an expected histogram.
+#[derive(Debug, Deserialize)]
+pub struct HistogramAdds {
+    #[serde(default)]
+    pub adds: Option<Vec<AddStep>>,
+}
+
+/// `is_expired(at_s) == expired`.
+#[derive(Debug, Deserialize)]
+pub struct ExpiredAt {
+    pub at_s: f64,
+    #[serde(default)]
+    pub expired: Option<bool>,
+}
+
+// === envelope ===
+
+/// The outer fields every VPA case has; the kind's own fields are read by its runner.
+#[derive(Debug, Deserialize)]
+pub struct Envelope {
+    #[serde(default)]
+    pub name: LenientStr,
+    pub kind: String,
+    #[serde(default)]
+    pub t0_unix_s: Option<Int>,
+    #[serde(default)]
+    pub settings: Option<SettingsJson>,
+}
+
+/// Recommender settings overriding the defaults (durations in seconds); an unknown setting
+/// is an error, as it was for the hand reader.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SettingsJson {
+    pub target_cpu_percentile: Option<f64>,
+    pub target_memory_percentile: Option<f64>,
+    pub lower_bound_cpu_percentile: Option<f64>,
+    pub lower_bound_memory_percentile: Option<f64>,
+    pub upper_bound_cpu_percentile: Option<f64>,
+    pub upper_bound_memory_percentile: Option<f64>,
+    pub safety_margin_fraction: Option<f64>,
+    pub pod_min_cpu_millicores: Option<f64>,
+    pub pod_min_memory_mb: Option<f64>,
+    pub confidence_interval_cpu_s: Option<f64>,
+    pub confidence_interval_memory_s: Option<f64>,
+    pub cpu_histogram_decay_half_life_s: Option<f64>,
+    pub memory_histogram_decay_half_life_s: Option<f64>,
+    pub memory_aggregation_interval_s: Option<f64>,
+    pub memory_aggregation_interval_count: Option<Int>,
+    pub oom_bump_up_ratio: Option<f64>,
+    pub oom_min_bump_up_bytes: Option<f64>,
+    pub round_cpu_millicores: Option<Int>,
+    pub round_memory_bytes: Option<Int>,
+    pub container_recommendation_max_allowed: Option<ResourcesJson>,
+    pub per_vpa_config: Option<bool>,
+    pub cpu_integer_post_processor_enabled: Option<bool>,
+}
