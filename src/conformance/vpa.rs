@@ -31,7 +31,7 @@ mod schema;
 
 use schema::{
     AddStep, AggregateCase, AggregateCheckpointJson, AggregateExpect, AggregateStep, AmountCase,
-    AmountExpect, CallName, ChainElement, ContainerCase, ContainerPolicyJson, Envelope,
+    AmountExpect, CallName, ChainElement, ContainerCase, ContainerPolicyJson, Deferred, Envelope,
     EstimatorCase, ExpectedContainer, HistogramAdds, HistogramCase, HistogramCheckpointJson,
     HistogramExpect, HistogramName, HistogramSpecJson, HistogramStep, Int, LenientStr,
     ObservationStep, PodPolicyJson, PolicyCase, PostprocessCase, RecommendationJson,
@@ -552,7 +552,7 @@ fn run_container(ctx: &Ctx, case: &Value) -> R {
         let at = ctx.at(step.at_s.unwrap_or(0.0));
         let value = step.value.0;
         let accepted = match step.op.as_str() {
-            "sample" => match Resource::from(required(step.resource, "resource")?) {
+            "sample" => match Resource::from(step.resource.get("resource")?) {
                 Resource::Cpu => container.add_cpu_sample(&mut aggregate, at, value, &mut calls),
                 Resource::Memory => container.add_memory_sample(
                     &mut aggregate,
@@ -684,7 +684,7 @@ fn observation_from_step(
         Observation::Usage(UsageSample {
             pod,
             container,
-            resource: required(step.resource, "resource")?.into(),
+            resource: step.resource.get("resource")?.into(),
             usage: value,
             at,
         })
@@ -942,7 +942,7 @@ fn aggregate_expect(ctx: &Ctx, target: &VpaTarget, e: &AggregateExpect) -> R {
 
 fn run_policy(ctx: &Ctx, case: &Value) -> R {
     let case: PolicyCase = schema::parse(case)?;
-    let policy = case.policy.map(container_policy).transpose()?;
+    let policy = case.policy.map(|p| container_policy(p.0)).transpose()?;
     let resolved = AggregationPolicy::resolve(&ctx.settings, policy.as_ref());
     let e = case.expect;
     no_rest("expect", &e.rest)?;
@@ -1062,20 +1062,20 @@ fn run_estimator(ctx: &Ctx, case: &Value) -> R {
         let at = ctx.at(step.at_s.unwrap_or(0.0));
         match step.op.as_str() {
             "histogram_add" => {
-                let h = match required(step.histogram, "histogram")? {
+                let h = match step.histogram.get("histogram")? {
                     HistogramName::Cpu => &mut state.cpu,
                     HistogramName::Memory => &mut state.memory,
                 };
                 h.add_sample(
-                    number_f64(step.value.as_ref(), "value")?,
-                    required(step.weight, "weight")?,
+                    number_f64(Some(&step.value.get("value")?), "value")?,
+                    step.weight.get("weight")?,
                     at,
                 )
                 .map_err(|e| format!("state.steps[{i}]: {e}"))?;
             }
             "aggregate_sample" => {
-                let value = number_i64(step.value.as_ref(), "value")?;
-                match Resource::from(required(step.resource, "resource")?) {
+                let value = number_i64(Some(&step.value.get("value")?), "value")?;
+                match Resource::from(step.resource.get("resource")?) {
                     Resource::Cpu => state.add_cpu_sample(at, value, &mut ()),
                     Resource::Memory => state.add_memory_peak(at, value, &mut ()),
                 }
@@ -1086,11 +1086,16 @@ fn run_estimator(ctx: &Ctx, case: &Value) -> R {
     let e = case.expect;
     no_rest("expect", &e.rest)?;
     let tolerance = e.tolerance;
-    for (key, r, want) in [
-        ("cpu", Resource::Cpu, e.cpu),
-        ("memory", Resource::Memory, e.memory),
+    for (key, r, want, c) in [
+        ("cpu", Resource::Cpu, e.cpu, &case.estimators.cpu),
+        (
+            "memory",
+            Resource::Memory,
+            e.memory,
+            &case.estimators.memory,
+        ),
     ] {
-        let Some(c) = case.estimators.get(key) else {
+        let Some(c) = c else {
             continue;
         };
         let c = chain(c).map_err(prefix(format!("estimators.{key}")))?;
@@ -1131,7 +1136,7 @@ fn observation_from_sample(ctx: &Ctx, s: &Sample) -> Result<Observation, String>
         Observation::Usage(UsageSample {
             pod,
             container,
-            resource: required(s.resource, "resource")?.into(),
+            resource: s.resource.get("resource")?.into(),
             usage: s.value.0,
             at,
         })
@@ -1184,7 +1189,7 @@ fn run_recommender(ctx: &Ctx, case: &Value) -> R {
     let case: RecommenderCase = schema::parse(case)?;
     let settings = &ctx.settings;
     let mut target = VpaTarget::default();
-    let mut policy = pod_policy(case.policy.clone())?;
+    let mut policy = pod_policy(case.policy.clone().map(|p| p.0))?;
     let estimators = match &case.estimators {
         Some(est) => PodEstimators::constant(
             resources_of(est.target),
@@ -1318,7 +1323,7 @@ fn recommendation(r: Option<RecommendationJson>) -> Option<RecommendedPodResourc
 fn run_postprocess(ctx: &Ctx, case: &Value) -> R {
     let case: PostprocessCase = schema::parse(case)?;
     let rec = recommendation(case.recommendation);
-    let policy = pod_policy(case.policy)?;
+    let policy = pod_policy(case.policy.map(|p| p.0))?;
     let integer = integer_cpu_containers(case.integer_cpu_containers);
     let got = post_process(
         rec,
@@ -1357,14 +1362,13 @@ fn run_amount(case: &Value) -> R {
     for (i, c) in case.checks.iter().flatten().enumerate() {
         let f = c.function.as_str();
         let what = format!("checks[{i}] {f}");
-        let input = || number_f64(c.input.as_ref(), "input");
-        let input_int = || number_i64(c.input.as_ref(), "input");
-        let expect_int = || match &c.expect {
-            Some(AmountExpect::Number(n)) => number_i64(Some(n), "expect"),
-            Some(AmountExpect::Resources(_)) => Err("expect: not an integer".to_owned()),
-            None => Err("expect: missing".to_owned()),
+        let input = || number_f64(Some(&c.input.get("input")?), "input");
+        let input_int = || number_i64(Some(&c.input.get("input")?), "input");
+        let expect_int = || match c.expect.get("expect")? {
+            AmountExpect::Number(n) => number_i64(Some(&n), "expect"),
+            AmountExpect::Resources(_) => Err("expect: not an integer".to_owned()),
         };
-        let int = |v: Option<Int>, key: &str| required(v, key).map(|n| n.0);
+        let int = |v: &Deferred<Int>, key: &str| v.get(key).map(|n| n.0);
         let r: R = match f {
             "cpu_amount_from_cores" => check_eq(
                 &what,
@@ -1373,13 +1377,12 @@ fn run_amount(case: &Value) -> R {
             ),
             "cores_from_cpu_amount" => check_f64(
                 &what,
-                match &c.expect {
-                    Some(AmountExpect::Number(n)) => number_f64(Some(n), "expect")?,
-                    Some(AmountExpect::Resources(_)) => return Err("expect: not a number".into()),
-                    None => return Err("expect: missing".into()),
+                match c.expect.get("expect")? {
+                    AmountExpect::Number(n) => number_f64(Some(&n), "expect")?,
+                    AmountExpect::Resources(_) => return Err("expect: not a number".into()),
                 },
                 amount::cores_from_cpu_amount(input_int()?),
-                c.tolerance,
+                c.tolerance.opt("tolerance")?,
             ),
             "memory_amount_from_bytes" => check_eq(
                 &what,
@@ -1389,7 +1392,7 @@ fn run_amount(case: &Value) -> R {
             "scale_resource" => check_eq(
                 &what,
                 expect_int()?,
-                amount::scale_resource(int(c.amount, "amount")?, required(c.factor, "factor")?),
+                amount::scale_resource(int(&c.amount, "amount")?, c.factor.get("factor")?),
             ),
             "resource_amount_from_float" => check_eq(
                 &what,
@@ -1397,30 +1400,34 @@ fn run_amount(case: &Value) -> R {
                 amount::resource_amount_from_float(input()?),
             ),
             "round_up_to_scale" => {
-                let value = int(c.value, "value")?;
-                let got = amount::round_up_to_scale(value, int(c.scale, "scale")?);
+                let value = int(&c.value, "value")?;
+                let got = amount::round_up_to_scale(value, int(&c.scale, "scale")?);
                 let (v, err) = match got {
                     Ok(v) => (v, false),
                     Err(_) => (value, true),
                 };
                 check_eq(&what, expect_int()?, v)?;
-                match c.error {
+                match c.error.opt("error")? {
                     Some(want) => check_eq(&format!("{what} error"), want, err),
                     None => Ok(()),
                 }
             }
             "output_rounding" => {
                 let input = Resources {
-                    cpu: c.cpu.map(|n| n.0),
-                    memory: c.memory.map(|n| n.0),
+                    cpu: c.cpu.opt("cpu")?.map(|n| n.0),
+                    memory: c.memory.opt("memory")?.map(|n| n.0),
                 };
                 let got = round_output(
                     input,
-                    c.round_cpu_millicores.map_or(1, |n| n.0),
-                    c.round_memory_bytes.map_or(1, |n| n.0),
+                    c.round_cpu_millicores
+                        .opt("round_cpu_millicores")?
+                        .map_or(1, |n| n.0),
+                    c.round_memory_bytes
+                        .opt("round_memory_bytes")?
+                        .map_or(1, |n| n.0),
                 );
-                let want = match &c.expect {
-                    Some(AmountExpect::Resources(r)) => (*r).into(),
+                let want = match c.expect.get("expect") {
+                    Ok(AmountExpect::Resources(r)) => r.into(),
                     _ => Resources::default(),
                 };
                 check_eq(&what, want, got)

@@ -57,6 +57,61 @@ impl LenientStr {
     }
 }
 
+/// A field only some ops read: its type is checked when the runner reads it
+/// ([`Deferred::get`]), as the hand reader did, so that a step of another op may carry it
+/// with any value.
+#[derive(Clone, Debug)]
+pub struct Deferred<T>(Option<Result<T, String>>);
+
+impl<T> Default for Deferred<T> {
+    fn default() -> Self {
+        Deferred(None)
+    }
+}
+
+impl<'de, T: serde::de::DeserializeOwned> Deserialize<'de> for Deferred<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = serde_json::Value::deserialize(d)?;
+        Ok(Deferred(Some(T::deserialize(v).map_err(|e| e.to_string()))))
+    }
+}
+
+impl<T: Clone> Deferred<T> {
+    /// The value, or an error naming `key`.
+    pub fn get(&self, key: &str) -> Result<T, String> {
+        match &self.0 {
+            None => Err(format!("{key}: missing")),
+            Some(r) => r.clone().map_err(|e| format!("{key}: {e}")),
+        }
+    }
+}
+
+impl<T: Clone> Deferred<Option<T>> {
+    /// The value; absent or `null` is `None`.
+    pub fn opt(&self, key: &str) -> Result<Option<T>, String> {
+        match &self.0 {
+            None => Ok(None),
+            Some(r) => r.clone().map_err(|e| format!("{key}: {e}")),
+        }
+    }
+}
+
+/// An object read with `T`'s rules; any other value reads as `T::default()` (the hand
+/// reader looked keys up in it and found none).
+#[derive(Clone, Debug, Default)]
+pub struct ObjectOr<T>(pub T);
+
+impl<'de, T: serde::de::DeserializeOwned + Default> Deserialize<'de> for ObjectOr<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = serde_json::Value::deserialize(d)?;
+        if v.is_object() {
+            T::deserialize(v).map(ObjectOr).map_err(D::Error::custom)
+        } else {
+            Ok(ObjectOr(T::default()))
+        }
+    }
+}
+
 /// `Some(None)` for a key present with `null`, `None` for an absent key (with
 /// `#[serde(default)]`): some expectations treat an explicit `null` as a value.
 pub fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
@@ -144,7 +199,7 @@ pub struct PodPolicyJson {
 #[derive(Debug, Deserialize)]
 pub struct PolicyCase {
     #[serde(default)]
-    pub policy: Option<ContainerPolicyJson>,
+    pub policy: Option<ObjectOr<ContainerPolicyJson>>,
     pub expect: PolicyExpect,
 }
 
@@ -173,8 +228,17 @@ pub struct PolicyExpect {
 #[derive(Debug, Deserialize)]
 pub struct EstimatorCase {
     pub state: EstimatorState,
-    pub estimators: BTreeMap<String, Vec<ChainElement>>,
+    pub estimators: EstimatorChains,
     pub expect: EstimatorExpect,
+}
+
+/// The chains for `cpu` and `memory` (other keys ignored).
+#[derive(Debug, Deserialize)]
+pub struct EstimatorChains {
+    #[serde(default)]
+    pub cpu: Option<Vec<ChainElement>>,
+    #[serde(default)]
+    pub memory: Option<Vec<ChainElement>>,
 }
 
 /// How the aggregate state is built (`histograms: "plain"` for no decay).
@@ -194,13 +258,13 @@ pub struct EstimatorStateStep {
     #[serde(default)]
     pub at_s: Option<f64>,
     #[serde(default)]
-    pub histogram: Option<HistogramName>,
+    pub histogram: Deferred<HistogramName>,
     #[serde(default)]
-    pub resource: Option<ResourceName>,
+    pub resource: Deferred<ResourceName>,
     #[serde(default)]
-    pub value: Option<serde_json::Number>,
+    pub value: Deferred<serde_json::Number>,
     #[serde(default)]
-    pub weight: Option<f64>,
+    pub weight: Deferred<f64>,
 }
 
 /// `cpu` or `memory` histogram of an aggregation.
@@ -274,7 +338,7 @@ pub struct ConfidenceExpect {
 #[derive(Debug, Deserialize)]
 pub struct RecommenderCase {
     #[serde(default)]
-    pub policy: Option<PodPolicyJson>,
+    pub policy: Option<ObjectOr<PodPolicyJson>>,
     #[serde(default)]
     pub estimators: Option<ConstantEstimators>,
     #[serde(default)]
@@ -320,7 +384,7 @@ pub struct Sample {
     #[serde(default)]
     pub container: LenientStr,
     #[serde(default)]
-    pub resource: Option<ResourceName>,
+    pub resource: Deferred<ResourceName>,
     pub value: Int,
 }
 
@@ -378,7 +442,7 @@ pub struct PostprocessCase {
     #[serde(default)]
     pub recommendation: Option<RecommendationJson>,
     #[serde(default)]
-    pub policy: Option<PodPolicyJson>,
+    pub policy: Option<ObjectOr<PodPolicyJson>>,
     #[serde(default)]
     pub integer_cpu_containers: Option<Vec<LenientStr>>,
     pub expect: PostprocessExpect,
@@ -432,33 +496,33 @@ pub struct AmountCheck {
     #[serde(rename = "fn")]
     pub function: String,
     #[serde(default)]
-    pub input: Option<serde_json::Number>,
+    pub input: Deferred<serde_json::Number>,
     #[serde(default)]
-    pub expect: Option<AmountExpect>,
+    pub expect: Deferred<AmountExpect>,
     #[serde(default)]
-    pub amount: Option<Int>,
+    pub amount: Deferred<Int>,
     #[serde(default)]
-    pub factor: Option<f64>,
+    pub factor: Deferred<f64>,
     #[serde(default)]
-    pub value: Option<Int>,
+    pub value: Deferred<Int>,
     #[serde(default)]
-    pub scale: Option<Int>,
+    pub scale: Deferred<Int>,
     #[serde(default)]
-    pub error: Option<bool>,
+    pub error: Deferred<Option<bool>>,
     #[serde(default)]
-    pub tolerance: Option<f64>,
+    pub tolerance: Deferred<Option<f64>>,
     #[serde(default)]
-    pub cpu: Option<Int>,
+    pub cpu: Deferred<Option<Int>>,
     #[serde(default)]
-    pub memory: Option<Int>,
+    pub memory: Deferred<Option<Int>>,
     #[serde(default)]
-    pub round_cpu_millicores: Option<Int>,
+    pub round_cpu_millicores: Deferred<Option<Int>>,
     #[serde(default)]
-    pub round_memory_bytes: Option<Int>,
+    pub round_memory_bytes: Deferred<Option<Int>>,
 }
 
 /// An amount check's `expect`: a number, or a resources map (`output_rounding`).
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(untagged)]
 pub enum AmountExpect {
     Number(serde_json::Number),
@@ -504,7 +568,7 @@ pub struct ContainerStep {
     pub at_s: Option<f64>,
     pub value: Int,
     #[serde(default)]
-    pub resource: Option<ResourceName>,
+    pub resource: Deferred<ResourceName>,
     #[serde(default)]
     pub expect_accepted: Option<bool>,
 }
@@ -784,7 +848,7 @@ pub struct ObservationStep {
     pub at_s: Option<f64>,
     pub value: Int,
     #[serde(default)]
-    pub resource: Option<ResourceName>,
+    pub resource: Deferred<ResourceName>,
     #[serde(default)]
     pub expect_accepted: Option<bool>,
 }
