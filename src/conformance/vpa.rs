@@ -70,7 +70,10 @@ impl VpaCase {
     pub fn from_value(value: Value) -> Result<VpaCase, String> {
         let envelope: Envelope = schema::parse(&value)?;
         let ctx = Ctx::new(&envelope)?;
-        let kind = envelope.kind.as_str();
+        let kind = envelope
+            .kind
+            .get("kind")
+            .map_err(|_| "kind: not a string".to_owned())?;
         let kind = serde_json::from_value(Value::String(kind.to_owned()))
             .map_err(|_| format!("kind: unknown kind {kind:?}"))?;
         Ok(VpaCase {
@@ -139,9 +142,14 @@ impl Ctx {
     fn new(case: &Envelope) -> Result<Self, String> {
         let t0_ns = case
             .t0_unix_s
+            .opt("t0_unix_s")?
             .map_or(0, |n| n.0)
             .saturating_mul(NANOS_PER_SECOND);
-        let settings = settings(case.settings.as_ref());
+        let settings = case.settings.opt("settings")?;
+        if let Some(s) = &settings {
+            s.check_keys().map_err(prefix("settings"))?;
+        }
+        let settings = settings_from(settings.as_ref());
         settings.validate().map_err(|e| format!("settings: {e}"))?;
         Ok(Self { settings, t0_ns })
     }
@@ -156,7 +164,7 @@ impl Ctx {
 }
 
 /// The defaults overridden by the case's settings.
-fn settings(v: Option<&SettingsJson>) -> VpaSettings {
+fn settings_from(v: Option<&SettingsJson>) -> VpaSettings {
     let mut s = VpaSettings::default();
     let Some(v) = v else {
         return s;
@@ -944,7 +952,7 @@ fn run_policy(ctx: &Ctx, case: &Value) -> R {
     let case: PolicyCase = schema::parse(case)?;
     let policy = case.policy.map(|p| container_policy(p.0)).transpose()?;
     let resolved = AggregationPolicy::resolve(&ctx.settings, policy.as_ref());
-    let e = case.expect;
+    let e = case.expect.take("expect")?;
     no_rest("expect", &e.rest)?;
     if let Some(mode) = e.scaling_mode.0.as_deref() {
         check_eq(
@@ -1083,7 +1091,7 @@ fn run_estimator(ctx: &Ctx, case: &Value) -> R {
             other => return Err(format!("state.steps[{i}]: unknown op {other:?}")),
         }
     }
-    let e = case.expect;
+    let e = case.expect.take("expect")?;
     no_rest("expect", &e.rest)?;
     let tolerance = e.tolerance;
     for (key, r, want, c) in [
@@ -1222,7 +1230,7 @@ fn run_recommender(ctx: &Ctx, case: &Value) -> R {
     }
     let integer = integer_cpu_containers(case.integer_cpu_containers);
     let rec = target.recommend_with(&estimators, policy.as_ref(), &integer, settings);
-    let e = case.expect;
+    let e = case.expect.take("expect")?;
     no_rest("expect", &e.rest)?;
     let Some(containers) = e.containers else {
         return Ok(());
@@ -1331,7 +1339,7 @@ fn run_postprocess(ctx: &Ctx, case: &Value) -> R {
         &integer,
         &ctx.settings.container_recommendation_max_allowed,
     );
-    let e = case.expect;
+    let e = case.expect.take("expect")?;
     no_rest("expect", &e.rest)?;
     if let Some(None) = e.recommendation {
         return match got {
@@ -1442,4 +1450,59 @@ fn run_amount(case: &Value) -> R {
         r?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::VpaCase;
+    use serde_json::json;
+
+    fn run(case: serde_json::Value) -> Result<(), String> {
+        VpaCase::from_value(case)?.run()
+    }
+
+    fn amount(expect: serde_json::Value) -> serde_json::Value {
+        json!({"kind": "amount", "checks": [
+            {"fn": "round_up_to_whole_cores", "input": 1500.0, "expect": expect,
+             "unused_by_this_fn": "anything"}
+        ]})
+    }
+
+    #[test]
+    fn integers_may_be_written_as_floats_and_unknown_step_keys_are_ignored() {
+        assert_eq!(run(amount(json!(2000.0))), Ok(()));
+        assert!(
+            run(amount(json!(1000)))
+                .unwrap_err()
+                .contains("expected 1000, got 2000")
+        );
+    }
+
+    #[test]
+    fn unknown_expectation_keys_fail_the_case() {
+        let case = json!({"kind": "policy", "expect": {"scaling_mode": "Auto", "oops": 1}});
+        assert!(run(case).unwrap_err().contains("unsupported key \"oops\""));
+        let case = json!({"kind": "policy", "expect": {"scaling_mode": "Auto", "notes": "x"}});
+        assert_eq!(run(case), Ok(()));
+    }
+
+    #[test]
+    fn fields_of_other_ops_are_checked_only_when_read() {
+        // An OOM does not read `resource`; a usage sample does.
+        let case = |op: &str| {
+            json!({"kind": "aggregate", "steps": [
+                {"op": op, "value": 1024, "resource": 7, "at_s": 1}
+            ]})
+        };
+        assert_eq!(run(case("oom")), Ok(()));
+        assert!(run(case("sample")).unwrap_err().contains("resource:"));
+    }
+
+    #[test]
+    fn unknown_settings_and_malformed_input_fail_without_panicking() {
+        let case = json!({"kind": "amount", "settings": {"no_such_setting": 1}});
+        assert!(run(case).unwrap_err().contains("no_such_setting"));
+        let case = json!({"kind": "histogram", "histogram": "linear"});
+        assert!(run(case).is_err());
+    }
 }

@@ -86,6 +86,17 @@ impl<T: Clone> Deferred<T> {
     }
 }
 
+impl<T> Deferred<T> {
+    /// The value (read after the run, as the hand reader read expectations), or an error
+    /// naming `key`.
+    pub fn take(self, key: &str) -> Result<T, String> {
+        match self.0 {
+            None => Err(format!("{key}: missing")),
+            Some(r) => r.map_err(|e| format!("{key}: {e}")),
+        }
+    }
+}
+
 impl<T: Clone> Deferred<Option<T>> {
     /// The value; absent or `null` is `None`.
     pub fn opt(&self, key: &str) -> Result<Option<T>, String> {
@@ -200,7 +211,8 @@ pub struct PodPolicyJson {
 pub struct PolicyCase {
     #[serde(default)]
     pub policy: Option<ObjectOr<ContainerPolicyJson>>,
-    pub expect: PolicyExpect,
+    #[serde(default)]
+    pub expect: Deferred<PolicyExpect>,
 }
 
 /// What a resolved aggregation policy must be.
@@ -229,7 +241,8 @@ pub struct PolicyExpect {
 pub struct EstimatorCase {
     pub state: EstimatorState,
     pub estimators: EstimatorChains,
-    pub expect: EstimatorExpect,
+    #[serde(default)]
+    pub expect: Deferred<EstimatorExpect>,
 }
 
 /// The chains for `cpu` and `memory` (other keys ignored).
@@ -349,7 +362,8 @@ pub struct RecommenderCase {
     pub series: Option<Vec<Series>>,
     #[serde(default)]
     pub integer_cpu_containers: Option<Vec<LenientStr>>,
-    pub expect: RecommenderExpect,
+    #[serde(default)]
+    pub expect: Deferred<RecommenderExpect>,
 }
 
 /// Constant estimators for the three bounds (`PodEstimators::constant`).
@@ -445,7 +459,8 @@ pub struct PostprocessCase {
     pub policy: Option<ObjectOr<PodPolicyJson>>,
     #[serde(default)]
     pub integer_cpu_containers: Option<Vec<LenientStr>>,
-    pub expect: PostprocessExpect,
+    #[serde(default)]
+    pub expect: Deferred<PostprocessExpect>,
 }
 
 /// A pod recommendation.
@@ -987,18 +1002,20 @@ pub struct ExpiredAt {
 pub struct Envelope {
     #[serde(default)]
     pub name: LenientStr,
-    pub kind: String,
     #[serde(default)]
-    pub t0_unix_s: Option<Int>,
+    pub kind: Deferred<String>,
     #[serde(default)]
-    pub settings: Option<SettingsJson>,
+    pub t0_unix_s: Deferred<Option<Int>>,
+    #[serde(default)]
+    pub settings: Deferred<Option<SettingsJson>>,
 }
 
 /// Recommender settings overriding the defaults (durations in seconds); an unknown setting
-/// is an error, as it was for the hand reader.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// (left in `rest`) is an error, as it was for the hand reader.
+#[derive(Clone, Debug, Default, Deserialize)]
 pub struct SettingsJson {
+    #[serde(flatten)]
+    pub rest: Rest,
     pub target_cpu_percentile: Option<f64>,
     pub target_memory_percentile: Option<f64>,
     pub lower_bound_cpu_percentile: Option<f64>,
@@ -1021,4 +1038,14 @@ pub struct SettingsJson {
     pub container_recommendation_max_allowed: Option<ResourcesJson>,
     pub per_vpa_config: Option<bool>,
     pub cpu_integer_post_processor_enabled: Option<bool>,
+}
+
+impl SettingsJson {
+    /// The first unknown setting, as the hand reader named it.
+    pub fn check_keys(&self) -> Result<(), String> {
+        match self.rest.keys().next() {
+            Some(k) => Err(format!("{k}: unknown setting")),
+            None => Ok(()),
+        }
+    }
 }
