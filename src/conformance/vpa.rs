@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::engine::vpa::aggregate::{
     AggregateContainerState, HistogramCall, HistogramKind, HistogramOp,
@@ -26,6 +26,17 @@ use crate::engine::vpa::recommender::{
 use crate::engine::vpa::settings::VpaSettings;
 use crate::engine::vpa::target::{Observation, OomEvent, UsageSample, VpaTarget};
 use crate::engine::vpa::time::{NANOS_PER_SECOND, Timestamp, duration_nanos};
+
+mod schema;
+
+use schema::{
+    AddStep, AggregateCase, AggregateCheckpointJson, AggregateExpect, AggregateStep, AmountCase,
+    AmountExpect, CallName, ChainElement, ContainerCase, ContainerPolicyJson, Deferred, Envelope,
+    EstimatorCase, ExpectedContainer, HistogramAdds, HistogramCase, HistogramCheckpointJson,
+    HistogramExpect, HistogramName, HistogramSpecJson, HistogramStep, Int, LenientStr,
+    ObservationStep, PodPolicyJson, PolicyCase, PostprocessCase, RecommendationJson,
+    RecommenderCase, ResourcesJson, Sample, SettingsJson, no_rest, resources_of,
+};
 
 type R = Result<(), String>;
 
@@ -57,17 +68,16 @@ impl VpaCase {
     /// Reads the envelope of a VPA case: `name`, `kind`, `t0_unix_s` and `settings`
     /// (validated as the server validates them).
     pub fn from_value(value: Value) -> Result<VpaCase, String> {
-        let ctx = Ctx::new(&value)?;
-        let kind = str_field(&value, "kind")?;
+        let envelope: Envelope = schema::parse(&value)?;
+        let ctx = Ctx::new(&envelope)?;
+        let kind = envelope
+            .kind
+            .get("kind")
+            .map_err(|_| "kind: not a string".to_owned())?;
         let kind = serde_json::from_value(Value::String(kind.to_owned()))
             .map_err(|_| format!("kind: unknown kind {kind:?}"))?;
-        let name = value
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
         Ok(VpaCase {
-            name,
+            name: envelope.name.0.unwrap_or_default(),
             kind,
             ctx,
             body: value,
@@ -90,93 +100,7 @@ impl VpaCase {
     }
 }
 
-// === JSON helpers ===
-
-fn field<'a>(v: &'a Value, key: &str) -> Result<&'a Value, String> {
-    v.get(key).ok_or_else(|| format!("{key}: missing"))
-}
-
-fn str_field<'a>(v: &'a Value, key: &str) -> Result<&'a str, String> {
-    field(v, key)?
-        .as_str()
-        .ok_or_else(|| format!("{key}: not a string"))
-}
-
-fn f64_field(v: &Value, key: &str) -> Result<f64, String> {
-    field(v, key)?
-        .as_f64()
-        .ok_or_else(|| format!("{key}: not a number"))
-}
-
-fn opt_f64(v: &Value, key: &str) -> Result<Option<f64>, String> {
-    match v.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(x) => x
-            .as_f64()
-            .map(Some)
-            .ok_or_else(|| format!("{key}: not a number")),
-    }
-}
-
-fn i64_field(v: &Value, key: &str) -> Result<i64, String> {
-    let x = field(v, key)?;
-    x.as_i64()
-        .or_else(|| x.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))
-        .ok_or_else(|| format!("{key}: not an integer"))
-}
-
-fn opt_i64(v: &Value, key: &str) -> Result<Option<i64>, String> {
-    match v.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(_) => i64_field(v, key).map(Some),
-    }
-}
-
-fn opt_bool(v: &Value, key: &str) -> Result<Option<bool>, String> {
-    match v.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(x) => x
-            .as_bool()
-            .map(Some)
-            .ok_or_else(|| format!("{key}: not a boolean")),
-    }
-}
-
-fn array<'a>(v: &'a Value, key: &str) -> Result<&'a [Value], String> {
-    match v.get(key) {
-        None | Some(Value::Null) => Ok(&[]),
-        Some(x) => x
-            .as_array()
-            .map(Vec::as_slice)
-            .ok_or_else(|| format!("{key}: not a list")),
-    }
-}
-
-fn object<'a>(v: &'a Value, key: &str) -> Result<Option<&'a Map<String, Value>>, String> {
-    match v.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(x) => x
-            .as_object()
-            .map(Some)
-            .ok_or_else(|| format!("{key}: not an object")),
-    }
-}
-
-/// Reject expectation keys this runner does not check, so that a new case cannot pass
-/// vacuously. `derived`/`note(s)` (provenance) are always allowed.
-fn only_keys(what: &str, v: &Value, allowed: &[&str]) -> R {
-    if let Some(obj) = v.as_object() {
-        for k in obj.keys() {
-            if !allowed.contains(&k.as_str()) && !matches!(k.as_str(), "derived" | "note" | "notes")
-            {
-                return Err(format!(
-                    "{what}: unsupported key {k:?} (runner does not check it)"
-                ));
-            }
-        }
-    }
-    Ok(())
-}
+// === helpers ===
 
 fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s.max(0.0))
@@ -206,36 +130,6 @@ fn prefix(what: impl std::fmt::Display) -> impl FnOnce(String) -> String {
     move |e| format!("{what}: {e}")
 }
 
-fn resource(v: &Value, key: &str) -> Result<Resource, String> {
-    match str_field(v, key)? {
-        "cpu" => Ok(Resource::Cpu),
-        "memory" => Ok(Resource::Memory),
-        other => Err(format!("{key}: unknown resource {other:?}")),
-    }
-}
-
-fn resources(v: Option<&Value>) -> Result<Resources, String> {
-    let Some(v) = v.filter(|v| !v.is_null()) else {
-        return Ok(Resources::default());
-    };
-    Ok(Resources {
-        cpu: opt_i64(v, "cpu")?,
-        memory: opt_i64(v, "memory")?,
-    })
-}
-
-fn resource_list(v: &Value) -> Result<Vec<Resource>, String> {
-    v.as_array()
-        .ok_or("controlled_resources: not a list")?
-        .iter()
-        .map(|r| match r.as_str() {
-            Some("cpu") => Ok(Resource::Cpu),
-            Some("memory") => Ok(Resource::Memory),
-            _ => Err(format!("controlled_resources: unknown resource {r}")),
-        })
-        .collect()
-}
-
 // === Context: settings and time ===
 
 #[derive(Clone, Debug)]
@@ -245,11 +139,17 @@ struct Ctx {
 }
 
 impl Ctx {
-    fn new(case: &Value) -> Result<Self, String> {
-        let t0_ns = opt_i64(case, "t0_unix_s")?
-            .unwrap_or(0)
+    fn new(case: &Envelope) -> Result<Self, String> {
+        let t0_ns = case
+            .t0_unix_s
+            .opt("t0_unix_s")?
+            .map_or(0, |n| n.0)
             .saturating_mul(NANOS_PER_SECOND);
-        let settings = parse_settings(case.get("settings")).map_err(prefix("settings"))?;
+        let settings = case.settings.opt("settings")?;
+        if let Some(s) = &settings {
+            s.check_keys().map_err(prefix("settings"))?;
+        }
+        let settings = settings_from(settings.as_ref());
         settings.validate().map_err(|e| format!("settings: {e}"))?;
         Ok(Self { settings, t0_ns })
     }
@@ -258,102 +158,119 @@ impl Ctx {
         Timestamp::from_unix_nanos(self.t0_ns.saturating_add((at_s * 1e9).round() as i64))
     }
 
-    fn at_field(&self, v: &Value, key: &str) -> Result<Timestamp, String> {
-        Ok(self.at(opt_f64(v, key)?.unwrap_or(0.0)))
-    }
-
-    fn opt_at(&self, v: &Value, key: &str) -> Result<Option<Timestamp>, String> {
-        Ok(opt_f64(v, key)?.map(|s| self.at(s)))
-    }
-
     fn aggregation_policy(&self) -> AggregationPolicy {
         AggregationPolicy::resolve(&self.settings, None)
     }
 }
 
-fn parse_settings(v: Option<&Value>) -> Result<VpaSettings, String> {
+/// The defaults overridden by the case's settings.
+fn settings_from(v: Option<&SettingsJson>) -> VpaSettings {
     let mut s = VpaSettings::default();
-    let Some(v) = v.filter(|v| !v.is_null()) else {
-        return Ok(s);
+    let Some(v) = v else {
+        return s;
     };
-    let obj = v.as_object().ok_or("not an object")?;
-    for (key, x) in obj {
-        let num = || x.as_f64().ok_or_else(|| format!("{key}: not a number"));
-        match key.as_str() {
-            "target_cpu_percentile" => s.target_cpu_percentile = num()?,
-            "target_memory_percentile" => s.target_memory_percentile = num()?,
-            "lower_bound_cpu_percentile" => s.lower_bound_cpu_percentile = num()?,
-            "lower_bound_memory_percentile" => s.lower_bound_memory_percentile = num()?,
-            "upper_bound_cpu_percentile" => s.upper_bound_cpu_percentile = num()?,
-            "upper_bound_memory_percentile" => s.upper_bound_memory_percentile = num()?,
-            "safety_margin_fraction" => s.safety_margin_fraction = num()?,
-            "pod_min_cpu_millicores" => s.pod_min_cpu_millicores = num()?,
-            "pod_min_memory_mb" => s.pod_min_memory_mb = num()?,
-            "confidence_interval_cpu_s" => s.confidence_interval_cpu = secs(num()?),
-            "confidence_interval_memory_s" => s.confidence_interval_memory = secs(num()?),
-            "cpu_histogram_decay_half_life_s" => s.cpu_histogram_decay_half_life = secs(num()?),
-            "memory_histogram_decay_half_life_s" => {
-                s.memory_histogram_decay_half_life = secs(num()?)
-            }
-            "memory_aggregation_interval_s" => s.memory_aggregation_interval = secs(num()?),
-            "memory_aggregation_interval_count" => {
-                s.memory_aggregation_interval_count = i64_field(v, key)?
-            }
-            "oom_bump_up_ratio" => s.oom_bump_up_ratio = num()?,
-            "oom_min_bump_up_bytes" => s.oom_min_bump_up_bytes = num()?,
-            "round_cpu_millicores" => s.round_cpu_millicores = i64_field(v, key)?,
-            "round_memory_bytes" => s.round_memory_bytes = i64_field(v, key)?,
-            "container_recommendation_max_allowed" => {
-                s.container_recommendation_max_allowed = resources(Some(x))?
-            }
-            "per_vpa_config" => {
-                s.per_vpa_config = x.as_bool().ok_or("per_vpa_config: not a boolean")?
-            }
-            "cpu_integer_post_processor_enabled" => {
-                s.cpu_integer_post_processor_enabled = x
-                    .as_bool()
-                    .ok_or("cpu_integer_post_processor_enabled: not a boolean")?
-            }
-            other => return Err(format!("{other}: unknown setting")),
+    let set = |field: &mut f64, x: Option<f64>| {
+        if let Some(x) = x {
+            *field = x;
         }
+    };
+    set(&mut s.target_cpu_percentile, v.target_cpu_percentile);
+    set(&mut s.target_memory_percentile, v.target_memory_percentile);
+    set(
+        &mut s.lower_bound_cpu_percentile,
+        v.lower_bound_cpu_percentile,
+    );
+    set(
+        &mut s.lower_bound_memory_percentile,
+        v.lower_bound_memory_percentile,
+    );
+    set(
+        &mut s.upper_bound_cpu_percentile,
+        v.upper_bound_cpu_percentile,
+    );
+    set(
+        &mut s.upper_bound_memory_percentile,
+        v.upper_bound_memory_percentile,
+    );
+    set(&mut s.safety_margin_fraction, v.safety_margin_fraction);
+    set(&mut s.pod_min_cpu_millicores, v.pod_min_cpu_millicores);
+    set(&mut s.pod_min_memory_mb, v.pod_min_memory_mb);
+    set(&mut s.oom_bump_up_ratio, v.oom_bump_up_ratio);
+    set(&mut s.oom_min_bump_up_bytes, v.oom_min_bump_up_bytes);
+    let set_secs = |field: &mut Duration, x: Option<f64>| {
+        if let Some(x) = x {
+            *field = secs(x);
+        }
+    };
+    set_secs(&mut s.confidence_interval_cpu, v.confidence_interval_cpu_s);
+    set_secs(
+        &mut s.confidence_interval_memory,
+        v.confidence_interval_memory_s,
+    );
+    set_secs(
+        &mut s.cpu_histogram_decay_half_life,
+        v.cpu_histogram_decay_half_life_s,
+    );
+    set_secs(
+        &mut s.memory_histogram_decay_half_life,
+        v.memory_histogram_decay_half_life_s,
+    );
+    set_secs(
+        &mut s.memory_aggregation_interval,
+        v.memory_aggregation_interval_s,
+    );
+    if let Some(n) = v.memory_aggregation_interval_count {
+        s.memory_aggregation_interval_count = n.0;
     }
-    Ok(s)
+    if let Some(n) = v.round_cpu_millicores {
+        s.round_cpu_millicores = n.0;
+    }
+    if let Some(n) = v.round_memory_bytes {
+        s.round_memory_bytes = n.0;
+    }
+    if let Some(r) = v.container_recommendation_max_allowed {
+        s.container_recommendation_max_allowed = r.into();
+    }
+    if let Some(b) = v.per_vpa_config {
+        s.per_vpa_config = b;
+    }
+    if let Some(b) = v.cpu_integer_post_processor_enabled {
+        s.cpu_integer_post_processor_enabled = b;
+    }
+    s
 }
 
-fn parse_container_policy(v: &Value) -> Result<ContainerResourcePolicy, String> {
-    let mode = match v.get("mode").and_then(Value::as_str) {
+fn container_policy(p: ContainerPolicyJson) -> Result<ContainerResourcePolicy, String> {
+    let mode = match p.mode.0.as_deref() {
         None => None,
         Some("Auto") => Some(ContainerScalingMode::Auto),
         Some("Off") => Some(ContainerScalingMode::Off),
         Some(other) => return Err(format!("mode: unknown mode {other:?}")),
     };
     Ok(ContainerResourcePolicy {
-        container_name: v
-            .get("container_name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned(),
+        container_name: p.container_name.0.unwrap_or_default(),
         mode,
-        min_allowed: resources(v.get("min_allowed"))?,
-        max_allowed: resources(v.get("max_allowed"))?,
-        controlled_resources: match v.get("controlled_resources") {
-            None | Some(Value::Null) => None,
-            Some(list) => Some(resource_list(list)?),
-        },
-        memory_aggregation_interval: opt_f64(v, "memory_aggregation_interval_s")?.map(secs),
-        memory_aggregation_interval_count: opt_i64(v, "memory_aggregation_interval_count")?,
-        oom_bump_up_ratio: opt_f64(v, "oom_bump_up_ratio")?,
-        oom_min_bump_up_bytes: opt_f64(v, "oom_min_bump_up_bytes")?,
+        min_allowed: resources_of(p.min_allowed),
+        max_allowed: resources_of(p.max_allowed),
+        controlled_resources: p
+            .controlled_resources
+            .map(|list| list.into_iter().map(Resource::from).collect()),
+        memory_aggregation_interval: p.memory_aggregation_interval_s.map(secs),
+        memory_aggregation_interval_count: p.memory_aggregation_interval_count.map(|n| n.0),
+        oom_bump_up_ratio: p.oom_bump_up_ratio,
+        oom_min_bump_up_bytes: p.oom_min_bump_up_bytes,
     })
 }
 
-fn parse_pod_policy(v: Option<&Value>) -> Result<Option<PodResourcePolicy>, String> {
-    let Some(v) = v.filter(|v| !v.is_null()) else {
+fn pod_policy(p: Option<PodPolicyJson>) -> Result<Option<PodResourcePolicy>, String> {
+    let Some(p) = p else {
         return Ok(None);
     };
-    let container_policies = array(v, "container_policies")?
-        .iter()
-        .map(parse_container_policy)
+    let container_policies = p
+        .container_policies
+        .unwrap_or_default()
+        .into_iter()
+        .map(container_policy)
         .collect::<Result<Vec<_>, _>>()?;
     let policy = PodResourcePolicy { container_policies };
     policy.validate().map_err(|e| format!("policy: {e}"))?;
@@ -369,25 +286,26 @@ struct HistogramSpec {
 }
 
 impl HistogramSpec {
-    fn parse(v: &Value) -> Result<Self, String> {
-        let options = match str_field(v, "buckets")? {
+    fn parse(v: &HistogramSpecJson) -> Result<Self, String> {
+        let f = |x: Option<f64>, key: &str| required(x, key);
+        let options = match v.buckets.as_str() {
             "linear" => HistogramOptions::linear(
-                f64_field(v, "max_value")?,
-                f64_field(v, "bucket_size")?,
-                f64_field(v, "epsilon")?,
+                f(v.max_value, "max_value")?,
+                f(v.bucket_size, "bucket_size")?,
+                f(v.epsilon, "epsilon")?,
             ),
             "exponential" => HistogramOptions::exponential(
-                f64_field(v, "max_value")?,
-                f64_field(v, "first_bucket_size")?,
-                f64_field(v, "ratio")?,
-                f64_field(v, "epsilon")?,
+                f(v.max_value, "max_value")?,
+                f(v.first_bucket_size, "first_bucket_size")?,
+                f(v.ratio, "ratio")?,
+                f(v.epsilon, "epsilon")?,
             ),
             "cpu" => Ok(HistogramOptions::cpu()),
             "memory" => Ok(HistogramOptions::memory()),
             other => return Err(format!("buckets: unknown scheme {other:?}")),
         }
         .map_err(|e| e.to_string())?;
-        let half_life_ns = opt_f64(v, "half_life_s")?.map_or(0, |s| duration_nanos(secs(s)));
+        let half_life_ns = v.half_life_s.map_or(0, |s| duration_nanos(secs(s)));
         Ok(Self {
             options,
             half_life_ns,
@@ -399,48 +317,48 @@ impl HistogramSpec {
     }
 }
 
-fn apply_adds(ctx: &Ctx, h: &mut DecayingHistogram, steps: &[Value]) -> R {
-    for (i, s) in steps.iter().enumerate() {
-        let value = f64_field(s, "value")?;
-        let weight = f64_field(s, "weight")?;
-        let at = ctx.at_field(s, "at_s")?;
-        let r = match s.get("op").and_then(Value::as_str) {
-            Some("subtract") => h.subtract_sample(value, weight, at),
-            _ => h.add_sample(value, weight, at),
+/// Applies `steps` in order; a step subtracts when its `op` is `"subtract"` or, for a
+/// top-level step, when `subtract` says so.
+fn apply_adds<'a>(
+    ctx: &Ctx,
+    h: &mut DecayingHistogram,
+    steps: impl IntoIterator<Item = (&'a AddStep, bool)>,
+) -> R {
+    for (i, (s, subtract)) in steps.into_iter().enumerate() {
+        let at = ctx.at(s.at_s.unwrap_or(0.0));
+        let r = if subtract || s.op.0.as_deref() == Some("subtract") {
+            h.subtract_sample(s.value, s.weight, at)
+        } else {
+            h.add_sample(s.value, s.weight, at)
         };
         r.map_err(|e| format!("steps[{i}]: {e}"))?;
     }
     Ok(())
 }
 
-fn parse_histogram_checkpoint(ctx: &Ctx, v: &Value) -> Result<HistogramCheckpoint, String> {
+fn adds(steps: &Option<Vec<AddStep>>) -> impl Iterator<Item = (&AddStep, bool)> {
+    steps.iter().flatten().map(|s| (s, false))
+}
+
+fn histogram_checkpoint(
+    ctx: &Ctx,
+    v: &HistogramCheckpointJson,
+) -> Result<HistogramCheckpoint, String> {
     let mut bucket_weights = BTreeMap::new();
-    if let Some(obj) = object(v, "bucket_weights")? {
-        for (k, w) in obj {
-            let bucket: i64 = k
-                .parse()
-                .map_err(|_| format!("bucket_weights: bad index {k:?}"))?;
-            let weight = w
-                .as_u64()
-                .and_then(|w| u32::try_from(w).ok())
-                .ok_or_else(|| format!("bucket_weights[{k}]: not a uint32"))?;
-            bucket_weights.insert(bucket, weight);
-        }
+    for (k, w) in v.bucket_weights.iter().flatten() {
+        let bucket: i64 = k
+            .parse()
+            .map_err(|_| format!("bucket_weights: bad index {k:?}"))?;
+        bucket_weights.insert(bucket, *w);
     }
     Ok(HistogramCheckpoint {
-        reference: ctx.opt_at(v, "reference_at_s")?,
+        reference: v.reference_at_s.map(|s| ctx.at(s)),
         bucket_weights,
-        total_weight: opt_f64(v, "total_weight")?.unwrap_or(0.0),
+        total_weight: v.total_weight.unwrap_or(0.0),
     })
 }
 
-fn check_error_expectation(what: &str, expect: Option<&Value>, failed: Option<String>) -> R {
-    if what == "load_checkpoint"
-        && let Some(e) = expect
-    {
-        only_keys("expect", e, &["error"])?;
-    }
-    let expected_error = expect.map(|e| opt_bool(e, "error")).transpose()?.flatten();
+fn check_error(what: &str, expected_error: Option<bool>, failed: Option<String>) -> R {
     match (expected_error, failed) {
         (Some(true), None) => Err(format!("{what}: expected an error, got none")),
         (Some(false) | None, Some(e)) => Err(format!("{what}: expected no error, got {e}")),
@@ -449,16 +367,12 @@ fn check_error_expectation(what: &str, expect: Option<&Value>, failed: Option<St
 }
 
 fn run_histogram(ctx: &Ctx, case: &Value) -> R {
-    let spec = HistogramSpec::parse(field(case, "histogram")?).map_err(prefix("histogram"))?;
+    let case: HistogramCase = schema::parse(case)?;
+    let spec = HistogramSpec::parse(&case.histogram).map_err(prefix("histogram"))?;
     let mut h = spec.fresh();
     let mut last_save: Option<HistogramCheckpoint> = None;
-    for (i, step) in array(case, "steps")?.iter().enumerate() {
-        let at = |what: String| {
-            format!(
-                "steps[{i}] ({}): {what}",
-                step.get("op").and_then(Value::as_str).unwrap_or("?")
-            )
-        };
+    for (i, step) in case.steps.iter().flatten().enumerate() {
+        let at = |what: String| format!("steps[{i}] ({}): {what}", step.op());
         histogram_step(ctx, &spec, &mut h, &mut last_save, step).map_err(at)?;
     }
     Ok(())
@@ -469,49 +383,37 @@ fn histogram_step(
     spec: &HistogramSpec,
     h: &mut DecayingHistogram,
     last_save: &mut Option<HistogramCheckpoint>,
-    step: &Value,
+    step: &HistogramStep,
 ) -> R {
-    match str_field(step, "op")? {
-        "add" | "subtract" => apply_adds(ctx, h, std::slice::from_ref(step)),
-        "merge" => {
+    match step {
+        HistogramStep::Add(s) => apply_adds(ctx, h, [(s, false)]),
+        HistogramStep::Subtract(s) => apply_adds(ctx, h, [(s, true)]),
+        HistogramStep::Merge { steps } => {
             let mut other = spec.fresh();
-            apply_adds(ctx, &mut other, array(step, "steps")?)?;
+            apply_adds(ctx, &mut other, adds(steps))?;
             h.merge(&other).map_err(|e| e.to_string())
         }
-        "save_checkpoint" => {
+        HistogramStep::SaveCheckpoint { expect } => {
             let cp = h.save_checkpoint();
-            if let Some(e) = step.get("expect") {
-                only_keys(
-                    "expect",
-                    e,
-                    &[
-                        "total_weight",
-                        "bucket_weights",
-                        "bucket_count",
-                        "bucket_count_min",
-                        "total_weight_nonzero",
-                        "reference_equals_histogram",
-                    ],
-                )?;
-                if let Some(t) = opt_f64(e, "total_weight")? {
+            if let Some(e) = expect {
+                no_rest("expect", &e.rest)?;
+                if let Some(t) = e.total_weight {
                     check_f64("total_weight", t, cp.total_weight, None)?;
                 }
-                if let Some(obj) = object(e, "bucket_weights")? {
-                    for (k, w) in obj {
-                        let bucket: i64 = k
-                            .parse()
-                            .map_err(|_| format!("bucket_weights: bad index {k:?}"))?;
-                        check_eq(
-                            &format!("bucket_weights[{k}]"),
-                            w.as_u64(),
-                            cp.bucket_weights.get(&bucket).map(|w| u64::from(*w)),
-                        )?;
-                    }
+                for (k, w) in e.bucket_weights.iter().flatten() {
+                    let bucket: i64 = k
+                        .parse()
+                        .map_err(|_| format!("bucket_weights: bad index {k:?}"))?;
+                    check_eq(
+                        &format!("bucket_weights[{k}]"),
+                        *w,
+                        cp.bucket_weights.get(&bucket).map(|w| u64::from(*w)),
+                    )?;
                 }
-                if let Some(n) = opt_i64(e, "bucket_count")? {
-                    check_eq("bucket_count", n, cp.bucket_weights.len() as i64)?;
+                if let Some(n) = e.bucket_count {
+                    check_eq("bucket_count", n.0, cp.bucket_weights.len() as i64)?;
                 }
-                if let Some(n) = opt_i64(e, "bucket_count_min")?
+                if let Some(Int(n)) = e.bucket_count_min
                     && (cp.bucket_weights.len() as i64) < n
                 {
                     return Err(format!(
@@ -519,10 +421,10 @@ fn histogram_step(
                         cp.bucket_weights.len()
                     ));
                 }
-                if let Some(b) = opt_bool(e, "total_weight_nonzero")? {
+                if let Some(b) = e.total_weight_nonzero {
                     check_eq("total_weight_nonzero", b, cp.total_weight != 0.0)?;
                 }
-                if let Some(b) = opt_bool(e, "reference_equals_histogram")? {
+                if let Some(b) = e.reference_equals_histogram {
                     check_eq(
                         "reference_equals_histogram",
                         b,
@@ -533,22 +435,23 @@ fn histogram_step(
             *last_save = Some(cp);
             Ok(())
         }
-        "load_checkpoint" => {
-            let from_last = opt_bool(step, "from_last_save")?.unwrap_or(false);
-            let checkpoint = if from_last {
+        HistogramStep::LoadCheckpoint(step) => {
+            if let Some(e) = &step.expect {
+                no_rest("expect", &e.rest)?;
+            }
+            let checkpoint = if step.from_last_save.unwrap_or(false) {
                 Some(
                     last_save
                         .clone()
                         .ok_or("from_last_save: nothing saved yet")?,
                 )
             } else {
-                match step.get("checkpoint") {
-                    None | Some(Value::Null) => None,
-                    Some(c) => Some(parse_histogram_checkpoint(ctx, c)?),
-                }
+                step.checkpoint
+                    .as_ref()
+                    .map(|c| histogram_checkpoint(ctx, c))
+                    .transpose()?
             };
-            let into_new = step.get("into").and_then(Value::as_str) == Some("new");
-            let failed = if into_new {
+            let failed = if step.into.0.as_deref() == Some("new") {
                 let mut fresh = spec.fresh();
                 let r = fresh.load_checkpoint(checkpoint.as_ref());
                 if r.is_ok() {
@@ -558,76 +461,53 @@ fn histogram_step(
             } else {
                 h.load_checkpoint(checkpoint.as_ref()).err()
             };
-            check_error_expectation(
+            check_error(
                 "load_checkpoint",
-                step.get("expect"),
+                step.expect.as_ref().and_then(|e| e.error),
                 failed.map(|e| e.to_string()),
             )
         }
-        "expect" => histogram_expect(ctx, spec, h, step),
-        other => Err(format!("unknown op {other:?}")),
+        HistogramStep::Expect(e) => histogram_expect(ctx, spec, h, e),
     }
 }
 
-fn histogram_expect(ctx: &Ctx, spec: &HistogramSpec, h: &DecayingHistogram, e: &Value) -> R {
-    only_keys(
-        "expect",
-        e,
-        &[
-            "op",
-            "is_empty",
-            "percentiles",
-            "total_weight",
-            "bucket_weights",
-            "equals",
-            "num_buckets",
-            "epsilon",
-            "bucket_starts",
-            "find_bucket",
-            "reference_is_set",
-            "reference_at_s",
-            "tolerance",
-        ],
-    )?;
-    if let Some(b) = opt_bool(e, "is_empty")? {
+fn histogram_expect(
+    ctx: &Ctx,
+    spec: &HistogramSpec,
+    h: &DecayingHistogram,
+    e: &HistogramExpect,
+) -> R {
+    no_rest("expect", &e.rest)?;
+    if let Some(b) = e.is_empty {
         check_eq("is_empty", b, h.is_empty())?;
     }
-    for p in array(e, "percentiles")? {
-        let pct = f64_field(p, "p")?;
+    for p in e.percentiles.iter().flatten() {
         check_f64(
-            &format!("percentile({pct})"),
-            f64_field(p, "value")?,
-            h.percentile(pct),
-            opt_f64(p, "tolerance")?,
+            &format!("percentile({})", p.p),
+            p.value,
+            h.percentile(p.p),
+            p.tolerance,
         )?;
     }
-    if let Some(t) = opt_f64(e, "total_weight")? {
+    if let Some(t) = e.total_weight {
+        check_f64("total_weight", t, h.histogram().total_weight(), e.tolerance)?;
+    }
+    for (k, w) in e.bucket_weights.iter().flatten() {
+        let bucket: usize = k
+            .parse()
+            .map_err(|_| format!("bucket_weights: bad index {k:?}"))?;
         check_f64(
-            "total_weight",
-            t,
-            h.histogram().total_weight(),
-            opt_f64(e, "tolerance")?,
+            &format!("bucket_weights[{k}]"),
+            *w,
+            h.histogram().bucket_weight(bucket),
+            e.tolerance,
         )?;
     }
-    if let Some(obj) = object(e, "bucket_weights")? {
-        for (k, w) in obj {
-            let bucket: usize = k
-                .parse()
-                .map_err(|_| format!("bucket_weights: bad index {k:?}"))?;
-            let w = w
-                .as_f64()
-                .ok_or_else(|| format!("bucket_weights[{k}]: not a number"))?;
-            check_f64(
-                &format!("bucket_weights[{k}]"),
-                w,
-                h.histogram().bucket_weight(bucket),
-                opt_f64(e, "tolerance")?,
-            )?;
-        }
-    }
-    if let Some(eq) = e.get("equals") {
+    if let Some(eq) = &e.equals {
         let mut other = spec.fresh();
-        apply_adds(ctx, &mut other, array(eq, "steps")?).map_err(prefix("equals"))?;
+        let none = None;
+        let steps = eq.as_ref().map_or(&none, |eq| &eq.steps);
+        apply_adds(ctx, &mut other, adds(steps)).map_err(prefix("equals"))?;
         if !h.equals(&other) {
             return Err(format!(
                 "equals: expected a histogram equal to {other:?}, got {h:?}"
@@ -635,40 +515,34 @@ fn histogram_expect(ctx: &Ctx, spec: &HistogramSpec, h: &DecayingHistogram, e: &
         }
     }
     let options = h.histogram().options();
-    if let Some(n) = opt_i64(e, "num_buckets")? {
-        check_eq("num_buckets", n, options.num_buckets() as i64)?;
+    if let Some(n) = e.num_buckets {
+        check_eq("num_buckets", n.0, options.num_buckets() as i64)?;
     }
-    if let Some(eps) = opt_f64(e, "epsilon")? {
+    if let Some(eps) = e.epsilon {
         check_f64("epsilon", eps, options.epsilon(), None)?;
     }
-    if let Some(obj) = object(e, "bucket_starts")? {
-        for (k, v) in obj {
-            let bucket: usize = k
-                .parse()
-                .map_err(|_| format!("bucket_starts: bad index {k:?}"))?;
-            let v = v
-                .as_f64()
-                .ok_or_else(|| format!("bucket_starts[{k}]: not a number"))?;
-            check_f64(
-                &format!("bucket_starts[{k}]"),
-                v,
-                options.bucket_start(bucket),
-                opt_f64(e, "tolerance")?,
-            )?;
-        }
-    }
-    for f in array(e, "find_bucket")? {
-        let v = f64_field(f, "value")?;
-        check_eq(
-            &format!("find_bucket({v})"),
-            i64_field(f, "bucket")?,
-            options.find_bucket(v) as i64,
+    for (k, v) in e.bucket_starts.iter().flatten() {
+        let bucket: usize = k
+            .parse()
+            .map_err(|_| format!("bucket_starts: bad index {k:?}"))?;
+        check_f64(
+            &format!("bucket_starts[{k}]"),
+            *v,
+            options.bucket_start(bucket),
+            e.tolerance,
         )?;
     }
-    if let Some(b) = opt_bool(e, "reference_is_set")? {
+    for f in e.find_bucket.iter().flatten() {
+        check_eq(
+            &format!("find_bucket({})", f.value),
+            f.bucket.0,
+            options.find_bucket(f.value) as i64,
+        )?;
+    }
+    if let Some(b) = e.reference_is_set {
         check_eq("reference_is_set", b, h.reference().is_some())?;
     }
-    if let Some(r) = ctx.opt_at(e, "reference_at_s")? {
+    if let Some(r) = e.reference_at_s.map(|s| ctx.at(s)) {
         check_eq("reference_at_s", Some(r), h.reference())?;
     }
     Ok(())
@@ -677,15 +551,16 @@ fn histogram_expect(ctx: &Ctx, spec: &HistogramSpec, h: &DecayingHistogram, e: &
 // === kind: container ===
 
 fn run_container(ctx: &Ctx, case: &Value) -> R {
+    let case: ContainerCase = schema::parse(case)?;
     let policy = ctx.aggregation_policy();
     let mut aggregate = AggregateContainerState::new(&ctx.settings, ctx.at(0.0));
     let mut container = ContainerState::default();
     let mut calls: Vec<HistogramCall> = Vec::new();
-    for (i, step) in array(case, "steps")?.iter().enumerate() {
-        let at = ctx.at_field(step, "at_s")?;
-        let value = i64_field(step, "value")?;
-        let accepted = match str_field(step, "op")? {
-            "sample" => match resource(step, "resource")? {
+    for (i, step) in case.steps.iter().flatten().enumerate() {
+        let at = ctx.at(step.at_s.unwrap_or(0.0));
+        let value = step.value.0;
+        let accepted = match step.op.as_str() {
+            "sample" => match Resource::from(step.resource.get("resource")?) {
                 Resource::Cpu => container.add_cpu_sample(&mut aggregate, at, value, &mut calls),
                 Resource::Memory => container.add_memory_sample(
                     &mut aggregate,
@@ -701,30 +576,29 @@ fn run_container(ctx: &Ctx, case: &Value) -> R {
                 .is_ok(),
             other => return Err(format!("steps[{i}]: unknown op {other:?}")),
         };
-        if let Some(b) = opt_bool(step, "expect_accepted")? {
+        if let Some(b) = step.expect_accepted {
             check_eq(&format!("steps[{i}] accepted"), b, accepted)?;
         }
     }
-    if let Some(e) = case.get("expect") {
-        only_keys("expect", e, &["histogram_calls"])?;
-        let mut expected = Vec::new();
-        for c in array(e, "histogram_calls")? {
-            expected.push(HistogramCall {
-                histogram: match str_field(c, "histogram")? {
-                    "cpu" => HistogramKind::Cpu,
-                    "memory" => HistogramKind::Memory,
-                    other => return Err(format!("histogram_calls: unknown histogram {other:?}")),
-                },
-                op: match str_field(c, "call")? {
-                    "add" => HistogramOp::Add,
-                    "subtract" => HistogramOp::Subtract,
-                    other => return Err(format!("histogram_calls: unknown call {other:?}")),
-                },
-                value: f64_field(c, "value")?,
-                weight: f64_field(c, "weight")?,
-                at: ctx.at_field(c, "at_s")?,
-            });
+    if let Some(e) = case.expect {
+        if let Some(e) = &e {
+            no_rest("expect", &e.rest)?;
         }
+        let expected: Vec<HistogramCall> = e
+            .and_then(|e| e.histogram_calls)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| HistogramCall {
+                histogram: c.histogram.into(),
+                op: match c.call {
+                    CallName::Add => HistogramOp::Add,
+                    CallName::Subtract => HistogramOp::Subtract,
+                },
+                value: c.value,
+                weight: c.weight,
+                at: ctx.at(c.at_s.unwrap_or(0.0)),
+            })
+            .collect();
         compare_calls(ctx, &expected, &calls)?;
     }
     Ok(())
@@ -767,15 +641,6 @@ fn compare_calls(ctx: &Ctx, expected: &[HistogramCall], got: &[HistogramCall]) -
 
 // === kind: aggregate ===
 
-fn pod_and_container(step: &Value) -> (&str, &str) {
-    (
-        step.get("pod").and_then(Value::as_str).unwrap_or("pod-1"),
-        step.get("container")
-            .and_then(Value::as_str)
-            .unwrap_or("app"),
-    )
-}
-
 fn default_decaying(ctx: &Ctx, kind: HistogramKind) -> DecayingHistogram {
     match kind {
         HistogramKind::Cpu => DecayingHistogram::new(
@@ -789,51 +654,45 @@ fn default_decaying(ctx: &Ctx, kind: HistogramKind) -> DecayingHistogram {
     }
 }
 
-fn histogram_kind(v: &Value) -> Result<HistogramKind, String> {
-    match str_field(v, "histogram")? {
-        "cpu" => Ok(HistogramKind::Cpu),
-        "memory" => Ok(HistogramKind::Memory),
-        other => Err(format!("histogram: unknown histogram {other:?}")),
-    }
-}
-
-fn parse_aggregate_checkpoint(ctx: &Ctx, v: &Value) -> Result<AggregateCheckpoint, String> {
-    let hist = |key: &str| -> Result<HistogramCheckpoint, String> {
-        match v.get(key) {
-            None | Some(Value::Null) => Ok(HistogramCheckpoint::default()),
-            Some(h) => parse_histogram_checkpoint(ctx, h).map_err(prefix(key)),
-        }
+fn aggregate_checkpoint(
+    ctx: &Ctx,
+    v: &AggregateCheckpointJson,
+) -> Result<AggregateCheckpoint, String> {
+    let hist = |key: &str, h: &Option<HistogramCheckpointJson>| match h {
+        None => Ok(HistogramCheckpoint::default()),
+        Some(h) => histogram_checkpoint(ctx, h).map_err(prefix(key)),
     };
     Ok(AggregateCheckpoint {
-        version: v
-            .get("version")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned(),
-        first_sample_start: ctx.opt_at(v, "first_sample_at_s")?,
-        last_sample_start: ctx.opt_at(v, "last_sample_at_s")?,
-        total_samples_count: opt_i64(v, "total_samples_count")?.unwrap_or(0).max(0) as u64,
-        cpu_histogram: hist("cpu_histogram")?,
-        memory_histogram: hist("memory_histogram")?,
+        version: v.version.0.clone().unwrap_or_default(),
+        first_sample_start: v.first_sample_at_s.map(|s| ctx.at(s)),
+        last_sample_start: v.last_sample_at_s.map(|s| ctx.at(s)),
+        total_samples_count: v.total_samples_count.map_or(0, |n| n.0).max(0) as u64,
+        cpu_histogram: hist("cpu_histogram", &v.cpu_histogram)?,
+        memory_histogram: hist("memory_histogram", &v.memory_histogram)?,
     })
 }
 
-fn observation_from_step(ctx: &Ctx, step: &Value, oom: bool) -> Result<Observation, String> {
-    let (pod, container) = pod_and_container(step);
-    let at = ctx.at_field(step, "at_s")?;
-    let value = i64_field(step, "value")?;
+fn observation_from_step(
+    ctx: &Ctx,
+    step: &ObservationStep,
+    oom: bool,
+) -> Result<Observation, String> {
+    let pod = step.pod.or("pod-1").to_owned();
+    let container = step.container.or("app").to_owned();
+    let at = ctx.at(step.at_s.unwrap_or(0.0));
+    let value = step.value.0;
     Ok(if oom {
         Observation::Oom(OomEvent {
-            pod: pod.to_owned(),
-            container: container.to_owned(),
+            pod,
+            container,
             at,
             memory_bytes: value,
         })
     } else {
         Observation::Usage(UsageSample {
-            pod: pod.to_owned(),
-            container: container.to_owned(),
-            resource: resource(step, "resource")?,
+            pod,
+            container,
+            resource: step.resource.get("resource")?.into(),
             usage: value,
             at,
         })
@@ -841,12 +700,12 @@ fn observation_from_step(ctx: &Ctx, step: &Value, oom: bool) -> Result<Observati
 }
 
 fn run_aggregate(ctx: &Ctx, case: &Value) -> R {
+    let case: AggregateCase = schema::parse(case)?;
     let mut target = VpaTarget::default();
     let settings = &ctx.settings;
-    for (i, step) in array(case, "steps")?.iter().enumerate() {
-        let op = str_field(step, "op")?;
-        let at_step = |e: String| format!("steps[{i}] ({op}): {e}");
-        aggregate_step(ctx, settings, &mut target, op, step).map_err(at_step)?;
+    for (i, step) in case.steps.iter().flatten().enumerate() {
+        let at_step = |e: String| format!("steps[{i}] ({}): {e}", step.op());
+        aggregate_step(ctx, settings, &mut target, step).map_err(at_step)?;
     }
     Ok(())
 }
@@ -855,147 +714,141 @@ fn aggregate_step(
     ctx: &Ctx,
     settings: &VpaSettings,
     target: &mut VpaTarget,
-    op: &str,
-    step: &Value,
+    step: &AggregateStep,
 ) -> R {
-    let (_, container) = pod_and_container(step);
-    match op {
-        "sample" | "oom" => {
-            let o = observation_from_step(ctx, step, op == "oom")?;
-            let at = ctx.at_field(step, "at_s")?;
+    match step {
+        AggregateStep::Sample(s) | AggregateStep::Oom(s) => {
+            let oom = matches!(step, AggregateStep::Oom(_));
+            let o = observation_from_step(ctx, s, oom)?;
+            let at = ctx.at(s.at_s.unwrap_or(0.0));
             let accepted = target.record_observation(&o, None, settings, at, &mut ());
-            if let Some(b) = opt_bool(step, "expect_accepted")? {
+            if let Some(b) = s.expect_accepted {
                 check_eq("accepted", b, accepted)?;
             }
             Ok(())
         }
-        "set_state" => {
-            let creation = ctx.opt_at(step, "creation_at_s")?;
-            let agg = target.aggregate_mut(container, settings, creation.unwrap_or(ctx.at(0.0)));
+        AggregateStep::SetState(s) => {
+            let creation = s.creation_at_s.map(|t| ctx.at(t));
+            let agg = target.aggregate_mut(
+                s.container.or("app"),
+                settings,
+                creation.unwrap_or(ctx.at(0.0)),
+            );
             if let Some(t) = creation {
                 agg.creation_time = t;
             }
-            if let Some(t) = ctx.opt_at(step, "first_sample_at_s")? {
-                agg.first_sample_start = Some(t);
+            if let Some(t) = s.first_sample_at_s {
+                agg.first_sample_start = Some(ctx.at(t));
             }
-            if let Some(t) = ctx.opt_at(step, "last_sample_at_s")? {
-                agg.last_sample_start = Some(t);
+            if let Some(t) = s.last_sample_at_s {
+                agg.last_sample_start = Some(ctx.at(t));
             }
-            if let Some(n) = opt_i64(step, "total_samples_count")? {
-                agg.total_samples_count = n.max(0) as u64;
+            if let Some(n) = s.total_samples_count {
+                agg.total_samples_count = n.0.max(0) as u64;
             }
             Ok(())
         }
-        "histogram_add" => {
-            let kind = histogram_kind(step)?;
-            let at = ctx.at_field(step, "at_s")?;
-            let agg = target.aggregate_mut(container, settings, ctx.at(0.0));
-            let h = match kind {
-                HistogramKind::Cpu => &mut agg.cpu,
-                HistogramKind::Memory => &mut agg.memory,
+        AggregateStep::HistogramAdd(s) => {
+            let at = ctx.at(s.at_s.unwrap_or(0.0));
+            let agg = target.aggregate_mut(s.container.or("app"), settings, ctx.at(0.0));
+            let h = match s.histogram {
+                HistogramName::Cpu => &mut agg.cpu,
+                HistogramName::Memory => &mut agg.memory,
             };
-            h.add_sample(f64_field(step, "value")?, f64_field(step, "weight")?, at)
+            h.add_sample(s.value, s.weight, at)
                 .map_err(|e| e.to_string())
         }
-        "save_checkpoint" => {
+        AggregateStep::SaveCheckpoint { container, expect } => {
             let cp = target
-                .aggregate_mut(container, settings, ctx.at(0.0))
+                .aggregate_mut(container.or("app"), settings, ctx.at(0.0))
                 .save_checkpoint();
-            let Some(e) = step.get("expect") else {
+            let Some(e) = expect else {
                 return Ok(());
             };
-            only_keys(
-                "expect",
-                e,
-                &[
-                    "error",
-                    "version",
-                    "first_sample_at_s",
-                    "last_sample_at_s",
-                    "total_samples_count",
-                    "cpu_bucket_count",
-                    "memory_bucket_count",
-                ],
-            )?;
-            check_error_expectation("save_checkpoint", Some(e), None)?;
-            if let Some(v) = e.get("version").and_then(Value::as_str) {
+            no_rest("expect", &e.rest)?;
+            check_error("save_checkpoint", e.error, None)?;
+            if let Some(v) = e.version.0.as_deref() {
                 check_eq("version", v, cp.version.as_str())?;
             }
-            if e.get("first_sample_at_s").is_some() {
+            if let Some(t) = e.first_sample_at_s {
                 check_eq(
                     "first_sample_at_s",
-                    ctx.opt_at(e, "first_sample_at_s")?,
+                    t.map(|s| ctx.at(s)),
                     cp.first_sample_start,
                 )?;
             }
-            if e.get("last_sample_at_s").is_some() {
+            if let Some(t) = e.last_sample_at_s {
                 check_eq(
                     "last_sample_at_s",
-                    ctx.opt_at(e, "last_sample_at_s")?,
+                    t.map(|s| ctx.at(s)),
                     cp.last_sample_start,
                 )?;
             }
-            if let Some(n) = opt_i64(e, "total_samples_count")? {
-                check_eq("total_samples_count", n, cp.total_samples_count as i64)?;
+            if let Some(n) = e.total_samples_count {
+                check_eq("total_samples_count", n.0, cp.total_samples_count as i64)?;
             }
-            if let Some(n) = opt_i64(e, "cpu_bucket_count")? {
+            if let Some(n) = e.cpu_bucket_count {
                 check_eq(
                     "cpu_bucket_count",
-                    n,
+                    n.0,
                     cp.cpu_histogram.bucket_weights.len() as i64,
                 )?;
             }
-            if let Some(n) = opt_i64(e, "memory_bucket_count")? {
+            if let Some(n) = e.memory_bucket_count {
                 check_eq(
                     "memory_bucket_count",
-                    n,
+                    n.0,
                     cp.memory_histogram.bucket_weights.len() as i64,
                 )?;
             }
             Ok(())
         }
-        "load_checkpoint" => {
-            let cp = match step.get("checkpoint") {
-                None | Some(Value::Null) => None,
-                Some(c) => Some(parse_aggregate_checkpoint(ctx, c)?),
-            };
+        AggregateStep::LoadCheckpoint {
+            container,
+            checkpoint,
+            expect,
+        } => {
+            let cp = checkpoint
+                .as_ref()
+                .map(|c| aggregate_checkpoint(ctx, c))
+                .transpose()?;
             // Upstream `LoadFromCheckpoint` on the aggregation itself (adds buckets, overwrites
             // counters and reference, may fail half-way).
             let failed = match cp {
                 None => Some("missing checkpoint".to_owned()),
                 Some(cp) => target
-                    .aggregate_mut(container, settings, ctx.at(0.0))
+                    .aggregate_mut(container.or("app"), settings, ctx.at(0.0))
                     .load_checkpoint(&cp)
                     .err()
                     .map(|e| e.to_string()),
             };
-            check_error_expectation("load_checkpoint", step.get("expect"), failed)
+            if let Some(e) = expect {
+                no_rest("expect", &e.rest)?;
+            }
+            check_error(
+                "load_checkpoint",
+                expect.as_ref().and_then(|e| e.error),
+                failed,
+            )
         }
-        "checkpoint_view" => {
-            let now = ctx.at_field(step, "at_s")?;
+        AggregateStep::CheckpointView { at_s, expect } => {
+            let now = ctx.at(at_s.unwrap_or(0.0));
             let view = target.checkpoint_view(now);
-            if let Some(obj) = object(step, "expect")? {
-                for (name, e) in obj {
-                    only_keys(
-                        &format!("expect.{name}"),
-                        e,
-                        &["memory_is_empty", "cpu_is_empty"],
-                    )?;
-                    let agg = view
-                        .get(name)
-                        .ok_or_else(|| format!("{name}: no aggregation"))?;
-                    if let Some(b) = opt_bool(e, "memory_is_empty")? {
-                        check_eq(&format!("{name}.memory_is_empty"), b, agg.memory.is_empty())?;
-                    }
-                    if let Some(b) = opt_bool(e, "cpu_is_empty")? {
-                        check_eq(&format!("{name}.cpu_is_empty"), b, agg.cpu.is_empty())?;
-                    }
+            for (name, e) in expect.iter().flatten() {
+                no_rest(&format!("expect.{name}"), &e.rest)?;
+                let agg = view
+                    .get(name)
+                    .ok_or_else(|| format!("{name}: no aggregation"))?;
+                if let Some(b) = e.memory_is_empty {
+                    check_eq(&format!("{name}.memory_is_empty"), b, agg.memory.is_empty())?;
+                }
+                if let Some(b) = e.cpu_is_empty {
+                    check_eq(&format!("{name}.cpu_is_empty"), b, agg.cpu.is_empty())?;
                 }
             }
             Ok(())
         }
-        "expect" => aggregate_expect(ctx, target, step),
-        other => Err(format!("unknown op {other:?}")),
+        AggregateStep::Expect(e) => aggregate_expect(ctx, target, e),
     }
 }
 
@@ -1004,16 +857,12 @@ fn histogram_equals(
     what: &str,
     kind: HistogramKind,
     got: &DecayingHistogram,
-    spec: &Value,
+    spec: &Option<HistogramAdds>,
 ) -> R {
     let mut want = default_decaying(ctx, kind);
-    for a in array(spec, "adds")? {
-        want.add_sample(
-            f64_field(a, "value")?,
-            f64_field(a, "weight")?,
-            ctx.at_field(a, "at_s")?,
-        )
-        .map_err(|e| format!("{what}: {e}"))?;
+    for a in spec.iter().flat_map(|s| s.adds.iter().flatten()) {
+        want.add_sample(a.value, a.weight, ctx.at(a.at_s.unwrap_or(0.0)))
+            .map_err(|e| format!("{what}: {e}"))?;
     }
     if got.equals(&want) {
         Ok(())
@@ -1022,100 +871,75 @@ fn histogram_equals(
     }
 }
 
-fn aggregate_expect(ctx: &Ctx, target: &VpaTarget, e: &Value) -> R {
-    only_keys(
-        "expect",
-        e,
-        &[
-            "op",
-            "by_container_name",
-            "container",
-            "first_sample_at_s",
-            "last_sample_at_s",
-            "total_samples_count",
-            "cpu_is_empty",
-            "memory_is_empty",
-            "is_expired_at",
-        ],
-    )?;
-    if let Some(by_name) = object(e, "by_container_name")? {
-        for (name, x) in by_name {
-            only_keys(
-                &format!("by_container_name.{name}"),
-                x,
-                &[
-                    "total_samples_count",
-                    "cpu_histogram_equals",
-                    "memory_histogram_equals",
-                ],
+fn aggregate_expect(ctx: &Ctx, target: &VpaTarget, e: &AggregateExpect) -> R {
+    no_rest("expect", &e.rest)?;
+    for (name, x) in e.by_container_name.iter().flatten() {
+        no_rest(&format!("by_container_name.{name}"), &x.rest)?;
+        let agg = target
+            .aggregates
+            .get(name)
+            .ok_or_else(|| format!("by_container_name.{name}: no aggregation"))?;
+        if let Some(n) = x.total_samples_count {
+            check_eq(
+                &format!("{name}.total_samples_count"),
+                n.0,
+                agg.total_samples_count as i64,
             )?;
-            let agg = target
-                .aggregates
-                .get(name)
-                .ok_or_else(|| format!("by_container_name.{name}: no aggregation"))?;
-            if let Some(n) = opt_i64(x, "total_samples_count")? {
-                check_eq(
-                    &format!("{name}.total_samples_count"),
-                    n,
-                    agg.total_samples_count as i64,
-                )?;
-            }
-            if let Some(spec) = x.get("cpu_histogram_equals") {
-                histogram_equals(
-                    ctx,
-                    &format!("{name}.cpu_histogram"),
-                    HistogramKind::Cpu,
-                    &agg.cpu,
-                    spec,
-                )?;
-            }
-            if let Some(spec) = x.get("memory_histogram_equals") {
-                histogram_equals(
-                    ctx,
-                    &format!("{name}.memory_histogram"),
-                    HistogramKind::Memory,
-                    &agg.memory,
-                    spec,
-                )?;
-            }
+        }
+        if let Some(spec) = &x.cpu_histogram_equals {
+            histogram_equals(
+                ctx,
+                &format!("{name}.cpu_histogram"),
+                HistogramKind::Cpu,
+                &agg.cpu,
+                spec,
+            )?;
+        }
+        if let Some(spec) = &x.memory_histogram_equals {
+            histogram_equals(
+                ctx,
+                &format!("{name}.memory_histogram"),
+                HistogramKind::Memory,
+                &agg.memory,
+                spec,
+            )?;
         }
     }
-    if let Some(name) = e.get("container").and_then(Value::as_str) {
+    if let Some(name) = e.container.0.as_deref() {
         let agg = target
             .aggregates
             .get(name)
             .ok_or_else(|| format!("{name}: no aggregation"))?;
-        if e.get("first_sample_at_s").is_some() {
+        if let Some(t) = e.first_sample_at_s {
             check_eq(
                 "first_sample_at_s",
-                ctx.opt_at(e, "first_sample_at_s")?,
+                t.map(|s| ctx.at(s)),
                 agg.first_sample_start,
             )?;
         }
-        if e.get("last_sample_at_s").is_some() {
+        if let Some(t) = e.last_sample_at_s {
             check_eq(
                 "last_sample_at_s",
-                ctx.opt_at(e, "last_sample_at_s")?,
+                t.map(|s| ctx.at(s)),
                 agg.last_sample_start,
             )?;
         }
-        if let Some(n) = opt_i64(e, "total_samples_count")? {
-            check_eq("total_samples_count", n, agg.total_samples_count as i64)?;
+        if let Some(n) = e.total_samples_count {
+            check_eq("total_samples_count", n.0, agg.total_samples_count as i64)?;
         }
-        if let Some(b) = opt_bool(e, "cpu_is_empty")? {
+        if let Some(b) = e.cpu_is_empty {
             check_eq("cpu_is_empty", b, agg.cpu.is_empty())?;
         }
-        if let Some(b) = opt_bool(e, "memory_is_empty")? {
+        if let Some(b) = e.memory_is_empty {
             check_eq("memory_is_empty", b, agg.memory.is_empty())?;
         }
         let window = ctx.aggregation_policy().window_length_ns();
-        for x in array(e, "is_expired_at")? {
-            let at_s = f64_field(x, "at_s")?;
-            let expired = opt_bool(x, "expired")?.ok_or("is_expired_at.expired: missing")?;
+        for x in e.is_expired_at.iter().flatten() {
+            let expired = x.expired.ok_or("is_expired_at.expired: missing")?;
             check_eq(
-                &format!("is_expired_at({at_s})"),
+                &format!("is_expired_at({})", x.at_s),
                 expired,
-                agg.is_expired(ctx.at(at_s), window),
+                agg.is_expired(ctx.at(x.at_s), window),
             )?;
         }
     }
@@ -1125,25 +949,12 @@ fn aggregate_expect(ctx: &Ctx, target: &VpaTarget, e: &Value) -> R {
 // === kind: policy ===
 
 fn run_policy(ctx: &Ctx, case: &Value) -> R {
-    let policy = match case.get("policy") {
-        None | Some(Value::Null) => None,
-        Some(p) => Some(parse_container_policy(p)?),
-    };
+    let case: PolicyCase = schema::parse(case)?;
+    let policy = case.policy.map(|p| container_policy(p.0)).transpose()?;
     let resolved = AggregationPolicy::resolve(&ctx.settings, policy.as_ref());
-    let e = field(case, "expect")?;
-    only_keys(
-        "expect",
-        e,
-        &[
-            "scaling_mode",
-            "controlled_resources",
-            "memory_aggregation_interval_s",
-            "memory_aggregation_interval_count",
-            "oom_bump_up_ratio",
-            "oom_min_bump_up_bytes",
-        ],
-    )?;
-    if let Some(mode) = e.get("scaling_mode").and_then(Value::as_str) {
+    let e = case.expect.take("expect")?;
+    no_rest("expect", &e.rest)?;
+    if let Some(mode) = e.scaling_mode.0.as_deref() {
         check_eq(
             "scaling_mode",
             mode,
@@ -1154,8 +965,12 @@ fn run_policy(ctx: &Ctx, case: &Value) -> R {
             },
         )?;
     }
-    if let Some(list) = e.get("controlled_resources") {
-        let mut want = resource_list(list)?;
+    if let Some(list) = e.controlled_resources {
+        let mut want: Vec<Resource> = list
+            .ok_or("controlled_resources: not a list")?
+            .into_iter()
+            .map(Resource::from)
+            .collect();
         want.sort();
         want.dedup();
         let got: Vec<Resource> = Resource::ALL
@@ -1164,17 +979,17 @@ fn run_policy(ctx: &Ctx, case: &Value) -> R {
             .collect();
         check_eq("controlled_resources", want, got)?;
     }
-    if let Some(s) = opt_f64(e, "memory_aggregation_interval_s")? {
+    if let Some(s) = e.memory_aggregation_interval_s {
         check_eq(
             "memory_aggregation_interval_s",
             duration_nanos(secs(s)),
             resolved.memory_aggregation_interval_ns,
         )?;
     }
-    if let Some(r) = opt_f64(e, "oom_bump_up_ratio")? {
+    if let Some(r) = e.oom_bump_up_ratio {
         check_f64("oom_bump_up_ratio", r, resolved.oom_bump_up_ratio, None)?;
     }
-    if let Some(b) = opt_f64(e, "oom_min_bump_up_bytes")? {
+    if let Some(b) = e.oom_min_bump_up_bytes {
         check_f64(
             "oom_min_bump_up_bytes",
             b,
@@ -1182,10 +997,10 @@ fn run_policy(ctx: &Ctx, case: &Value) -> R {
             None,
         )?;
     }
-    if let Some(n) = opt_i64(e, "memory_aggregation_interval_count")? {
+    if let Some(n) = e.memory_aggregation_interval_count {
         check_eq(
             "memory_aggregation_interval_count",
-            n,
+            n.0,
             resolved.memory_aggregation_interval_count,
         )?;
     }
@@ -1194,62 +1009,81 @@ fn run_policy(ctx: &Ctx, case: &Value) -> R {
 
 // === kind: estimator ===
 
-fn parse_chain(v: &[Value]) -> Result<EstimatorChain, String> {
+fn chain(v: &[ChainElement]) -> Result<EstimatorChain, String> {
     let (first, rest) = v.split_first().ok_or("empty estimator chain")?;
-    let base = if let Some(c) = first.get("const") {
-        EstimatorBase::Constant(c.as_i64().ok_or("const: not an integer")?)
-    } else if let Some(p) = first.get("percentile") {
-        EstimatorBase::Percentile(p.as_f64().ok_or("percentile: not a number")?)
+    let base = if let Some(c) = first.constant {
+        EstimatorBase::Constant(c)
+    } else if let Some(p) = first.percentile {
+        EstimatorBase::Percentile(p)
     } else {
         return Err(format!(
-            "estimator chain must start with const or percentile, got {first}"
+            "estimator chain must start with const or percentile, got {first:?}"
         ));
     };
     let steps = rest
         .iter()
         .map(|s| {
-            if let Some(m) = s.get("margin") {
-                Ok(EstimatorStep::Margin(
-                    m.as_f64().ok_or("margin: not a number")?,
-                ))
-            } else if let Some(c) = s.get("confidence_multiplier") {
+            if let Some(m) = s.margin {
+                Ok(EstimatorStep::Margin(m))
+            } else if let Some(c) = &s.confidence_multiplier {
                 Ok(EstimatorStep::ConfidenceMultiplier {
-                    multiplier: f64_field(c, "multiplier")?,
-                    exponent: f64_field(c, "exponent")?,
-                    interval_ns: duration_nanos(secs(f64_field(c, "interval_s")?)),
+                    multiplier: c.multiplier,
+                    exponent: c.exponent,
+                    interval_ns: duration_nanos(secs(c.interval_s)),
                 })
-            } else if let Some(m) = s.get("min") {
-                Ok(EstimatorStep::Min(m.as_i64().ok_or("min: not an integer")?))
+            } else if let Some(m) = s.min {
+                Ok(EstimatorStep::Min(m))
             } else {
-                Err(format!("unknown estimator {s}"))
+                Err(format!("unknown estimator {s:?}"))
             }
         })
         .collect::<Result<Vec<_>, String>>()?;
     Ok(EstimatorChain { base, steps })
 }
 
+fn number_f64(n: Option<&serde_json::Number>, key: &str) -> Result<f64, String> {
+    n.ok_or_else(|| format!("{key}: missing"))?
+        .as_f64()
+        .ok_or_else(|| format!("{key}: not a number"))
+}
+
+fn number_i64(n: Option<&serde_json::Number>, key: &str) -> Result<i64, String> {
+    let n = n.ok_or_else(|| format!("{key}: missing"))?;
+    n.as_i64()
+        .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))
+        .ok_or_else(|| format!("{key}: not an integer"))
+}
+
+fn required<T: Copy>(v: Option<T>, key: &str) -> Result<T, String> {
+    v.ok_or_else(|| format!("{key}: missing"))
+}
+
 fn run_estimator(ctx: &Ctx, case: &Value) -> R {
-    let state_spec = field(case, "state")?;
-    let plain = state_spec.get("histograms").and_then(Value::as_str) == Some("plain");
+    let case: EstimatorCase = schema::parse(case)?;
+    let plain = case.state.histograms.0.as_deref() == Some("plain");
     let mut state = if plain {
         AggregateContainerState::with_half_lives(0, 0, ctx.at(0.0))
     } else {
         AggregateContainerState::new(&ctx.settings, ctx.at(0.0))
     };
-    for (i, step) in array(state_spec, "steps")?.iter().enumerate() {
-        let at = ctx.at_field(step, "at_s")?;
-        match str_field(step, "op")? {
+    for (i, step) in case.state.steps.iter().flatten().enumerate() {
+        let at = ctx.at(step.at_s.unwrap_or(0.0));
+        match step.op.as_str() {
             "histogram_add" => {
-                let h = match histogram_kind(step)? {
-                    HistogramKind::Cpu => &mut state.cpu,
-                    HistogramKind::Memory => &mut state.memory,
+                let h = match step.histogram.get("histogram")? {
+                    HistogramName::Cpu => &mut state.cpu,
+                    HistogramName::Memory => &mut state.memory,
                 };
-                h.add_sample(f64_field(step, "value")?, f64_field(step, "weight")?, at)
-                    .map_err(|e| format!("state.steps[{i}]: {e}"))?;
+                h.add_sample(
+                    number_f64(Some(&step.value.get("value")?), "value")?,
+                    step.weight.get("weight")?,
+                    at,
+                )
+                .map_err(|e| format!("state.steps[{i}]: {e}"))?;
             }
             "aggregate_sample" => {
-                let value = i64_field(step, "value")?;
-                match resource(step, "resource")? {
+                let value = number_i64(Some(&step.value.get("value")?), "value")?;
+                match Resource::from(step.resource.get("resource")?) {
                     Resource::Cpu => state.add_cpu_sample(at, value, &mut ()),
                     Resource::Memory => state.add_memory_peak(at, value, &mut ()),
                 }
@@ -1257,32 +1091,34 @@ fn run_estimator(ctx: &Ctx, case: &Value) -> R {
             other => return Err(format!("state.steps[{i}]: unknown op {other:?}")),
         }
     }
-    let e = field(case, "expect")?;
-    only_keys("expect", e, &["cpu", "memory", "tolerance", "confidence"])?;
-    let tolerance = opt_f64(e, "tolerance")?;
-    let estimators = object(case, "estimators")?.ok_or("estimators: missing")?;
-    for (key, r) in [("cpu", Resource::Cpu), ("memory", Resource::Memory)] {
-        let Some(chain) = estimators.get(key) else {
+    let e = case.expect.take("expect")?;
+    no_rest("expect", &e.rest)?;
+    let tolerance = e.tolerance;
+    for (key, r, want, c) in [
+        ("cpu", Resource::Cpu, e.cpu, &case.estimators.cpu),
+        (
+            "memory",
+            Resource::Memory,
+            e.memory,
+            &case.estimators.memory,
+        ),
+    ] {
+        let Some(c) = c else {
             continue;
         };
-        let chain = parse_chain(
-            chain
-                .as_array()
-                .ok_or_else(|| format!("estimators.{key}: not a list"))?,
-        )
-        .map_err(prefix(format!("estimators.{key}")))?;
-        let got = chain.estimate(r, &state);
-        if let Some(want) = opt_i64(e, key)? {
-            check_f64(key, want as f64, got as f64, tolerance)?;
+        let c = chain(c).map_err(prefix(format!("estimators.{key}")))?;
+        let got = c.estimate(r, &state);
+        if let Some(want) = want {
+            check_f64(key, want.0 as f64, got as f64, tolerance)?;
         }
     }
-    if let Some(c) = e.get("confidence") {
-        let interval = duration_nanos(secs(f64_field(c, "interval_s")?));
+    if let Some(c) = e.confidence {
+        let interval = duration_nanos(secs(c.interval_s));
         check_f64(
             "confidence",
-            f64_field(c, "value")?,
+            c.value,
             confidence(&state, interval),
-            opt_f64(c, "tolerance")?.or(tolerance),
+            c.tolerance.or(tolerance),
         )?;
     }
     Ok(())
@@ -1293,22 +1129,38 @@ fn run_estimator(ctx: &Ctx, case: &Value) -> R {
 /// The largest `series.count` the runner expands (a month of one-minute samples is 43 200).
 const MAX_SERIES_COUNT: i64 = 10_000_000;
 
-fn expand_observations(ctx: &Ctx, case: &Value) -> Result<Vec<Observation>, String> {
+fn observation_from_sample(ctx: &Ctx, s: &Sample) -> Result<Observation, String> {
+    let pod = s.pod.or("pod-1").to_owned();
+    let container = s.container.or("app").to_owned();
+    let at = ctx.at(s.at_s);
+    Ok(if s.oom.unwrap_or(false) {
+        Observation::Oom(OomEvent {
+            pod,
+            container,
+            at,
+            memory_bytes: s.value.0,
+        })
+    } else {
+        Observation::Usage(UsageSample {
+            pod,
+            container,
+            resource: s.resource.get("resource")?.into(),
+            usage: s.value.0,
+            at,
+        })
+    })
+}
+
+fn expand_observations(ctx: &Ctx, case: &RecommenderCase) -> Result<Vec<Observation>, String> {
     let mut list: Vec<(f64, Observation)> = Vec::new();
-    for s in array(case, "samples")? {
-        let oom = opt_bool(s, "oom")?.unwrap_or(false);
-        list.push((f64_field(s, "at_s")?, observation_from_step(ctx, s, oom)?));
+    for s in case.samples.iter().flatten() {
+        list.push((s.at_s, observation_from_sample(ctx, s)?));
     }
-    for s in array(case, "series")? {
-        let (pod, container) = pod_and_container(s);
-        let r = resource(s, "resource")?;
-        let from = f64_field(s, "from_s")?;
-        let step = f64_field(s, "step_s")?;
-        let count = i64_field(s, "count")?;
-        let values: Vec<i64> = array(s, "values")?
-            .iter()
-            .map(|v| v.as_i64().ok_or("series.values: not an integer"))
-            .collect::<Result<_, _>>()?;
+    for s in case.series.iter().flatten() {
+        let (pod, container) = (s.pod.or("pod-1"), s.container.or("app"));
+        let r = Resource::from(s.resource);
+        let (from, step, count) = (s.from_s, s.step_s, s.count.0);
+        let values = s.values.as_deref().unwrap_or_default();
         if values.is_empty() {
             return Err("series.values: empty".into());
         }
@@ -1337,78 +1189,68 @@ fn expand_observations(ctx: &Ctx, case: &Value) -> Result<Vec<Observation>, Stri
     Ok(list.into_iter().map(|(_, o)| o).collect())
 }
 
+fn integer_cpu_containers(list: Option<Vec<LenientStr>>) -> Vec<String> {
+    list.into_iter().flatten().filter_map(|s| s.0).collect()
+}
+
 fn run_recommender(ctx: &Ctx, case: &Value) -> R {
+    let case: RecommenderCase = schema::parse(case)?;
     let settings = &ctx.settings;
     let mut target = VpaTarget::default();
-    let mut policy = parse_pod_policy(case.get("policy"))?;
-    let estimators = match object(case, "estimators")? {
-        Some(est) => {
-            let get = |k: &str| resources(est.get(k));
-            PodEstimators::constant(get("target")?, get("lower_bound")?, get("upper_bound")?)
-        }
+    let mut policy = pod_policy(case.policy.clone().map(|p| p.0))?;
+    let estimators = match &case.estimators {
+        Some(est) => PodEstimators::constant(
+            resources_of(est.target),
+            resources_of(est.lower_bound),
+            resources_of(est.upper_bound),
+        ),
         None => PodEstimators::from_settings(settings),
     };
-    for c in array(case, "containers")? {
-        let name = c
-            .get("name")
-            .and_then(Value::as_str)
-            .ok_or("containers[].name: missing")?;
-        let pod = c.get("pod").and_then(Value::as_str).unwrap_or("pod-1");
-        target.observe_container(pod, name, settings, ctx.at(0.0));
-        if let Some(list) = c.get("controlled_resources") {
+    for c in case.containers.iter().flatten() {
+        let name = c.name.as_str();
+        target.observe_container(c.pod.or("pod-1"), name, settings, ctx.at(0.0));
+        if let Some(list) = &c.controlled_resources {
+            let list = list.as_ref().ok_or("controlled_resources: not a list")?;
             policy
                 .get_or_insert_with(PodResourcePolicy::default)
                 .container_policies
                 .push(ContainerResourcePolicy {
                     container_name: name.to_owned(),
-                    controlled_resources: Some(resource_list(list)?),
+                    controlled_resources: Some(list.iter().map(|r| (*r).into()).collect()),
                     ..Default::default()
                 });
         }
     }
-    for o in expand_observations(ctx, case)? {
+    for o in expand_observations(ctx, &case)? {
         let at = match &o {
             Observation::Usage(s) => s.at,
             Observation::Oom(x) => x.at,
         };
         target.record_observation(&o, policy.as_ref(), settings, at, &mut ());
     }
-    let integer = array(case, "integer_cpu_containers")?
-        .iter()
-        .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect::<Vec<_>>();
+    let integer = integer_cpu_containers(case.integer_cpu_containers);
     let rec = target.recommend_with(&estimators, policy.as_ref(), &integer, settings);
-    let e = field(case, "expect")?;
-    only_keys("expect", e, &["containers"])?;
-    let Some(containers) = object(e, "containers")? else {
+    let e = case.expect.take("expect")?;
+    no_rest("expect", &e.rest)?;
+    let Some(containers) = e.containers else {
         return Ok(());
     };
-    for (name, x) in containers {
+    for (name, x) in &containers {
         let got = rec
             .containers
             .iter()
             .find(|c| c.container_name == *name)
             .ok_or_else(|| format!("containers.{name}: expected a recommendation, got none"))?;
-        only_keys(
-            &format!("containers.{name}"),
-            x,
-            &[
-                "target",
-                "lower_bound",
-                "upper_bound",
-                "uncapped_target",
-                "present",
-                "absent",
-            ],
-        )?;
+        if x.name.is_some() {
+            return Err(format!(
+                "containers.{name}: unsupported key \"name\" (runner does not check it)"
+            ));
+        }
+        no_rest(&format!("containers.{name}"), &x.rest)?;
         check_container(name, x, got)?;
-        for (key, want_present) in [("present", true), ("absent", false)] {
-            for r in array(x, key)? {
-                let r = match r.as_str() {
-                    Some("cpu") => Resource::Cpu,
-                    Some("memory") => Resource::Memory,
-                    _ => return Err(format!("{name}.{key}: unknown resource {r}")),
-                };
+        for (want_present, list) in [(true, &x.present), (false, &x.absent)] {
+            for r in list.iter().flatten() {
+                let r = Resource::from(*r);
                 for (bound, res) in [
                     ("target", &got.target),
                     ("lower_bound", &got.lower_bound),
@@ -1426,16 +1268,32 @@ fn run_recommender(ctx: &Ctx, case: &Value) -> R {
     Ok(())
 }
 
+/// The four bounds of an expected container beside the ones computed.
+fn bounds<'a>(
+    want: &'a ExpectedContainer,
+    got: &'a RecommendedContainerResources,
+) -> [(
+    &'static str,
+    &'a Option<Option<ResourcesJson>>,
+    &'a Resources,
+); 4] {
+    [
+        ("target", &want.target, &got.target),
+        ("lower_bound", &want.lower_bound, &got.lower_bound),
+        ("upper_bound", &want.upper_bound, &got.upper_bound),
+        (
+            "uncapped_target",
+            &want.uncapped_target,
+            &got.uncapped_target,
+        ),
+    ]
+}
+
 /// Compare the resources given in the expected maps (a missing resource is not checked).
-fn check_container(name: &str, want: &Value, got: &RecommendedContainerResources) -> R {
-    for (key, res) in [
-        ("target", &got.target),
-        ("lower_bound", &got.lower_bound),
-        ("upper_bound", &got.upper_bound),
-        ("uncapped_target", &got.uncapped_target),
-    ] {
-        let Some(w) = want.get(key) else { continue };
-        let w = resources(Some(w)).map_err(prefix(format!("{name}.{key}")))?;
+fn check_container(name: &str, want: &ExpectedContainer, got: &RecommendedContainerResources) -> R {
+    for (key, w, res) in bounds(want, got) {
+        let Some(w) = w else { continue };
+        let w = resources_of(*w);
         for r in Resource::ALL {
             if let Some(v) = w.get(r) {
                 check_eq(
@@ -1454,61 +1312,51 @@ fn check_container(name: &str, want: &Value, got: &RecommendedContainerResources
 
 // === kind: postprocess ===
 
-fn parse_recommendation(v: Option<&Value>) -> Result<Option<RecommendedPodResources>, String> {
-    let Some(v) = v.filter(|v| !v.is_null()) else {
-        return Ok(None);
-    };
-    let containers = array(v, "containers")?
-        .iter()
-        .map(|c| {
-            Ok(RecommendedContainerResources {
-                container_name: str_field(c, "name")?.to_owned(),
-                target: resources(c.get("target"))?,
-                lower_bound: resources(c.get("lower_bound"))?,
-                upper_bound: resources(c.get("upper_bound"))?,
-                uncapped_target: resources(c.get("uncapped_target"))?,
-            })
+fn recommendation(r: Option<RecommendationJson>) -> Option<RecommendedPodResources> {
+    let containers = r?
+        .containers
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| RecommendedContainerResources {
+            container_name: c.name,
+            target: resources_of(c.target),
+            lower_bound: resources_of(c.lower_bound),
+            upper_bound: resources_of(c.upper_bound),
+            uncapped_target: resources_of(c.uncapped_target),
         })
-        .collect::<Result<Vec<_>, String>>()?;
-    Ok(Some(RecommendedPodResources { containers }))
+        .collect();
+    Some(RecommendedPodResources { containers })
 }
 
 fn run_postprocess(ctx: &Ctx, case: &Value) -> R {
-    let rec = parse_recommendation(case.get("recommendation")).map_err(prefix("recommendation"))?;
-    let policy = parse_pod_policy(case.get("policy"))?;
-    let integer = array(case, "integer_cpu_containers")?
-        .iter()
-        .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect::<Vec<_>>();
+    let case: PostprocessCase = schema::parse(case)?;
+    let rec = recommendation(case.recommendation);
+    let policy = pod_policy(case.policy.map(|p| p.0))?;
+    let integer = integer_cpu_containers(case.integer_cpu_containers);
     let got = post_process(
         rec,
         policy.as_ref(),
         &integer,
         &ctx.settings.container_recommendation_max_allowed,
     );
-    let e = field(case, "expect")?;
-    only_keys("expect", e, &["recommendation", "containers"])?;
-    if e.get("recommendation").is_some_and(Value::is_null) {
+    let e = case.expect.take("expect")?;
+    no_rest("expect", &e.rest)?;
+    if let Some(None) = e.recommendation {
         return match got {
             None => Ok(()),
             Some(r) => Err(format!("recommendation: expected null, got {r:?}")),
         };
     }
     let got = got.ok_or("recommendation: expected a recommendation, got null")?;
-    let want = array(e, "containers")?;
+    let want = e.containers.unwrap_or_default();
     check_eq("containers.len", want.len(), got.containers.len())?;
     for (w, g) in want.iter().zip(&got.containers) {
-        let name = str_field(w, "name")?;
+        let name = w.name.as_deref().ok_or("name: missing")?;
         check_eq("containers[].name", name, g.container_name.as_str())?;
         check_container(name, w, g)?;
-        for (key, res) in [
-            ("target", &g.target),
-            ("lower_bound", &g.lower_bound),
-            ("upper_bound", &g.upper_bound),
-            ("uncapped_target", &g.uncapped_target),
-        ] {
-            if let Some(wv) = w.get(key) {
-                check_eq(&format!("{name}.{key}"), resources(Some(wv))?, *res)?;
+        for (key, wv, res) in bounds(w, g) {
+            if let Some(wv) = wv {
+                check_eq(&format!("{name}.{key}"), resources_of(*wv), *res)?;
             }
         }
     }
@@ -1518,69 +1366,143 @@ fn run_postprocess(ctx: &Ctx, case: &Value) -> R {
 // === kind: amount ===
 
 fn run_amount(case: &Value) -> R {
-    for (i, c) in array(case, "checks")?.iter().enumerate() {
-        let f = str_field(c, "fn")?;
+    let case: AmountCase = schema::parse(case)?;
+    for (i, c) in case.checks.iter().flatten().enumerate() {
+        let f = c.function.as_str();
         let what = format!("checks[{i}] {f}");
+        let input = || number_f64(Some(&c.input.get("input")?), "input");
+        let input_int = || number_i64(Some(&c.input.get("input")?), "input");
+        let expect_int = || match c.expect.get("expect")? {
+            AmountExpect::Number(n) => number_i64(Some(&n), "expect"),
+            AmountExpect::Resources(_) => Err("expect: not an integer".to_owned()),
+        };
+        let int = |v: &Deferred<Int>, key: &str| v.get(key).map(|n| n.0);
         let r: R = match f {
             "cpu_amount_from_cores" => check_eq(
                 &what,
-                i64_field(c, "expect")?,
-                amount::cpu_amount_from_cores(f64_field(c, "input")?),
+                expect_int()?,
+                amount::cpu_amount_from_cores(input()?),
             ),
             "cores_from_cpu_amount" => check_f64(
                 &what,
-                f64_field(c, "expect")?,
-                amount::cores_from_cpu_amount(i64_field(c, "input")?),
-                opt_f64(c, "tolerance")?,
+                match c.expect.get("expect")? {
+                    AmountExpect::Number(n) => number_f64(Some(&n), "expect")?,
+                    AmountExpect::Resources(_) => return Err("expect: not a number".into()),
+                },
+                amount::cores_from_cpu_amount(input_int()?),
+                c.tolerance.opt("tolerance")?,
             ),
             "memory_amount_from_bytes" => check_eq(
                 &what,
-                i64_field(c, "expect")?,
-                amount::memory_amount_from_bytes(f64_field(c, "input")?),
+                expect_int()?,
+                amount::memory_amount_from_bytes(input()?),
             ),
             "scale_resource" => check_eq(
                 &what,
-                i64_field(c, "expect")?,
-                amount::scale_resource(i64_field(c, "amount")?, f64_field(c, "factor")?),
+                expect_int()?,
+                amount::scale_resource(int(&c.amount, "amount")?, c.factor.get("factor")?),
             ),
             "resource_amount_from_float" => check_eq(
                 &what,
-                i64_field(c, "expect")?,
-                amount::resource_amount_from_float(f64_field(c, "input")?),
+                expect_int()?,
+                amount::resource_amount_from_float(input()?),
             ),
             "round_up_to_scale" => {
-                let value = i64_field(c, "value")?;
-                let got = amount::round_up_to_scale(value, i64_field(c, "scale")?);
+                let value = int(&c.value, "value")?;
+                let got = amount::round_up_to_scale(value, int(&c.scale, "scale")?);
                 let (v, err) = match got {
                     Ok(v) => (v, false),
                     Err(_) => (value, true),
                 };
-                check_eq(&what, i64_field(c, "expect")?, v)?;
-                match opt_bool(c, "error")? {
+                check_eq(&what, expect_int()?, v)?;
+                match c.error.opt("error")? {
                     Some(want) => check_eq(&format!("{what} error"), want, err),
                     None => Ok(()),
                 }
             }
             "output_rounding" => {
                 let input = Resources {
-                    cpu: opt_i64(c, "cpu")?,
-                    memory: opt_i64(c, "memory")?,
+                    cpu: c.cpu.opt("cpu")?.map(|n| n.0),
+                    memory: c.memory.opt("memory")?.map(|n| n.0),
                 };
                 let got = round_output(
                     input,
-                    opt_i64(c, "round_cpu_millicores")?.unwrap_or(1),
-                    opt_i64(c, "round_memory_bytes")?.unwrap_or(1),
+                    c.round_cpu_millicores
+                        .opt("round_cpu_millicores")?
+                        .map_or(1, |n| n.0),
+                    c.round_memory_bytes
+                        .opt("round_memory_bytes")?
+                        .map_or(1, |n| n.0),
                 );
-                check_eq(&what, resources(c.get("expect"))?, got)
+                let want = match c.expect.get("expect") {
+                    Ok(AmountExpect::Resources(r)) => r.into(),
+                    _ => Resources::default(),
+                };
+                check_eq(&what, want, got)
             }
             "round_up_to_whole_cores" => check_eq(
                 &what,
-                i64_field(c, "expect")?,
-                amount::round_up_to_whole_cores(i64_field(c, "input")?),
+                expect_int()?,
+                amount::round_up_to_whole_cores(input_int()?),
             ),
             other => Err(format!("unknown fn {other:?}")),
         };
         r?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::VpaCase;
+    use serde_json::json;
+
+    fn run(case: serde_json::Value) -> Result<(), String> {
+        VpaCase::from_value(case)?.run()
+    }
+
+    fn amount(expect: serde_json::Value) -> serde_json::Value {
+        json!({"kind": "amount", "checks": [
+            {"fn": "round_up_to_whole_cores", "input": 1500.0, "expect": expect,
+             "unused_by_this_fn": "anything"}
+        ]})
+    }
+
+    #[test]
+    fn integers_may_be_written_as_floats_and_unknown_step_keys_are_ignored() {
+        assert_eq!(run(amount(json!(2000.0))), Ok(()));
+        assert!(
+            run(amount(json!(1000)))
+                .unwrap_err()
+                .contains("expected 1000, got 2000")
+        );
+    }
+
+    #[test]
+    fn unknown_expectation_keys_fail_the_case() {
+        let case = json!({"kind": "policy", "expect": {"scaling_mode": "Auto", "oops": 1}});
+        assert!(run(case).unwrap_err().contains("unsupported key \"oops\""));
+        let case = json!({"kind": "policy", "expect": {"scaling_mode": "Auto", "notes": "x"}});
+        assert_eq!(run(case), Ok(()));
+    }
+
+    #[test]
+    fn fields_of_other_ops_are_checked_only_when_read() {
+        // An OOM does not read `resource`; a usage sample does.
+        let case = |op: &str| {
+            json!({"kind": "aggregate", "steps": [
+                {"op": op, "value": 1024, "resource": 7, "at_s": 1}
+            ]})
+        };
+        assert_eq!(run(case("oom")), Ok(()));
+        assert!(run(case("sample")).unwrap_err().contains("resource:"));
+    }
+
+    #[test]
+    fn unknown_settings_and_malformed_input_fail_without_panicking() {
+        let case = json!({"kind": "amount", "settings": {"no_such_setting": 1}});
+        assert!(run(case).unwrap_err().contains("no_such_setting"));
+        let case = json!({"kind": "histogram", "histogram": "linear"});
+        assert!(run(case).is_err());
+    }
 }
