@@ -20,6 +20,7 @@
 pub mod engine;
 pub mod grpc;
 pub mod hpa;
+#[allow(missing_docs, unreachable_pub)] // not yet: the vpacase helper's module (issue 15)
 pub mod vpa;
 
 use std::{
