@@ -15,19 +15,19 @@
 //! Only this layer reads the clock (for a Recommend: once to validate, again under the
 //! target's lock) and passes `now` down.
 
-pub mod authorized;
-pub mod clock;
-pub mod codec;
-pub mod commit;
-pub mod context;
+pub(crate) mod authorized;
+pub(crate) mod clock;
+pub(crate) mod codec;
+pub(crate) mod commit;
+pub(crate) mod context;
 pub mod convert;
-pub mod horizontal;
-pub mod locks;
-pub mod overrides;
+pub(crate) mod horizontal;
+pub(crate) mod locks;
+pub(crate) mod overrides;
 pub mod simulate;
 pub mod status;
-pub mod vertical;
-pub mod wire_limits;
+pub(crate) mod vertical;
+pub(crate) mod wire_limits;
 
 pub use horizontal::{HorizontalService, ServiceOptions};
 pub use vertical::{VerticalOptions, VerticalService};

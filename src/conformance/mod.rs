@@ -17,9 +17,9 @@
 //!    e.g. `step 0: desired_replicas: expected 5, got 4`; [`run_case`] turns that into one
 //!    [`Outcome`], [`run_dir`] into one [`Report`].
 
-pub mod engine;
+pub(crate) mod engine;
 pub mod grpc;
-pub mod hpa;
+pub(crate) mod hpa;
 #[allow(missing_docs, unreachable_pub)] // not yet: the vpacase helper's module (issue 15)
 pub mod vpa;
 

@@ -18,19 +18,19 @@
 //! Per-target locks and the per-target settings policy belong to the API (`api::locks`,
 //! `api::overrides`). The store may use engine types, never `pb` or `api`.
 
-pub mod db;
+pub(crate) mod db;
 pub mod durability;
 pub mod etcd;
-pub mod folder_lock;
-pub mod hpa;
-pub mod keys;
+pub(crate) mod folder_lock;
+pub(crate) mod hpa;
+pub(crate) mod keys;
 pub mod prune;
-pub mod record;
+pub(crate) mod record;
 pub mod sled;
-pub mod vpa;
+pub(crate) mod vpa;
 
 /// The VPA records' former path.
-pub use self::vpa as vertical;
+pub(crate) use self::vpa as vertical;
 
 use std::path::PathBuf;
 

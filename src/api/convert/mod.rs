@@ -23,15 +23,15 @@
 //!
 //! Every name other modules use stays at `api::convert::<name>` through the re-exports below.
 
-pub mod conformance;
-pub mod history;
-pub mod horizontal_request;
-pub mod horizontal_response;
-pub mod migration;
-pub mod page;
-pub mod vertical;
-pub mod vertical_request;
-pub mod vertical_response;
+pub(crate) mod conformance;
+pub(crate) mod history;
+pub(crate) mod horizontal_request;
+pub(crate) mod horizontal_response;
+pub(crate) mod migration;
+pub(crate) mod page;
+pub(crate) mod vertical;
+pub(crate) mod vertical_request;
+pub(crate) mod vertical_response;
 pub(crate) mod wire;
 
 pub use horizontal_request::{

@@ -12,14 +12,14 @@
 //! The VPA state ([`vpa`]) is written as version 2 too; a version-1 (JSON) VPA record is
 //! read as before and rewritten as version 2 by the target's next RecordUsage.
 
-pub mod codes;
-pub mod hpa;
-pub mod legacy;
-pub mod vpa;
+pub(crate) mod codes;
+pub(crate) mod hpa;
+pub(crate) mod legacy;
+pub(crate) mod vpa;
 
 /// The storage-only messages (never served, never registered for reflection).
 #[allow(clippy::all, missing_docs)]
-pub mod pb {
+pub(crate) mod pb {
     tonic::include_proto!("autoscaled.store.v1");
 }
 
