@@ -43,7 +43,7 @@ use crate::{
 
 /// The HPA decision function (`engine::hpa::evaluate`'s signature). A parameter so that tests
 /// of the service can count calls or fail on purpose.
-pub type Evaluate = fn(
+pub(crate) type Evaluate = fn(
     &Settings,
     &HorizontalSpec,
     &Observation,

@@ -32,13 +32,13 @@ use crate::engine::{
 
 /// The instant a case's first step runs at (2026-01-01T00:00:00Z). Any fixed instant works:
 /// cases only use relative times.
-pub const BASE: Time = Time::from_unix_secs(1_767_225_600);
+pub(crate) const BASE: Time = Time::from_unix_secs(1_767_225_600);
 
 /// The relative time (seconds) cases use for Go's zero time.
-pub const GO_ZERO_SECONDS: i64 = -1_000_000_000;
+pub(crate) const GO_ZERO_SECONDS: i64 = -1_000_000_000;
 
 /// Go's zero `time.Time` (0001-01-01T00:00:00Z).
-pub const GO_ZERO_TIME: Time = Time::from_unix_millis(-62_135_596_800_000);
+pub(crate) const GO_ZERO_TIME: Time = Time::from_unix_millis(-62_135_596_800_000);
 
 // === loading ===
 
@@ -644,7 +644,7 @@ pub struct StepRun {
 
 /// `groupPods` for the spec metric named `name` (the defaulted spec's first metric of that
 /// name; a Resource metric of that name when the spec has none).
-pub fn pod_groups_for(case: &HpaCase, step: &HpaStep, name: &str) -> PodGroups {
+pub(crate) fn pod_groups_for(case: &HpaCase, step: &HpaStep, name: &str) -> PodGroups {
     let spec = defaults::set_defaults(&case.spec, &case.settings);
     let metric = spec
         .metrics
@@ -689,7 +689,7 @@ fn expect_eq<T: PartialEq + std::fmt::Debug>(
 
 /// Compares a step's result with its expectations; the first difference is the error
 /// (without the `step N: ` prefix).
-pub fn check_step(case: &HpaCase, step: &HpaStep, run: &StepRun) -> Result<(), String> {
+pub(crate) fn check_step(case: &HpaCase, step: &HpaStep, run: &StepRun) -> Result<(), String> {
     let e = &step.expect;
     let d = &run.decision;
     if let Some(expected) = e.desired_replicas {

@@ -29,9 +29,6 @@ pub(crate) mod record;
 pub mod sled;
 pub(crate) mod vpa;
 
-/// The VPA records' former path.
-pub(crate) use self::vpa as vertical;
-
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};

@@ -24,14 +24,14 @@ use crate::engine::vpa::{
 };
 
 /// Where the VPA records live.
-pub const SPACE: Space = Space {
+pub(crate) const SPACE: Space = Space {
     tree: VERTICAL_TREE,
     etcd: "vpa/",
     kind: KIND,
 };
 
 /// The `vpa_state` tree's name.
-pub const VERTICAL_TREE: &str = "vpa_state";
+pub(crate) const VERTICAL_TREE: &str = "vpa_state";
 
 /// Overrides of the recommender's flags
 /// ([`VpaSettings`](crate::engine::vpa::settings::VpaSettings)); `None` keeps the lower layer's
@@ -172,14 +172,14 @@ const KIND: &str = "vpa_state";
 
 /// Encodes a target's vertical state as stored (version 2: [`record::vpa`]; the sled and
 /// etcd stores write the same bytes).
-pub fn encode_vertical(key: &str, state: &VerticalState) -> Result<Vec<u8>, StoreError> {
+pub(crate) fn encode_vertical(key: &str, state: &VerticalState) -> Result<Vec<u8>, StoreError> {
     let _ = key;
     Ok(record::encode_binary(&record::vpa::state_to_record(state)))
 }
 
 /// Decodes a record of either version (version 1: the JSON of builds before the VPA records
 /// of our own; migrated by the target's next write), refusing another engine format.
-pub fn decode_vertical(key: &str, bytes: &[u8]) -> Result<VerticalState, StoreError> {
+pub(crate) fn decode_vertical(key: &str, bytes: &[u8]) -> Result<VerticalState, StoreError> {
     let state: VerticalState = match record::versioned(KIND, key, bytes)? {
         record::Versioned::Binary(body) => {
             let r: record::pb::VpaState = record::decode_binary(KIND, key, body)?;
