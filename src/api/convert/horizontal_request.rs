@@ -12,8 +12,6 @@ use std::{
     time::Duration,
 };
 
-pub use crate::engine::hpa::validate::{MAX_PERIOD_SECONDS, MAX_STABILIZATION_WINDOW_SECONDS};
-
 use super::{
     migration,
     wire::{FieldPath, Violations, check_target_key, duration, sorted, timestamp},

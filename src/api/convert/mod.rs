@@ -34,11 +34,10 @@ pub(crate) mod vertical_request;
 pub(crate) mod vertical_response;
 pub(crate) mod wire;
 
-pub use horizontal_request::{
-    Context, MAX_PERIOD_SECONDS, MAX_STABILIZATION_WINDOW_SECONDS, RecommendInput,
-    SettingsOverride, recommend_request,
-};
-pub use horizontal_response::{decision_record, recommend_response, target_history, to_timestamp};
-pub use page::{PageRequest, next_page_token, page_request, page_token, parse_page_token};
+// Public: `tests/api_properties.rs` drives one Recommend through both conversions.
+pub use horizontal_request::{Context, RecommendInput, SettingsOverride, recommend_request};
+pub use horizontal_response::recommend_response;
+pub(crate) use horizontal_response::{decision_record, target_history, to_timestamp};
+pub(crate) use page::{next_page_token, page_request, page_token};
 use wire::{Violations, duration};
-pub use wire::{engine_invalid, target_key};
+pub(crate) use wire::{engine_invalid, target_key};
