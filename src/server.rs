@@ -155,7 +155,9 @@ pub fn open_store(config: &Config) -> Result<Arc<SledStore>, StoreError> {
 /// The store chosen by `config.store`, opened.
 #[derive(Debug)]
 pub enum OpenedStore {
+    /// `--store sled`: the data folder, locked by this process.
     Sled(Arc<SledStore>),
+    /// `--store etcd`: shared by the replicas; writes are guarded by `mod_revision`.
     Etcd(Arc<EtcdStore>),
 }
 

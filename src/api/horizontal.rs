@@ -56,6 +56,7 @@ pub(crate) type Evaluate = fn(
 pub struct ServiceOptions {
     /// Server defaults of the controller flags; `spec.settings` overrides them per target.
     pub defaults: Settings,
+    /// The wire limits: requests beyond them get INVALID_ARGUMENT, responses stay bounded.
     pub limits: Limits,
     /// Accept `evaluation_time` from requests.
     pub trust_request_time: bool,

@@ -50,6 +50,7 @@ use crate::{
 pub struct VerticalOptions {
     /// Server defaults of the recommender flags (the VPA's own); targets override them.
     pub defaults: VpaSettings,
+    /// The wire limits: requests beyond them get INVALID_ARGUMENT, responses stay bounded.
     pub limits: Limits,
     /// Accept `evaluation_time` from requests.
     pub trust_request_time: bool,

@@ -102,8 +102,12 @@ pub const MAX_ATTEMPTS: u32 = 4;
 /// requires client authentication (`--client-cert-auth`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EtcdTls {
+    /// `--etcd-ca`: PEM CA the members' certificates are verified against; required as soon
+    /// as any TLS file is given.
     pub ca: Option<PathBuf>,
+    /// `--etcd-cert`: PEM client certificate, for etcd's `--client-cert-auth`.
     pub cert: Option<PathBuf>,
+    /// `--etcd-key`: PEM private key of `cert`; given together with it.
     pub key: Option<PathBuf>,
 }
 
@@ -114,6 +118,7 @@ pub struct EtcdOptions {
     pub endpoints: Vec<String>,
     /// Prefix of every key written, so that several deployments can share a cluster.
     pub prefix: String,
+    /// TLS to the members; no file given: plain connections.
     pub tls: EtcdTls,
     /// Decision runs kept per target.
     pub decision_log_len: usize,
