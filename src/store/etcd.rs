@@ -75,7 +75,7 @@ use super::{
 use crate::engine::{history::History, time::Time};
 
 /// The generated client of `proto/etcd/kv.proto`.
-#[allow(missing_docs, clippy::all, clippy::pedantic)]
+#[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
 mod pb {
     tonic::include_proto!("etcdserverpb");
 }

@@ -18,7 +18,7 @@ pub(crate) mod legacy;
 pub(crate) mod vpa;
 
 /// The storage-only messages (never served, never registered for reflection).
-#[allow(clippy::all, missing_docs)]
+#[allow(clippy::all, missing_docs, unreachable_pub)] // generated
 pub(crate) mod pb {
     tonic::include_proto!("autoscaled.store.v1");
 }
