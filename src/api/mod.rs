@@ -1,14 +1,14 @@
 //! The gRPC API: thin tonic handlers over the engine and the store.
 //!
-//! * [`authorized`]: the per-key authorization check in front of both services;
+//! * `authorized`: the per-key authorization check in front of both services;
 //! * [`convert`]: proto ↔ engine, validating every field with its proto path;
 //! * [`status`]: the one error → `tonic::Status` table;
-//! * [`horizontal`]: the `HorizontalAutoscaler` service;
-//! * [`vertical`]: the `VerticalAutoscaler` service (conversion in `convert::vertical`);
-//! * [`commit`]: the one write path of both (lock → load → decide → write → wait for the
-//!   flush), with [`locks`] (per-target async locks) and [`clock`] (the one request clock);
-//! * [`overrides`]: how the VPA settings layers combine (server, target, call);
-//! * [`codec`], [`wire_limits`], [`context`]: decoding with count limits checked on the wire
+//! * `horizontal`: the `HorizontalAutoscaler` service;
+//! * `vertical`: the `VerticalAutoscaler` service (conversion in `convert::vertical`);
+//! * `commit`: the one write path of both (lock → load → decide → write → wait for the
+//!   flush), with `locks` (per-target async locks) and `clock` (the one request clock);
+//! * `overrides`: how the VPA settings layers combine (server, target, call);
+//! * `codec`, `wire_limits`, `context`: decoding with count limits checked on the wire
 //!   bytes, decode failures as INVALID_ARGUMENT, and the per-request context (limits,
 //!   deadline, peer) the server layer sets.
 //!

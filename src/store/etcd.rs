@@ -4,11 +4,11 @@
 //!
 //! # Layout (under the configured prefix, default `autoscaled/`)
 //!
-//! * `hpa/s/<target_key>` → the [`TargetState`] record (the same [`record`] encoding as sled);
+//! * `hpa/s/<target_key>` → the [`TargetState`] record (the same `record` encoding as sled);
 //! * `hpa/d/<target_key> 0x00 be(seq)` → one [`DecisionEntry`] record per logged decision;
 //!   `seq` is the state's `next_seq` at commit, so the oldest entries beyond the log bound are
 //!   one contiguous range and are trimmed with a single `DeleteRange`, without a read;
-//! * `vpa/<target_key>` → the VPA record ([`super::vpa`], through [`Records`]; its put
+//! * `vpa/<target_key>` → the VPA record (`super::vpa`, through `Records`; its put
 //!   compares the key's `mod_revision` with the one read, so two replicas recording usage
 //!   for one target cannot both build on the same previous state).
 //!

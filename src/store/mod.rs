@@ -3,15 +3,15 @@
 //!
 //! # Layout
 //!
-//! * [`db`]: the database ([`Db`]: flush, health, probe; [`db::Records`]: single-key records
-//!   of one namespace) and its sled implementation [`db::SledDb`] (folder lock, start-up
+//! * `db`: the database ([`Db`]: flush, health, probe; `db::Records`: single-key records
+//!   of one namespace) and its sled implementation `db::SledDb` (folder lock, start-up
 //!   checks, reopening after a storage failure).
-//! * [`hpa`]: the HPA records (state and decision log) on sled, and their codec, which the
+//! * `hpa`: the HPA records (state and decision log) on sled, and their codec, which the
 //!   etcd backend shares; [`HistoryStore`] (below) is the trait the API codes against.
-//! * [`vpa`]: the VPA record of a target ([`VerticalStore`]), over any [`db::Records`].
-//! * [`sled`](self::sled): [`SledStore`], the default backend (one folder, both kinds);
+//! * `vpa`: the VPA record of a target ([`VerticalStore`]), over any `db::Records`.
+//! * [`sled`]: [`SledStore`], the default backend (one folder, both kinds);
 //!   [`etcd`]: [`etcd::EtcdStore`], several replicas sharing one history.
-//! * [`record`]: the versioned value encoding; [`keys`]: big-endian, order-preserving keys.
+//! * `record`: the versioned value encoding; `keys`: big-endian, order-preserving keys.
 //! * [`prune`]: which recommendations and scale events can go, and why no decision changes.
 //! * [`durability`]: group commit (strict) or periodic flush (relaxed), over a [`Db`].
 //!
@@ -288,7 +288,7 @@ pub struct KeyPage {
 }
 
 /// The history backend. Calls are synchronous and short (in-memory writes) except
-/// [`HistoryStore::flush`], which callers run on a blocking thread.
+/// [`Db::flush`], which callers run on a blocking thread.
 ///
 /// Writers of one target must be serialized by the caller (the API's per-key locks): `commit`
 /// reads the previous state and trims the decision log from a scan made before its writes.

@@ -13,13 +13,13 @@
 //!
 //! * `wire`: the violation collector, lazy field paths, and the wire's scalars (target key,
 //!   timestamp, duration) shared by every RPC.
-//! * [`horizontal_request`]: `Recommend` proto → engine ([`RecommendInput`]).
-//! * [`horizontal_response`]: decisions, logged decisions and histories engine → proto.
-//! * [`history`]: `GetHistory` paging over the decision log.
-//! * [`migration`]: the migration extensions, both directions.
-//! * [`vertical_request`] / [`vertical_response`]: the `VerticalAutoscaler` RPCs, also under
-//!   [`vertical`].
-//! * [`page`]: `List*` page sizes and tokens.
+//! * `horizontal_request`: `Recommend` proto → engine ([`RecommendInput`]).
+//! * `horizontal_response`: decisions, logged decisions and histories engine → proto.
+//! * `history`: `GetHistory` paging over the decision log.
+//! * `migration`: the migration extensions, both directions.
+//! * `vertical_request` / `vertical_response`: the `VerticalAutoscaler` RPCs, also under
+//!   `vertical`.
+//! * `page`: `List*` page sizes and tokens.
 //!
 //! Every name other modules use stays at `api::convert::<name>` through the re-exports below.
 
