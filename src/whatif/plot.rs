@@ -153,7 +153,7 @@ fn register_font() -> Result<(), String> {
 
 /// The picture formats `--plot` writes, chosen by the file's extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     /// `.svg`: a vector document (opens in any browser).
     Svg,
     /// `.png`: a bitmap, text drawn with the embedded font.
@@ -162,7 +162,7 @@ pub enum Format {
 
 impl Format {
     /// The format for `path`'s extension (case-insensitive), or the error to show.
-    pub fn from_path(path: &std::path::Path) -> Result<Self, String> {
+    pub(crate) fn from_path(path: &std::path::Path) -> Result<Self, String> {
         let ext = path
             .extension()
             .and_then(|e| e.to_str())
