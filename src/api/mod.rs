@@ -30,4 +30,4 @@ pub(crate) mod vertical;
 pub(crate) mod wire_limits;
 
 pub use horizontal::{HorizontalService, ServiceOptions};
-pub use vertical::{VerticalOptions, VerticalService};
+pub(crate) use vertical::{VerticalOptions, VerticalService};
