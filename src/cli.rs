@@ -1,6 +1,5 @@
 //! The command line (clap structs) and what each subcommand runs. `main.rs` only parses and
 //! dispatches, so a new subcommand is one enum variant and one function here.
-#![warn(missing_docs, unreachable_pub)]
 
 use std::{io::Write, path::PathBuf, process::ExitCode};
 

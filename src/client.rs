@@ -6,7 +6,6 @@
 //! embeds, so the files are the ones any other gRPC tool (grpcurl, a Go client) reads and
 //! writes. The text output follows `kubectl describe hpa`, so that what operators know from
 //! Kubernetes reads the same here.
-#![warn(missing_docs, unreachable_pub)]
 
 use std::{fmt::Write as _, path::Path, sync::OnceLock};
 

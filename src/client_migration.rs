@@ -2,7 +2,6 @@
 //! `autoscaled recommend` and `autoscaled history`: which rules fired, the removal
 //! candidates and the stored counters. Empty without extensions, so existing output is
 //! unchanged.
-#![warn(missing_docs, unreachable_pub)]
 
 use std::fmt::Write as _;
 

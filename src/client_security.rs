@@ -5,7 +5,6 @@
 //! is the address's host (or `--tls-server-name`). The token is sent as `authorization: Bearer
 //! TOKEN` on every call; prefer the `AUTOSCALED_TOKEN` variable to the flag, which other users
 //! of the machine can read in the process list.
-#![warn(missing_docs, unreachable_pub)]
 
 use std::path::{Path, PathBuf};
 

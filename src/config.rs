@@ -6,7 +6,6 @@
 //! same text. `ServeArgs::load` turns the three sources into one validated [`Config`]; any
 //! error is a `ConfigError`, which `main` reports and answers with exit status 64
 //! (`EX_USAGE`), as linkerd2-proxy does for bad configuration.
-#![warn(missing_docs, unreachable_pub)]
 
 use std::{
     fmt, fs,

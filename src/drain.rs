@@ -8,7 +8,6 @@
 //! server sets first), as soon as the stop signal is raised; the caller sees the stream end
 //! with OK and reconnects elsewhere, as grpc-go's health server does on `Shutdown()`
 //! (`health.Server.Shutdown` sets NOT_SERVING; the transport's `GracefulStop` then closes).
-#![warn(missing_docs, unreachable_pub)]
 
 use std::{
     future::Future,

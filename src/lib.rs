@@ -27,6 +27,7 @@
 //! A module is `pub` here only if the binary, `tests/`, `benches/` or `examples/` use it, or
 //! it is documented library API (the engine, the client); inside, `pub(crate)` is the default.
 #![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod api;
 pub mod auth;

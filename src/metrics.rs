@@ -6,7 +6,6 @@
 //! The recording functions go to the `metrics` facade; with no `--metrics-listen` no recorder
 //! is installed and they cost a few atomic loads. This module depends on no other module of
 //! the crate, so the store and the API can both record into it.
-#![warn(missing_docs, unreachable_pub)]
 
 use std::{net::SocketAddr, time::Duration};
 

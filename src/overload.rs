@@ -25,7 +25,6 @@
 //! answers the protocol errors tonic reports as INTERNAL for a malformed body outside our
 //! codec (framing: a truncated message, a bad compression flag, no message; health and
 //! reflection bodies that do not decode) with INVALID_ARGUMENT: they are the client's mistake.
-#![warn(missing_docs, unreachable_pub)]
 
 use std::{
     future::Future,

@@ -61,7 +61,7 @@ pub enum ServeError {
 }
 
 /// gRPC service names served (health reports each, plus "").
-pub const SERVICE_NAMES: &[&str] = &[
+pub(crate) const SERVICE_NAMES: &[&str] = &[
     horizontal_autoscaler_server::SERVICE_NAME,
     vertical_autoscaler_server::SERVICE_NAME,
 ];
@@ -154,13 +154,15 @@ pub fn open_store(config: &Config) -> Result<Arc<SledStore>, StoreError> {
 
 /// The store chosen by `config.store`, opened.
 #[derive(Debug)]
-pub enum OpenedStore {
+pub(crate) enum OpenedStore {
+    /// `--store sled`: the data folder, locked by this process.
     Sled(Arc<SledStore>),
+    /// `--store etcd`: shared by the replicas; writes are guarded by `mod_revision`.
     Etcd(Arc<EtcdStore>),
 }
 
 /// Opens the store `config.store` names: the sled folder, or a (lazy) connection to etcd.
-pub fn open_configured_store(config: &Config) -> Result<OpenedStore, StoreError> {
+pub(crate) fn open_configured_store(config: &Config) -> Result<OpenedStore, StoreError> {
     Ok(match config.store {
         StoreKind::Sled => OpenedStore::Sled(open_store(config)?),
         StoreKind::Etcd => OpenedStore::Etcd(Arc::new(EtcdStore::connect(EtcdOptions {
@@ -180,7 +182,7 @@ pub fn open_configured_store(config: &Config) -> Result<OpenedStore, StoreError>
 }
 
 /// [`serve_secured`] over whichever store was opened.
-pub async fn serve_opened(
+pub(crate) async fn serve_opened(
     listener: TcpListener,
     health_listener: Option<TcpListener>,
     config: Config,
@@ -212,7 +214,7 @@ pub async fn serve(
 /// most `config.shutdown_grace` and flushes the store. The store holds both the horizontal
 /// history and the vertical state; one flush (group commit) covers both. The TLS and
 /// authorization files of `config.security` are loaded here, and its `health_listen` bound.
-pub async fn serve_with_store<S: HistoryStore + VerticalStore>(
+pub(crate) async fn serve_with_store<S: HistoryStore + VerticalStore>(
     listener: TcpListener,
     config: Config,
     store: Arc<S>,
@@ -226,13 +228,13 @@ pub async fn serve_with_store<S: HistoryStore + VerticalStore>(
 /// Start-up step 1 (before anything listens): the TLS and authorization files of
 /// `config.security`; unusable files are bad configuration. `autoscaled serve` and
 /// [`serve_with_store`] both start with it.
-pub fn load_security(config: &Config) -> Result<Arc<crate::security::Security>, ServeError> {
+pub(crate) fn load_security(config: &Config) -> Result<Arc<crate::security::Security>, ServeError> {
     Ok(crate::security::Security::load(&config.security)?)
 }
 
 /// Start-up step 2 (after the main listener is bound, before the store opens): the
 /// plaintext health-only listener (`--health-listen`), if configured.
-pub async fn bind_health(config: &Config) -> std::io::Result<Option<TcpListener>> {
+pub(crate) async fn bind_health(config: &Config) -> std::io::Result<Option<TcpListener>> {
     match config.security.health_listen {
         Some(addr) => Ok(Some(TcpListener::bind(addr).await?)),
         None => Ok(None),

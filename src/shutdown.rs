@@ -4,7 +4,6 @@
 //! The handlers are installed by [`Signals::install`], *before* the server announces that it
 //! listens: a SIGTERM sent right after the announcement must start a graceful shutdown, not
 //! kill the process with the default action.
-#![warn(missing_docs, unreachable_pub)]
 
 /// Installed SIGTERM and SIGINT handlers.
 #[derive(Debug)]

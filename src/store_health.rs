@@ -18,10 +18,10 @@ use tonic_health::{ServingStatus, server::HealthReporter};
 use crate::store::Db;
 
 /// How often the store's health is looked at.
-pub const PERIOD: Duration = Duration::from_millis(500);
+pub(crate) const PERIOD: Duration = Duration::from_millis(500);
 
 /// Watches `store` until `stop` turns true (shutdown sets NOT_SERVING itself after that).
-pub fn spawn(
+pub(crate) fn spawn(
     store: Arc<dyn Db>,
     reporter: HealthReporter,
     names: &'static [&'static str],

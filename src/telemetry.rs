@@ -11,7 +11,6 @@
 //! spans through an OTLP/gRPC batch exporter (service name `autoscaled`). A caller's W3C trace
 //! context (`traceparent` in the gRPC metadata) becomes the parent of the per-request `grpc`
 //! span ([`grpc_span`]), so a caller's trace continues through the server.
-#![warn(missing_docs, unreachable_pub)]
 
 use opentelemetry::{propagation::TextMapPropagator, trace::TracerProvider as _};
 use opentelemetry_otlp::WithExportConfig;

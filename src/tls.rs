@@ -12,7 +12,6 @@
 //! handshake: the first URI SAN (a SPIFFE ID), else the first DNS SAN, else the subject CN
 //! (the order Istio and SPIRE use; Kubernetes' own x509 authenticator takes the CN). It rides
 //! in the connection's `ConnectInfo` ([`Peer`]), which tonic copies into every request.
-#![warn(missing_docs, unreachable_pub)]
 
 use std::{
     io,

@@ -5,7 +5,6 @@
 //!
 //! The handlers themselves know nothing of authorization: the authentication and the verb of
 //! each method are decided once by `auth::layer`, the key check once here.
-#![warn(missing_docs, unreachable_pub)]
 
 use std::future::Future;
 

@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::engine::{time::Time, vpa::time::Timestamp};
 
 /// Nanoseconds since the Unix epoch (negative before it), saturating.
-pub fn unix_nanos() -> i64 {
+pub(crate) fn unix_nanos() -> i64 {
     match SystemTime::now().duration_since(UNIX_EPOCH) {
         Ok(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
         Err(e) => i64::try_from(e.duration().as_nanos()).map_or(i64::MIN, |n| -n),
@@ -16,11 +16,11 @@ pub fn unix_nanos() -> i64 {
 
 /// The clock in the HPA engine's milliseconds (truncated toward zero, as
 /// `Duration::as_millis` of the offset from the epoch).
-pub fn hpa_now() -> Time {
+pub(crate) fn hpa_now() -> Time {
     Time::from_unix_millis(unix_nanos() / 1_000_000)
 }
 
 /// The clock in the VPA engine's nanoseconds.
-pub fn vpa_now() -> Timestamp {
+pub(crate) fn vpa_now() -> Timestamp {
     Timestamp::from_unix_nanos(unix_nanos())
 }

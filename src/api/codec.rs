@@ -13,7 +13,6 @@
 //!
 //! On the client side (no request context) a response that does not decode stays `INTERNAL`:
 //! then it is the server's fault.
-#![warn(missing_docs, unreachable_pub)]
 
 use std::marker::PhantomData;
 

@@ -28,10 +28,10 @@ use crate::{
 /// Re-decisions after a conflicting write by another replica before giving up with ABORTED.
 /// A conflict means another replica wrote this target in the meantime, so more than a few in
 /// a row only happen under a pathological hot spot.
-pub const MAX_CONFLICT_RETRIES: u32 = 16;
+pub(crate) const MAX_CONFLICT_RETRIES: u32 = 16;
 
 /// A kind of per-target state: how it is read for an update and written back.
-pub trait Kind {
+pub(crate) trait Kind {
     /// What is loaded.
     type State;
     /// What a decision writes.
@@ -46,7 +46,7 @@ pub trait Kind {
 }
 
 /// The HPA kind: the history, and the new history with the decision's log entry.
-pub struct Horizontal<'a>(pub &'a dyn HistoryStore);
+pub(crate) struct Horizontal<'a>(pub &'a dyn HistoryStore);
 
 impl Kind for Horizontal<'_> {
     type State = TargetState;
@@ -66,7 +66,7 @@ impl Kind for Horizontal<'_> {
 }
 
 /// The VPA kind: the target's whole record.
-pub struct Vertical<'a>(pub &'a dyn VerticalStore);
+pub(crate) struct Vertical<'a>(pub &'a dyn VerticalStore);
 
 impl Kind for Vertical<'_> {
     type State = VerticalState;
@@ -81,14 +81,14 @@ impl Kind for Vertical<'_> {
 
 /// The per-target locks and the group commit, shared by the calls of one service.
 #[derive(Debug)]
-pub struct CommitPath {
+pub(crate) struct CommitPath {
     locks: KeyLocks,
     durability: Arc<Durability>,
 }
 
 impl CommitPath {
     /// A path waiting for durability through `durability`.
-    pub fn new(durability: Arc<Durability>) -> Self {
+    pub(crate) fn new(durability: Arc<Durability>) -> Self {
         CommitPath {
             locks: KeyLocks::default(),
             durability,
@@ -96,7 +96,7 @@ impl CommitPath {
     }
 
     /// The per-target locks (tests check that none leak).
-    pub fn locks(&self) -> &KeyLocks {
+    pub(crate) fn locks(&self) -> &KeyLocks {
         &self.locks
     }
 
@@ -105,7 +105,7 @@ impl CommitPath {
     /// returned. `now` is called once, under the lock; `decide` once per attempt, with the
     /// loaded state. Returns `now`, what was (or would have been) written, and `decide`'s
     /// other output.
-    pub async fn commit_decision<K: Kind, N, O>(
+    pub(crate) async fn commit_decision<K: Kind, N, O>(
         &self,
         kind: &K,
         key: &str,
@@ -147,7 +147,7 @@ impl CommitPath {
 
     /// Deletes under the target's lock with `delete` (true: something was there) and, if
     /// something went, waits for a flush covering it.
-    pub async fn delete(
+    pub(crate) async fn delete(
         &self,
         key: &str,
         delete: impl FnOnce() -> Result<bool, StoreError>,

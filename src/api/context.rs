@@ -7,7 +7,6 @@
 //! service future: the body is decoded and the handler runs inside that future. Outside a
 //! server (a client decoding a response, a unit test) there is no context: no wire limits,
 //! no deadline.
-#![warn(missing_docs, unreachable_pub)]
 
 use std::{future::Future, net::SocketAddr, sync::Arc, time::Instant};
 

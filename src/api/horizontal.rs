@@ -43,7 +43,7 @@ use crate::{
 
 /// The HPA decision function (`engine::hpa::evaluate`'s signature). A parameter so that tests
 /// of the service can count calls or fail on purpose.
-pub type Evaluate = fn(
+pub(crate) type Evaluate = fn(
     &Settings,
     &HorizontalSpec,
     &Observation,
@@ -56,6 +56,7 @@ pub type Evaluate = fn(
 pub struct ServiceOptions {
     /// Server defaults of the controller flags; `spec.settings` overrides them per target.
     pub defaults: Settings,
+    /// The wire limits: requests beyond them get INVALID_ARGUMENT, responses stay bounded.
     pub limits: Limits,
     /// Accept `evaluation_time` from requests.
     pub trust_request_time: bool,

@@ -1,33 +1,33 @@
 //! The gRPC API: thin tonic handlers over the engine and the store.
 //!
-//! * [`authorized`]: the per-key authorization check in front of both services;
+//! * `authorized`: the per-key authorization check in front of both services;
 //! * [`convert`]: proto ↔ engine, validating every field with its proto path;
 //! * [`status`]: the one error → `tonic::Status` table;
-//! * [`horizontal`]: the `HorizontalAutoscaler` service;
-//! * [`vertical`]: the `VerticalAutoscaler` service (conversion in `convert::vertical`);
-//! * [`commit`]: the one write path of both (lock → load → decide → write → wait for the
-//!   flush), with [`locks`] (per-target async locks) and [`clock`] (the one request clock);
-//! * [`overrides`]: how the VPA settings layers combine (server, target, call);
-//! * [`codec`], [`wire_limits`], [`context`]: decoding with count limits checked on the wire
+//! * `horizontal`: the `HorizontalAutoscaler` service;
+//! * `vertical`: the `VerticalAutoscaler` service (conversion in `convert::vertical`);
+//! * `commit`: the one write path of both (lock → load → decide → write → wait for the
+//!   flush), with `locks` (per-target async locks) and `clock` (the one request clock);
+//! * `overrides`: how the VPA settings layers combine (server, target, call);
+//! * `codec`, `wire_limits`, `context`: decoding with count limits checked on the wire
 //!   bytes, decode failures as INVALID_ARGUMENT, and the per-request context (limits,
 //!   deadline, peer) the server layer sets.
 //!
 //! Only this layer reads the clock (for a Recommend: once to validate, again under the
 //! target's lock) and passes `now` down.
 
-pub mod authorized;
-pub mod clock;
-pub mod codec;
-pub mod commit;
-pub mod context;
+pub(crate) mod authorized;
+pub(crate) mod clock;
+pub(crate) mod codec;
+pub(crate) mod commit;
+pub(crate) mod context;
 pub mod convert;
-pub mod horizontal;
-pub mod locks;
-pub mod overrides;
+pub(crate) mod horizontal;
+pub(crate) mod locks;
+pub(crate) mod overrides;
 pub mod simulate;
 pub mod status;
-pub mod vertical;
-pub mod wire_limits;
+pub(crate) mod vertical;
+pub(crate) mod wire_limits;
 
 pub use horizontal::{HorizontalService, ServiceOptions};
-pub use vertical::{VerticalOptions, VerticalService};
+pub(crate) use vertical::{VerticalOptions, VerticalService};

@@ -17,7 +17,6 @@
 //! The replay is open-loop: each step keeps the recorded current replica count and metric
 //! readings; the load a different replica count would have caused is not modelled (see
 //! `docs/whatif.md`).
-#![warn(missing_docs, unreachable_pub)]
 
 use std::time::Duration;
 

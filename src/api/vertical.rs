@@ -31,7 +31,6 @@ use super::{
     clock,
     commit::{CommitPath, Vertical},
     convert::vertical::{self as convert, VerticalContext},
-    locks::KeyLocks,
     status::ApiError,
 };
 use crate::{
@@ -47,9 +46,10 @@ use crate::{
 
 /// What the vertical service needs from the configuration.
 #[derive(Clone, Debug)]
-pub struct VerticalOptions {
+pub(crate) struct VerticalOptions {
     /// Server defaults of the recommender flags (the VPA's own); targets override them.
     pub defaults: VpaSettings,
+    /// The wire limits: requests beyond them get INVALID_ARGUMENT, responses stay bounded.
     pub limits: Limits,
     /// Accept `evaluation_time` from requests.
     pub trust_request_time: bool,
@@ -58,7 +58,7 @@ pub struct VerticalOptions {
 }
 
 /// The VerticalAutoscaler service over a vertical store.
-pub struct VerticalService {
+pub(crate) struct VerticalService {
     store: Arc<dyn VerticalStore>,
     commit: CommitPath,
     options: VerticalOptions,
@@ -67,7 +67,7 @@ pub struct VerticalService {
 impl VerticalService {
     /// A service storing in `store` and waiting for durability through `durability` (which
     /// flushes the same database).
-    pub fn new(
+    pub(crate) fn new(
         store: Arc<dyn VerticalStore>,
         durability: Arc<Durability>,
         options: VerticalOptions,
@@ -80,7 +80,8 @@ impl VerticalService {
     }
 
     /// The per-target locks (tests check that none leak).
-    pub fn locks(&self) -> &KeyLocks {
+    #[cfg(test)]
+    pub(crate) fn locks(&self) -> &super::locks::KeyLocks {
         self.commit.locks()
     }
 

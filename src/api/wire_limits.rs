@@ -15,7 +15,6 @@
 //! (which accepts exactly the same wire format, so it fails on them too) reports the error.
 //! Packed scalars (`values_milli`, `controlled_resources`) are not counted: a decoded scalar
 //! is at most 8 bytes for at least one byte on the wire.
-#![warn(missing_docs, unreachable_pub)]
 
 use std::any::TypeId;
 

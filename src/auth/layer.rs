@@ -8,7 +8,6 @@
 //!
 //! Like grpc-go's `credentials` + interceptor pair, but as one layer: the handlers only see
 //! calls that passed it.
-#![warn(missing_docs, unreachable_pub)]
 
 use std::{
     future::Future,

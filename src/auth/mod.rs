@@ -15,7 +15,6 @@
 //!
 //! This module depends only on `config` (the enums of the flags) and `metrics`, so the API
 //! layer can call it.
-#![warn(missing_docs, unreachable_pub)]
 
 pub(crate) mod layer;
 pub mod policy;

@@ -17,7 +17,6 @@
 //! (`identity`), verbs, and resources named by key prefix (RBAC's `resourceNames` are exact
 //! names; a prefix is what gives a team every target it creates). As in RBAC, rules only add
 //! permissions; there is no deny rule, so the order of rules does not matter.
-#![warn(missing_docs, unreachable_pub)]
 
 use std::{collections::HashMap, fmt, sync::Arc};
 

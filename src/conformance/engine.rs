@@ -15,14 +15,14 @@ use crate::engine::{
 /// Runs HPA steps through `engine::hpa` (carrying the returned history forward, as the
 /// controller's stored state would) and VPA cases through `engine::vpa`.
 #[derive(Debug, Default)]
-pub struct EngineExecutor {
+pub(crate) struct EngineExecutor {
     history: History,
 }
 
 impl EngineExecutor {
     /// One HPA step through the engine (`evaluate`, or `normalize_only` for a prenormalized
     /// step), from `history`.
-    pub fn evaluate(
+    pub(crate) fn evaluate(
         case: &HpaCase,
         step: &HpaStep,
         history: &History,

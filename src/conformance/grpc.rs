@@ -2,7 +2,7 @@
 //! ADDR DIR`), so that the wire conversion, the store and the per-target history are held to
 //! the same expectations as the engine.
 //!
-//! Loading ([`HpaCase`]) and comparing ([`super::hpa::check_step`]) are the runner's; only the
+//! Loading (`HpaCase`) and comparing (`super::hpa::check_step`) are the runner's; only the
 //! execution differs: each case gets its own target key (`conformance/<file stem>/<run
 //! suffix>`), each step is one `Recommend` carrying the step's instant as `evaluation_time`
 //! (the server must run with `--trust-request-time`), and the response is converted back into

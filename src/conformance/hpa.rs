@@ -2,7 +2,7 @@
 //!
 //! Loading and comparing; executing is an [`super::Executor`]'s:
 //!
-//! * loading: [`HpaCase::load`] / [`HpaCase::from_value`] turn the JSON (typed serde, unknown
+//! * loading: [`HpaCase::from_value`] (after `Case::load`) turns the JSON (typed serde, unknown
 //!   fields rejected) into engine inputs ([`Settings`], [`HorizontalSpec`], [`History`], one
 //!   [`Observation`] or prenormalized proposal per step, times anchored at [`BASE`]) plus the
 //!   step's [`Expect`];
@@ -11,7 +11,6 @@
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    path::Path,
     time::Duration,
 };
 
@@ -32,19 +31,19 @@ use crate::engine::{
 
 /// The instant a case's first step runs at (2026-01-01T00:00:00Z). Any fixed instant works:
 /// cases only use relative times.
-pub const BASE: Time = Time::from_unix_secs(1_767_225_600);
+pub(crate) const BASE: Time = Time::from_unix_secs(1_767_225_600);
 
 /// The relative time (seconds) cases use for Go's zero time.
-pub const GO_ZERO_SECONDS: i64 = -1_000_000_000;
+pub(crate) const GO_ZERO_SECONDS: i64 = -1_000_000_000;
 
 /// Go's zero `time.Time` (0001-01-01T00:00:00Z).
-pub const GO_ZERO_TIME: Time = Time::from_unix_millis(-62_135_596_800_000);
+pub(crate) const GO_ZERO_TIME: Time = Time::from_unix_millis(-62_135_596_800_000);
 
 // === loading ===
 
 /// A loaded HPA case: engine inputs and expectations.
 #[derive(Clone, Debug, PartialEq)]
-pub struct HpaCase {
+pub(crate) struct HpaCase {
     pub name: String,
     pub source: Option<String>,
     pub settings: Settings,
@@ -57,7 +56,7 @@ pub struct HpaCase {
 
 /// One step: its instant, its input and what to check.
 #[derive(Clone, Debug, PartialEq)]
-pub struct HpaStep {
+pub(crate) struct HpaStep {
     pub index: usize,
     pub now: Time,
     pub input: StepInput,
@@ -66,7 +65,7 @@ pub struct HpaStep {
 
 /// What a step feeds into the decision.
 #[derive(Clone, Debug, PartialEq)]
-pub enum StepInput {
+pub(crate) enum StepInput {
     /// A full reconciliation (`engine::hpa::evaluate`).
     Observe(Observation),
     /// `prenormalized_desired_replicas`: straight into the normalization
@@ -80,7 +79,7 @@ pub enum StepInput {
 
 impl StepInput {
     /// The snapshot of the step (pods and samples), whichever way it runs.
-    pub fn observation(&self) -> &Observation {
+    pub(crate) fn observation(&self) -> &Observation {
         match self {
             StepInput::Observe(o) => o,
             StepInput::Prenormalized { observation, .. } => observation,
@@ -91,7 +90,7 @@ impl StepInput {
 /// A step's expectations; every field optional (absent: not checked).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Expect {
+pub(crate) struct Expect {
     pub desired_replicas: Option<i32>,
     pub metrics: Option<Vec<ExpectMetric>>,
     pub conditions: Option<Vec<ExpectCondition>>,
@@ -110,7 +109,7 @@ pub struct Expect {
 /// The status expected for the spec metric named `name`.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ExpectMetric {
+pub(crate) struct ExpectMetric {
     pub name: String,
     pub replicas: Option<i32>,
     pub current_average_utilization: Option<i32>,
@@ -121,7 +120,7 @@ pub struct ExpectMetric {
 /// A condition expected after the step.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ExpectCondition {
+pub(crate) struct ExpectCondition {
     #[serde(rename = "type")]
     pub condition_type: String,
     pub status: bool,
@@ -132,7 +131,7 @@ pub struct ExpectCondition {
 /// `groupPods`' expected result for a metric.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ExpectPodGroups {
+pub(crate) struct ExpectPodGroups {
     pub metric: String,
     pub ready_count: i32,
     pub unready: Vec<String>,
@@ -303,15 +302,8 @@ struct SampleJson {
 }
 
 impl HpaCase {
-    /// Reads and converts a case file.
-    pub fn load(path: &Path) -> Result<HpaCase, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
-        let value = serde_json::from_str(&text).map_err(|e| format!("invalid JSON: {e}"))?;
-        HpaCase::from_value(value)
-    }
-
     /// Converts a parsed case: times relative to [`BASE`], quantities as given (milli-units).
-    pub fn from_value(value: serde_json::Value) -> Result<HpaCase, String> {
+    pub(crate) fn from_value(value: serde_json::Value) -> Result<HpaCase, String> {
         let json: CaseJson =
             serde_json::from_value(value).map_err(|e| format!("invalid case: {e}"))?;
         let settings = convert_settings(&json.settings)?;
@@ -633,7 +625,7 @@ fn convert_step(index: usize, step: StepJson) -> Result<HpaStep, String> {
 
 /// What an executor reports for one step.
 #[derive(Clone, Debug, PartialEq)]
-pub struct StepRun {
+pub(crate) struct StepRun {
     pub decision: Decision,
     /// The history after the step, when the executor can observe it (needed for
     /// `recommendations_after` / `recommendations_count_after`).
@@ -644,7 +636,7 @@ pub struct StepRun {
 
 /// `groupPods` for the spec metric named `name` (the defaulted spec's first metric of that
 /// name; a Resource metric of that name when the spec has none).
-pub fn pod_groups_for(case: &HpaCase, step: &HpaStep, name: &str) -> PodGroups {
+pub(crate) fn pod_groups_for(case: &HpaCase, step: &HpaStep, name: &str) -> PodGroups {
     let spec = defaults::set_defaults(&case.spec, &case.settings);
     let metric = spec
         .metrics
@@ -689,7 +681,7 @@ fn expect_eq<T: PartialEq + std::fmt::Debug>(
 
 /// Compares a step's result with its expectations; the first difference is the error
 /// (without the `step N: ` prefix).
-pub fn check_step(case: &HpaCase, step: &HpaStep, run: &StepRun) -> Result<(), String> {
+pub(crate) fn check_step(case: &HpaCase, step: &HpaStep, run: &StepRun) -> Result<(), String> {
     let e = &step.expect;
     let d = &run.decision;
     if let Some(expected) = e.desired_replicas {

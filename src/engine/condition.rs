@@ -1,6 +1,5 @@
 //! HPA status conditions (`horizontal.go` `setCondition`): reasons are data, with Kubernetes'
 //! own words, so callers can act on them and humans recognise them.
-#![warn(missing_docs, unreachable_pub)]
 
 use serde::{Deserialize, Serialize};
 

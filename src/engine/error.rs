@@ -1,6 +1,5 @@
 //! Errors of the engine. Only input that makes no sense is an error; a metric that cannot be
 //! computed is part of the decision (a ScalingActive False condition), as in Kubernetes.
-#![warn(missing_docs, unreachable_pub)]
 
 use thiserror::Error;
 

@@ -1,7 +1,6 @@
 //! What the controller keeps between reconciliations (`horizontal.go`: `recommendations`,
 //! `scaleUpEvents`, `scaleDownEvents`). A value passed into `evaluate` and returned anew,
 //! so that the store, not the engine, decides where it lives.
-#![warn(missing_docs, unreachable_pub)]
 
 use serde::{Deserialize, Serialize};
 

@@ -1,7 +1,6 @@
 //! Controller settings: the kube-controller-manager flags that Kubernetes only allows
 //! cluster-wide. autoscaled passes them with every evaluation so that each target may
 //! override them. Defaults are Kubernetes' (`pkg/controller/podautoscaler/config/v1alpha1/defaults.go`).
-#![warn(missing_docs, unreachable_pub)]
 
 use std::time::Duration;
 

@@ -7,7 +7,6 @@
 //! `scaleTargetRef`, `status` and metric label selectors have no counterpart here: the caller
 //! sends the observations (pods, metric values by name) itself, so they are ignored. Quantities
 //! (`averageValue: 500m`, `value: 1Gi`) become milli-units, exactly `Quantity.MilliValue()`.
-#![warn(missing_docs, unreachable_pub)]
 
 use serde::Deserialize;
 use thiserror::Error;

@@ -1,7 +1,6 @@
 //! What Kubernetes users type, read by the command-line client: resource quantities
 //! (`500m`, `1Gi`) in a request file, and `autoscaling/v2` HorizontalPodAutoscaler manifests.
 //! The wire stays integer milli-units; nothing here is used by the server.
-#![warn(missing_docs, unreachable_pub)]
 
 pub mod hpa;
 pub(crate) mod quantity;

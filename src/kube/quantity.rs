@@ -4,7 +4,6 @@
 //! `ScaledValue(Milli)`, which rounds a fraction of a milli-unit up, away from zero).
 //!
 //! Only the command-line client reads quantities: the wire stays integer milli-units.
-#![warn(missing_docs, unreachable_pub)]
 
 use thiserror::Error;
 

@@ -11,7 +11,6 @@
 //!   also accepts a quantity with a suffix (`"500m"`, `"1Gi"`).
 //!
 //! Errors name the field by its path (`pods[0].requests.cpu: invalid quantity "5OOm"`).
-#![warn(missing_docs, unreachable_pub)]
 
 use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor};
 use serde_json::Value;

@@ -108,7 +108,7 @@ pub trait Records: Db {
 
 /// A sled database in a data folder.
 #[derive(Debug)]
-pub struct SledDb {
+pub(crate) struct SledDb {
     /// The open database; `None` only between a failed reopen and the next attempt.
     open: RwLock<Option<Open>>,
     cache_bytes: u64,
@@ -126,7 +126,7 @@ pub struct SledDb {
 /// The open sled database and its trees, replaced as a whole when the store reopens after
 /// a storage failure.
 #[derive(Debug)]
-pub struct Open {
+pub(crate) struct Open {
     db: sled::Db,
     meta: sled::Tree,
     trees: Vec<(&'static str, sled::Tree)>,
@@ -134,16 +134,11 @@ pub struct Open {
 
 impl Open {
     /// The tree `name` (opened at start-up when listed in [`SledDb::open`]'s `trees`).
-    pub fn tree(&self, name: &str) -> Result<sled::Tree, StoreError> {
+    pub(crate) fn tree(&self, name: &str) -> Result<sled::Tree, StoreError> {
         match self.trees.iter().find(|(n, _)| *n == name) {
             Some((_, t)) => Ok(t.clone()),
             None => Ok(self.db.open_tree(name)?),
         }
-    }
-
-    /// The sled handle (flush, transactions over several trees).
-    pub fn db(&self) -> &sled::Db {
-        &self.db
     }
 }
 
@@ -170,7 +165,7 @@ impl SledDb {
     /// check of sled's files ([`preflight`]) that refuses a folder sled would "recover" by
     /// starting over, then sled. Constant work: no copy of the database and no scan of the
     /// records (a damaged record is reported when its target is read).
-    pub fn open(
+    pub(crate) fn open(
         path: &Path,
         cache_bytes: u64,
         trees: &'static [&'static str],
@@ -225,7 +220,7 @@ impl SledDb {
     /// Runs `f` on the open database; a storage failure marks the store failed and reopens
     /// it, so that what the failed call wrote in memory is dropped (sled 0.34 keeps failing
     /// every later call after an I/O error, and may hold the failed write in memory).
-    pub fn guarded<T>(
+    pub(crate) fn guarded<T>(
         &self,
         f: impl FnOnce(&Open) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
@@ -272,7 +267,7 @@ impl SledDb {
     }
 
     /// The database folder.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 }
@@ -357,7 +352,7 @@ impl Records for SledDb {
 
 /// Up to `limit` keys of `tree` after `after` (exclusive), in byte order; a key that is not
 /// UTF-8 is reported as a corrupt `kind` record.
-pub fn list_tree(
+pub(crate) fn list_tree(
     tree: &sled::Tree,
     kind: &'static str,
     after: Option<&str>,

@@ -61,7 +61,10 @@ pub enum Mode {
     /// Wait for a covering flush (group commit).
     Strict,
     /// Do not wait; flush every `interval`.
-    Relaxed { interval: Duration },
+    Relaxed {
+        /// The longest a write stays only in memory (what a crash can lose).
+        interval: Duration,
+    },
 }
 
 #[derive(Clone, Debug, Default)]

@@ -4,11 +4,11 @@
 //!
 //! # Layout (under the configured prefix, default `autoscaled/`)
 //!
-//! * `hpa/s/<target_key>` → the [`TargetState`] record (the same [`record`] encoding as sled);
+//! * `hpa/s/<target_key>` → the [`TargetState`] record (the same `record` encoding as sled);
 //! * `hpa/d/<target_key> 0x00 be(seq)` → one [`DecisionEntry`] record per logged decision;
 //!   `seq` is the state's `next_seq` at commit, so the oldest entries beyond the log bound are
 //!   one contiguous range and are trimmed with a single `DeleteRange`, without a read;
-//! * `vpa/<target_key>` → the VPA record ([`super::vpa`], through [`Records`]; its put
+//! * `vpa/<target_key>` → the VPA record (`super::vpa`, through `Records`; its put
 //!   compares the key's `mod_revision` with the one read, so two replicas recording usage
 //!   for one target cannot both build on the same previous state).
 //!
@@ -75,7 +75,7 @@ use super::{
 use crate::engine::{history::History, time::Time};
 
 /// The generated client of `proto/etcd/kv.proto`.
-#[allow(missing_docs, clippy::all, clippy::pedantic)]
+#[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
 mod pb {
     tonic::include_proto!("etcdserverpb");
 }
@@ -102,8 +102,12 @@ pub const MAX_ATTEMPTS: u32 = 4;
 /// requires client authentication (`--client-cert-auth`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EtcdTls {
+    /// `--etcd-ca`: PEM CA the members' certificates are verified against; required as soon
+    /// as any TLS file is given.
     pub ca: Option<PathBuf>,
+    /// `--etcd-cert`: PEM client certificate, for etcd's `--client-cert-auth`.
     pub cert: Option<PathBuf>,
+    /// `--etcd-key`: PEM private key of `cert`; given together with it.
     pub key: Option<PathBuf>,
 }
 
@@ -114,6 +118,7 @@ pub struct EtcdOptions {
     pub endpoints: Vec<String>,
     /// Prefix of every key written, so that several deployments can share a cluster.
     pub prefix: String,
+    /// TLS to the members; no file given: plain connections.
     pub tls: EtcdTls,
     /// Decision runs kept per target.
     pub decision_log_len: usize,

@@ -17,11 +17,11 @@ use std::{
 };
 
 /// The lock file's name inside the data folder.
-pub const LOCK_FILE: &str = "autoscaled.lock";
+pub(crate) const LOCK_FILE: &str = "autoscaled.lock";
 
 /// A held folder lock; released when dropped (the file stays, with the last holder's pid).
 #[derive(Debug)]
-pub struct FolderLock {
+pub(crate) struct FolderLock {
     _file: File,
     /// This call created the lock file (the folder was not ours before).
     created: Option<PathBuf>,
@@ -29,7 +29,7 @@ pub struct FolderLock {
 
 /// Why the folder could not be locked.
 #[derive(Debug)]
-pub enum LockError {
+pub(crate) enum LockError {
     /// Another process (or another store in this process) holds the lock.
     InUse { pid: Option<u32> },
     /// The lock file could not be created or locked.
@@ -53,7 +53,7 @@ impl std::fmt::Display for LockError {
 impl FolderLock {
     /// Creates `folder` if missing, then locks it. Never blocks: a folder in use is refused at
     /// once.
-    pub fn acquire(folder: &Path) -> Result<Self, LockError> {
+    pub(crate) fn acquire(folder: &Path) -> Result<Self, LockError> {
         std::fs::create_dir_all(folder)
             .map_err(|e| LockError::Io(format!("cannot create the folder: {e}")))?;
         let path: PathBuf = folder.join(LOCK_FILE);
@@ -99,7 +99,7 @@ impl FolderLock {
 
     /// Releases the lock after a refused start and removes the lock file if this start
     /// created it, so that a folder that is not ours is left as it was.
-    pub fn release_refused(self) {
+    pub(crate) fn release_refused(self) {
         if let Some(path) = &self.created {
             let _ = std::fs::remove_file(path);
         }

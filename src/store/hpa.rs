@@ -37,13 +37,13 @@ use super::{
 use crate::engine::history::History;
 
 /// The state tree's name.
-pub const STATE_TREE: &str = "hpa_state";
+pub(crate) const STATE_TREE: &str = "hpa_state";
 /// The decision-log tree's name.
-pub const DECISION_TREE: &str = "hpa_decisions";
+pub(crate) const DECISION_TREE: &str = "hpa_decisions";
 
 /// How long and how detailed the decision log is (the sled and etcd stores take the same).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LogOptions {
+pub(crate) struct LogOptions {
     /// Decision runs kept per target.
     pub decision_log_len: usize,
     /// Closed runs older than this (relative to the target's newest decision) are dropped.

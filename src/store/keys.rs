@@ -11,15 +11,15 @@
 use crate::engine::time::Time;
 
 /// Separates the target key from the time in decision keys.
-pub const SEPARATOR: u8 = 0x00;
+pub(crate) const SEPARATOR: u8 = 0x00;
 
 /// The state key of a target.
-pub fn state_key(target_key: &str) -> &[u8] {
+pub(crate) fn state_key(target_key: &str) -> &[u8] {
     target_key.as_bytes()
 }
 
 /// The prefix shared by all decision keys of a target.
-pub fn decision_prefix(target_key: &str) -> Vec<u8> {
+pub(crate) fn decision_prefix(target_key: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(target_key.len() + 1);
     k.extend_from_slice(target_key.as_bytes());
     k.push(SEPARATOR);
@@ -27,7 +27,7 @@ pub fn decision_prefix(target_key: &str) -> Vec<u8> {
 }
 
 /// The decision key of a target's decision at `time` with sequence number `seq`.
-pub fn decision_key(target_key: &str, time: Time, seq: u64) -> Vec<u8> {
+pub(crate) fn decision_key(target_key: &str, time: Time, seq: u64) -> Vec<u8> {
     let mut k = decision_prefix(target_key);
     k.extend_from_slice(&order_preserving(time.unix_millis()).to_be_bytes());
     k.extend_from_slice(&seq.to_be_bytes());
@@ -35,7 +35,7 @@ pub fn decision_key(target_key: &str, time: Time, seq: u64) -> Vec<u8> {
 }
 
 /// The time of a decision key (its 16 last bytes are `be(time) ++ be(seq)`).
-pub fn decision_key_time(key: &[u8]) -> Option<Time> {
+pub(crate) fn decision_key_time(key: &[u8]) -> Option<Time> {
     let at = key.len().checked_sub(16)?;
     let bytes: [u8; 8] = key.get(at..at + 8)?.try_into().ok()?;
     Some(Time::from_unix_millis(
@@ -44,7 +44,7 @@ pub fn decision_key_time(key: &[u8]) -> Option<Time> {
 }
 
 /// The sequence number of a decision key.
-pub fn decision_key_seq(key: &[u8]) -> Option<u64> {
+pub(crate) fn decision_key_seq(key: &[u8]) -> Option<u64> {
     let at = key.len().checked_sub(8)?;
     Some(u64::from_be_bytes(key.get(at..)?.try_into().ok()?))
 }

@@ -3,34 +3,31 @@
 //!
 //! # Layout
 //!
-//! * [`db`]: the database ([`Db`]: flush, health, probe; [`db::Records`]: single-key records
-//!   of one namespace) and its sled implementation [`db::SledDb`] (folder lock, start-up
+//! * `db`: the database ([`Db`]: flush, health, probe; `db::Records`: single-key records
+//!   of one namespace) and its sled implementation `db::SledDb` (folder lock, start-up
 //!   checks, reopening after a storage failure).
-//! * [`hpa`]: the HPA records (state and decision log) on sled, and their codec, which the
+//! * `hpa`: the HPA records (state and decision log) on sled, and their codec, which the
 //!   etcd backend shares; [`HistoryStore`] (below) is the trait the API codes against.
-//! * [`vpa`]: the VPA record of a target ([`VerticalStore`]), over any [`db::Records`].
-//! * [`sled`](self::sled): [`SledStore`], the default backend (one folder, both kinds);
+//! * `vpa`: the VPA record of a target ([`VerticalStore`]), over any `db::Records`.
+//! * [`sled`]: [`SledStore`], the default backend (one folder, both kinds);
 //!   [`etcd`]: [`etcd::EtcdStore`], several replicas sharing one history.
-//! * [`record`]: the versioned value encoding; [`keys`]: big-endian, order-preserving keys.
+//! * `record`: the versioned value encoding; `keys`: big-endian, order-preserving keys.
 //! * [`prune`]: which recommendations and scale events can go, and why no decision changes.
 //! * [`durability`]: group commit (strict) or periodic flush (relaxed), over a [`Db`].
 //!
 //! Per-target locks and the per-target settings policy belong to the API (`api::locks`,
 //! `api::overrides`). The store may use engine types, never `pb` or `api`.
 
-pub mod db;
+pub(crate) mod db;
 pub mod durability;
 pub mod etcd;
-pub mod folder_lock;
-pub mod hpa;
-pub mod keys;
+pub(crate) mod folder_lock;
+pub(crate) mod hpa;
+pub(crate) mod keys;
 pub mod prune;
-pub mod record;
+pub(crate) mod record;
 pub mod sled;
-pub mod vpa;
-
-/// The VPA records' former path.
-pub use self::vpa as vertical;
+pub(crate) mod vpa;
 
 use std::path::PathBuf;
 
@@ -72,6 +69,7 @@ pub struct DecisionEntry {
     /// The evaluation instant (`now`) of the run's last decision.
     #[serde(with = "crate::engine::time::serde_millis")]
     pub time: Time,
+    /// The run's last decision as the engine made it (replicas, metric outcomes, conditions).
     pub decision: Decision,
     /// The spec's metrics, so that a logged metric outcome (which carries only an index) can
     /// be reported with its source type and name, and replayed.
@@ -99,18 +97,26 @@ pub struct DecisionEntry {
 /// metric outcomes, what a replay of the decision needs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DecisionInputs {
+    /// The spec's `min_replicas`, as given (before defaulting).
     pub min_replicas: Option<i32>,
+    /// The spec's `max_replicas`.
     pub max_replicas: i32,
+    /// The spec's behavior; `None` chose the legacy normalization.
     pub behavior: Option<Behavior>,
+    /// The server defaults with the target's overrides applied.
     pub settings: Settings,
 }
 
 /// The size of each pod group of one metric outcome.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PodTotals {
+    /// Pods whose sample counted (`groupPods`' ready count).
     pub ready: i32,
+    /// Pods not yet ready (cpu only; counted at 0 % when scaling up).
     pub unready: u32,
+    /// Pods without a sample (counted at 0 % of the target when scaling up, 100 % down).
     pub missing: u32,
+    /// Pods left out entirely (being deleted, or failed).
     pub ignored: u32,
 }
 
@@ -277,13 +283,14 @@ impl std::fmt::Debug for Seen {
 /// A page of target keys.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct KeyPage {
+    /// Target keys in byte order.
     pub keys: Vec<String>,
     /// More keys follow the last one.
     pub more: bool,
 }
 
 /// The history backend. Calls are synchronous and short (in-memory writes) except
-/// [`HistoryStore::flush`], which callers run on a blocking thread.
+/// [`Db::flush`], which callers run on a blocking thread.
 ///
 /// Writers of one target must be serialized by the caller (the API's per-key locks): `commit`
 /// reads the previous state and trims the decision log from a scan made before its writes.
@@ -351,28 +358,45 @@ pub enum StoreError {
     #[error(
         "cannot open the data folder {path}: {message}; refusing to start (the folder is left untouched)"
     )]
-    Open { path: PathBuf, message: String },
+    Open {
+        /// The data folder.
+        path: PathBuf,
+        /// What the open failed on.
+        message: String,
+    },
     /// Another process holds the folder's lock (a live server): nothing in it was touched.
     #[error(
         "cannot open the data folder {path}: it is in use by another process (pid {}?); refusing to start (nothing in the folder was touched)",
         pid.map_or_else(|| "unknown".to_owned(), |p| p.to_string())
     )]
-    InUse { path: PathBuf, pid: Option<u32> },
+    InUse {
+        /// The data folder.
+        path: PathBuf,
+        /// The holder's pid, as its lock file says; `None` when unreadable.
+        pid: Option<u32>,
+    },
     /// A stored value has a version this build does not know.
     #[error(
         "{kind} record for {key:?} has encoding version {version}, this build reads only version {supported} (written by a newer autoscaled?)"
     )]
     UnknownVersion {
+        /// The record kind (`hpa_state`, `hpa_decisions`, `vpa_state`).
         kind: &'static str,
+        /// The target key of the record.
         key: String,
+        /// The version byte found.
         version: u8,
+        /// The newest version this build reads.
         supported: u8,
     },
     /// A stored value or key does not decode.
     #[error("corrupt {kind} record for {key:?}: {message}")]
     Corrupt {
+        /// The record kind (`hpa_state`, `hpa_decisions`, `vpa_state`).
         kind: &'static str,
+        /// The target key (or the raw key, when the key itself does not decode).
         key: String,
+        /// What does not decode.
         message: String,
     },
     /// sled failed (I/O).
@@ -390,7 +414,10 @@ pub enum StoreError {
     /// Another writer (another replica) changed the target since it was read; nothing was
     /// written. The API re-reads and decides again.
     #[error("the history of {key:?} changed concurrently")]
-    Conflict { key: String },
+    Conflict {
+        /// The target key.
+        key: String,
+    },
     /// etcd cannot be reached or refused the request; the write may or may not have happened
     /// (it is not acknowledged).
     #[error("etcd: {0}")]

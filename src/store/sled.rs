@@ -1,7 +1,7 @@
-//! The sled 0.34 store: one [`SledDb`] (the data folder) holding the HPA records
-//! ([`hpa`](super::hpa): trees `hpa_state`, `hpa_decisions`) and the VPA records
-//! ([`vpa`](super::vpa): tree `vpa_state`). This type only puts them together: the database
-//! machinery is in [`db`](super::db), each record kind in its own module.
+//! The sled 0.34 store: one `SledDb` (the data folder) holding the HPA records
+//! (`hpa`: trees `hpa_state`, `hpa_decisions`) and the VPA records
+//! (`vpa`: tree `vpa_state`). This type only puts them together: the database
+//! machinery is in `db`, each record kind in its own module.
 //!
 //! Start-up does constant work: the folder lock, a look at sled's files (no copy, no scan of
 //! the records), sled's own recovery. A damaged record is found when it is read: that target
@@ -61,7 +61,7 @@ pub struct SledStore {
 }
 
 impl SledStore {
-    /// Opens (or creates) the database in `path` ([`SledDb::open`]). Any failure is
+    /// Opens (or creates) the database in `path` (`SledDb::open`). Any failure is
     /// [`StoreError::Open`] (or [`StoreError::InUse`]), and the folder is never replaced,
     /// moved or copied.
     pub fn open(path: &Path, options: SledOptions) -> Result<Self, StoreError> {

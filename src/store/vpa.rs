@@ -24,14 +24,14 @@ use crate::engine::vpa::{
 };
 
 /// Where the VPA records live.
-pub const SPACE: Space = Space {
+pub(crate) const SPACE: Space = Space {
     tree: VERTICAL_TREE,
     etcd: "vpa/",
     kind: KIND,
 };
 
 /// The `vpa_state` tree's name.
-pub const VERTICAL_TREE: &str = "vpa_state";
+pub(crate) const VERTICAL_TREE: &str = "vpa_state";
 
 /// Overrides of the recommender's flags
 /// ([`VpaSettings`](crate::engine::vpa::settings::VpaSettings)); `None` keeps the lower layer's
@@ -41,27 +41,47 @@ pub const VERTICAL_TREE: &str = "vpa_state";
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct VerticalOverrides {
+    /// Overrides `--target-cpu-percentile`.
     pub target_cpu_percentile: Option<f64>,
+    /// Overrides `--target-memory-percentile`.
     pub target_memory_percentile: Option<f64>,
+    /// Overrides `--recommendation-lower-bound-cpu-percentile`.
     pub lower_bound_cpu_percentile: Option<f64>,
+    /// Overrides `--recommendation-lower-bound-memory-percentile`.
     pub lower_bound_memory_percentile: Option<f64>,
+    /// Overrides `--recommendation-upper-bound-cpu-percentile`.
     pub upper_bound_cpu_percentile: Option<f64>,
+    /// Overrides `--recommendation-upper-bound-memory-percentile`.
     pub upper_bound_memory_percentile: Option<f64>,
+    /// Overrides `--recommendation-margin-fraction`.
     pub safety_margin_fraction: Option<f64>,
+    /// Overrides `--pod-recommendation-min-cpu-millicores`.
     pub pod_min_cpu_millicores: Option<f64>,
+    /// Overrides `--pod-recommendation-min-memory-mb`.
     pub pod_min_memory_mb: Option<f64>,
+    /// Overrides `--confidence-interval-cpu`.
     pub confidence_interval_cpu: Option<Duration>,
+    /// Overrides `--confidence-interval-memory`.
     pub confidence_interval_memory: Option<Duration>,
+    /// Overrides `--cpu-histogram-decay-half-life`.
     pub cpu_histogram_decay_half_life: Option<Duration>,
+    /// Overrides `--memory-histogram-decay-half-life`.
     pub memory_histogram_decay_half_life: Option<Duration>,
+    /// Overrides `--memory-aggregation-interval`.
     pub memory_aggregation_interval: Option<Duration>,
+    /// Overrides `--memory-aggregation-interval-count`.
     pub memory_aggregation_interval_count: Option<i64>,
+    /// Overrides `--oom-bump-up-ratio`.
     pub oom_bump_up_ratio: Option<f64>,
+    /// Overrides `--oom-min-bump-up-bytes`.
     pub oom_min_bump_up_bytes: Option<f64>,
+    /// Overrides `--round-cpu-millicores`.
     pub round_cpu_millicores: Option<i64>,
+    /// Overrides `--round-memory-bytes`.
     pub round_memory_bytes: Option<i64>,
     /// Replaces the lower layer's maximum as a whole when set.
     pub container_recommendation_max_allowed: Option<Resources>,
+    /// Overrides `--cpu-integer-post-processor-enabled`.
     pub cpu_integer_post_processor_enabled: Option<bool>,
 }
 
@@ -172,14 +192,14 @@ const KIND: &str = "vpa_state";
 
 /// Encodes a target's vertical state as stored (version 2: [`record::vpa`]; the sled and
 /// etcd stores write the same bytes).
-pub fn encode_vertical(key: &str, state: &VerticalState) -> Result<Vec<u8>, StoreError> {
+pub(crate) fn encode_vertical(key: &str, state: &VerticalState) -> Result<Vec<u8>, StoreError> {
     let _ = key;
     Ok(record::encode_binary(&record::vpa::state_to_record(state)))
 }
 
 /// Decodes a record of either version (version 1: the JSON of builds before the VPA records
 /// of our own; migrated by the target's next write), refusing another engine format.
-pub fn decode_vertical(key: &str, bytes: &[u8]) -> Result<VerticalState, StoreError> {
+pub(crate) fn decode_vertical(key: &str, bytes: &[u8]) -> Result<VerticalState, StoreError> {
     let state: VerticalState = match record::versioned(KIND, key, bytes)? {
         record::Versioned::Binary(body) => {
             let r: record::pb::VpaState = record::decode_binary(KIND, key, body)?;

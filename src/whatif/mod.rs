@@ -7,9 +7,7 @@
 //! * [`plot`]: the SVG or PNG picture (plotters);
 //! * `record`: the recording proxy;
 //! * `report`: the HTML report.
-#![warn(missing_docs, unreachable_pub)]
 
-#[allow(missing_docs, unreachable_pub)] // not yet: another helper's module (issue 15)
 pub mod plot;
 pub(crate) mod record;
 pub(crate) mod report;

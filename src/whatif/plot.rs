@@ -17,10 +17,14 @@ use plotters::prelude::*;
 
 use crate::pb::v1 as api;
 
-/// Colours of the series, also used by the tests to find them in the SVG.
+// Colours of the series, public so that `tests/whatif.rs` finds each series in the SVG and PNG.
+/// The replica count the target ran with (grey: the given, not a decision).
 pub const CURRENT: RGBColor = RGBColor(140, 140, 140);
+/// The decisions the server made and stored.
 pub const STORED: RGBColor = RGBColor(31, 119, 180);
+/// The decisions of the what-if replay, drawn over the stored ones to compare.
 pub const SIMULATED: RGBColor = RGBColor(255, 127, 14);
+/// The 100 % line when the metric axis is "% of target".
 pub const TARGET: RGBColor = RGBColor(214, 39, 40);
 const METRICS: [RGBColor; 4] = [
     RGBColor(44, 160, 44),
@@ -32,11 +36,15 @@ const METRICS: [RGBColor; 4] = [
 /// What is drawn: one value per step.
 #[derive(Clone, Debug, Default)]
 pub struct Timeline {
+    /// The caption above the chart (the target key, usually).
     pub title: String,
     /// Seconds since the Unix epoch of each step.
     pub times: Vec<i64>,
+    /// The replica count at each step, as the request reported it.
     pub current: Vec<i32>,
+    /// The stored decision of each step.
     pub stored: Vec<i32>,
+    /// The replayed decision of each step; `None` for a report of history alone.
     pub simulated: Option<Vec<i32>>,
     /// (label, value per step).
     pub metrics: Vec<(String, Vec<Option<f64>>)>,
@@ -145,7 +153,7 @@ fn register_font() -> Result<(), String> {
 
 /// The picture formats `--plot` writes, chosen by the file's extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     /// `.svg`: a vector document (opens in any browser).
     Svg,
     /// `.png`: a bitmap, text drawn with the embedded font.
@@ -154,7 +162,7 @@ pub enum Format {
 
 impl Format {
     /// The format for `path`'s extension (case-insensitive), or the error to show.
-    pub fn from_path(path: &std::path::Path) -> Result<Self, String> {
+    pub(crate) fn from_path(path: &std::path::Path) -> Result<Self, String> {
         let ext = path
             .extension()
             .and_then(|e| e.to_str())

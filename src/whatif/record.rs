@@ -3,7 +3,6 @@
 //! answered `Recommend` request to a trace file, with the `evaluation_time` the server decided
 //! at (so that `autoscaled simulate --trace` replays it at the same instant). Failed calls are
 //! not recorded: the server stored nothing for them either.
-#![warn(missing_docs, unreachable_pub)]
 
 use std::{
     fs::File,

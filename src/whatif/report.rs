@@ -2,7 +2,6 @@
 //! network) about a target: the replica and metric timeline of its logged decisions, its
 //! conditions over time, and the explanation of every change; with `--spec`, the what-if
 //! replay under that spec next to it.
-#![warn(missing_docs, unreachable_pub)]
 
 use std::{fmt::Write as _, path::PathBuf};
 

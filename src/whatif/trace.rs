@@ -3,7 +3,6 @@
 //! `prost-reflect` as `autoscaled recommend` reads its request file, so that grpcurl, the Go
 //! client and a shell `jq` see the same lines. Blank lines and lines starting with `#` are
 //! skipped.
-#![warn(missing_docs, unreachable_pub)]
 
 use std::{path::Path, sync::OnceLock};
 

@@ -40,7 +40,7 @@ use crate::{
 /// The `Recommend` request that carries exactly these engine inputs: every controller
 /// setting is sent explicitly (so the server's defaults do not matter) and `now` travels as
 /// `evaluation_time` (the server must trust request times).
-pub fn recommend_request_for(
+pub(crate) fn recommend_request_for(
     target_key: &str,
     spec: &HorizontalSpec,
     settings: &Settings,
@@ -88,7 +88,7 @@ pub fn recommend_request_for(
 /// trusts request times) reads `request` back as exactly `spec`, `settings`, `observation`
 /// and `now`. `Ok(None)` when it does; `Ok(Some(field))` names the first part that differs;
 /// `Err` is the server's rejection (which the server itself will answer with).
-pub fn request_round_trip(
+pub(crate) fn request_round_trip(
     request: &pb::RecommendRequest,
     spec: &HorizontalSpec,
     settings: &Settings,
@@ -283,7 +283,7 @@ fn named<T: serde::de::DeserializeOwned>(what: &str, name: &str) -> Result<T, St
 /// sent, not defaulted: the server names outcomes by `metric_identity` of those). Metric
 /// statuses are matched to spec indexes by source type, name and container, in order.
 /// What the wire does not carry (`usage_ratio`, migration extensions) is `None`.
-pub fn decision_from_response(
+pub(crate) fn decision_from_response(
     spec_metrics: &[MetricSpec],
     current_replicas: i32,
     r: &pb::RecommendResponse,
@@ -358,7 +358,7 @@ pub fn decision_from_response(
 
 /// True when [`super::recommend_response`] turns `decision` back into exactly `response`:
 /// the decoding lost nothing the server sent.
-pub fn response_round_trip(
+pub(crate) fn response_round_trip(
     decision: &Decision,
     spec_metrics: &[MetricSpec],
     response: &pb::RecommendResponse,
@@ -368,7 +368,7 @@ pub fn response_round_trip(
 }
 
 /// The pod groups of a metric status.
-pub fn pod_groups(g: &pb::PodGroups) -> PodGroups {
+pub(crate) fn pod_groups(g: &pb::PodGroups) -> PodGroups {
     PodGroups {
         ready_count: g.ready_count,
         unready: g.unready.clone(),
@@ -379,7 +379,7 @@ pub fn pod_groups(g: &pb::PodGroups) -> PodGroups {
 
 /// The history a `GetHistory` page reports (recommendations in storage order, scale events).
 /// Extension state is not read back.
-pub fn history_from_target_history(h: &pb::TargetHistory) -> History {
+pub(crate) fn history_from_target_history(h: &pb::TargetHistory) -> History {
     let event = |e: &pb::ScaleEventRecord| ScaleEvent {
         time: time(e.time.as_ref()),
         replica_change: e.replica_change,

@@ -12,13 +12,15 @@ use crate::{
 };
 
 /// Larger page sizes are capped here.
-pub const MAX_HISTORY_PAGE_SIZE: usize = 1000;
+pub(crate) const MAX_HISTORY_PAGE_SIZE: usize = 1000;
 /// What one response may hold: under the 4 MiB default of gRPC clients (grpcio, grpc-go,
 /// tonic), with room for framing and headers.
-pub const RESPONSE_BUDGET_BYTES: usize = 3 * 1024 * 1024 + 512 * 1024;
+pub(crate) const RESPONSE_BUDGET_BYTES: usize = 3 * 1024 * 1024 + 512 * 1024;
 
 /// Reads `page_size` (0: as many as fit; negative: INVALID_ARGUMENT) and `page_token`.
-pub fn history_page_request(req: &pb::GetHistoryRequest) -> Result<DecisionPageRequest, ApiError> {
+pub(crate) fn history_page_request(
+    req: &pb::GetHistoryRequest,
+) -> Result<DecisionPageRequest, ApiError> {
     let size = match usize::try_from(req.page_size) {
         Err(_) => return Err(ApiError::field("page_size", "must not be negative")),
         Ok(0) => MAX_HISTORY_PAGE_SIZE,
@@ -44,13 +46,17 @@ pub fn history_page_request(req: &pb::GetHistoryRequest) -> Result<DecisionPageR
 }
 
 /// The token that continues after the run at `seq`.
-pub fn history_page_token(seq: u64) -> String {
+pub(crate) fn history_page_token(seq: u64) -> String {
     format!("r{seq:x}")
 }
 
 /// A `GetHistory` response for one page of runs, cut short (with a token) where the next run
 /// would take the response over [`RESPONSE_BUDGET_BYTES`].
-pub fn target_history_page(key: &str, history: &History, page: &DecisionPage) -> pb::TargetHistory {
+pub(crate) fn target_history_page(
+    key: &str,
+    history: &History,
+    page: &DecisionPage,
+) -> pb::TargetHistory {
     let mut out = target_history(key, history, &[]);
     let mut used = out.encoded_len();
     let mut cut = false;

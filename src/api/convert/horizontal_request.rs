@@ -12,8 +12,6 @@ use std::{
     time::Duration,
 };
 
-pub use crate::engine::hpa::validate::{MAX_PERIOD_SECONDS, MAX_STABILIZATION_WINDOW_SECONDS};
-
 use super::{
     migration,
     wire::{FieldPath, Violations, check_target_key, duration, sorted, timestamp},
@@ -40,11 +38,15 @@ const DEFAULT_SAMPLE_WINDOW: Duration = Duration::from_secs(60);
 /// A validated Recommend request.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RecommendInput {
+    /// The store key the history is read and written under (checked by `wire::target_key`).
     pub target_key: String,
+    /// The HPA spec as sent; the engine defaults it (`engine::hpa::defaults`).
     pub spec: HorizontalSpec,
     /// Per-target overrides of the server's controller settings.
     pub settings: SettingsOverride,
+    /// The pods and samples the decision reads (`replicaCalculator`'s inputs).
     pub observation: Observation,
+    /// Decide without storing the new history (a what-if; nothing acknowledged changes).
     pub dry_run: bool,
     /// The evaluation instant: the request's (trusted) or the server's.
     pub now: Time,
@@ -53,11 +55,17 @@ pub struct RecommendInput {
 /// `spec.settings`: each present field replaces the server default.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SettingsOverride {
+    /// `--horizontal-pod-autoscaler-tolerance`.
     pub tolerance: Option<f64>,
+    /// `--horizontal-pod-autoscaler-cpu-initialization-period`.
     pub cpu_initialization_period: Option<Duration>,
+    /// `--horizontal-pod-autoscaler-initial-readiness-delay`.
     pub initial_readiness_delay: Option<Duration>,
+    /// `--horizontal-pod-autoscaler-downscale-stabilization`.
     pub downscale_stabilization: Option<Duration>,
+    /// `scaleUpLimitFactor` of the legacy (behavior-less) normalization.
     pub scale_up_limit_factor: Option<f64>,
+    /// `scaleUpLimitMinimum` of the legacy (behavior-less) normalization.
     pub scale_up_limit_minimum: Option<f64>,
 }
 
@@ -88,6 +96,7 @@ impl SettingsOverride {
 /// What conversion needs besides the request.
 #[derive(Clone, Debug)]
 pub struct Context<'a> {
+    /// The wire limits (metrics, pods, sizes) a request is checked against.
     pub limits: &'a Limits,
     /// Accept `evaluation_time` from the request.
     pub trust_request_time: bool,

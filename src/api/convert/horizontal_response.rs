@@ -17,7 +17,7 @@ use crate::{
 };
 
 /// `Time` as a protobuf `Timestamp`.
-pub fn to_timestamp(t: Time) -> Timestamp {
+pub(crate) fn to_timestamp(t: Time) -> Timestamp {
     let ms = t.unix_millis();
     Timestamp {
         seconds: ms.div_euclid(1000),
@@ -145,7 +145,7 @@ pub fn recommend_response(
 }
 
 /// A logged decision.
-pub fn decision_record(e: &DecisionEntry) -> pb::DecisionRecord {
+pub(crate) fn decision_record(e: &DecisionEntry) -> pb::DecisionRecord {
     let d = &e.decision;
     pb::DecisionRecord {
         evaluation_time: Some(to_timestamp(e.time)),
@@ -195,7 +195,7 @@ impl From<&ScaleEvent> for pb::ScaleEventRecord {
 }
 
 /// A target's history and logged decisions.
-pub fn target_history(
+pub(crate) fn target_history(
     key: &str,
     history: &History,
     decisions: &[DecisionEntry],

@@ -13,32 +13,31 @@
 //!
 //! * `wire`: the violation collector, lazy field paths, and the wire's scalars (target key,
 //!   timestamp, duration) shared by every RPC.
-//! * [`horizontal_request`]: `Recommend` proto → engine ([`RecommendInput`]).
-//! * [`horizontal_response`]: decisions, logged decisions and histories engine → proto.
-//! * [`history`]: `GetHistory` paging over the decision log.
-//! * [`migration`]: the migration extensions, both directions.
-//! * [`vertical_request`] / [`vertical_response`]: the `VerticalAutoscaler` RPCs, also under
-//!   [`vertical`].
-//! * [`page`]: `List*` page sizes and tokens.
+//! * `horizontal_request`: `Recommend` proto → engine ([`RecommendInput`]).
+//! * `horizontal_response`: decisions, logged decisions and histories engine → proto.
+//! * `history`: `GetHistory` paging over the decision log.
+//! * `migration`: the migration extensions, both directions.
+//! * `vertical_request` / `vertical_response`: the `VerticalAutoscaler` RPCs, also under
+//!   `vertical`.
+//! * `page`: `List*` page sizes and tokens.
 //!
 //! Every name other modules use stays at `api::convert::<name>` through the re-exports below.
 
-pub mod conformance;
-pub mod history;
-pub mod horizontal_request;
-pub mod horizontal_response;
-pub mod migration;
-pub mod page;
-pub mod vertical;
-pub mod vertical_request;
-pub mod vertical_response;
+pub(crate) mod conformance;
+pub(crate) mod history;
+pub(crate) mod horizontal_request;
+pub(crate) mod horizontal_response;
+pub(crate) mod migration;
+pub(crate) mod page;
+pub(crate) mod vertical;
+pub(crate) mod vertical_request;
+pub(crate) mod vertical_response;
 pub(crate) mod wire;
 
-pub use horizontal_request::{
-    Context, MAX_PERIOD_SECONDS, MAX_STABILIZATION_WINDOW_SECONDS, RecommendInput,
-    SettingsOverride, recommend_request,
-};
-pub use horizontal_response::{decision_record, recommend_response, target_history, to_timestamp};
-pub use page::{PageRequest, next_page_token, page_request, page_token, parse_page_token};
+// Public: `tests/api_properties.rs` drives one Recommend through both conversions.
+pub use horizontal_request::{Context, RecommendInput, SettingsOverride, recommend_request};
+pub use horizontal_response::recommend_response;
+pub(crate) use horizontal_response::{decision_record, target_history, to_timestamp};
+pub(crate) use page::{next_page_token, page_request, page_token};
 use wire::{Violations, duration};
-pub use wire::{engine_invalid, target_key};
+pub(crate) use wire::{engine_invalid, target_key};

@@ -8,13 +8,13 @@ const DEFAULT_PAGE_SIZE: usize = 100;
 const MAX_PAGE_SIZE: usize = 1000;
 
 /// A `List*` request's page: how many keys, and the key to start after.
-pub struct PageRequest {
+pub(crate) struct PageRequest {
     pub size: usize,
     pub after: Option<String>,
 }
 
 /// Reads `page_size` (0: the default; negative: INVALID_ARGUMENT; capped) and `page_token`.
-pub fn page_request(page_size: i32, page_token: &str) -> Result<PageRequest, ApiError> {
+pub(crate) fn page_request(page_size: i32, page_token: &str) -> Result<PageRequest, ApiError> {
     let size = match usize::try_from(page_size) {
         Err(_) => return Err(ApiError::field("page_size", "must not be negative")),
         Ok(0) => DEFAULT_PAGE_SIZE,
@@ -27,7 +27,7 @@ pub fn page_request(page_size: i32, page_token: &str) -> Result<PageRequest, Api
 }
 
 /// The `next_page_token` of a page: after its last key when more follow, else empty.
-pub fn next_page_token(page: &crate::store::KeyPage) -> String {
+pub(crate) fn next_page_token(page: &crate::store::KeyPage) -> String {
     match (page.more, page.keys.last()) {
         (true, Some(last)) => page_token(last),
         _ => String::new(),
@@ -35,12 +35,12 @@ pub fn next_page_token(page: &crate::store::KeyPage) -> String {
 }
 
 /// An opaque page token for "after this key": the key's bytes in hex.
-pub fn page_token(after: &str) -> String {
+pub(crate) fn page_token(after: &str) -> String {
     after.bytes().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Decodes [`page_token`]; an empty token is the first page.
-pub fn parse_page_token(token: &str) -> Result<Option<String>, ApiError> {
+pub(crate) fn parse_page_token(token: &str) -> Result<Option<String>, ApiError> {
     if token.is_empty() {
         return Ok(None);
     }

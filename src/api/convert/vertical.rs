@@ -2,4 +2,4 @@
 //! service imports): requests in [`super::vertical_request`], responses in
 //! [`super::vertical_response`].
 
-pub use super::{vertical_request::*, vertical_response::*};
+pub(crate) use super::{vertical_request::*, vertical_response::*};

@@ -29,7 +29,7 @@ use crate::{
 
 /// What conversion of a vertical request needs besides the request.
 #[derive(Clone, Debug)]
-pub struct VerticalContext<'a> {
+pub(crate) struct VerticalContext<'a> {
     pub limits: &'a Limits,
     /// Accept `evaluation_time` from the request.
     pub trust_request_time: bool,
@@ -43,7 +43,7 @@ pub struct VerticalContext<'a> {
 
 /// A validated RecordUsage.
 #[derive(Clone, Debug, PartialEq)]
-pub struct RecordUsageInput {
+pub(crate) struct RecordUsageInput {
     pub target_key: String,
     /// Usage samples in time order (stable), then OOM events in time order: the order the VPA
     /// applies a loop's samples and OOMs in (`LoadRealTimeMetrics`, then the OOM channel).
@@ -56,7 +56,7 @@ pub struct RecordUsageInput {
 
 /// A validated GetRecommendation.
 #[derive(Clone, Debug, PartialEq)]
-pub struct GetRecommendationInput {
+pub(crate) struct GetRecommendationInput {
     pub target_key: String,
     pub policy: Option<PodResourcePolicy>,
     pub integer_cpu_containers: Vec<String>,
@@ -65,7 +65,7 @@ pub struct GetRecommendationInput {
 }
 
 /// Converts and validates a RecordUsage request.
-pub fn record_usage_request(
+pub(crate) fn record_usage_request(
     req: pb::RecordUsageRequest,
     ctx: &VerticalContext<'_>,
 ) -> Result<RecordUsageInput, ApiError> {
@@ -182,7 +182,7 @@ pub fn record_usage_request(
 }
 
 /// Converts and validates a GetRecommendation request.
-pub fn get_recommendation_request(
+pub(crate) fn get_recommendation_request(
     req: pb::GetRecommendationRequest,
     limits: &Limits,
 ) -> Result<GetRecommendationInput, ApiError> {
@@ -495,7 +495,7 @@ fn vertical_settings(
 
 /// The settings a call runs with: `call` over `stored` over the server's `defaults`, checked
 /// by the engine (`VpaSettings::validate`), a rejection named by its proto path.
-pub fn effective_settings(
+pub(crate) fn effective_settings(
     call: &VerticalOverrides,
     stored: &VerticalOverrides,
     defaults: &VpaSettings,
@@ -506,7 +506,7 @@ pub fn effective_settings(
 }
 
 /// A settings rejection of the engine (`VpaSettings::validate`), under its proto path.
-pub fn settings_invalid(e: crate::engine::vpa::settings::SettingsError) -> ApiError {
+pub(crate) fn settings_invalid(e: crate::engine::vpa::settings::SettingsError) -> ApiError {
     let field = match e.field {
         "container_recommendation_max_allowed.cpu" => {
             "settings.container_recommendation_max_allowed.cpu_millicores".to_owned()

@@ -95,7 +95,7 @@ impl fmt::Display for FieldPath<'_> {
 
 /// Checks a target key: non-empty, at most `max_key_bytes`, no control characters (the store
 /// uses `0x00` as a key separator).
-pub fn target_key(key: &str, limits: &Limits) -> Result<(), ApiError> {
+pub(crate) fn target_key(key: &str, limits: &Limits) -> Result<(), ApiError> {
     let mut v = Violations::default();
     check_target_key(&mut v, key, limits);
     v.into_result(())
@@ -173,7 +173,7 @@ pub(crate) fn duration(
 
 /// An engine rejection, with its field renamed to the proto path where they differ (the
 /// engine calls the settings `settings.*`; on the wire they are `spec.settings.*`).
-pub fn engine_invalid(e: InvalidInput) -> ApiError {
+pub(crate) fn engine_invalid(e: InvalidInput) -> ApiError {
     let field = if e.field.starts_with("settings.") {
         format!("spec.{}", e.field)
     } else {

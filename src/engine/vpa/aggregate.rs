@@ -1,6 +1,5 @@
 //! `AggregateContainerState`: the histograms and CPU sample counters of all instances of one
 //! container (`recommender/model/aggregate_container_state.go`; specification sections 6, 7).
-#![warn(missing_docs, unreachable_pub)]
 
 use serde::{Deserialize, Serialize};
 

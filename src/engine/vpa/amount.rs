@@ -4,7 +4,6 @@
 //! conversion goes through [`resource_amount_from_float`], which truncates toward zero and
 //! clamps to `[0, MAX_RESOURCE_AMOUNT]`; the estimators truncate after every stage, so the
 //! results differ from a formula evaluated in one go (specification section 2).
-#![warn(missing_docs, unreachable_pub)]
 
 use serde::{Deserialize, Serialize};
 

@@ -5,7 +5,6 @@
 //! These are the upstream checkpoint semantics, lossy by design (bucket weights are rescaled
 //! to integers ≤ 10000 and small buckets dropped). They let a caller import or export VPA
 //! checkpoints; the service's own persistence serializes the full model state instead.
-#![warn(missing_docs, unreachable_pub)]
 
 use std::collections::BTreeMap;
 

@@ -1,6 +1,5 @@
 //! `ContainerState`: per-container-instance ordering and memory-window state
 //! (`recommender/model/container.go`; specification sections 6.2–6.4).
-#![warn(missing_docs, unreachable_pub)]
 
 use serde::{Deserialize, Serialize};
 

@@ -3,7 +3,6 @@
 //! A sample of weight `w` at time `t` is stored with weight `w × 2^((t − R) / H)` for half-life
 //! `H` and reference timestamp `R`. `R` starts at Go's zero time and is moved forward
 //! (renormalization) whenever a sample is more than 100 half-lives past it.
-#![warn(missing_docs, unreachable_pub)]
 
 use serde::{Deserialize, Serialize};
 

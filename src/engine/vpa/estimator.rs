@@ -1,7 +1,6 @@
 //! Estimators (`recommender/logic/estimator.go`; specification section 8): a base amount
 //! (a constant or a histogram percentile) wrapped by margin, confidence multiplier and
 //! minimum, each stage truncating to an integer amount.
-#![warn(missing_docs, unreachable_pub)]
 
 use serde::{Deserialize, Serialize};
 

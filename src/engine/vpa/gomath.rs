@@ -3,7 +3,6 @@
 //! are built on (Go's own code on amd64: neither has an assembly version there). Go computes
 //! integer powers by repeated squaring, which can differ by an ulp from a C `pow`, and the
 //! estimators truncate, so an ulp can become one millicore.
-#![warn(missing_docs, unreachable_pub)]
 
 /// Go's `math.Ldexp(frac, exp)` for the values `go_pow` produces.
 pub(crate) fn ldexp(mut frac: f64, mut exp: i64) -> f64 {

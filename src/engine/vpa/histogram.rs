@@ -1,6 +1,5 @@
 //! Bucket schemes and the plain histogram (`recommender/util/histogram_options.go`,
 //! `recommender/util/histogram.go`; specification sections 3 and 4).
-#![warn(missing_docs, unreachable_pub)]
 
 use serde::{Deserialize, Serialize};
 

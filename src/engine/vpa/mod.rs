@@ -20,7 +20,6 @@
 //! * [`target`]: [`VpaTarget`], the serializable state of one target and the service's calls.
 //!
 //! Only `std`, `serde` and `thiserror` are used.
-#![warn(missing_docs, unreachable_pub)]
 
 pub mod aggregate;
 pub mod amount;
@@ -32,10 +31,9 @@ pub mod gomath;
 pub mod histogram;
 pub mod policy;
 pub mod recommender;
-#[allow(missing_docs, unreachable_pub)] // not yet: another helper's module (issue 15)
 pub mod settings;
 pub mod target;
-#[allow(missing_docs, unreachable_pub)] // not yet: another helper's module (issue 15)
+#[allow(missing_docs, unreachable_pub)] // not yet: the instant helper's module (issue 15)
 pub mod time;
 
 pub use aggregate::{

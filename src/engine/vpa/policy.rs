@@ -1,7 +1,6 @@
 //! Container resource policies and what they set on an aggregation
 //! (`utils/vpa/api.go` `GetContainerResourcePolicy`,
 //! `AggregateContainerState.UpdateFromPolicy`; specification section 7).
-#![warn(missing_docs, unreachable_pub)]
 
 use std::time::Duration;
 

@@ -2,7 +2,6 @@
 //! (`recommender/logic/recommender.go`, `recommender/model/types.go` `ResourcesAsResourceList`,
 //! `recommender/routines/cpu_integer_post_processor.go`, `utils/vpa/capping.go`;
 //! specification sections 8–10).
-#![warn(missing_docs, unreachable_pub)]
 
 use serde::{Deserialize, Serialize};
 

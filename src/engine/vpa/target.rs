@@ -5,7 +5,6 @@
 //! container name for each VPA (`AggregateStateByContainerName`); a target here is one VPA, so
 //! the aggregations are kept per container name directly (the merge is a sum of the same
 //! samples). Container instances (pod, container) keep their own ordering and memory window.
-#![warn(missing_docs, unreachable_pub)]
 
 use std::collections::BTreeMap;
 

@@ -11,10 +11,10 @@ use crate::engine::{
 /// Both directions of one enum's table.
 macro_rules! codes {
     ($enc:ident, $dec:ident, $ty:ty, { $($variant:path => $code:literal),* $(,)? }) => {
-        pub fn $enc(v: $ty) -> u32 {
+        pub(crate) fn $enc(v: $ty) -> u32 {
             match v { $($variant => $code),* }
         }
-        pub fn $dec(code: u32) -> Result<$ty, String> {
+        pub(crate) fn $dec(code: u32) -> Result<$ty, String> {
             match code {
                 $($code => Ok($variant),)*
                 other => Err(format!("unknown {} code {other}", stringify!($ty))),
@@ -106,9 +106,9 @@ codes!(policy_type, policy_type_from, ScalingPolicyType, {
 });
 
 /// Metric source kinds (`MetricSpec` variants).
-pub const KIND_RESOURCE: u32 = 0;
-pub const KIND_CONTAINER_RESOURCE: u32 = 1;
-pub const KIND_PODS: u32 = 2;
-pub const KIND_OBJECT: u32 = 3;
-pub const KIND_EXTERNAL: u32 = 4;
-pub const KIND_UNKNOWN: u32 = 5;
+pub(crate) const KIND_RESOURCE: u32 = 0;
+pub(crate) const KIND_CONTAINER_RESOURCE: u32 = 1;
+pub(crate) const KIND_PODS: u32 = 2;
+pub(crate) const KIND_OBJECT: u32 = 3;
+pub(crate) const KIND_EXTERNAL: u32 = 4;
+pub(crate) const KIND_UNKNOWN: u32 = 5;

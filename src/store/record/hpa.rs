@@ -29,7 +29,7 @@ use crate::{
 // === history ===
 
 /// The controller memory as a record, with the migration extensions' state when there is one.
-pub fn history_to_record(h: &History) -> pb::History {
+pub(crate) fn history_to_record(h: &History) -> pb::History {
     let recs = h.recommendations.as_deref().unwrap_or(&[]);
     let mut previous = 0i64;
     let mut deltas = Vec::with_capacity(recs.len());
@@ -57,7 +57,7 @@ pub fn history_to_record(h: &History) -> pb::History {
 }
 
 /// The record's controller memory.
-pub fn history_from_record(r: &pb::History) -> Result<History, String> {
+pub(crate) fn history_from_record(r: &pb::History) -> Result<History, String> {
     if r.recommendation_replicas.len() != r.recommendation_time_deltas.len() {
         return Err(format!(
             "{} recommendation counts but {} times",
@@ -216,7 +216,7 @@ fn scale_event_from_record(e: &pb::ScaleEvent) -> ScaleEvent {
 // === decision runs ===
 
 /// A decision run as a record, naming at most `max_pod_names` pods per group.
-pub fn run_to_record(e: &DecisionEntry, max_pod_names: usize) -> pb::DecisionRun {
+pub(crate) fn run_to_record(e: &DecisionEntry, max_pod_names: usize) -> pb::DecisionRun {
     let first = e.run.first_time.unix_millis();
     pb::DecisionRun {
         seq: e.seq,
@@ -230,7 +230,7 @@ pub fn run_to_record(e: &DecisionEntry, max_pod_names: usize) -> pb::DecisionRun
 }
 
 /// The record's decision run.
-pub fn run_from_record(r: &pb::DecisionRun) -> Result<DecisionEntry, String> {
+pub(crate) fn run_from_record(r: &pb::DecisionRun) -> Result<DecisionEntry, String> {
     let d = r
         .decision
         .as_ref()

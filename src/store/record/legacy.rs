@@ -1,15 +1,17 @@
 //! Version 1 records: one version byte, then the record as JSON (the engine's serde structs).
 //! Read for folders of format 1; still written for the VPA state.
 
-use serde::{Serialize, de::DeserializeOwned};
+use serde::de::DeserializeOwned;
 
 use super::StoreError;
 
 /// The JSON encoding's version byte.
-pub const VERSION: u8 = super::VERSION_JSON;
+pub(crate) const VERSION: u8 = super::VERSION_JSON;
 
-/// Encodes `value` as `[VERSION] ++ json`.
-pub fn encode<T: Serialize>(
+/// Encodes `value` as `[VERSION] ++ json`. Only tests write format 1 now (the stores write
+/// format 2, [`super::encode_binary`]): they check that records written before it still read.
+#[cfg(test)]
+pub(crate) fn encode<T: serde::Serialize>(
     kind: &'static str,
     key: &str,
     value: &T,
@@ -24,7 +26,7 @@ pub fn encode<T: Serialize>(
 }
 
 /// Decodes a value written by [`encode`].
-pub fn decode<T: DeserializeOwned>(
+pub(crate) fn decode<T: DeserializeOwned>(
     kind: &'static str,
     key: &str,
     bytes: &[u8],

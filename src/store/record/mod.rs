@@ -12,28 +12,30 @@
 //! The VPA state ([`vpa`]) is written as version 2 too; a version-1 (JSON) VPA record is
 //! read as before and rewritten as version 2 by the target's next RecordUsage.
 
-pub mod codes;
-pub mod hpa;
-pub mod legacy;
-pub mod vpa;
+pub(crate) mod codes;
+pub(crate) mod hpa;
+pub(crate) mod legacy;
+pub(crate) mod vpa;
 
 /// The storage-only messages (never served, never registered for reflection).
-#[allow(clippy::all, missing_docs)]
-pub mod pb {
+#[allow(clippy::all, missing_docs, unreachable_pub)] // generated
+pub(crate) mod pb {
     tonic::include_proto!("autoscaled.store.v1");
 }
 
 use super::StoreError;
 
-pub use legacy::{decode, encode};
+pub(crate) use legacy::decode;
+#[cfg(test)]
+pub(crate) use legacy::encode;
 
 /// JSON records (format 1).
-pub const VERSION_JSON: u8 = 1;
+pub(crate) const VERSION_JSON: u8 = 1;
 /// prost records (format 2).
-pub const VERSION_BINARY: u8 = 2;
+pub(crate) const VERSION_BINARY: u8 = 2;
 
 /// Encodes a prost record as `[VERSION_BINARY] ++ message`.
-pub fn encode_binary<M: prost::Message>(message: &M) -> Vec<u8> {
+pub(crate) fn encode_binary<M: prost::Message>(message: &M) -> Vec<u8> {
     let mut out = Vec::with_capacity(1 + message.encoded_len());
     out.push(VERSION_BINARY);
     // Writing into a Vec cannot run out of room.
@@ -42,13 +44,13 @@ pub fn encode_binary<M: prost::Message>(message: &M) -> Vec<u8> {
 }
 
 /// A stored value split into its version and body.
-pub enum Versioned<'a> {
+pub(crate) enum Versioned<'a> {
     Json(&'a [u8]),
     Binary(&'a [u8]),
 }
 
 /// Splits a stored value; an empty value or an unknown version is refused naming `key`.
-pub fn versioned<'a>(
+pub(crate) fn versioned<'a>(
     kind: &'static str,
     key: &str,
     bytes: &'a [u8],
@@ -67,7 +69,7 @@ pub fn versioned<'a>(
 }
 
 /// Decodes a prost body, naming `key` when it does not decode.
-pub fn decode_binary<M: prost::Message + Default>(
+pub(crate) fn decode_binary<M: prost::Message + Default>(
     kind: &'static str,
     key: &str,
     body: &[u8],
@@ -76,7 +78,7 @@ pub fn decode_binary<M: prost::Message + Default>(
 }
 
 /// A [`StoreError::Corrupt`] for `key`.
-pub fn corrupt(kind: &'static str, key: &str, message: &str) -> StoreError {
+pub(crate) fn corrupt(kind: &'static str, key: &str, message: &str) -> StoreError {
     StoreError::Corrupt {
         kind,
         key: key.to_owned(),

@@ -29,7 +29,7 @@ const SCHEME_LINEAR: u32 = 3;
 const SCHEME_EXPONENTIAL: u32 = 4;
 
 /// The record of `state`.
-pub fn state_to_record(state: &VerticalState) -> pb::VpaState {
+pub(crate) fn state_to_record(state: &VerticalState) -> pb::VpaState {
     pb::VpaState {
         engine_format: state.format,
         overrides: Some(overrides_to_record(&state.overrides)),
@@ -72,7 +72,7 @@ pub fn state_to_record(state: &VerticalState) -> pb::VpaState {
 }
 
 /// The state of a record; a message that no model could have produced is refused.
-pub fn state_from_record(r: &pb::VpaState) -> Result<VerticalState, String> {
+pub(crate) fn state_from_record(r: &pb::VpaState) -> Result<VerticalState, String> {
     let mut aggregates = BTreeMap::new();
     for a in &r.aggregates {
         let histogram = |h: &Option<pb::VpaHistogram>, what: &str| {

@@ -15,7 +15,6 @@
 //!   when never active), scale to `idle_replicas` (else min); until then the HPA decides and
 //!   `Active` is False/`ScalerCooldown`.
 //! * Inactive, idle unset, current < min: scale to min.
-#![warn(missing_docs, unreachable_pub)]
 
 use std::time::Duration;
 

@@ -16,7 +16,6 @@
 //! never lowers the count below a healthy metric's proposal, which wins the max (#6659), and
 //! is a proposal like any other, so it wakes a target from zero (#7239). Failures are counted
 //! once per evaluation.
-#![warn(missing_docs, unreachable_pub)]
 
 use super::{ExtensionReport, ExtensionState, Extensions, FallbackBehavior, metric_key};
 use crate::engine::{

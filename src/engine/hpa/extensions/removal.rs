@@ -5,7 +5,6 @@
 //! are going anyway. The rest are ordered: not ready, pending, missing a sample of the
 //! deciding metric, then the lowest usage ratio on the deciding metric, then the youngest;
 //! ties by name. Never more than `current - desired`.
-#![warn(missing_docs, unreachable_pub)]
 
 use std::cmp::Ordering;
 

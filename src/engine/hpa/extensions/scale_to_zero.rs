@@ -7,7 +7,6 @@
 //! * A target at 0 that the controller did not scale to zero counts as paused by someone else
 //!   and is not woken (the older "scaling is disabled since the replica count of the target
 //!   is zero" rule). Whether zero was our decision is stored (`ExtensionState::scaled_to_zero`).
-#![warn(missing_docs, unreachable_pub)]
 
 use super::{ExtensionReport, ExtensionState, Extensions};
 use crate::engine::{

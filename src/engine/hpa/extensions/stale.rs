@@ -2,7 +2,6 @@
 //! missing, so `groupPods`' missing-pod rules (and, when every sample is stale, the metric's
 //! failure and any fallback) apply instead of acting on old data. Kubernetes has no such
 //! rule: the metrics API decides freshness there.
-#![warn(missing_docs, unreachable_pub)]
 
 use std::time::Duration;
 
