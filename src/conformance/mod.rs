@@ -20,7 +20,6 @@
 pub(crate) mod engine;
 pub mod grpc;
 pub(crate) mod hpa;
-#[allow(missing_docs, unreachable_pub)] // not yet: the vpacase helper's module (issue 15)
 pub mod vpa;
 
 use std::{

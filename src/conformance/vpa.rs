@@ -44,13 +44,21 @@ type R = Result<(), String>;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum VpaKind {
+    /// The decaying histogram (`util/histogram.go`, `util/decaying_histogram.go`).
     Histogram,
+    /// One container's aggregate state fed with samples (`model/aggregate_container_state.go`).
     Container,
+    /// Aggregation across containers and merged states (`model/aggregations_config.go`).
     Aggregate,
+    /// The container resource policy applied to a recommendation (`container_policy.go`).
     Policy,
+    /// The percentile, margin and confidence estimators (`logic/estimator.go`).
     Estimator,
+    /// The whole recommender over a series of samples (`logic/recommender.go`).
     Recommender,
+    /// The post-processors after the estimators (`routines/*_post_processor.go`).
     Postprocess,
+    /// Resource amounts and their rounding (`model/types.go`).
     Amount,
 }
 
@@ -58,7 +66,9 @@ pub enum VpaKind {
 /// steps and expectations, which the kind's runner reads.
 #[derive(Clone, Debug)]
 pub struct VpaCase {
+    /// The case's name, as the report prints it.
     pub name: String,
+    /// Which part of the engine the case exercises.
     pub kind: VpaKind,
     ctx: Ctx,
     body: Value,

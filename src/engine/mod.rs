@@ -13,13 +13,9 @@
 pub mod condition;
 pub mod error;
 pub mod history;
-#[allow(missing_docs, unreachable_pub)]
-// not yet: hpa/mod.rs, replicas.rs, normalize.rs are the engine helper's (issue 15); defaults, extensions, validate re-enable the lints
 pub mod hpa;
-#[allow(missing_docs, unreachable_pub)] // not yet: the engine helper's module (issue 15)
 pub mod observation;
 pub mod settings;
 pub mod spec;
-#[allow(missing_docs, unreachable_pub)] // not yet: the instant helper's module (issue 15)
 pub mod time;
 pub mod vpa;

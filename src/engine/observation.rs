@@ -33,7 +33,9 @@ pub struct Observation {
 /// A selected pod and its samples.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Pod {
+    /// `metadata.name`: identifies the pod in samples, groups and removal candidates.
     pub name: String,
+    /// `status.phase`: failed pods are ignored (`groupPods`).
     pub phase: PodPhase,
     /// Has a deletion timestamp.
     pub deleting: bool,
@@ -57,19 +59,27 @@ pub struct Pod {
 /// `PodPhase`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PodPhase {
+    /// Bound and running (the default, as most callers only send running pods).
     #[default]
     Running,
+    /// Accepted, not yet running: counted as not ready.
     Pending,
+    /// Terminated successfully.
     Succeeded,
+    /// Terminated in failure: ignored by `groupPods`.
     Failed,
+    /// The kubelet could not report the phase.
     Unknown,
 }
 
 /// A container's requests and usage by resource.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Container {
+    /// The container's name, as a ContainerResource metric names it.
     pub name: String,
+    /// Requests by resource (milli-units).
     pub requests: BTreeMap<String, i64>,
+    /// Usage by resource (milli-units), from the metrics API.
     pub usage: BTreeMap<String, i64>,
 }
 
@@ -79,7 +89,10 @@ pub struct MetricSample {
     /// `None`: the API has an item for the pod but no pod-level value (a container lacks the
     /// resource), so the pod is missing for a Resource metric.
     pub value: Option<i64>,
+    /// When the sample was taken: with `window`, decides whether a recently ready pod's
+    /// sample counts (`groupPods`).
     #[serde(with = "crate::engine::time::serde_millis")]
     pub timestamp: Time,
+    /// The interval the sample averages over.
     pub window: Duration,
 }

@@ -33,7 +33,7 @@ impl<'de> Deserialize<'de> for Int {
 /// Any JSON value, kept only when it is a string (the hand reader read such keys with
 /// `and_then(Value::as_str)` and ignored other types).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LenientStr(pub Option<String>);
+pub(super) struct LenientStr(pub Option<String>);
 
 impl<'de> Deserialize<'de> for LenientStr {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -52,7 +52,7 @@ impl<'de> Deserialize<'de> for LenientStr {
 
 impl LenientStr {
     /// The string, or `default` when absent or not a string.
-    pub fn or<'a>(&'a self, default: &'a str) -> &'a str {
+    pub(super) fn or<'a>(&'a self, default: &'a str) -> &'a str {
         self.0.as_deref().unwrap_or(default)
     }
 }
@@ -61,7 +61,7 @@ impl LenientStr {
 /// ([`Deferred::get`]), as the hand reader did, so that a step of another op may carry it
 /// with any value.
 #[derive(Clone, Debug)]
-pub struct Deferred<T>(Option<Result<T, String>>);
+pub(super) struct Deferred<T>(Option<Result<T, String>>);
 
 impl<T> Default for Deferred<T> {
     fn default() -> Self {
@@ -78,7 +78,7 @@ impl<'de, T: serde::de::DeserializeOwned> Deserialize<'de> for Deferred<T> {
 
 impl<T: Clone> Deferred<T> {
     /// The value, or an error naming `key`.
-    pub fn get(&self, key: &str) -> Result<T, String> {
+    pub(super) fn get(&self, key: &str) -> Result<T, String> {
         match &self.0 {
             None => Err(format!("{key}: missing")),
             Some(r) => r.clone().map_err(|e| format!("{key}: {e}")),
@@ -89,7 +89,7 @@ impl<T: Clone> Deferred<T> {
 impl<T> Deferred<T> {
     /// The value (read after the run, as the hand reader read expectations), or an error
     /// naming `key`.
-    pub fn take(self, key: &str) -> Result<T, String> {
+    pub(super) fn take(self, key: &str) -> Result<T, String> {
         match self.0 {
             None => Err(format!("{key}: missing")),
             Some(r) => r.map_err(|e| format!("{key}: {e}")),
@@ -99,7 +99,7 @@ impl<T> Deferred<T> {
 
 impl<T: Clone> Deferred<Option<T>> {
     /// The value; absent or `null` is `None`.
-    pub fn opt(&self, key: &str) -> Result<Option<T>, String> {
+    pub(super) fn opt(&self, key: &str) -> Result<Option<T>, String> {
         match &self.0 {
             None => Ok(None),
             Some(r) => r.clone().map_err(|e| format!("{key}: {e}")),
@@ -110,7 +110,7 @@ impl<T: Clone> Deferred<Option<T>> {
 /// An object read with `T`'s rules; any other value reads as `T::default()` (the hand
 /// reader looked keys up in it and found none).
 #[derive(Clone, Debug, Default)]
-pub struct ObjectOr<T>(pub T);
+pub(super) struct ObjectOr<T>(pub T);
 
 impl<'de, T: serde::de::DeserializeOwned + Default> Deserialize<'de> for ObjectOr<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -125,14 +125,14 @@ impl<'de, T: serde::de::DeserializeOwned + Default> Deserialize<'de> for ObjectO
 
 /// `Some(None)` for a key present with `null`, `None` for an absent key (with
 /// `#[serde(default)]`): some expectations treat an explicit `null` as a value.
-pub fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+pub(super) fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     d: D,
 ) -> Result<Option<Option<T>>, D::Error> {
     Option::<T>::deserialize(d).map(Some)
 }
 
 /// Keys of an expectation that no field took, for `only_keys`.
-pub type Rest = BTreeMap<String, IgnoredAny>;
+pub(super) type Rest = BTreeMap<String, IgnoredAny>;
 
 /// `cpu` or `memory`.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
@@ -170,13 +170,13 @@ impl From<ResourcesJson> for Resources {
 }
 
 /// `Resources` of an optional map (absent or `null`: no amount).
-pub fn resources_of(r: Option<ResourcesJson>) -> Resources {
+pub(super) fn resources_of(r: Option<ResourcesJson>) -> Resources {
     r.map(Resources::from).unwrap_or_default()
 }
 
 /// A container's resource policy (`policy` of `policy` cases, `container_policies[]`).
 #[derive(Clone, Debug, Default, Deserialize)]
-pub struct ContainerPolicyJson {
+pub(super) struct ContainerPolicyJson {
     #[serde(default)]
     pub container_name: LenientStr,
     #[serde(default)]
@@ -199,7 +199,7 @@ pub struct ContainerPolicyJson {
 
 /// A pod's resource policy (`policy` of `recommender` and `postprocess` cases).
 #[derive(Clone, Debug, Default, Deserialize)]
-pub struct PodPolicyJson {
+pub(super) struct PodPolicyJson {
     #[serde(default)]
     pub container_policies: Option<Vec<ContainerPolicyJson>>,
 }
@@ -208,7 +208,7 @@ pub struct PodPolicyJson {
 
 /// A `policy` case: one container policy resolved against the settings.
 #[derive(Debug, Deserialize)]
-pub struct PolicyCase {
+pub(super) struct PolicyCase {
     #[serde(default)]
     pub policy: Option<ObjectOr<ContainerPolicyJson>>,
     #[serde(default)]
@@ -217,7 +217,7 @@ pub struct PolicyCase {
 
 /// What a resolved aggregation policy must be.
 #[derive(Debug, Deserialize)]
-pub struct PolicyExpect {
+pub(super) struct PolicyExpect {
     #[serde(default)]
     pub scaling_mode: LenientStr,
     #[serde(default, deserialize_with = "present")]
@@ -238,7 +238,7 @@ pub struct PolicyExpect {
 
 /// An `estimator` case: a state built by steps, chains of estimators, expected estimates.
 #[derive(Debug, Deserialize)]
-pub struct EstimatorCase {
+pub(super) struct EstimatorCase {
     pub state: EstimatorState,
     pub estimators: EstimatorChains,
     #[serde(default)]
@@ -247,7 +247,7 @@ pub struct EstimatorCase {
 
 /// The chains for `cpu` and `memory` (other keys ignored).
 #[derive(Debug, Deserialize)]
-pub struct EstimatorChains {
+pub(super) struct EstimatorChains {
     #[serde(default)]
     pub cpu: Option<Vec<ChainElement>>,
     #[serde(default)]
@@ -256,7 +256,7 @@ pub struct EstimatorChains {
 
 /// How the aggregate state is built (`histograms: "plain"` for no decay).
 #[derive(Debug, Deserialize)]
-pub struct EstimatorState {
+pub(super) struct EstimatorState {
     #[serde(default)]
     pub histograms: LenientStr,
     #[serde(default)]
@@ -266,7 +266,7 @@ pub struct EstimatorState {
 /// One state step: `histogram_add` (`histogram`, `value`, `weight`) or `aggregate_sample`
 /// (`resource`, integer `value`); the op decides which fields are read.
 #[derive(Debug, Deserialize)]
-pub struct EstimatorStateStep {
+pub(super) struct EstimatorStateStep {
     pub op: String,
     #[serde(default)]
     pub at_s: Option<f64>,
@@ -300,7 +300,7 @@ impl From<HistogramName> for HistogramKind {
 /// One element of an estimator chain: the first is `const` or `percentile`, the others
 /// `margin`, `confidence_multiplier` or `min` (checked in that order).
 #[derive(Debug, Deserialize)]
-pub struct ChainElement {
+pub(super) struct ChainElement {
     #[serde(default, rename = "const")]
     pub constant: Option<i64>,
     #[serde(default)]
@@ -315,7 +315,7 @@ pub struct ChainElement {
 
 /// Upstream `WithConfidenceMultiplier(multiplier, exponent, interval)`.
 #[derive(Debug, Deserialize)]
-pub struct ConfidenceMultiplier {
+pub(super) struct ConfidenceMultiplier {
     pub multiplier: f64,
     pub exponent: f64,
     pub interval_s: f64,
@@ -323,7 +323,7 @@ pub struct ConfidenceMultiplier {
 
 /// Expected estimates (`tolerance` relative) and confidence.
 #[derive(Debug, Deserialize)]
-pub struct EstimatorExpect {
+pub(super) struct EstimatorExpect {
     #[serde(default)]
     pub cpu: Option<Int>,
     #[serde(default)]
@@ -338,7 +338,7 @@ pub struct EstimatorExpect {
 
 /// Expected `getConfidence` over `interval_s`.
 #[derive(Debug, Deserialize)]
-pub struct ConfidenceExpect {
+pub(super) struct ConfidenceExpect {
     pub interval_s: f64,
     pub value: f64,
     #[serde(default)]
@@ -349,7 +349,7 @@ pub struct ConfidenceExpect {
 
 /// A `recommender` case: containers, observations, policy and estimators, expected bounds.
 #[derive(Debug, Deserialize)]
-pub struct RecommenderCase {
+pub(super) struct RecommenderCase {
     #[serde(default)]
     pub policy: Option<ObjectOr<PodPolicyJson>>,
     #[serde(default)]
@@ -368,7 +368,7 @@ pub struct RecommenderCase {
 
 /// Constant estimators for the three bounds (`PodEstimators::constant`).
 #[derive(Debug, Deserialize)]
-pub struct ConstantEstimators {
+pub(super) struct ConstantEstimators {
     #[serde(default)]
     pub target: Option<ResourcesJson>,
     #[serde(default)]
@@ -379,7 +379,7 @@ pub struct ConstantEstimators {
 
 /// A container of the target; `controlled_resources` adds a container policy.
 #[derive(Debug, Deserialize)]
-pub struct RecommenderContainer {
+pub(super) struct RecommenderContainer {
     pub name: String,
     #[serde(default)]
     pub pod: LenientStr,
@@ -389,7 +389,7 @@ pub struct RecommenderContainer {
 
 /// One usage sample or (`oom: true`) OOM event.
 #[derive(Debug, Deserialize)]
-pub struct Sample {
+pub(super) struct Sample {
     pub at_s: f64,
     #[serde(default)]
     pub oom: Option<bool>,
@@ -404,7 +404,7 @@ pub struct Sample {
 
 /// `count` samples from `from_s` every `step_s`, cycling through `values`.
 #[derive(Debug, Deserialize)]
-pub struct Series {
+pub(super) struct Series {
     #[serde(default)]
     pub pod: LenientStr,
     #[serde(default)]
@@ -419,7 +419,7 @@ pub struct Series {
 
 /// Expected recommendation per container name.
 #[derive(Debug, Deserialize)]
-pub struct RecommenderExpect {
+pub(super) struct RecommenderExpect {
     #[serde(default)]
     pub containers: Option<BTreeMap<String, ExpectedContainer>>,
     #[serde(flatten)]
@@ -429,7 +429,7 @@ pub struct RecommenderExpect {
 /// Expected bounds of one container (a missing resource is not checked); `present` /
 /// `absent` list resources that every bound must have / lack.
 #[derive(Debug, Deserialize)]
-pub struct ExpectedContainer {
+pub(super) struct ExpectedContainer {
     #[serde(default)]
     pub name: Option<String>,
     #[serde(default, deserialize_with = "present")]
@@ -452,7 +452,7 @@ pub struct ExpectedContainer {
 
 /// A `postprocess` case: a recommendation through `post_process`.
 #[derive(Debug, Deserialize)]
-pub struct PostprocessCase {
+pub(super) struct PostprocessCase {
     #[serde(default)]
     pub recommendation: Option<RecommendationJson>,
     #[serde(default)]
@@ -465,14 +465,14 @@ pub struct PostprocessCase {
 
 /// A pod recommendation.
 #[derive(Debug, Deserialize)]
-pub struct RecommendationJson {
+pub(super) struct RecommendationJson {
     #[serde(default)]
     pub containers: Option<Vec<RecommendedContainerJson>>,
 }
 
 /// One container's recommendation.
 #[derive(Debug, Deserialize)]
-pub struct RecommendedContainerJson {
+pub(super) struct RecommendedContainerJson {
     pub name: String,
     #[serde(default)]
     pub target: Option<ResourcesJson>,
@@ -486,7 +486,7 @@ pub struct RecommendedContainerJson {
 
 /// Expected result: `recommendation: null`, or the containers in order.
 #[derive(Debug, Deserialize)]
-pub struct PostprocessExpect {
+pub(super) struct PostprocessExpect {
     #[serde(default, deserialize_with = "present")]
     pub recommendation: Option<Option<IgnoredAny>>,
     #[serde(default)]
@@ -499,7 +499,7 @@ pub struct PostprocessExpect {
 
 /// An `amount` case: checks of the amount helpers.
 #[derive(Debug, Deserialize)]
-pub struct AmountCase {
+pub(super) struct AmountCase {
     #[serde(default)]
     pub checks: Option<Vec<AmountCheck>>,
 }
@@ -507,7 +507,7 @@ pub struct AmountCase {
 /// One check: `fn` names the helper; which fields it reads depends on `fn`, and `expect` is
 /// a number except for `output_rounding` (a resources map).
 #[derive(Debug, Deserialize)]
-pub struct AmountCheck {
+pub(super) struct AmountCheck {
     #[serde(rename = "fn")]
     pub function: String,
     #[serde(default)]
@@ -539,14 +539,14 @@ pub struct AmountCheck {
 /// An amount check's `expect`: a number, or a resources map (`output_rounding`).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(untagged)]
-pub enum AmountExpect {
+pub(super) enum AmountExpect {
     Number(serde_json::Number),
     Resources(ResourcesJson),
 }
 
 /// Reject keys of an expectation no field took (`derived`/`note(s)` are provenance), so
 /// that a new case cannot pass vacuously.
-pub fn no_rest(what: &str, rest: &Rest) -> Result<(), String> {
+pub(super) fn no_rest(what: &str, rest: &Rest) -> Result<(), String> {
     match rest
         .keys()
         .find(|k| !matches!(k.as_str(), "derived" | "note" | "notes"))
@@ -559,7 +559,7 @@ pub fn no_rest(what: &str, rest: &Rest) -> Result<(), String> {
 }
 
 /// Parses a kind's typed body from the case, naming the first offending path.
-pub fn parse<T: serde::de::DeserializeOwned>(v: &serde_json::Value) -> Result<T, String> {
+pub(super) fn parse<T: serde::de::DeserializeOwned>(v: &serde_json::Value) -> Result<T, String> {
     T::deserialize(v).map_err(|e| e.to_string())
 }
 
@@ -567,7 +567,7 @@ pub fn parse<T: serde::de::DeserializeOwned>(v: &serde_json::Value) -> Result<T,
 
 /// A `container` case: samples and OOMs fed to one container, the histogram calls made.
 #[derive(Debug, Deserialize)]
-pub struct ContainerCase {
+pub(super) struct ContainerCase {
     #[serde(default)]
     pub steps: Option<Vec<ContainerStep>>,
     /// `null` expects no call at all.
@@ -577,7 +577,7 @@ pub struct ContainerCase {
 
 /// `sample` (with `resource`) or `oom`, of `value` at `at_s`.
 #[derive(Debug, Deserialize)]
-pub struct ContainerStep {
+pub(super) struct ContainerStep {
     pub op: String,
     #[serde(default)]
     pub at_s: Option<f64>,
@@ -590,7 +590,7 @@ pub struct ContainerStep {
 
 /// The histogram calls made, compared as a multiset.
 #[derive(Debug, Deserialize)]
-pub struct ContainerExpect {
+pub(super) struct ContainerExpect {
     #[serde(default)]
     pub histogram_calls: Option<Vec<HistogramCallJson>>,
     #[serde(flatten)]
@@ -599,7 +599,7 @@ pub struct ContainerExpect {
 
 /// One expected call on the aggregation's histograms.
 #[derive(Debug, Deserialize)]
-pub struct HistogramCallJson {
+pub(super) struct HistogramCallJson {
     pub histogram: HistogramName,
     pub call: CallName,
     pub value: f64,
@@ -611,7 +611,7 @@ pub struct HistogramCallJson {
 /// `add` or `subtract`.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
-pub enum CallName {
+pub(super) enum CallName {
     Add,
     Subtract,
 }
@@ -620,7 +620,7 @@ pub enum CallName {
 
 /// A `histogram` case: one decaying histogram and the steps applied to it.
 #[derive(Debug, Deserialize)]
-pub struct HistogramCase {
+pub(super) struct HistogramCase {
     pub histogram: HistogramSpecJson,
     #[serde(default)]
     pub steps: Option<Vec<HistogramStep>>,
@@ -628,7 +628,7 @@ pub struct HistogramCase {
 
 /// Bucket scheme (`linear`, `exponential`, `cpu`, `memory`) and its parameters.
 #[derive(Debug, Deserialize)]
-pub struct HistogramSpecJson {
+pub(super) struct HistogramSpecJson {
     pub buckets: String,
     #[serde(default)]
     pub max_value: Option<f64>,
@@ -647,7 +647,7 @@ pub struct HistogramSpecJson {
 /// One step, tagged by `op`.
 #[derive(Debug, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
-pub enum HistogramStep {
+pub(super) enum HistogramStep {
     Add(AddStep),
     Subtract(AddStep),
     /// Merge a fresh histogram of the same spec built by `steps`.
@@ -665,7 +665,7 @@ pub enum HistogramStep {
 
 impl HistogramStep {
     /// The `op` tag, for error messages.
-    pub fn op(&self) -> &'static str {
+    pub(super) fn op(&self) -> &'static str {
         match self {
             HistogramStep::Add(_) => "add",
             HistogramStep::Subtract(_) => "subtract",
@@ -679,7 +679,7 @@ impl HistogramStep {
 
 /// A sample added (or, with `op: "subtract"`, subtracted) at `at_s`.
 #[derive(Debug, Deserialize)]
-pub struct AddStep {
+pub(super) struct AddStep {
     #[serde(default)]
     pub op: LenientStr,
     pub value: f64,
@@ -690,7 +690,7 @@ pub struct AddStep {
 
 /// What a saved checkpoint must hold.
 #[derive(Debug, Deserialize)]
-pub struct SaveExpect {
+pub(super) struct SaveExpect {
     #[serde(default)]
     pub total_weight: Option<f64>,
     #[serde(default)]
@@ -710,7 +710,7 @@ pub struct SaveExpect {
 /// Load the last saved checkpoint or `checkpoint`, into the histogram or (`into: "new"`) a
 /// fresh one.
 #[derive(Debug, Deserialize)]
-pub struct LoadStep {
+pub(super) struct LoadStep {
     #[serde(default)]
     pub from_last_save: Option<bool>,
     #[serde(default)]
@@ -723,7 +723,7 @@ pub struct LoadStep {
 
 /// Whether the step must fail.
 #[derive(Debug, Deserialize)]
-pub struct ErrorExpect {
+pub(super) struct ErrorExpect {
     #[serde(default)]
     pub error: Option<bool>,
     #[serde(flatten)]
@@ -732,7 +732,7 @@ pub struct ErrorExpect {
 
 /// A histogram checkpoint (weights are uint32, as upstream's proto).
 #[derive(Clone, Debug, Default, Deserialize)]
-pub struct HistogramCheckpointJson {
+pub(super) struct HistogramCheckpointJson {
     #[serde(default)]
     pub reference_at_s: Option<f64>,
     #[serde(default)]
@@ -743,7 +743,7 @@ pub struct HistogramCheckpointJson {
 
 /// What the histogram must be (`tolerance` relative, for weights and bucket starts).
 #[derive(Debug, Deserialize)]
-pub struct HistogramExpect {
+pub(super) struct HistogramExpect {
     #[serde(default)]
     pub is_empty: Option<bool>,
     #[serde(default)]
@@ -775,7 +775,7 @@ pub struct HistogramExpect {
 
 /// `percentile(p) == value`.
 #[derive(Debug, Deserialize)]
-pub struct PercentileExpect {
+pub(super) struct PercentileExpect {
     pub p: f64,
     pub value: f64,
     #[serde(default)]
@@ -784,14 +784,14 @@ pub struct PercentileExpect {
 
 /// A histogram of the same spec built by `steps`.
 #[derive(Debug, Deserialize)]
-pub struct EqualsSpec {
+pub(super) struct EqualsSpec {
     #[serde(default)]
     pub steps: Option<Vec<AddStep>>,
 }
 
 /// `find_bucket(value) == bucket`.
 #[derive(Debug, Deserialize)]
-pub struct FindBucket {
+pub(super) struct FindBucket {
     pub value: f64,
     pub bucket: Int,
 }
@@ -800,7 +800,7 @@ pub struct FindBucket {
 
 /// An `aggregate` case: steps on a VPA target's per-container aggregations.
 #[derive(Debug, Deserialize)]
-pub struct AggregateCase {
+pub(super) struct AggregateCase {
     #[serde(default)]
     pub steps: Option<Vec<AggregateStep>>,
 }
@@ -808,7 +808,7 @@ pub struct AggregateCase {
 /// One step, tagged by `op`; `container` (default `app`) names the aggregation.
 #[derive(Debug, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
-pub enum AggregateStep {
+pub(super) enum AggregateStep {
     Sample(ObservationStep),
     Oom(ObservationStep),
     SetState(SetStateStep),
@@ -838,7 +838,7 @@ pub enum AggregateStep {
 
 impl AggregateStep {
     /// The `op` tag, for error messages.
-    pub fn op(&self) -> &'static str {
+    pub(super) fn op(&self) -> &'static str {
         match self {
             AggregateStep::Sample(_) => "sample",
             AggregateStep::Oom(_) => "oom",
@@ -854,7 +854,7 @@ impl AggregateStep {
 
 /// A usage sample (`resource` required) or OOM event of `value` at `at_s`.
 #[derive(Debug, Deserialize)]
-pub struct ObservationStep {
+pub(super) struct ObservationStep {
     #[serde(default)]
     pub pod: LenientStr,
     #[serde(default)]
@@ -870,7 +870,7 @@ pub struct ObservationStep {
 
 /// Overwrites an aggregation's counters and times.
 #[derive(Debug, Deserialize)]
-pub struct SetStateStep {
+pub(super) struct SetStateStep {
     #[serde(default)]
     pub container: LenientStr,
     #[serde(default)]
@@ -885,7 +885,7 @@ pub struct SetStateStep {
 
 /// Adds straight to one histogram of an aggregation.
 #[derive(Debug, Deserialize)]
-pub struct HistogramAddStep {
+pub(super) struct HistogramAddStep {
     #[serde(default)]
     pub container: LenientStr,
     pub histogram: HistogramName,
@@ -897,7 +897,7 @@ pub struct HistogramAddStep {
 
 /// What a saved aggregate checkpoint must hold (`null` times expect none).
 #[derive(Debug, Deserialize)]
-pub struct AggregateSaveExpect {
+pub(super) struct AggregateSaveExpect {
     #[serde(default)]
     pub error: Option<bool>,
     #[serde(default)]
@@ -918,7 +918,7 @@ pub struct AggregateSaveExpect {
 
 /// An aggregate checkpoint (upstream `VerticalPodAutoscalerCheckpointStatus`).
 #[derive(Debug, Deserialize)]
-pub struct AggregateCheckpointJson {
+pub(super) struct AggregateCheckpointJson {
     #[serde(default)]
     pub version: LenientStr,
     #[serde(default)]
@@ -935,7 +935,7 @@ pub struct AggregateCheckpointJson {
 
 /// Emptiness of one aggregation in the checkpoint view.
 #[derive(Debug, Deserialize)]
-pub struct ViewExpect {
+pub(super) struct ViewExpect {
     #[serde(default)]
     pub memory_is_empty: Option<bool>,
     #[serde(default)]
@@ -946,7 +946,7 @@ pub struct ViewExpect {
 
 /// What the aggregations must be: per name, and for `container`.
 #[derive(Debug, Deserialize)]
-pub struct AggregateExpect {
+pub(super) struct AggregateExpect {
     #[serde(default)]
     pub by_container_name: Option<BTreeMap<String, ByContainerName>>,
     #[serde(default)]
@@ -969,7 +969,7 @@ pub struct AggregateExpect {
 
 /// One aggregation's sample count and histograms (built by `adds`, `null` for empty).
 #[derive(Debug, Deserialize)]
-pub struct ByContainerName {
+pub(super) struct ByContainerName {
     #[serde(default)]
     pub total_samples_count: Option<Int>,
     #[serde(default, deserialize_with = "present")]
@@ -982,14 +982,14 @@ pub struct ByContainerName {
 
 /// The samples that build an expected histogram.
 #[derive(Debug, Deserialize)]
-pub struct HistogramAdds {
+pub(super) struct HistogramAdds {
     #[serde(default)]
     pub adds: Option<Vec<AddStep>>,
 }
 
 /// `is_expired(at_s) == expired`.
 #[derive(Debug, Deserialize)]
-pub struct ExpiredAt {
+pub(super) struct ExpiredAt {
     pub at_s: f64,
     #[serde(default)]
     pub expired: Option<bool>,
@@ -999,7 +999,7 @@ pub struct ExpiredAt {
 
 /// The outer fields every VPA case has; the kind's own fields are read by its runner.
 #[derive(Debug, Deserialize)]
-pub struct Envelope {
+pub(super) struct Envelope {
     #[serde(default)]
     pub name: LenientStr,
     #[serde(default)]
@@ -1013,7 +1013,7 @@ pub struct Envelope {
 /// Recommender settings overriding the defaults (durations in seconds); an unknown setting
 /// (left in `rest`) is an error, as it was for the hand reader.
 #[derive(Clone, Debug, Default, Deserialize)]
-pub struct SettingsJson {
+pub(super) struct SettingsJson {
     #[serde(flatten)]
     pub rest: Rest,
     pub target_cpu_percentile: Option<f64>,
@@ -1042,7 +1042,7 @@ pub struct SettingsJson {
 
 impl SettingsJson {
     /// The first unknown setting, as the hand reader named it.
-    pub fn check_keys(&self) -> Result<(), String> {
+    pub(super) fn check_keys(&self) -> Result<(), String> {
         match self.rest.keys().next() {
             Some(k) => Err(format!("{k}: unknown setting")),
             None => Ok(()),

@@ -18,6 +18,7 @@ use super::{condition::Condition, history::History};
 /// The result of one evaluation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Evaluation {
+    /// What the controller decided, with its conditions and per-metric outcomes.
     pub decision: Decision,
     /// The history after this evaluation, to be stored unless the call is a dry run.
     pub history: History,
@@ -26,6 +27,7 @@ pub struct Evaluation {
 /// What the controller decided and why.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
+    /// The scale's current replica count the decision started from (`scale.Spec.Replicas`).
     pub current_replicas: i32,
     /// The count to apply. Equal to `current_replicas` when nothing changes.
     pub desired_replicas: i32,
@@ -115,6 +117,7 @@ pub struct MetricOutcome {
 /// A metric's proposal and the status Kubernetes reports for it (algorithm document, section 8).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MetricProposal {
+    /// The replica count this metric alone proposes (`computeReplicasForMetric`).
     pub replicas: i32,
     /// Integer percentage of the request (Utilization targets).
     pub current_average_utilization: Option<i32>,
@@ -138,9 +141,13 @@ pub struct MetricFailure {
 /// `groupPods`' result for one metric; name lists sorted.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PodGroups {
+    /// Pods with a sample that count as ready.
     pub ready_count: i32,
+    /// Pods set aside as not yet ready (cpu only): counted at 0 % when scaling up.
     pub unready: Vec<String>,
+    /// Pods without a sample: counted at 0 % (up) or 100 % (down) of the target.
     pub missing: Vec<String>,
+    /// Pods being deleted or failed: left out entirely.
     pub ignored: Vec<String>,
 }
 
@@ -160,12 +167,17 @@ use normalize::Bounds;
 /// Kubernetes' messages for the conditions `reconcileAutoscaler` and
 /// `computeReplicasForMetrics` set themselves.
 pub mod messages {
+    /// AbleToScale True, `SucceededGetScale`.
     pub const SUCCEEDED_GET_SCALE: &str =
         "the HPA controller was able to get the target's current scale";
+    /// ScalingActive False, `ScalingDisabled` (the target is at zero replicas).
     pub const SCALING_DISABLED: &str =
         "scaling is disabled since the replica count of the target is zero";
+    /// The desired count when the current count is above `maxReplicas`.
     pub const ABOVE_MAX: &str = "Current number of replicas above Spec.MaxReplicas";
+    /// The desired count when the current count is below `minReplicas`.
     pub const BELOW_MIN: &str = "Current number of replicas below Spec.MinReplicas";
+    /// The reason logged when every metric proposes fewer replicas than now.
     pub const ALL_BELOW_TARGET: &str = "All metrics below target";
 }
 

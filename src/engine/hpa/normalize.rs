@@ -22,16 +22,24 @@ use super::defaults::{CompletedBehavior, CompletedRules};
 
 /// Kubernetes' messages for the conditions the normalization sets.
 pub mod messages {
+    /// AbleToScale True, `ReadyForNewScale`.
     pub const READY_FOR_NEW_SCALE: &str = "recommended size matches current size";
+    /// AbleToScale True, `ScaleDownStabilized`.
     pub const SCALE_DOWN_STABILIZED: &str = "recent recommendations were higher than current one, applying the highest recent recommendation";
+    /// AbleToScale True, `ScaleUpStabilized`.
     pub const SCALE_UP_STABILIZED: &str = "recent recommendations were lower than current one, applying the lowest recent recommendation";
+    /// ScalingLimited False, `DesiredWithinRange`.
     pub const DESIRED_WITHIN_RANGE: &str = "the desired count is within the acceptable range";
+    /// ScalingLimited True, `TooManyReplicas`.
     pub const TOO_MANY_REPLICAS: &str =
         "the desired replica count is more than the maximum replica count";
+    /// ScalingLimited True, `TooFewReplicas`.
     pub const TOO_FEW_REPLICAS: &str =
         "the desired replica count is less than the minimum replica count";
+    /// ScalingLimited True, `ScaleUpLimit`.
     pub const SCALE_UP_LIMIT: &str =
         "the desired replica count is increasing faster than the maximum scale rate";
+    /// ScalingLimited True, `ScaleDownLimit`.
     pub const SCALE_DOWN_LIMIT: &str =
         "the desired replica count is decreasing faster than the maximum scale rate";
 }
@@ -57,8 +65,11 @@ pub struct Normalized {
 /// The bounds and counts of one normalization (`NormalizationArg` without the key).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bounds {
+    /// The scale's current replica count.
     pub current: i32,
+    /// `minReplicas` (defaulted).
     pub min: i32,
+    /// `maxReplicas`.
     pub max: i32,
 }
 

@@ -49,7 +49,9 @@ const GO_ZERO_TIME: Time = Time::from_unix_millis(-62_135_596_800_000);
 /// the value, the calculator only consults it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Tolerances {
+    /// How far below 1 the usage ratio may fall before a scale-down is proposed.
     pub scale_down: f64,
+    /// How far above 1 the usage ratio may rise before a scale-up is proposed.
     pub scale_up: f64,
 }
 

@@ -33,7 +33,6 @@ pub mod policy;
 pub mod recommender;
 pub mod settings;
 pub mod target;
-#[allow(missing_docs, unreachable_pub)] // not yet: the instant helper's module (issue 15)
 pub mod time;
 
 pub use aggregate::{
