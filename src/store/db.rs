@@ -18,6 +18,7 @@ use std::{
         PoisonError, RwLock, RwLockReadGuard,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
+    time::{Duration, Instant},
 };
 
 use super::{
@@ -405,6 +406,10 @@ fn remove_incomplete_snapshots(path: &Path) {
     }
 }
 
+/// How long [`open_db`] waits for sled's own file lock to be released by this process's
+/// previous handle.
+const SLED_LOCK_WAIT: Duration = Duration::from_secs(2);
+
 /// Opens sled in `path` and checks our format marker (`existing`: the folder held a
 /// database, so a missing marker means sled could not read it).
 fn open_db(
@@ -423,13 +428,27 @@ fn open_db(
         .path(path)
         .flush_every_ms(None)
         .cache_capacity(cache_bytes);
-    let db = match catch_unwind(AssertUnwindSafe(|| config.open())) {
-        Ok(Ok(db)) => db,
-        Ok(Err(e)) => return Err(open_err(e.to_string())),
-        Err(_) => {
-            return Err(open_err(
-                "the database is corrupt (sled panicked while reading it)".to_owned(),
-            ));
+    // Our folder lock is held, so no other process has sled's lock on `db`: if sled still
+    // cannot take it, the holder is a handle this process just dropped (a reopen after a
+    // failure, or a store closed and opened again) whose background threads have not let go
+    // yet. sled 0.34 releases it when they finish, within milliseconds; wait that long.
+    let deadline = Instant::now() + SLED_LOCK_WAIT;
+    let db = loop {
+        match catch_unwind(AssertUnwindSafe(|| config.open())) {
+            Ok(Ok(db)) => break db,
+            // sled reports it as `ErrorKind::Other` with this text (`Config::open_file`).
+            Ok(Err(sled::Error::Io(e)))
+                if e.to_string().starts_with("could not acquire lock on")
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Ok(Err(e)) => return Err(open_err(e.to_string())),
+            Err(_) => {
+                return Err(open_err(
+                    "the database is corrupt (sled panicked while reading it)".to_owned(),
+                ));
+            }
         }
     };
     let tree = |name: &str| db.open_tree(name).map_err(|e| open_err(e.to_string()));

@@ -485,6 +485,23 @@ mod tests {
     }
 
     #[test]
+    fn a_store_closed_and_opened_again_at_once_opens_every_time() {
+        // sled's background threads may hold its `db` lock for a moment after the handle
+        // is dropped; the open waits for them (CI once failed a reopen under load).
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..30 {
+            let s = open(dir.path(), 10);
+            s.commit("a", &history(i, i.into()), &entry(i.into(), i))
+                .unwrap();
+            s.flush().unwrap();
+        }
+        assert_eq!(
+            open(dir.path(), 10).load("a").unwrap().unwrap().next_seq,
+            30
+        );
+    }
+
+    #[test]
     fn a_shorter_log_bound_after_reopen_trims_the_surplus_on_the_next_write() {
         let dir = tempfile::tempdir().unwrap();
         {
