@@ -48,8 +48,8 @@ pub(crate) struct SimulateArgs {
     pub(crate) to: Option<String>,
     #[arg(long, value_enum, default_value_t)]
     pub(crate) output: OutputFormat,
-    /// Write the replica / metric picture here (`.svg`).
-    #[arg(long, value_name = "FILE.svg")]
+    /// Write the replica / metric picture here: SVG or PNG, by the file's extension.
+    #[arg(long, value_name = "FILE.svg|FILE.png")]
     pub(crate) plot: Option<PathBuf>,
 }
 
