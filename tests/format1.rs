@@ -23,7 +23,7 @@ use tonic::transport::Channel;
 
 mod common;
 
-use common::{command, spawn, start};
+use common::{command, copy_dir, spawn, start};
 
 /// 2026-01-01T00:00:00Z.
 const T0: i64 = 1_767_225_600;
@@ -149,19 +149,6 @@ fn as_format_1(mut h: pb::TargetHistory) -> pb::TargetHistory {
 fn read_expected<M: Message + Default>(name: &str) -> M {
     let bytes = std::fs::read(fixture().join("expected").join(name)).expect("expected response");
     M::decode(bytes.as_slice()).expect("decodes")
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 #[test]

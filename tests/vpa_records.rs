@@ -23,6 +23,8 @@ use tonic::transport::Channel;
 #[path = "common/binary.rs"]
 mod binary;
 
+use binary::copy_dir;
+
 /// 2026-01-01T00:00:00Z.
 const T0: i64 = 1_767_225_600;
 const KEYS: [&str; 2] = ["vj/one", "vj/two"];
@@ -118,19 +120,6 @@ fn expected(name: &str) -> pb::VerticalRecommendation {
 
 fn file_name(key: &str, what: &str) -> String {
     format!("{}.{what}.pb", key.replace('/', "_"))
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 #[test]

@@ -66,3 +66,18 @@ pub fn spawn(mut command: Command) -> Server {
     std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
     Server { child, addr }
 }
+
+/// Copies a fixture data folder (a folder written by an earlier release) to `to`, so that a
+/// test can start the binary on it without touching the checked-in copy.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}

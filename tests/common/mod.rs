@@ -6,7 +6,7 @@ pub mod binary;
 
 // Not every test binary uses every helper.
 #[allow(unused_imports)]
-pub use binary::{Server, command, spawn, start};
+pub use binary::{Server, command, copy_dir, spawn, start};
 
 use std::{
     net::SocketAddr,
