@@ -19,10 +19,25 @@
 //! The no-op server (`support/servers.rs`) gets a warm-up round (of at most 10,000 targets)
 //! and the same measured rounds.
 //!
+//! Full windows at a million targets (`FLEET_CLONE_FROM=K`, `0 < K < FLEET_TARGETS`): a
+//! gRPC warm-up of 1 M targets × 21 rounds is 21 M calls, hours on 2 cores. Instead only the
+//! first `K` targets are warmed through gRPC for the full `FLEET_WARMUP_ROUNDS` and measured
+//! on their own for `FLEET_MEASURE_ROUNDS` (the small fleet's figures, same run); the server
+//! is stopped (SIGTERM: it flushes); `support/fleet_clone.rs` copies every record of target
+//! `j % K` to target `j`'s keys with sled (in a child process, same sled version and trees);
+//! the server is started again on that folder (start-up time on the cloned folder), and
+//! `GetHistory` of clones is compared with their sources'; then all `N` targets are measured
+//! at the next evaluation times. Every target gets the same requests at the same times, so
+//! every clone holds exactly the records the server wrote for a target after that many rounds
+//! at this cadence (the clone step checks that the `K` warmed targets' records are the same
+//! bytes). The table then has both sizes, autoscaled and no-op, and the cost per decision at
+//! `K` vs `N` follows it.
+//!
 //! `cargo bench --bench fleet` (about 2 minutes at 10,000 targets on 2 cores);
-//! `FLEET_TARGETS=1000000 FLEET_WARMUP_ROUNDS=1 FLEET_MEASURE_ROUNDS=1 cargo bench --bench
-//! fleet` for the big run. `FLEET_DATA_DIR` chooses where the temporary data folder goes
-//! (default: the system's temporary directory). Prints a markdown table.
+//! `FLEET_TARGETS=1000000 FLEET_CLONE_FROM=10000 cargo bench --bench fleet` for the big run
+//! (about 25 minutes and 2 GB of disk on 2 cores; see `docs/benchmarks.md`).
+//! `FLEET_DATA_DIR` chooses where the temporary data folder goes (default: the system's
+//! temporary directory). Prints a markdown table.
 
 use std::{
     path::Path,
@@ -38,10 +53,13 @@ use autoscaled::pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAut
 use hdrhistogram::Histogram;
 use tonic::transport::Channel;
 
+#[path = "support/fleet_clone.rs"]
+mod fleet_clone;
 #[path = "support/servers.rs"]
 mod servers;
 #[path = "support/steady_state.rs"]
 mod steady_state;
+use fleet_clone::target_key;
 use servers::{Server, env_u64, micros, run_noop_server, start_noop_server, start_real_server};
 use steady_state::recommend_request;
 
@@ -56,9 +74,22 @@ fn main() -> anyhow::Result<()> {
     if servers::is_noop_server() {
         return run_noop_server();
     }
+    if fleet_clone::is_clone_child() {
+        return fleet_clone::run_clone_child();
+    }
     let targets = usize::try_from(env_u64("FLEET_TARGETS", 10_000))?.max(1);
     let warmup_rounds = env_u64("FLEET_WARMUP_ROUNDS", 21);
     let measure_rounds = env_u64("FLEET_MEASURE_ROUNDS", 2).max(1);
+    let clone_from = usize::try_from(env_u64("FLEET_CLONE_FROM", 0))?;
+    // Cloning applies when it leaves something to clone.
+    let sources = (clone_from > 0 && clone_from < targets).then_some(clone_from);
+    if sources.is_some() {
+        anyhow::ensure!(
+            targets <= fleet_clone::MAX_TARGETS,
+            "FLEET_CLONE_FROM supports at most {} targets",
+            fleet_clone::MAX_TARGETS
+        );
+    }
     let extra_args = std::env::var("FLEET_SERVER_ARGS").unwrap_or_default();
     let mut serve_args = vec!["--trust-request-time"];
     serve_args.extend(extra_args.split_whitespace());
@@ -74,16 +105,24 @@ fn main() -> anyhow::Result<()> {
     let t0 = i64::try_from(t0)?;
     let fleet = Fleet::new(targets, t0);
     let calls = targets as u64 * measure_rounds;
+    // The targets warmed through gRPC: all of them, or the clone sources.
+    let warmed = Fleet::new(sources.unwrap_or(targets), t0);
 
     eprintln!(
         "fleet: {targets} targets, {warmup_rounds} warm-up + {measure_rounds} measured rounds, serve {}",
         serve_args.join(" ")
     );
+    if let Some(sources) = sources {
+        eprintln!(
+            "  clone mode: {sources} targets warmed through gRPC, then measured; their records copied to the other {} targets; then all {targets} measured",
+            targets - sources
+        );
+    }
     let mut real = start_real_server(&folder, &serve_args)?;
-    let pid = server_pid(&real)?;
+    let mut pid = server_pid(&real)?;
     let warm_started = Instant::now();
     for round in 0..warmup_rounds {
-        let r = runtime.block_on(fleet.round(real.addr, round, false))?;
+        let r = runtime.block_on(warmed.round(real.addr, round, false))?;
         eprintln!(
             "  warm-up round {round}: {:.0} req/s, {} errors",
             r.per_second(),
@@ -91,17 +130,71 @@ fn main() -> anyhow::Result<()> {
         );
     }
     let warmup_secs = warm_started.elapsed().as_secs_f64();
-    let real_result = measure(&runtime, &fleet, &real, pid, warmup_rounds, measure_rounds)?;
+    let mut next_round = warmup_rounds;
+
+    // Clone mode: the warmed targets measured on their own (the small fleet's figures, in the
+    // same run), then their records copied to every other target, and the server started on
+    // the cloned folder.
+    let mut cloned = None;
+    if let Some(sources) = sources {
+        let small = measure(&runtime, &warmed, &real, pid, next_round, measure_rounds)?;
+        let small_rss = proc_status_kib(pid, "VmRSS:")?;
+        let small_stored = folder_bytes(&folder)?;
+        next_round += measure_rounds;
+        stop_gracefully(&mut real)?;
+        let clone_started = Instant::now();
+        let report = fleet_clone::clone_in_child(&folder, sources, targets)?;
+        let clone_secs = clone_started.elapsed().as_secs_f64();
+        let after_clone = folder_bytes(&folder)?;
+        eprintln!(
+            "  cloned {} targets in {clone_secs:.1} s: {} records ({:.0} MB) written, folder {:.0} MB",
+            targets - sources,
+            report.records_written,
+            report.bytes_written as f64 / 1e6,
+            after_clone.allocated as f64 / 1e6
+        );
+        let started = Instant::now();
+        real = start_real_server(&folder, &serve_args)?;
+        let listening = started.elapsed();
+        runtime.block_on(first_answer(real.addr, &fleet.key(targets - 1)))?;
+        let answering = started.elapsed();
+        pid = server_pid(&real)?;
+        let pairs = clone_pairs(sources, targets);
+        let checked = runtime.block_on(check_clones(real.addr, &pairs))?;
+        eprintln!("  GetHistory after cloning: {checked}");
+        cloned = Some(Cloned {
+            sources,
+            small,
+            small_rss,
+            small_stored,
+            report,
+            clone_secs,
+            after_clone,
+            listening,
+            answering,
+            checked,
+            pairs,
+        });
+    }
+
+    let real_result = measure(&runtime, &fleet, &real, pid, next_round, measure_rounds)?;
     let stored = folder_bytes(&folder)?;
     let rss = proc_status_kib(pid, "VmRSS:")?;
     let hwm = proc_status_kib(pid, "VmHWM:")?;
+    let checked_after = match &cloned {
+        Some(c) => Some(runtime.block_on(check_clones(real.addr, &c.pairs))?),
+        None => None,
+    };
+    if let Some(checked) = &checked_after {
+        eprintln!("  GetHistory after the measured rounds: {checked}");
+    }
 
     // Start-up on that data: a graceful stop, then a new process on the same folder.
     stop_gracefully(&mut real)?;
     let started = Instant::now();
     let restarted = start_real_server(&folder, &serve_args)?;
     let listening = started.elapsed();
-    runtime.block_on(first_answer(restarted.addr, &fleet.key(0)))?;
+    runtime.block_on(first_answer(restarted.addr, &fleet.key(targets - 1)))?;
     let answering = started.elapsed();
     drop(restarted);
 
@@ -110,76 +203,303 @@ fn main() -> anyhow::Result<()> {
     // Warm-up of the no-op (connections, allocator): the first 10,000 targets once.
     let warm = Fleet::new(targets.min(10_000), t0);
     runtime.block_on(warm.round(noop.addr, warmup_rounds.saturating_sub(1), false))?;
+    let noop_small = match &cloned {
+        Some(_) => Some(measure(
+            &runtime,
+            &warmed,
+            &noop,
+            noop_pid,
+            warmup_rounds,
+            measure_rounds,
+        )?),
+        None => None,
+    };
     let noop_result = measure(
         &runtime,
         &fleet,
         &noop,
         noop_pid,
-        warmup_rounds,
+        next_round,
         measure_rounds,
     )?;
     let noop_rss = proc_status_kib(noop_pid, "VmRSS:")?;
     drop(noop);
 
-    let per_call = |m: &Measured| m.cpu_secs * 1e6 / calls as f64;
+    let report = Report {
+        calls,
+        real: &real_result,
+        noop: &noop_result,
+    };
+    let rounds_before = next_round;
     println!(
         "\nFleet: {targets} targets x 10 pods, `behavior: {{}}`, one call per target per 15 s of \
-         evaluation time (--trust-request-time), {warmup_rounds} warm-up rounds ({warmup_secs:.0} s), \
-         {measure_rounds} measured rounds ({calls} calls), {IN_FLIGHT} in flight over {CHANNELS} \
-         connections, serve {}\n",
+         evaluation time (--trust-request-time), {IN_FLIGHT} in flight over {CHANNELS} \
+         connections, serve {}",
         serve_args.join(" ")
     );
-    println!("| | autoscaled | no-op handler |");
-    println!("|---|---|---|");
-    println!(
-        "| server CPU per Recommend (utime+stime, /proc) | {:.0} µs | {:.0} µs |",
-        per_call(&real_result),
-        per_call(&noop_result)
-    );
-    println!(
-        "| ratio to the no-op | {:.2}x | 1 |",
-        per_call(&real_result) / per_call(&noop_result).max(f64::MIN_POSITIVE)
-    );
-    println!(
-        "| req/s (client, closed loop) | {:.0} | {:.0} |",
-        real_result.round.per_second(),
-        noop_result.round.per_second()
-    );
-    println!(
-        "| latency p50 / p99 | {} / {} | {} / {} |",
-        micros(real_result.round.latency.value_at_quantile(0.50)),
-        micros(real_result.round.latency.value_at_quantile(0.99)),
-        micros(noop_result.round.latency.value_at_quantile(0.50)),
-        micros(noop_result.round.latency.value_at_quantile(0.99)),
-    );
-    println!(
-        "| bytes written per call (write_bytes / wchar) | {:.0} B / {:.0} B | {:.0} B / {:.0} B |",
-        real_result.write_bytes as f64 / calls as f64,
-        real_result.wchar as f64 / calls as f64,
-        noop_result.write_bytes as f64 / calls as f64,
-        noop_result.wchar as f64 / calls as f64,
-    );
-    println!(
-        "| data folder per target (allocated / apparent) | {:.0} B / {:.0} B | – |",
-        stored.allocated as f64 / targets as f64,
-        stored.apparent as f64 / targets as f64,
-    );
-    println!(
-        "| RSS at the end (peak) | {:.0} MiB ({:.0} MiB) | {:.0} MiB |",
-        rss as f64 / 1024.0,
-        hwm as f64 / 1024.0,
-        noop_rss as f64 / 1024.0
-    );
-    println!(
-        "| start-up on this folder: listening / first answer | {:.2} s / {:.2} s | – |",
-        listening.as_secs_f64(),
-        answering.as_secs_f64()
-    );
-    println!(
-        "| errors in the measured rounds | {} | {} |",
-        real_result.round.errors, noop_result.round.errors
-    );
+    match &cloned {
+        None => println!(
+            "{warmup_rounds} warm-up rounds through gRPC ({warmup_secs:.0} s), then \
+             {measure_rounds} measured rounds ({calls} calls).\n"
+        ),
+        Some(c) => println!(
+            "Full windows by cloning: {sources} targets warmed through gRPC for {warmup_rounds} \
+             rounds ({warmup_secs:.0} s) and measured for {measure_rounds}; the server stopped \
+             (SIGTERM, flushed); every record of those targets copied with sled to the other \
+             {} targets' keys ({:.0} s: {} differ from target 0, {} values hold their key), \
+             so every target holds exactly the state the server wrote for a target after \
+             {rounds_before} rounds at this cadence; the server restarted on that folder; then \
+             {measure_rounds} measured rounds over all {targets} targets ({calls} calls). \
+             GetHistory of clones vs their sources: {}; after the measured rounds: {}.\n",
+            targets - c.sources,
+            c.clone_secs,
+            c.report.differing_sources,
+            c.report.values_with_key,
+            c.checked,
+            checked_after.as_deref().unwrap_or("-"),
+            sources = c.sources,
+        ),
+    }
+    match (&cloned, &noop_small) {
+        (Some(c), Some(noop_small)) => {
+            let small = Report {
+                calls: c.sources as u64 * measure_rounds,
+                real: &c.small,
+                noop: noop_small,
+            };
+            println!(
+                "| | autoscaled, {targets} targets | no-op, {targets} | autoscaled, {} targets (before cloning) | no-op, {} |",
+                c.sources, c.sources
+            );
+            println!("|---|---|---|---|---|");
+            for ((name, real, noop), (_, small_real, small_noop)) in
+                report.rows().into_iter().zip(small.rows())
+            {
+                println!("| {name} | {real} | {noop} | {small_real} | {small_noop} |");
+            }
+            println!(
+                "| data folder per target (allocated / apparent) | {} | – | {} | – |",
+                per_target(&stored, targets),
+                per_target(&c.small_stored, c.sources)
+            );
+            println!(
+                "| RSS at the end (peak) | {:.0} MiB ({:.0} MiB) | {:.0} MiB | {:.0} MiB | – |",
+                rss as f64 / 1024.0,
+                hwm as f64 / 1024.0,
+                noop_rss as f64 / 1024.0,
+                c.small_rss as f64 / 1024.0,
+            );
+            println!(
+                "| start-up on the cloned folder: listening / first answer | {:.2} s / {:.2} s | – | – | – |",
+                c.listening.as_secs_f64(),
+                c.answering.as_secs_f64()
+            );
+            println!(
+                "| start-up after the measured rounds: listening / first answer | {:.2} s / {:.2} s | – | – | – |",
+                listening.as_secs_f64(),
+                answering.as_secs_f64()
+            );
+            println!(
+                "\nCost per decision, {targets} vs {} targets: {:.0} µs vs {:.0} µs ({:.2}x); \
+                 no-op {:.0} µs vs {:.0} µs. Clone step: {} records per target ({}), {} written \
+                 ({:.0} MB), read {:.1} s, write {:.1} s, flush {:.1} s; folder after cloning {:.0} MB.",
+                c.sources,
+                report.real_per_call(),
+                small.real_per_call(),
+                report.real_per_call() / small.real_per_call().max(f64::MIN_POSITIVE),
+                report.noop_per_call(),
+                small.noop_per_call(),
+                c.report.records_per_target,
+                c.report.trees,
+                c.report.records_written,
+                c.report.bytes_written as f64 / 1e6,
+                c.report.read_secs,
+                c.report.write_secs,
+                c.report.flush_secs,
+                c.after_clone.allocated as f64 / 1e6,
+            );
+        }
+        _ => {
+            println!("| | autoscaled | no-op handler |");
+            println!("|---|---|---|");
+            for (name, real, noop) in report.rows() {
+                println!("| {name} | {real} | {noop} |");
+            }
+            println!(
+                "| data folder per target (allocated / apparent) | {} | – |",
+                per_target(&stored, targets)
+            );
+            println!(
+                "| RSS at the end (peak) | {:.0} MiB ({:.0} MiB) | {:.0} MiB |",
+                rss as f64 / 1024.0,
+                hwm as f64 / 1024.0,
+                noop_rss as f64 / 1024.0
+            );
+            println!(
+                "| start-up on this folder: listening / first answer | {:.2} s / {:.2} s | – |",
+                listening.as_secs_f64(),
+                answering.as_secs_f64()
+            );
+        }
+    }
     Ok(())
+}
+
+/// What the clone mode measured and did before the big fleet's rounds.
+struct Cloned {
+    sources: usize,
+    /// The warmed targets' measured rounds, before cloning.
+    small: Measured,
+    small_rss: u64,
+    small_stored: FolderBytes,
+    report: fleet_clone::CloneReport,
+    clone_secs: f64,
+    after_clone: FolderBytes,
+    listening: Duration,
+    answering: Duration,
+    checked: String,
+    pairs: Vec<(usize, usize)>,
+}
+
+/// The per-call rows both servers have, for one fleet size.
+struct Report<'a> {
+    calls: u64,
+    real: &'a Measured,
+    noop: &'a Measured,
+}
+
+impl Report<'_> {
+    fn per_call(&self, m: &Measured) -> f64 {
+        m.cpu_secs * 1e6 / self.calls as f64
+    }
+
+    fn real_per_call(&self) -> f64 {
+        self.per_call(self.real)
+    }
+
+    fn noop_per_call(&self) -> f64 {
+        self.per_call(self.noop)
+    }
+
+    /// (row name, autoscaled, no-op).
+    fn rows(&self) -> Vec<(&'static str, String, String)> {
+        let calls = self.calls as f64;
+        let latency = |m: &Measured| {
+            format!(
+                "{} / {}",
+                micros(m.round.latency.value_at_quantile(0.50)),
+                micros(m.round.latency.value_at_quantile(0.99))
+            )
+        };
+        let written = |m: &Measured| {
+            format!(
+                "{:.0} B / {:.0} B",
+                m.write_bytes as f64 / calls,
+                m.wchar as f64 / calls
+            )
+        };
+        vec![
+            (
+                "server CPU per Recommend (utime+stime, /proc)",
+                format!("{:.0} µs", self.real_per_call()),
+                format!("{:.0} µs", self.noop_per_call()),
+            ),
+            (
+                "ratio to the no-op",
+                format!(
+                    "{:.2}x",
+                    self.real_per_call() / self.noop_per_call().max(f64::MIN_POSITIVE)
+                ),
+                "1".to_owned(),
+            ),
+            (
+                "req/s (client, closed loop)",
+                format!("{:.0}", self.real.round.per_second()),
+                format!("{:.0}", self.noop.round.per_second()),
+            ),
+            ("latency p50 / p99", latency(self.real), latency(self.noop)),
+            (
+                "bytes written per call (write_bytes / wchar)",
+                written(self.real),
+                written(self.noop),
+            ),
+            (
+                "errors in the measured rounds",
+                self.real.round.errors.to_string(),
+                self.noop.round.errors.to_string(),
+            ),
+        ]
+    }
+}
+
+fn per_target(stored: &FolderBytes, targets: usize) -> String {
+    format!(
+        "{:.0} B / {:.0} B",
+        stored.allocated as f64 / targets as f64,
+        stored.apparent as f64 / targets as f64
+    )
+}
+
+/// (clone, its source) pairs whose histories are compared: the first clone, one in the middle,
+/// the last.
+fn clone_pairs(sources: usize, targets: usize) -> Vec<(usize, usize)> {
+    let mut clones = vec![sources, sources + (targets - sources) / 2, targets - 1];
+    clones.dedup();
+    clones.into_iter().map(|c| (c, c % sources)).collect()
+}
+
+/// GetHistory of each clone and of its source: equal but for the key, and not empty.
+async fn check_clones(
+    addr: std::net::SocketAddr,
+    pairs: &[(usize, usize)],
+) -> anyhow::Result<String> {
+    let channel = Channel::from_shared(format!("http://{addr}"))?
+        .connect()
+        .await?;
+    let mut client = HorizontalAutoscalerClient::new(channel);
+    let mut summary = String::new();
+    for &(clone, source) in pairs {
+        let mut histories = Vec::with_capacity(2);
+        for target in [clone, source] {
+            let mut history = client
+                .get_history(pb::GetHistoryRequest {
+                    target_key: target_key(target),
+                    ..Default::default()
+                })
+                .await?
+                .into_inner();
+            anyhow::ensure!(
+                history.target_key == target_key(target),
+                "GetHistory of {} answered for {}",
+                target_key(target),
+                history.target_key
+            );
+            history.target_key.clear();
+            histories.push(history);
+        }
+        anyhow::ensure!(
+            histories[0] == histories[1],
+            "GetHistory of clone {} differs from its source {}",
+            target_key(clone),
+            target_key(source)
+        );
+        let h = &histories[0];
+        anyhow::ensure!(
+            !h.decisions.is_empty() && !h.recommendations.is_empty(),
+            "GetHistory of {} is empty",
+            target_key(clone)
+        );
+        summary = format!(
+            "{} clones equal to their sources (e.g. {} = {}: {} decision runs, {} decisions, {} recommendations)",
+            pairs.len(),
+            target_key(clone),
+            target_key(source),
+            h.decisions.len(),
+            h.decisions.iter().map(|d| d.run_count).sum::<u64>(),
+            h.recommendations.len(),
+        );
+    }
+    Ok(summary)
 }
 
 /// The fleet's requests: one template (the load bench's steady-state target with
@@ -279,10 +599,6 @@ impl Fleet {
     }
 }
 
-fn target_key(target: usize) -> String {
-    format!("fleet/{target:07}")
-}
-
 struct RoundResult {
     ok: u64,
     errors: u64,
@@ -330,7 +646,17 @@ fn measure(
         latency: Histogram::new_with_bounds(1, 60_000_000, 3)?,
     };
     for round in first_round..first_round + rounds {
-        total.add(runtime.block_on(fleet.round(server.addr, round, true))?)?;
+        let before = proc_cpu_ticks(pid)?;
+        let result = runtime.block_on(fleet.round(server.addr, round, true))?;
+        let ticks = proc_cpu_ticks(pid)? - before;
+        eprintln!(
+            "  {} round {round} ({} targets): {:.0} req/s, server CPU {:.0} µs per call",
+            server.name,
+            fleet.targets,
+            result.per_second(),
+            ticks as f64 * 1e6 / tck as f64 / (result.ok + result.errors).max(1) as f64
+        );
+        total.add(result)?;
     }
     let (cpu1, io1) = (proc_cpu_ticks(pid)?, proc_io(pid)?);
     eprintln!(
@@ -347,26 +673,37 @@ fn measure(
     })
 }
 
-/// Asks the restarted server for a stored target's history until it answers.
+/// Asks the restarted server for a stored target's history until it answers: a refused
+/// connection or UNAVAILABLE is retried, any other answer but the history is an error (a
+/// missing target must not look like a slow start).
 async fn first_answer(addr: std::net::SocketAddr, key: &str) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
-        let attempt = async {
-            let channel = Channel::from_shared(format!("http://{addr}"))?
-                .connect()
-                .await?;
-            let history = HorizontalAutoscalerClient::new(channel)
-                .get_history(pb::GetHistoryRequest {
-                    target_key: key.to_owned(),
-                    ..Default::default()
-                })
-                .await?;
-            anyhow::Ok(history)
+        let channel = match Channel::from_shared(format!("http://{addr}"))?
+            .connect()
+            .await
+        {
+            Ok(channel) => channel,
+            Err(e) if Instant::now() > deadline => return Err(e.into()),
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                continue;
+            }
         };
-        match attempt.await {
+        let answer = HorizontalAutoscalerClient::new(channel)
+            .get_history(pb::GetHistoryRequest {
+                target_key: key.to_owned(),
+                ..Default::default()
+            })
+            .await;
+        match answer {
             Ok(_) => return Ok(()),
-            Err(e) if Instant::now() > deadline => return Err(e),
-            Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+            Err(status)
+                if status.code() == tonic::Code::Unavailable && Instant::now() <= deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Err(status) => anyhow::bail!("GetHistory of {key} after a restart: {status}"),
         }
     }
 }
