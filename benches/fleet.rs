@@ -391,6 +391,13 @@ impl Report<'_> {
                 micros(m.round.latency.value_at_quantile(0.99))
             )
         };
+        let cpu = |m: &Measured| {
+            format!(
+                "{:.0} µs ({:.0} µs)",
+                self.per_call(m),
+                m.sys_secs * 1e6 / calls
+            )
+        };
         let written = |m: &Measured| {
             format!(
                 "{:.0} B / {:.0} B",
@@ -400,9 +407,9 @@ impl Report<'_> {
         };
         vec![
             (
-                "server CPU per Recommend (utime+stime, /proc)",
-                format!("{:.0} µs", self.real_per_call()),
-                format!("{:.0} µs", self.noop_per_call()),
+                "server CPU per Recommend (utime+stime, /proc), of which kernel",
+                cpu(self.real),
+                cpu(self.noop),
             ),
             (
                 "ratio to the no-op",
@@ -422,6 +429,11 @@ impl Report<'_> {
                 "bytes written per call (write_bytes / wchar)",
                 written(self.real),
                 written(self.noop),
+            ),
+            (
+                "bytes read from disk per call (read_bytes)",
+                format!("{:.0} B", self.real.read_bytes as f64 / calls),
+                format!("{:.0} B", self.noop.read_bytes as f64 / calls),
             ),
             (
                 "errors in the measured rounds",
@@ -625,8 +637,12 @@ impl RoundResult {
 struct Measured {
     round: RoundResult,
     cpu_secs: f64,
+    /// The kernel's share of `cpu_secs` (stime).
+    sys_secs: f64,
     write_bytes: u64,
     wchar: u64,
+    /// Bytes the server read from the block device (`read_bytes`: page cache misses).
+    read_bytes: u64,
 }
 
 fn measure(
@@ -638,7 +654,7 @@ fn measure(
     rounds: u64,
 ) -> anyhow::Result<Measured> {
     let tck = clock_ticks()?;
-    let (cpu0, io0) = (proc_cpu_ticks(pid)?, proc_io(pid)?);
+    let (cpu0, io0) = (proc_user_sys_ticks(pid)?, proc_io(pid)?);
     let mut total = RoundResult {
         ok: 0,
         errors: 0,
@@ -658,7 +674,7 @@ fn measure(
         );
         total.add(result)?;
     }
-    let (cpu1, io1) = (proc_cpu_ticks(pid)?, proc_io(pid)?);
+    let (cpu1, io1) = (proc_user_sys_ticks(pid)?, proc_io(pid)?);
     eprintln!(
         "  {} measured: {:.0} req/s, {} errors",
         server.name,
@@ -667,9 +683,11 @@ fn measure(
     );
     Ok(Measured {
         round: total,
-        cpu_secs: (cpu1 - cpu0) as f64 / tck as f64,
+        cpu_secs: ((cpu1.0 + cpu1.1) - (cpu0.0 + cpu0.1)) as f64 / tck as f64,
+        sys_secs: (cpu1.1 - cpu0.1) as f64 / tck as f64,
         write_bytes: io1.0 - io0.0,
         wchar: io1.1 - io0.1,
+        read_bytes: io1.2 - io0.2,
     })
 }
 
@@ -732,20 +750,26 @@ fn clock_ticks() -> anyhow::Result<u64> {
     Ok(String::from_utf8(out.stdout)?.trim().parse()?)
 }
 
-/// utime + stime in clock ticks (fields 14 and 15 of `/proc/PID/stat`; the command name may
-/// hold spaces, so count after the closing parenthesis).
+/// utime + stime in clock ticks (fields 14 and 15 of `/proc/PID/stat`).
 fn proc_cpu_ticks(pid: u32) -> anyhow::Result<u64> {
+    let (user, sys) = proc_user_sys_ticks(pid)?;
+    Ok(user + sys)
+}
+
+/// (utime, stime) in clock ticks (fields 14 and 15 of `/proc/PID/stat`; the command name may
+/// hold spaces, so count after the closing parenthesis).
+fn proc_user_sys_ticks(pid: u32) -> anyhow::Result<(u64, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     let after = stat
         .rsplit_once(") ")
         .map(|(_, rest)| rest)
         .ok_or_else(|| anyhow::anyhow!("unexpected /proc/{pid}/stat"))?;
     let fields: Vec<&str> = after.split_whitespace().collect();
-    Ok(fields[11].parse::<u64>()? + fields[12].parse::<u64>()?)
+    Ok((fields[11].parse()?, fields[12].parse()?))
 }
 
-/// (`write_bytes`, `wchar`) of `/proc/PID/io`.
-fn proc_io(pid: u32) -> anyhow::Result<(u64, u64)> {
+/// (`write_bytes`, `wchar`, `read_bytes`) of `/proc/PID/io`.
+fn proc_io(pid: u32) -> anyhow::Result<(u64, u64, u64)> {
     let io = std::fs::read_to_string(format!("/proc/{pid}/io"))?;
     let field = |name: &str| -> anyhow::Result<u64> {
         io.lines()
@@ -755,7 +779,11 @@ fn proc_io(pid: u32) -> anyhow::Result<(u64, u64)> {
             .parse()
             .map_err(Into::into)
     };
-    Ok((field("write_bytes:")?, field("wchar:")?))
+    Ok((
+        field("write_bytes:")?,
+        field("wchar:")?,
+        field("read_bytes:")?,
+    ))
 }
 
 /// A `VmRSS:`-style line of `/proc/PID/status`, in KiB.
