@@ -199,11 +199,25 @@ pub fn clone(folder: &Path, sources: usize, targets: usize) -> anyhow::Result<Cl
     if lock.try_lock().is_err() {
         anyhow::bail!("{} is in use by a server", folder.display());
     }
-    let db = sled::Config::new()
+    let config = sled::Config::new()
         .path(folder)
         .cache_capacity(256 * 1024 * 1024)
-        .flush_every_ms(None)
-        .open()?;
+        .flush_every_ms(None);
+    // sled's own lock on `db` may outlive a handle this process just dropped by a few
+    // milliseconds (its threads let go last), as `src/store/db.rs` `open_db` waits for too.
+    let deadline = Instant::now() + std::time::Duration::from_secs(5);
+    let db = loop {
+        match config.open() {
+            Ok(db) => break db,
+            Err(sled::Error::Io(e))
+                if e.to_string().starts_with("could not acquire lock on")
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
 
     let read_started = Instant::now();
     let mut report = CloneReport::default();
