@@ -40,12 +40,9 @@ fn request(target: usize, t0: i64, round: i64) -> pb::RecommendRequest {
 }
 
 async fn client(addr: std::net::SocketAddr) -> HorizontalAutoscalerClient<Channel> {
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
+    HorizontalAutoscalerClient::connect(format!("http://{addr}"))
         .await
-        .unwrap();
-    HorizontalAutoscalerClient::new(channel)
+        .expect("the server accepts connections")
 }
 
 /// The target's history with its key cleared (the only field that differs between a clone
