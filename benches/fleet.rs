@@ -35,7 +35,7 @@
 //!
 //! `cargo bench --bench fleet` (about 2 minutes at 10,000 targets on 2 cores);
 //! `FLEET_TARGETS=1000000 FLEET_CLONE_FROM=10000 cargo bench --bench fleet` for the big run
-//! (about 25 minutes and 2 GB of disk on 2 cores; see `docs/benchmarks.md`).
+//! (about 20 minutes on 2 cores, 1.5–2 GB of disk: keep 3 GB free; see `docs/benchmarks.md`).
 //! `FLEET_DATA_DIR` chooses where the temporary data folder goes (default: the system's
 //! temporary directory). Prints a markdown table.
 
