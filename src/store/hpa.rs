@@ -126,8 +126,9 @@ pub(super) struct StoredState {
     /// The newest run (from a version-3 record: its logged body with the tail applied).
     pub(super) pending: Option<DecisionEntry>,
     /// The newest run's body as logged in `hpa_decisions` when the record holds only the
-    /// run's tail (version 3): what the next commit's tail is taken against.
-    pub(super) logged_body: Option<pb::DecisionRun>,
+    /// run's tail (version 3): what the next commit's tail is taken against. Boxed: this
+    /// record travels in [`super::Seen`]'s token, an allocation kept small.
+    pub(super) logged_body: Option<Box<pb::DecisionRun>>,
 }
 
 impl StoredState {
@@ -168,7 +169,10 @@ impl StoredState {
                         }
                     };
                 let run = hpa::apply_tail(body.clone(), &tail);
-                (Some(hpa::run_from_record(&run).map_err(bad)?), Some(body))
+                (
+                    Some(hpa::run_from_record(&run).map_err(bad)?),
+                    Some(Box::new(body)),
+                )
             }
             (None, None) => (None, None),
         };
@@ -330,14 +334,12 @@ impl HpaTrees {
                 .filter(|p| p.same_outcome(decision)),
             previous.log_len,
         ) {
-            let mut extended = decision.clone();
-            extended.run = Run {
+            let extended = Run {
                 count: run.run.count.saturating_add(1),
                 first_time: run.run.first_time,
             };
-            extended.seq = run.seq;
             let logged = match previous.logged_body {
-                Some(body) => body,
+                Some(body) => *body,
                 None => {
                     // The run's first extension: its body goes into the log under its final
                     // key (idempotent, like the closing path's copy: after a crash before the
@@ -349,7 +351,8 @@ impl HpaTrees {
                     body
                 }
             };
-            let tail = hpa::tail_of(hpa::run_to_record(&extended, max_names), &logged);
+            let record = hpa::run_to_record_as(decision, extended, run.seq, max_names);
+            let tail = hpa::tail_of(record, &logged);
             let bytes = StoredState::encode_tail(history, previous.next_seq, log_len, tail);
             // The commit point: one single-key write.
             self.track(self.state.insert(state_key, bytes))?;

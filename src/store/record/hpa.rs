@@ -217,10 +217,21 @@ fn scale_event_from_record(e: &pb::ScaleEvent) -> ScaleEvent {
 
 /// A decision run as a record, naming at most `max_pod_names` pods per group.
 pub(crate) fn run_to_record(e: &DecisionEntry, max_pod_names: usize) -> pb::DecisionRun {
-    let first = e.run.first_time.unix_millis();
+    run_to_record_as(e, e.run, e.seq, max_pod_names)
+}
+
+/// The record of `e` as the run `run` at position `seq` (a decision that extends a run,
+/// without a copy of the decision).
+pub(crate) fn run_to_record_as(
+    e: &DecisionEntry,
+    run: Run,
+    seq: u64,
+    max_pod_names: usize,
+) -> pb::DecisionRun {
+    let first = run.first_time.unix_millis();
     pb::DecisionRun {
-        seq: e.seq,
-        count: e.run.count,
+        seq,
+        count: run.count,
         first_time_ms: first,
         last_time_delta_ms: e.time.unix_millis().wrapping_sub(first),
         decision: Some(decision_to_record(e, max_pod_names)),
