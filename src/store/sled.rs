@@ -419,6 +419,21 @@ mod tests {
         assert_eq!(page.entries[0].decision.desired_replicas, 3);
     }
 
+    /// What step 1 of a commit does before a crash loses its state write: the target's
+    /// newest run, complete, copied into the log under its final key. Returns that run.
+    fn copy_pending_into_log(s: &SledStore, key: &str) -> DecisionEntry {
+        let trees = s.trees().unwrap();
+        let pending = trees.read_state(key).unwrap().unwrap().pending.unwrap();
+        trees
+            .decisions
+            .insert(
+                keys::decision_key(key, pending.run.first_time, pending.seq),
+                record::encode_binary(&hpa::run_to_record(&pending, 50)),
+            )
+            .unwrap();
+        pending
+    }
+
     /// `entry(secs, desired)` with another condition message: the same outcome, so it extends
     /// a run, and a part the run's last decision must keep exactly.
     fn entry_saying(secs: i64, desired: i32, message: &str) -> DecisionEntry {
@@ -520,22 +535,7 @@ mod tests {
         s.commit("a", &history(1, 0), &entry(0, 1)).unwrap();
         s.commit("a", &history(2, 15), &entry(15, 2)).unwrap();
         // The run's first extension: its body copied into the log, the state write lost.
-        let pending = s
-            .trees()
-            .unwrap()
-            .read_state("a")
-            .unwrap()
-            .unwrap()
-            .pending
-            .unwrap();
-        s.trees()
-            .unwrap()
-            .decisions
-            .insert(
-                keys::decision_key("a", pending.run.first_time, pending.seq),
-                record::encode_binary(&hpa::run_to_record(&pending, 50)),
-            )
-            .unwrap();
+        let pending = copy_pending_into_log(&s, "a");
         let runs = s.decisions("a").unwrap();
         assert_eq!(runs.len(), 2);
         assert_eq!(runs[1], pending);
@@ -575,23 +575,8 @@ mod tests {
         assert_eq!(state_version(&s, "a"), record::VERSION_STATE_TAIL);
         let before = s.decisions("a").unwrap();
         // Step 1 of the closing commit done (the run complete over its body), step 3 lost.
-        let pending = s
-            .trees()
-            .unwrap()
-            .read_state("a")
-            .unwrap()
-            .unwrap()
-            .pending
-            .unwrap();
+        let pending = copy_pending_into_log(&s, "a");
         assert_eq!(pending.run.count, 3);
-        s.trees()
-            .unwrap()
-            .decisions
-            .insert(
-                keys::decision_key("a", pending.run.first_time, pending.seq),
-                record::encode_binary(&hpa::run_to_record(&pending, 50)),
-            )
-            .unwrap();
         assert_eq!(s.decisions("a").unwrap(), before);
         for i in 4..7 {
             s.commit(
@@ -886,22 +871,7 @@ mod tests {
         s.commit("a", &history(1, 1), &entry(1, 1)).unwrap();
         s.commit("a", &history(2, 2), &entry(2, 2)).unwrap();
         // Step 1 of the next commit done (the pending run copied into the log), step 3 lost.
-        let pending = s
-            .trees()
-            .unwrap()
-            .read_state("a")
-            .unwrap()
-            .unwrap()
-            .pending
-            .unwrap();
-        s.trees()
-            .unwrap()
-            .decisions
-            .insert(
-                keys::decision_key("a", pending.run.first_time, pending.seq),
-                record::encode_binary(&hpa::run_to_record(&pending, 50)),
-            )
-            .unwrap();
+        copy_pending_into_log(&s, "a");
         assert_eq!(desired(&s, "a"), vec![1, 2]);
         for i in 3..6 {
             s.commit("a", &history(i, i.into()), &entry(i.into(), i))
