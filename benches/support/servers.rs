@@ -51,9 +51,12 @@ impl Drop for Server {
 }
 
 /// `autoscaled serve` on a free loopback port with the data folder `data_dir` and `extra`
-/// arguments; the address comes from its first stdout line.
+/// arguments; the address comes from its first stdout line. `AUTOSCALED_BENCH_BIN` names
+/// another `autoscaled` binary to measure (another build, for an A/B run with the same client).
 pub fn start_real_server(data_dir: &Path, extra: &[&str]) -> anyhow::Result<Server> {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_autoscaled"));
+    let binary = std::env::var_os("AUTOSCALED_BENCH_BIN")
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_autoscaled").into());
+    let mut command = Command::new(binary);
     command
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(data_dir)

@@ -131,7 +131,13 @@ pub(crate) struct Open {
     db: sled::Db,
     meta: sled::Tree,
     trees: Vec<(&'static str, sled::Tree)>,
+    /// Which open this is (unique in the process): a reopen after a storage failure drops
+    /// what was not durable, so what a caller read from an earlier open may be gone.
+    generation: u64,
 }
+
+/// The source of [`Open::generation`].
+static GENERATIONS: AtomicU64 = AtomicU64::new(0);
 
 impl Open {
     /// The tree `name` (opened at start-up when listed in [`SledDb::open`]'s `trees`).
@@ -140,6 +146,11 @@ impl Open {
             Some((_, t)) => Ok(t.clone()),
             None => Ok(self.db.open_tree(name)?),
         }
+    }
+
+    /// Which open this is: equal generations, same database in memory (no reopen between).
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
     }
 }
 
@@ -477,7 +488,12 @@ fn open_db(
             )));
         }
     }
-    Ok(Open { db, meta, trees })
+    Ok(Open {
+        db,
+        meta,
+        trees,
+        generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),
+    })
 }
 
 /// Checks an existing folder before sled sees it, reading only sled's small `conf` and one

@@ -392,7 +392,15 @@ impl EtcdStore {
     fn read_state(&self, key: &str) -> Result<(Option<StoredState>, i64), StoreError> {
         match self.get(self.state_key(key))? {
             None => Ok((None, 0)),
-            Some(kv) => Ok((Some(StoredState::decode(key, &kv.value)?), kv.mod_revision)),
+            Some(kv) => {
+                // A version-3 record (written by the sled store's commit; this store writes
+                // the newest run whole) names the run's body in the log.
+                let logged = |k: &[u8]| Ok(self.get(self.key(&[b"hpa/d/", k]))?.map(|kv| kv.value));
+                Ok((
+                    Some(StoredState::decode(key, &kv.value, logged)?),
+                    kv.mod_revision,
+                ))
+            }
         }
     }
 
@@ -820,6 +828,7 @@ impl HistoryStore for EtcdStore {
                 next_seq: previous.map_or(0, |p| p.next_seq),
                 log_len: previous.and_then(|p| p.log_len),
                 pending: Some(extended),
+                logged_body: None,
             }
         } else {
             let seq = previous.map_or(0, |p| p.next_seq);
@@ -880,6 +889,7 @@ impl HistoryStore for EtcdStore {
                 next_seq: seq.saturating_add(1),
                 log_len: Some((log.len() - removed) as u64),
                 pending: Some(fresh),
+                logged_body: None,
             }
         };
         let state_value = next.encode(history, max_names);
@@ -944,17 +954,18 @@ impl HistoryStore for EtcdStore {
             ..Default::default()
         })?;
         let mut out = Vec::new();
-        let mut seqs = Vec::new();
         for kv in &response.kvs {
-            let entry = decode_run(key, self.log_part(&kv.key), &kv.value)?;
-            seqs.push(entry.seq);
-            out.push(entry);
+            let log_key = self.log_part(&kv.key);
+            // The newest run's logged body, or a copy a crash left: the state's run is whole.
+            if pending
+                .as_ref()
+                .is_some_and(|p| keys::decision_key_seq(log_key) == Some(p.seq))
+            {
+                continue;
+            }
+            out.push(decode_run(key, log_key, &kv.value)?);
         }
-        if let Some(pending) = pending
-            && !seqs.contains(&pending.seq)
-        {
-            out.push(pending);
-        }
+        out.extend(pending);
         let skip = out
             .len()
             .saturating_sub(self.options.decision_log_len.max(1));

@@ -2,7 +2,8 @@
 //! run) and its decision log, in two sled trees of the [`SledDb`]:
 //!
 //! * `hpa_state`: `target_key` → the target's state (versioned record: [`record::hpa`]
-//!   version 2, or the JSON of format 1 until the target's next write);
+//!   version 2 with the newest run whole, version 3 with the newest run as a tail over its
+//!   logged body, or the JSON of format 1 until the target's next write);
 //! * `hpa_decisions`: `target_key ++ 0x00 ++ be(first time) ++ be(seq)` → one decision run
 //!   (versioned record), at most `decision_log_len` runs per target and none older than
 //!   `decision_retention`, oldest dropped first.
@@ -15,7 +16,16 @@
 //! A commit's state and decision become durable together through ONE single-key write: the
 //! state record carries the newest run (`pending`), and the commit that closes that run first
 //! copies it into `hpa_decisions` (an idempotent insert under its final key), then replaces the
-//! state. So after a crash a target's history and its last logged decision agree, without a
+//! state.
+//!
+//! Small steady-state writes: the commit that first extends a run copies the run's body into
+//! `hpa_decisions` under its final key the same way (idempotent), and from then on the state
+//! record (version 3) holds only the run's tail ([`record::hpa::tail_of`]: seq, count, times,
+//! and the parts of the last decision that differ from the logged body, usually none or the
+//! metric outcomes' current values), so a commit that extends the run writes the history and
+//! a few bytes, not the whole run again. Readers apply the tail to the logged body; the
+//! closing commit logs the run complete over that body (a tail over the complete run gives it
+//! again, so a crash between the two writes changes nothing). So after a crash a target's history and its last logged decision agree, without a
 //! sled transaction or batch: in sled 0.34 both go through `PageCache::pin_log`, which writes
 //! and syncs the log buffer twice per call (two `pwrite` + two `sync_file_range`, and each
 //! wakes all of sled's I/O threads), whatever our durability mode.
@@ -34,7 +44,7 @@ use super::{
     keys,
     record::{self, Versioned, hpa, pb},
 };
-use crate::engine::history::History;
+use crate::engine::{history::History, time::Time};
 
 /// The state tree's name.
 pub(crate) const STATE_TREE: &str = "hpa_state";
@@ -57,6 +67,8 @@ pub(super) struct HpaTrees {
     pub(super) state: sled::Tree,
     pub(super) decisions: sled::Tree,
     options: LogOptions,
+    /// The open's [`Open::generation`].
+    pub(super) generation: u64,
 }
 
 impl HpaTrees {
@@ -66,6 +78,7 @@ impl HpaTrees {
             state: open.tree(STATE_TREE)?,
             decisions: open.tree(DECISION_TREE)?,
             options,
+            generation: open.generation(),
         })
     }
 
@@ -92,62 +105,101 @@ impl HpaTrees {
         result.map_err(StoreError::from)
     }
 
-    /// The decoded state record of `key`.
+    /// The decoded state record of `key`, its newest run complete (a tail applied to the
+    /// run's logged body).
     pub(super) fn read_state(&self, key: &str) -> Result<Option<StoredState>, StoreError> {
         self.state
             .get(keys::state_key(key))?
-            .map(|v| StoredState::decode(key, &v))
+            .map(|v| StoredState::decode(key, &v, |k| Ok(self.decisions.get(k)?)))
             .transpose()
     }
 }
 
-/// A stored state record, of either version, as the store needs it. Shared with the etcd
+/// A stored state record, of any version, as the store needs it. Shared with the etcd
 /// store ([`super::etcd`]), which writes the same records.
 pub(super) struct StoredState {
     pub(super) history: History,
     pub(super) next_seq: u64,
-    /// Runs in `hpa_decisions` for the target; `None` in records of older builds.
+    /// Runs in `hpa_decisions` for the target, the newest (pending) run not counted even when
+    /// its body is there; `None` in records of older builds.
     pub(super) log_len: Option<u64>,
-    /// The newest run, not yet in `hpa_decisions`.
+    /// The newest run (from a version-3 record: its logged body with the tail applied).
     pub(super) pending: Option<DecisionEntry>,
+    /// The newest run's body as logged in `hpa_decisions` when the record holds only the
+    /// run's tail (version 3): what the next commit's tail is taken against. Boxed: this
+    /// record travels in [`super::Seen`]'s token, an allocation kept small.
+    pub(super) logged_body: Option<Box<pb::DecisionRun>>,
 }
 
 impl StoredState {
-    pub(super) fn decode(key: &str, bytes: &[u8]) -> Result<Self, StoreError> {
-        match record::versioned("state", key, bytes)? {
-            Versioned::Binary(body) => {
-                let r: pb::HpaState = record::decode_binary("state", key, body)?;
-                let bad = |m: String| record::corrupt("state", key, &m);
-                let history =
-                    hpa::history_from_record(r.history.as_ref().unwrap_or(&pb::History::default()))
-                        .map_err(bad)?;
-                let pending = r
-                    .pending
-                    .as_ref()
-                    .map(hpa::run_from_record)
-                    .transpose()
-                    .map_err(bad)?;
-                Ok(StoredState {
-                    history,
-                    next_seq: r.next_seq,
-                    log_len: Some(r.log_len),
-                    pending,
-                })
+    /// Decodes a state record; `logged` reads a decision-log record by its key (the sled
+    /// layout of [`keys::decision_key`]), for the body under a version-3 record's tail.
+    pub(super) fn decode<B: AsRef<[u8]>>(
+        key: &str,
+        bytes: &[u8],
+        logged: impl FnOnce(&[u8]) -> Result<Option<B>, StoreError>,
+    ) -> Result<Self, StoreError> {
+        let body = match bytes.split_first() {
+            Some((&record::VERSION_STATE_TAIL, body)) => body,
+            _ => match record::versioned("state", key, bytes)? {
+                Versioned::Binary(body) => body,
+                Versioned::Json(body) => return Self::decode_json(key, body),
+            },
+        };
+        let r: pb::HpaState = record::decode_binary("state", key, body)?;
+        let bad = |m: String| record::corrupt("state", key, &m);
+        let history =
+            hpa::history_from_record(r.history.as_ref().unwrap_or(&pb::History::default()))
+                .map_err(bad)?;
+        let (pending, logged_body) = match (r.pending, r.pending_tail) {
+            (Some(p), _) => (Some(hpa::run_from_record(&p).map_err(bad)?), None),
+            (None, Some(tail)) => {
+                let time = Time::from_unix_millis(tail.first_time_ms);
+                let found = logged(&keys::decision_key(key, time, tail.seq))?.ok_or_else(|| {
+                    bad(format!("the logged body of run {} is missing", tail.seq))
+                })?;
+                let body: pb::DecisionRun =
+                    match record::versioned("decision", key, found.as_ref())? {
+                        Versioned::Binary(b) => record::decode_binary("decision", key, b)?,
+                        Versioned::Json(_) => {
+                            return Err(bad(format!(
+                                "run {} has a tail over a version-1 record",
+                                tail.seq
+                            )));
+                        }
+                    };
+                let run = hpa::apply_tail(body.clone(), &tail);
+                (
+                    Some(hpa::run_from_record(&run).map_err(bad)?),
+                    Some(Box::new(body)),
+                )
             }
-            Versioned::Json(body) => {
-                let old: LegacyState = serde_json::from_slice(body)
-                    .map_err(|e| record::corrupt("state", key, &e.to_string()))?;
-                let pending = old.pending.map(|p| legacy_entry(p.entry, p.seq));
-                Ok(StoredState {
-                    history: old.history,
-                    next_seq: old.next_seq,
-                    log_len: old.log_len,
-                    pending,
-                })
-            }
-        }
+            (None, None) => (None, None),
+        };
+        Ok(StoredState {
+            history,
+            next_seq: r.next_seq,
+            log_len: Some(r.log_len),
+            pending,
+            logged_body,
+        })
     }
 
+    /// A format-1 (JSON) state record.
+    fn decode_json(key: &str, body: &[u8]) -> Result<Self, StoreError> {
+        let old: LegacyState = serde_json::from_slice(body)
+            .map_err(|e| record::corrupt("state", key, &e.to_string()))?;
+        let pending = old.pending.map(|p| legacy_entry(p.entry, p.seq));
+        Ok(StoredState {
+            history: old.history,
+            next_seq: old.next_seq,
+            log_len: old.log_len,
+            pending,
+            logged_body: None,
+        })
+    }
+
+    /// The record with the newest run complete (version 2).
     pub(super) fn encode(&self, history: &History, max_pod_names: usize) -> Vec<u8> {
         record::encode_binary(&pb::HpaState {
             history: Some(hpa::history_to_record(history)),
@@ -157,7 +209,27 @@ impl StoredState {
                 .pending
                 .as_ref()
                 .map(|p| hpa::run_to_record(p, max_pod_names)),
+            pending_tail: None,
         })
+    }
+
+    /// The record with the newest run as `tail` over its logged body (version 3).
+    pub(super) fn encode_tail(
+        history: &History,
+        next_seq: u64,
+        log_len: u64,
+        tail: pb::RunTail,
+    ) -> Vec<u8> {
+        record::encode_versioned(
+            record::VERSION_STATE_TAIL,
+            &pb::HpaState {
+                history: Some(hpa::history_to_record(history)),
+                next_seq,
+                log_len,
+                pending: None,
+                pending_tail: Some(tail),
+            },
+        )
     }
 }
 
@@ -229,46 +301,69 @@ impl HpaTrees {
         history: &History,
         decision: &DecisionEntry,
     ) -> Result<(), StoreError> {
-        let state_key = keys::state_key(key);
-        let max_names = self.options.max_pod_names;
         // Read before writing, like the log scan below: writers of one target are serialized
         // by the caller.
-        let previous = self.read_state(key)?.unwrap_or(StoredState {
+        let previous = self.read_state(key)?;
+        self.commit_loaded(key, previous, history, decision)
+    }
+
+    /// [`Self::commit`] on `previous`, the target's state as read under the caller's lock
+    /// (by `load_for_update` of the same call: read and decoded once per call).
+    pub(super) fn commit_loaded(
+        &self,
+        key: &str,
+        previous: Option<StoredState>,
+        history: &History,
+        decision: &DecisionEntry,
+    ) -> Result<(), StoreError> {
+        let state_key = keys::state_key(key);
+        let max_names = self.options.max_pod_names;
+        let previous = previous.unwrap_or(StoredState {
             history: History::default(),
             next_seq: 0,
             log_len: Some(0),
             pending: None,
+            logged_body: None,
         });
-        // The same outcome as the newest run: the run grows, nothing else is written.
-        if let Some(run) = previous
-            .pending
-            .as_ref()
-            .filter(|p| p.same_outcome(decision))
-        {
-            let mut extended = decision.clone();
-            extended.run = Run {
+        // The same outcome as the newest run: the run grows. A state of an older build (no
+        // `log_len`) counts its log once, on the closing path below.
+        if let (Some(run), Some(log_len)) = (
+            previous
+                .pending
+                .as_ref()
+                .filter(|p| p.same_outcome(decision)),
+            previous.log_len,
+        ) {
+            let extended = Run {
                 count: run.run.count.saturating_add(1),
                 first_time: run.run.first_time,
             };
-            extended.seq = run.seq;
-            let next = StoredState {
-                history: History::default(),
-                next_seq: previous.next_seq,
-                log_len: previous.log_len,
-                pending: Some(extended),
+            let logged = match previous.logged_body {
+                Some(body) => *body,
+                None => {
+                    // The run's first extension: its body goes into the log under its final
+                    // key (idempotent, like the closing path's copy: after a crash before the
+                    // state write below, the state still holds this same body in full), and
+                    // from now on the state holds only the run's tail over it.
+                    let body = hpa::run_to_record(run, max_names);
+                    let log_key = keys::decision_key(key, run.run.first_time, run.seq);
+                    self.track(self.decisions.insert(log_key, record::encode_binary(&body)))?;
+                    body
+                }
             };
-            // A state of an older build: count its log once (below, on the closing path).
-            if next.log_len.is_some() {
-                let bytes = next.encode(history, max_names);
-                self.track(self.state.insert(state_key, bytes))?;
-                return Ok(());
-            }
+            let record = hpa::run_to_record_as(decision, extended, run.seq, max_names);
+            let tail = hpa::tail_of(record, &logged);
+            let bytes = StoredState::encode_tail(history, previous.next_seq, log_len, tail);
+            // The commit point: one single-key write.
+            self.track(self.state.insert(state_key, bytes))?;
+            return Ok(());
         }
         let seq = previous.next_seq;
-        // 1. The newest run is closed: it goes into the log under its final key. Idempotent:
-        //    after a crash between this insert and step 2 it is already there, and the state
-        //    still names it as pending; `log_len` never counts the pending one, so it is
-        //    counted here, once.
+        // 1. The newest run is closed: it goes into the log under its final key, complete
+        //    (over its body there when the state held only its tail). Idempotent: after a
+        //    crash between this insert and step 3 it is already there, and the state still
+        //    names it as pending (a tail over the run complete gives the run again);
+        //    `log_len` never counts the pending one, so it is counted here, once.
         let mut logged = match previous.log_len {
             Some(len) => len,
             None => self.decision_keys(key)?.len() as u64,
@@ -322,6 +417,7 @@ impl HpaTrees {
             next_seq: seq.saturating_add(1),
             log_len: Some(log_len),
             pending: Some(fresh),
+            logged_body: None,
         };
         self.track(
             self.state
@@ -338,19 +434,19 @@ impl HpaTrees {
     pub(super) fn decisions(&self, key: &str) -> Result<Vec<DecisionEntry>, StoreError> {
         let pending = self.read_state(key)?.and_then(|s| s.pending);
         let mut out = Vec::new();
-        let mut seqs = Vec::new();
         for item in self.decisions.scan_prefix(keys::decision_prefix(key)) {
             let (k, v) = item?;
-            let entry = decode_run(key, &k, &v)?;
-            seqs.push(entry.seq);
-            out.push(entry);
-        }
-        if let Some(pending) = pending {
-            // Already there after a crash between the two writes of a commit.
-            if !seqs.contains(&pending.seq) {
-                out.push(pending);
+            // The newest run's logged body (under its tail, or a copy a crash left between
+            // the two writes of a commit): the state's run is the complete one.
+            if pending
+                .as_ref()
+                .is_some_and(|p| keys::decision_key_seq(&k) == Some(p.seq))
+            {
+                continue;
             }
+            out.push(decode_run(key, &k, &v)?);
         }
+        out.extend(pending);
         // Entries a crash kept from being trimmed are not shown.
         let skip = out
             .len()

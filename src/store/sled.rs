@@ -7,13 +7,13 @@
 //! the records), sled's own recovery. A damaged record is found when it is read: that target
 //! answers with an error naming its key, every other target keeps working.
 
-use std::{path::Path, time::Duration};
+use std::{path::Path, sync::Arc, time::Duration};
 
 use super::{
-    Db, DecisionEntry, DecisionPage, DecisionPageRequest, HistoryStore, KeyPage, StoreError,
+    Db, DecisionEntry, DecisionPage, DecisionPageRequest, HistoryStore, KeyPage, Seen, StoreError,
     TargetState,
     db::{Records, SledDb, Space, Versioned},
-    hpa::{self, HpaTrees, LogOptions},
+    hpa::{self, HpaTrees, LogOptions, StoredState},
     vpa,
 };
 use crate::engine::history::History;
@@ -150,9 +150,56 @@ impl Records for SledStore {
     }
 }
 
+/// What `load_for_update` read, for `commit_after` ([`Seen::token`]): the state record
+/// decoded once per call (its history moved out to the caller).
+struct Loaded {
+    /// The open it was read from ([`HpaTrees::generation`]).
+    generation: u64,
+    state: Option<StoredState>,
+}
+
 impl HistoryStore for SledStore {
     fn load(&self, key: &str) -> Result<Option<TargetState>, StoreError> {
         self.hpa(|t| t.load(key))
+    }
+
+    fn load_for_update(&self, key: &str) -> Result<(Option<TargetState>, Seen), StoreError> {
+        let (generation, mut stored) = self.hpa(|t| Ok((t.generation, t.read_state(key)?)))?;
+        let state = stored.as_mut().map(|s| TargetState {
+            history: std::mem::take(&mut s.history),
+            next_seq: s.next_seq,
+        });
+        let seen = Seen {
+            revision: 0,
+            next_seq: stored.as_ref().map_or(0, |s| s.next_seq),
+            token: Some(Arc::new(Loaded {
+                generation,
+                state: stored,
+            })),
+        };
+        Ok((state, seen))
+    }
+
+    /// The commit on the state `load_for_update` read, unless the store reopened since (a
+    /// storage failure dropped what was not durable): then the state is read again.
+    fn commit_after(
+        &self,
+        key: &str,
+        seen: Seen,
+        history: &History,
+        decision: &DecisionEntry,
+    ) -> Result<(), StoreError> {
+        let loaded = seen
+            .token
+            .and_then(|t| t.downcast::<Loaded>().ok())
+            .and_then(|t| Arc::try_unwrap(t).ok());
+        self.hpa(|t| {
+            let previous = match loaded {
+                Some(l) if l.generation == t.generation => l.state,
+                _ => t.read_state(key)?,
+            };
+            t.commit_loaded(key, previous, history, decision)
+        })
     }
 
     fn commit(
@@ -200,7 +247,7 @@ mod tests {
         time::Time,
     };
     use crate::store::{
-        PodTotals, keys,
+        PodTotals, Run, keys,
         record::{self, hpa},
     };
 
@@ -370,6 +417,198 @@ mod tests {
             .unwrap();
         assert!(!page.more);
         assert_eq!(page.entries[0].decision.desired_replicas, 3);
+    }
+
+    /// What step 1 of a commit does before a crash loses its state write: the target's
+    /// newest run, complete, copied into the log under its final key. Returns that run.
+    fn copy_pending_into_log(s: &SledStore, key: &str) -> DecisionEntry {
+        let trees = s.trees().unwrap();
+        let pending = trees.read_state(key).unwrap().unwrap().pending.unwrap();
+        trees
+            .decisions
+            .insert(
+                keys::decision_key(key, pending.run.first_time, pending.seq),
+                record::encode_binary(&hpa::run_to_record(&pending, 50)),
+            )
+            .unwrap();
+        pending
+    }
+
+    /// `entry(secs, desired)` with another condition message: the same outcome, so it extends
+    /// a run, and a part the run's last decision must keep exactly.
+    fn entry_saying(secs: i64, desired: i32, message: &str) -> DecisionEntry {
+        let mut e = entry(secs, desired);
+        e.decision.conditions[0].message = message.to_owned();
+        e
+    }
+
+    fn state_version(s: &SledStore, key: &str) -> u8 {
+        s.trees().unwrap().state.get(key).unwrap().unwrap()[0]
+    }
+
+    #[test]
+    fn an_extended_run_is_written_as_a_tail_and_read_back_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path(), 10);
+        s.commit("a", &history(1, 0), &entry(0, 1)).unwrap();
+        s.commit("a", &history(2, 15), &entry(15, 2)).unwrap();
+        let whole = s.state_record_bytes("a").unwrap().unwrap();
+        assert_eq!(state_version(&s, "a"), record::VERSION_BINARY);
+        for i in 2..6 {
+            s.commit(
+                "a",
+                &history(2, i * 15),
+                &entry_saying(i * 15, 2, &format!("m{i}")),
+            )
+            .unwrap();
+        }
+        let tail = s.state_record_bytes("a").unwrap().unwrap();
+        println!("state record: {whole} B with the run whole, {tail} B as a tail");
+        assert_eq!(state_version(&s, "a"), record::VERSION_STATE_TAIL);
+        assert!(tail < whole, "{tail} B as a tail, {whole} B whole");
+        let mut last = entry_saying(75, 2, "m5");
+        last.run = Run {
+            count: 5,
+            first_time: Time::from_unix_secs(15),
+        };
+        last.seq = 1;
+        let runs = s.decisions("a").unwrap();
+        assert_eq!(runs.len(), 2);
+        assert_eq!(runs[1], last);
+        // The run's body in the log is its first decision's; the state's tail says the rest.
+        let logged = s.trees().unwrap().decision_keys("a").unwrap();
+        assert_eq!(logged.len(), 2);
+        drop(s);
+        let s = open(dir.path(), 10);
+        assert_eq!(s.decisions("a").unwrap(), runs);
+        assert_eq!(s.load("a").unwrap().unwrap().history, history(2, 75));
+        // Another outcome closes the run: the log holds it whole, the state a new run whole.
+        s.commit("a", &history(3, 90), &entry(90, 3)).unwrap();
+        assert_eq!(state_version(&s, "a"), record::VERSION_BINARY);
+        let closed = s.decisions("a").unwrap();
+        assert_eq!(closed.len(), 3);
+        assert_eq!(closed[1], last);
+        let trees = s.trees().unwrap();
+        let key = keys::decision_key("a", Time::from_unix_secs(15), 1);
+        let bytes = trees.decisions.get(&key).unwrap().unwrap();
+        assert_eq!(
+            crate::store::hpa::decode_run("a", &key, &bytes).unwrap(),
+            last
+        );
+    }
+
+    #[test]
+    fn commit_after_load_for_update_writes_what_commit_writes() {
+        let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (s1, s2) = (open(d1.path(), 3), open(d2.path(), 3));
+        let steps = [
+            (0, 1),
+            (15, 1),
+            (30, 1),
+            (45, 2),
+            (60, 2),
+            (75, 3),
+            (90, 4),
+            (105, 4),
+        ];
+        for (i, &(secs, desired)) in steps.iter().enumerate() {
+            let e = entry_saying(secs, desired, &format!("m{i}"));
+            let h = history(desired, secs);
+            s1.commit("a", &h, &e).unwrap();
+            let (state, seen) = s2.load_for_update("a").unwrap();
+            assert_eq!(state.is_some(), i > 0);
+            assert_eq!(seen.next_seq, state.map_or(0, |s| s.next_seq));
+            s2.commit_after("a", seen, &h, &e).unwrap();
+            assert_eq!(
+                s1.trees().unwrap().state.get("a").unwrap(),
+                s2.trees().unwrap().state.get("a").unwrap()
+            );
+            assert_eq!(s1.decisions("a").unwrap(), s2.decisions("a").unwrap());
+        }
+        assert_eq!(desired(&s2, "a"), vec![2, 3, 4]);
+    }
+
+    #[test]
+    fn a_crash_between_the_body_copy_and_the_tail_write_shows_the_run_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path(), 3);
+        s.commit("a", &history(1, 0), &entry(0, 1)).unwrap();
+        s.commit("a", &history(2, 15), &entry(15, 2)).unwrap();
+        // The run's first extension: its body copied into the log, the state write lost.
+        let pending = copy_pending_into_log(&s, "a");
+        let runs = s.decisions("a").unwrap();
+        assert_eq!(runs.len(), 2);
+        assert_eq!(runs[1], pending);
+        s.commit("a", &history(2, 30), &entry(30, 2)).unwrap();
+        let counts: Vec<u64> = s
+            .decisions("a")
+            .unwrap()
+            .iter()
+            .map(|e| e.run.count)
+            .collect();
+        assert_eq!(counts, vec![1, 2]);
+        for i in 3..6 {
+            s.commit(
+                "a",
+                &history(i, (i * 15).into()),
+                &entry((i * 15).into(), i),
+            )
+            .unwrap();
+        }
+        assert_eq!(desired(&s, "a"), vec![3, 4, 5]);
+        assert_eq!(s.trees().unwrap().decision_keys("a").unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_crash_between_closing_a_tail_and_the_state_write_counts_the_run_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path(), 3);
+        s.commit("a", &history(1, 0), &entry(0, 1)).unwrap();
+        for i in 1..4 {
+            s.commit(
+                "a",
+                &history(2, i * 15),
+                &entry_saying(i * 15, 2, &format!("m{i}")),
+            )
+            .unwrap();
+        }
+        assert_eq!(state_version(&s, "a"), record::VERSION_STATE_TAIL);
+        let before = s.decisions("a").unwrap();
+        // Step 1 of the closing commit done (the run complete over its body), step 3 lost.
+        let pending = copy_pending_into_log(&s, "a");
+        assert_eq!(pending.run.count, 3);
+        assert_eq!(s.decisions("a").unwrap(), before);
+        for i in 4..7 {
+            s.commit(
+                "a",
+                &history(i, (i * 15).into()),
+                &entry((i * 15).into(), i - 1),
+            )
+            .unwrap();
+        }
+        assert_eq!(desired(&s, "a"), vec![3, 4, 5]);
+        assert_eq!(s.trees().unwrap().decision_keys("a").unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_tail_whose_logged_body_is_gone_fails_its_target_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path(), 3);
+        for i in 0..3 {
+            s.commit("a", &history(1, i * 15), &entry(i * 15, 1))
+                .unwrap();
+        }
+        s.commit("b", &history(1, 0), &entry(0, 1)).unwrap();
+        let trees = s.trees().unwrap();
+        for k in trees.decision_keys("a").unwrap() {
+            trees.decisions.remove(k).unwrap();
+        }
+        let err = s.decisions("a").unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Corrupt { key, .. } if key == "a"),
+            "{err}"
+        );
+        assert_eq!(desired(&s, "b"), vec![1]);
     }
 
     #[test]
@@ -632,22 +871,7 @@ mod tests {
         s.commit("a", &history(1, 1), &entry(1, 1)).unwrap();
         s.commit("a", &history(2, 2), &entry(2, 2)).unwrap();
         // Step 1 of the next commit done (the pending run copied into the log), step 3 lost.
-        let pending = s
-            .trees()
-            .unwrap()
-            .read_state("a")
-            .unwrap()
-            .unwrap()
-            .pending
-            .unwrap();
-        s.trees()
-            .unwrap()
-            .decisions
-            .insert(
-                keys::decision_key("a", pending.run.first_time, pending.seq),
-                record::encode_binary(&hpa::run_to_record(&pending, 50)),
-            )
-            .unwrap();
+        copy_pending_into_log(&s, "a");
         assert_eq!(desired(&s, "a"), vec![1, 2]);
         for i in 3..6 {
             s.commit("a", &history(i, i.into()), &entry(i.into(), i))

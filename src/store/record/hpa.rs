@@ -217,10 +217,21 @@ fn scale_event_from_record(e: &pb::ScaleEvent) -> ScaleEvent {
 
 /// A decision run as a record, naming at most `max_pod_names` pods per group.
 pub(crate) fn run_to_record(e: &DecisionEntry, max_pod_names: usize) -> pb::DecisionRun {
-    let first = e.run.first_time.unix_millis();
+    run_to_record_as(e, e.run, e.seq, max_pod_names)
+}
+
+/// The record of `e` as the run `run` at position `seq` (a decision that extends a run,
+/// without a copy of the decision).
+pub(crate) fn run_to_record_as(
+    e: &DecisionEntry,
+    run: Run,
+    seq: u64,
+    max_pod_names: usize,
+) -> pb::DecisionRun {
+    let first = run.first_time.unix_millis();
     pb::DecisionRun {
-        seq: e.seq,
-        count: e.run.count,
+        seq,
+        count: run.count,
         first_time_ms: first,
         last_time_delta_ms: e.time.unix_millis().wrapping_sub(first),
         decision: Some(decision_to_record(e, max_pod_names)),
@@ -293,6 +304,115 @@ pub(crate) fn run_from_record(r: &pb::DecisionRun) -> Result<DecisionEntry, Stri
         },
         seq: r.seq,
     })
+}
+
+/// The newest run `run` as a tail over `logged`, its body as logged in `hpa_decisions`: the
+/// run's counters, and only the parts of its last decision that differ from the logged body
+/// (at steady state usually none, or the metric outcomes' current values). Inverse:
+/// [`apply_tail`].
+pub(crate) fn tail_of(run: pb::DecisionRun, logged: &pb::DecisionRun) -> pb::RunTail {
+    let pb::DecisionRun {
+        seq,
+        count,
+        first_time_ms,
+        last_time_delta_ms,
+        decision,
+        metrics,
+        inputs,
+    } = run;
+    let mut tail = pb::RunTail {
+        seq,
+        count,
+        first_time_ms,
+        last_time_delta_ms,
+        ..pb::RunTail::default()
+    };
+    if decision != logged.decision {
+        let mut d = decision.unwrap_or_default();
+        if let Some(base) = &logged.decision {
+            let (conditions, metrics, extensions) = (
+                std::mem::take(&mut d.conditions),
+                std::mem::take(&mut d.metrics),
+                d.extensions.take(),
+            );
+            tail.logged_scalars = d
+                == pb::Decision {
+                    conditions: Vec::new(),
+                    metrics: Vec::new(),
+                    extensions: None,
+                    ..base.clone()
+                };
+            if tail.logged_scalars {
+                d = pb::Decision::default();
+            }
+            tail.logged_conditions = conditions == base.conditions;
+            if !tail.logged_conditions {
+                d.conditions = conditions;
+            }
+            tail.logged_metric_outcomes = metrics == base.metrics;
+            if !tail.logged_metric_outcomes {
+                d.metrics = metrics;
+            }
+            tail.logged_extensions = extensions == base.extensions;
+            if !tail.logged_extensions {
+                d.extensions = extensions;
+            }
+        }
+        tail.decision = Some(d);
+    }
+    if metrics != logged.metrics {
+        tail.metrics = Some(pb::MetricSpecs { metrics });
+    }
+    if inputs != logged.inputs {
+        tail.no_inputs = inputs.is_none();
+        tail.inputs = inputs;
+    }
+    tail
+}
+
+/// The run that `tail` describes over `logged`, its body as logged ([`tail_of`]).
+pub(crate) fn apply_tail(mut logged: pb::DecisionRun, tail: &pb::RunTail) -> pb::DecisionRun {
+    logged.seq = tail.seq;
+    logged.count = tail.count;
+    logged.first_time_ms = tail.first_time_ms;
+    logged.last_time_delta_ms = tail.last_time_delta_ms;
+    if let Some(d) = &tail.decision {
+        let mut base = logged.decision.take().unwrap_or_default();
+        let (conditions, metrics, extensions) = (
+            std::mem::take(&mut base.conditions),
+            std::mem::take(&mut base.metrics),
+            base.extensions.take(),
+        );
+        let mut d = if tail.logged_scalars {
+            pb::Decision {
+                conditions: d.conditions.clone(),
+                metrics: d.metrics.clone(),
+                extensions: d.extensions.clone(),
+                ..base
+            }
+        } else {
+            d.clone()
+        };
+        if tail.logged_conditions {
+            d.conditions = conditions;
+        }
+        if tail.logged_metric_outcomes {
+            d.metrics = metrics;
+        }
+        if tail.logged_extensions {
+            d.extensions = extensions;
+        }
+        logged.decision = Some(d);
+    }
+    if let Some(m) = &tail.metrics {
+        logged.metrics.clone_from(&m.metrics);
+    }
+    if tail.no_inputs {
+        logged.inputs = None;
+    } else if let Some(i) = &tail.inputs {
+        logged.inputs = Some(i.clone());
+    }
+    logged
 }
 
 fn decision_to_record(e: &DecisionEntry, max_pod_names: usize) -> pb::Decision {
@@ -568,6 +688,8 @@ fn rules_from_record(r: &pb::ScalingRules) -> Result<ScalingRules, String> {
 
 #[cfg(test)]
 mod tests {
+    use prost::Message;
+
     use super::*;
     use crate::{
         engine::{
@@ -747,13 +869,159 @@ mod tests {
             ),
             ..History::default()
         };
-        let bytes = record::encode_binary(&pb::HpaState {
+        let full = record::encode_binary(&pb::HpaState {
             history: Some(history_to_record(&history)),
             next_seq: 12,
             log_len: 11,
             pending: Some(run_to_record(&sample_run(), 50)),
+            pending_tail: None,
         });
-        assert!(bytes.len() < 1024, "{} bytes", bytes.len());
+        assert!(full.len() < 1024, "{} bytes", full.len());
+        // The next decision of the run, the same in all but its time: a tail only.
+        let logged = run_to_record(&sample_run(), 50);
+        let mut next = sample_run();
+        next.run.count += 1;
+        next.time = next.time.plus(Duration::from_secs(15));
+        let tail = record::encode_versioned(
+            record::VERSION_STATE_TAIL,
+            &pb::HpaState {
+                history: Some(history_to_record(&history)),
+                next_seq: 12,
+                log_len: 11,
+                pending: None,
+                pending_tail: Some(tail_of(run_to_record(&next, 50), &logged)),
+            },
+        );
+        let run_tail = tail_of(run_to_record(&next, 50), &logged);
+        println!(
+            "steady-state state record: {} B with the run whole (version 2), {} B as a tail \
+             (version 3, of which the tail {} B)",
+            full.len(),
+            tail.len(),
+            run_tail.encoded_len()
+        );
+        assert!(run_tail.encoded_len() < 24, "{run_tail:?}");
+        assert!(tail.len() < full.len() / 3, "{} bytes", tail.len());
+    }
+
+    /// A run's next decisions, each differing from the logged body in one part that a run
+    /// may vary in (same outcome: `DecisionEntry::same_outcome`).
+    fn variations() -> Vec<(&'static str, DecisionEntry)> {
+        let later = |mut e: DecisionEntry| {
+            e.run.count += 4;
+            e.time = e.time.plus(Duration::from_secs(60));
+            e
+        };
+        let mut usage = later(sample_run());
+        if let Ok(p) = &mut usage.decision.metrics[0].result {
+            p.current_average_utilization = Some(91);
+            p.usage_ratio = Some(1.82);
+        }
+        let mut message = later(sample_run());
+        message.decision.conditions[0].message = "another message".into();
+        let mut pods = later(sample_run());
+        pods.decision.metrics[0]
+            .pod_groups
+            .as_mut()
+            .unwrap()
+            .unready = vec!["web-3".into()];
+        let mut scalars = later(sample_run());
+        scalars.decision.scale_up_limit = Some(9);
+        scalars.decision.error = None;
+        let mut inputs = later(sample_run());
+        inputs.inputs.as_mut().unwrap().min_replicas = Some(2);
+        let mut no_inputs = later(sample_run());
+        no_inputs.inputs = None;
+        let mut specs = later(sample_run());
+        specs.metrics.pop();
+        vec![
+            ("same", later(sample_run())),
+            ("usage", usage),
+            ("message", message),
+            ("pods", pods),
+            ("scalars", scalars),
+            ("inputs", inputs),
+            ("no inputs", no_inputs),
+            ("metric specs", specs),
+        ]
+    }
+
+    #[test]
+    fn a_tail_over_the_logged_body_gives_the_run_back_exactly() {
+        let logged = run_to_record(&sample_run(), 50);
+        for (what, next) in variations() {
+            let record = run_to_record(&next, 50);
+            let tail = tail_of(record.clone(), &logged);
+            let back = apply_tail(logged.clone(), &tail);
+            assert_eq!(back, record, "{what}");
+            assert_eq!(run_from_record(&back).unwrap(), next, "{what}");
+            // Only what differs is in the tail.
+            assert_eq!(
+                tail.decision.is_some(),
+                record.decision != logged.decision,
+                "{what}"
+            );
+            let parts = tail.decision.as_ref().map(|d| {
+                (
+                    !d.conditions.is_empty(),
+                    !d.metrics.is_empty(),
+                    d.current_replicas != 0 || d.scale_up_limit.is_some(),
+                )
+            });
+            let expected = match what {
+                "usage" | "pods" => Some((false, true, false)),
+                "message" => Some((true, false, false)),
+                "scalars" => Some((false, false, true)),
+                _ => None,
+            };
+            assert_eq!(parts, expected, "{what}");
+            assert_eq!(
+                tail.metrics.is_some(),
+                record.metrics != logged.metrics,
+                "{what}"
+            );
+        }
+        let same = tail_of(run_to_record(&variations()[0].1, 50), &logged);
+        assert_eq!(
+            same,
+            pb::RunTail {
+                seq: 7,
+                count: 7,
+                first_time_ms: 1_767_225_630_000,
+                last_time_delta_ms: 90_000,
+                ..pb::RunTail::default()
+            }
+        );
+    }
+
+    /// Version 3 (a state record whose newest run is a tail), byte for byte: the history
+    /// (as in version 2), `next_seq`, `log_len`, then the tail: seq, count, first time, last
+    /// time delta, the decision with only the metric outcomes (they changed), and the flags
+    /// `logged_conditions`, `logged_extensions`, `logged_scalars`.
+    const GOLDEN_V3_STATE: &str = "03 0a1c0801120204081a09e0f4d8edee66b0ea01220908021090dfdaedee66 1008 1803 2a4c 0807 1007 18e0f4d8edee66 20a0fe0a 2a35 221f12100804105b188407291f85eb51b81efd3f220b080212057765622d322801 221208011a0e080a120a6e6f2073616d706c6573 3001 5801 6001";
+
+    #[test]
+    fn version_3_state_records_are_byte_for_byte_golden() {
+        let logged = run_to_record(&sample_run(), 50);
+        let (_, usage) = variations().swap_remove(1);
+        let bytes = record::encode_versioned(
+            record::VERSION_STATE_TAIL,
+            &pb::HpaState {
+                history: Some(history_to_record(&sample_history())),
+                next_seq: 8,
+                log_len: 3,
+                pending: None,
+                pending_tail: Some(tail_of(run_to_record(&usage, 50), &logged)),
+            },
+        );
+        assert_eq!(
+            hex(&bytes),
+            GOLDEN_V3_STATE.replace(' ', ""),
+            "version-3 state record bytes changed"
+        );
+        let back: pb::HpaState = record::decode_binary("state", "k", &bytes[1..]).unwrap();
+        let run = apply_tail(logged, &back.pending_tail.unwrap());
+        assert_eq!(run_from_record(&run).unwrap(), usage);
     }
 
     #[test]

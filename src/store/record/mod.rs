@@ -9,6 +9,9 @@
 //!   ([`pb`]), with explicit conversions to and from the engine's types ([`codes`] for the
 //!   enums), so that renaming an engine field or variant does not change what is on disk.
 //!
+//! * version 3 (HPA state records only): the version-2 `HpaState` whose newest run is held
+//!   as a tail over the run's body logged in `hpa_decisions` ([`hpa::tail_of`]).
+//!
 //! The VPA state ([`vpa`]) is written as version 2 too; a version-1 (JSON) VPA record is
 //! read as before and rewritten as version 2 by the target's next RecordUsage.
 
@@ -34,10 +37,20 @@ pub(crate) const VERSION_JSON: u8 = 1;
 /// prost records (format 2).
 pub(crate) const VERSION_BINARY: u8 = 2;
 
+/// An HPA state record whose newest run is a tail over its logged body (`HpaState` with
+/// `pending_tail`): the prost message of version 2, under its own version byte so that a
+/// build that does not know tails refuses the record instead of missing the newest run.
+pub(crate) const VERSION_STATE_TAIL: u8 = 3;
+
 /// Encodes a prost record as `[VERSION_BINARY] ++ message`.
 pub(crate) fn encode_binary<M: prost::Message>(message: &M) -> Vec<u8> {
+    encode_versioned(VERSION_BINARY, message)
+}
+
+/// Encodes a prost record as `[version] ++ message`.
+pub(crate) fn encode_versioned<M: prost::Message>(version: u8, message: &M) -> Vec<u8> {
     let mut out = Vec::with_capacity(1 + message.encoded_len());
-    out.push(VERSION_BINARY);
+    out.push(version);
     // Writing into a Vec cannot run out of room.
     let _ = message.encode(&mut out);
     out
