@@ -261,7 +261,11 @@ pub async fn serve_secured<S: HistoryStore + VerticalStore>(
             interval: config.flush_interval,
         },
     };
-    let durability = Arc::new(Durability::start(Arc::clone(&store), mode));
+    let durability = Arc::new(Durability::start_with_delay(
+        Arc::clone(&store),
+        mode,
+        config.commit_delay,
+    ));
     let service = HorizontalService::new(
         Arc::clone(&store),
         Arc::clone(&durability),
