@@ -821,6 +821,90 @@ mod tests {
         ));
     }
 
+    /// The pods and their maps are moved, not walked in order: the violations still come in
+    /// request order for lists and key order for maps, every sample's own after its name's.
+    #[test]
+    fn violations_of_moved_pods_and_maps_keep_their_order() {
+        let limits = Limits::default();
+        let bad_window = || pb::MetricSample {
+            value_milli: Some(1),
+            window: Some(prost_types::Duration {
+                seconds: -1,
+                nanos: 0,
+            }),
+            ..Default::default()
+        };
+        let bad_time = || pb::MetricSample {
+            timestamp: Some(Timestamp {
+                seconds: 0,
+                nanos: -1,
+            }),
+            ..bad_window()
+        };
+        let pod = |name: &str| pb::PodSample {
+            name: name.into(),
+            requests_milli: HashMap::from([
+                ("memory".to_owned(), -1),
+                ("cpu".to_owned(), -2),
+                (String::new(), 3),
+            ]),
+            metrics: HashMap::from([
+                ("z".to_owned(), bad_window()),
+                ("a".to_owned(), bad_time()),
+                (String::new(), pb::MetricSample::default()),
+                ("m".to_owned(), pb::MetricSample::default()),
+            ]),
+            ..Default::default()
+        };
+        let mut req = valid();
+        req.pods = vec![pod("p"), pod("q"), pod("p")];
+        req.orphan_pod_metrics = vec![
+            pb::OrphanPodMetrics {
+                pod_name: "q".into(),
+                metrics: HashMap::from([("b".to_owned(), bad_window())]),
+            },
+            pb::OrphanPodMetrics {
+                pod_name: "o".into(),
+                ..Default::default()
+            },
+            pb::OrphanPodMetrics {
+                pod_name: "o".into(),
+                ..Default::default()
+            },
+            pb::OrphanPodMetrics::default(),
+        ];
+        req.object_metrics_milli = HashMap::from([(String::new(), 1), ("x".to_owned(), 2)]);
+        req.unavailable_metrics = vec!["cpu".into(), String::new()];
+        let pod_fields = |i: usize| {
+            [
+                format!("pods[{i}].requests_milli"),
+                format!("pods[{i}].requests_milli[cpu]"),
+                format!("pods[{i}].requests_milli[memory]"),
+                format!("pods[{i}].metrics"),
+                format!("pods[{i}].metrics[a].timestamp"),
+                format!("pods[{i}].metrics[a].window"),
+                format!("pods[{i}].metrics[z].window"),
+            ]
+        };
+        let mut expected = Vec::new();
+        expected.extend(pod_fields(0));
+        expected.extend(pod_fields(1));
+        expected.push("pods[2].name".to_owned());
+        expected.extend(pod_fields(2));
+        expected.extend(
+            [
+                "orphan_pod_metrics[0].pod_name",
+                "orphan_pod_metrics[0].metrics[b].window",
+                "orphan_pod_metrics[2].pod_name",
+                "orphan_pod_metrics[3].pod_name",
+                "object_metrics_milli",
+                "unavailable_metrics[1]",
+            ]
+            .map(str::to_owned),
+        );
+        assert_eq!(fields(recommend_request(req, &ctx(&limits))), expected);
+    }
+
     #[test]
     fn trusted_request_time_is_used() {
         let limits = Limits::default();
