@@ -7,7 +7,11 @@
 //! is installed and they cost a few atomic loads. This module depends on no other module of
 //! the crate, so the store and the API can both record into it.
 
-use std::{net::SocketAddr, time::Duration};
+use std::{
+    net::SocketAddr,
+    sync::atomic::{AtomicBool, Ordering},
+    time::Duration,
+};
 
 use metrics::{Unit, counter, describe_counter, describe_histogram, histogram};
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder};
@@ -39,6 +43,15 @@ pub(crate) const TLS_HANDSHAKE_FAILURES_TOTAL: &str = "autoscaled_tls_handshake_
 /// `result` (`ok`, `error`: the previous material stays in force).
 pub(crate) const SECURITY_RELOADS_TOTAL: &str = "autoscaled_security_reloads_total";
 
+/// Set once the Prometheus recorder is installed. Without it the facade's no-op recorder
+/// drops every value, but building a key still allocates (labels are copied into it, the
+/// request counter's `method` and `code` twice each): the recording functions return first.
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+fn installed() -> bool {
+    INSTALLED.load(Ordering::Relaxed)
+}
+
 /// Latency buckets, seconds: 100 µs to 10 s.
 const SECONDS_BUCKETS: &[f64] = &[
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
@@ -58,6 +71,7 @@ pub(crate) fn install(listen: SocketAddr) -> Result<(), BuildError> {
             BATCH_BUCKETS,
         )?
         .install()?;
+    INSTALLED.store(true, Ordering::Relaxed);
     describe();
     Ok(())
 }
@@ -124,6 +138,9 @@ fn describe() {
 /// One answered gRPC request. `method` must come from the served routes (callers map an
 /// unknown path to `unknown`), so the label stays bounded.
 pub(crate) fn grpc_request(method: &str, code: &str, elapsed: Duration) {
+    if !installed() {
+        return;
+    }
     let labels = [("method", method.to_owned()), ("code", code.to_owned())];
     counter!(REQUESTS_TOTAL, &labels).increment(1);
     histogram!(REQUEST_DURATION, &labels).record(elapsed.as_secs_f64());
@@ -137,6 +154,9 @@ pub(crate) fn hpa_decision(
     scaling_limited: &'static str,
     rescale_up: Option<bool>,
 ) {
+    if !installed() {
+        return;
+    }
     counter!(
         HPA_DECISIONS_TOTAL,
         "path" => path,
@@ -152,16 +172,25 @@ pub(crate) fn hpa_decision(
 
 /// The write plus durability wait of one recorded decision.
 pub(crate) fn store_commit(elapsed: Duration) {
+    if !installed() {
+        return;
+    }
     histogram!(STORE_COMMIT_DURATION).record(elapsed.as_secs_f64());
 }
 
 /// A commit refused because another replica changed the target first.
 pub(crate) fn store_conflict() {
+    if !installed() {
+        return;
+    }
     counter!(STORE_CONFLICTS_TOTAL).increment(1);
 }
 
 /// One group-commit flush covering `batch` writes.
 pub(crate) fn store_flush(batch: u64, elapsed: Duration) {
+    if !installed() {
+        return;
+    }
     histogram!(STORE_FLUSH_DURATION).record(elapsed.as_secs_f64());
     // Precision loss above 2^53 writes in one flush is irrelevant for a histogram.
     histogram!(STORE_FLUSH_BATCH_SIZE).record(batch as f64);
@@ -169,21 +198,33 @@ pub(crate) fn store_flush(batch: u64, elapsed: Duration) {
 
 /// One call refused by the authorization file; `verb` is one of the four verbs or `unmapped`.
 pub(crate) fn authz_denied(verb: &'static str) {
+    if !installed() {
+        return;
+    }
     counter!(AUTHZ_DENIED_TOTAL, "verb" => verb).increment(1);
 }
 
 /// One call refused for want of a valid identity.
 pub(crate) fn authn_failure(reason: &'static str) {
+    if !installed() {
+        return;
+    }
     counter!(AUTHN_FAILURES_TOTAL, "reason" => reason).increment(1);
 }
 
 /// One failed TLS handshake.
 pub(crate) fn tls_handshake_failure() {
+    if !installed() {
+        return;
+    }
     counter!(TLS_HANDSHAKE_FAILURES_TOTAL).increment(1);
 }
 
 /// One reload of `file` (`tls` or `authz`), `ok` or not.
 pub(crate) fn security_reload(file: &'static str, ok: bool) {
+    if !installed() {
+        return;
+    }
     let result = if ok { "ok" } else { "error" };
     counter!(SECURITY_RELOADS_TOTAL, "file" => file, "result" => result).increment(1);
 }

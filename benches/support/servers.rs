@@ -21,6 +21,12 @@ use tonic::{Request, Response, Status, transport::server::TcpIncoming};
 
 use super::steady_state::PODS;
 
+/// The server binary's allocator (`src/main.rs`), so that the no-op server (this binary
+/// re-executed) pays for its allocations what `autoscaled` would: a comparison with glibc's
+/// malloc on one side and mimalloc on the other would credit the allocator to the handler.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Set in the environment of the re-executed benchmark binary that serves the no-op service.
 const NOOP_SERVER_ENV: &str = "AUTOSCALED_LOAD_NOOP_SERVER";
 

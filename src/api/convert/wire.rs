@@ -1,7 +1,7 @@
 //! What every direction and RPC shares: the collection of field violations, their paths, and
 //! the wire's scalars (target keys, timestamps, durations) with their ranges.
 
-use std::{collections::HashMap, fmt, time::Duration};
+use std::{fmt, time::Duration};
 
 use prost_types::{Duration as PbDuration, Timestamp};
 
@@ -116,14 +116,6 @@ pub(crate) fn check_target_key(v: &mut Violations, key: &str, limits: &Limits) {
     } else if key.chars().any(char::is_control) {
         v.add("target_key", "must not contain control characters");
     }
-}
-
-/// A map's entries by name, so that violations come in a stable order (a sorted `Vec`: most
-/// maps hold one entry, and a `BTreeMap` would allocate a node for it).
-pub(crate) fn sorted<V>(map: &HashMap<String, V>) -> Vec<(&String, &V)> {
-    let mut entries: Vec<_> = map.iter().collect();
-    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    entries
 }
 
 /// A protobuf `Timestamp` within 0001-01-01 … 9999-12-31 with nanos in range, as milliseconds.
