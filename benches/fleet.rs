@@ -662,15 +662,19 @@ fn measure(
         latency: Histogram::new_with_bounds(1, 60_000_000, 3)?,
     };
     for round in first_round..first_round + rounds {
-        let before = proc_cpu_ticks(pid)?;
+        let (before, io_before) = (proc_cpu_ticks(pid)?, proc_io(pid)?);
         let result = runtime.block_on(fleet.round(server.addr, round, true))?;
         let ticks = proc_cpu_ticks(pid)? - before;
+        let written = proc_io(pid)?.0 - io_before.0;
+        let calls = (result.ok + result.errors).max(1) as f64;
         eprintln!(
-            "  {} round {round} ({} targets): {:.0} req/s, server CPU {:.0} µs per call",
+            "  {} round {round} ({} targets): {:.0} req/s, server CPU {:.0} µs per call, \
+             write_bytes {:.0} B per call",
             server.name,
             fleet.targets,
             result.per_second(),
-            ticks as f64 * 1e6 / tck as f64 / (result.ok + result.errors).max(1) as f64
+            ticks as f64 * 1e6 / tck as f64 / calls,
+            written as f64 / calls
         );
         total.add(result)?;
     }
