@@ -28,10 +28,12 @@ fi
 cargo build --quiet --bin autoscaled
 BIN=target/debug/autoscaled
 WORK=$(mktemp -d)
-PIDS=()
+# `start` runs inside $(...), a subshell: the pids go to a file, not to a variable, or the
+# cleanup would find none and leave the servers running.
 cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
+  if [ -f "$WORK/pids" ]; then
+    while read -r pid; do kill "$pid" 2>/dev/null || true; done <"$WORK/pids"
+  fi
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -41,7 +43,7 @@ start() { # name, then the command
   local name=$1; shift
   mkfifo "$WORK/$name.out"
   "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
-  PIDS+=($!)
+  echo "$!" >>"$WORK/pids"
   exec {fd}<"$WORK/$name.out"
   read -r -u "$fd" line
   echo "$line"
