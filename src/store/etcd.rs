@@ -67,7 +67,7 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity
 use super::{
     Db, DecisionEntry, HistoryStore, KeyPage, Run, Seen, StoreError, TargetState,
     db::{Records, Space, Versioned},
-    hpa::{StoredState, decode_run},
+    hpa::{StoredState, runs_with_pending},
     keys,
     record::{self, hpa},
     vpa,
@@ -953,24 +953,11 @@ impl HistoryStore for EtcdStore {
             key: prefix,
             ..Default::default()
         })?;
-        let mut out = Vec::new();
-        for kv in &response.kvs {
-            let log_key = self.log_part(&kv.key);
-            // The newest run's logged body, or a copy a crash left: the state's run is whole.
-            if pending
-                .as_ref()
-                .is_some_and(|p| keys::decision_key_seq(log_key) == Some(p.seq))
-            {
-                continue;
-            }
-            out.push(decode_run(key, log_key, &kv.value)?);
-        }
-        out.extend(pending);
-        let skip = out
-            .len()
-            .saturating_sub(self.options.decision_log_len.max(1));
-        out.drain(..skip);
-        Ok(out)
+        let logged = response
+            .kvs
+            .iter()
+            .map(|kv| Ok((self.log_part(&kv.key), &kv.value)));
+        runs_with_pending(key, pending, logged, self.options.decision_log_len)
     }
 
     fn list_keys(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError> {

@@ -30,7 +30,7 @@
 //! and syncs the log buffer twice per call (two `pwrite` + two `sync_file_range`, and each
 //! wakes all of sled's I/O threads), whatever our durability mode.
 //!
-//! The record codec ([`StoredState`], [`decode_run`]) is shared with the etcd backend, which
+//! The record codec ([`StoredState`], [`runs_with_pending`]) is shared with the etcd backend, which
 //! writes the same records under its own keys.
 
 use std::time::Duration;
@@ -280,6 +280,35 @@ pub(super) fn decode_run(
     }
 }
 
+/// A target's decision log as readers see it (both backends): its logged runs, `(log key,
+/// value)` oldest first, then its newest run from the state record. The logged copy of the
+/// newest run (its body under a tail, or a copy a crash left between the two writes of a
+/// commit) gives way to the state's complete one, and entries a crash kept from being trimmed
+/// are not shown: at most `decision_log_len` runs.
+pub(super) fn runs_with_pending<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+    key: &str,
+    pending: Option<DecisionEntry>,
+    logged: impl IntoIterator<Item = Result<(K, V), StoreError>>,
+    decision_log_len: usize,
+) -> Result<Vec<DecisionEntry>, StoreError> {
+    let mut out = Vec::new();
+    for item in logged {
+        let (log_key, value) = item?;
+        let log_key = log_key.as_ref();
+        if pending
+            .as_ref()
+            .is_some_and(|p| keys::decision_key_seq(log_key) == Some(p.seq))
+        {
+            continue;
+        }
+        out.push(decode_run(key, log_key, value.as_ref())?);
+    }
+    out.extend(pending);
+    let skip = out.len().saturating_sub(decision_log_len.max(1));
+    out.drain(..skip);
+    Ok(out)
+}
+
 fn tx_error(e: TransactionError<StoreError>) -> StoreError {
     match e {
         TransactionError::Abort(e) => e,
@@ -433,26 +462,11 @@ impl HpaTrees {
 
     pub(super) fn decisions(&self, key: &str) -> Result<Vec<DecisionEntry>, StoreError> {
         let pending = self.read_state(key)?.and_then(|s| s.pending);
-        let mut out = Vec::new();
-        for item in self.decisions.scan_prefix(keys::decision_prefix(key)) {
-            let (k, v) = item?;
-            // The newest run's logged body (under its tail, or a copy a crash left between
-            // the two writes of a commit): the state's run is the complete one.
-            if pending
-                .as_ref()
-                .is_some_and(|p| keys::decision_key_seq(&k) == Some(p.seq))
-            {
-                continue;
-            }
-            out.push(decode_run(key, &k, &v)?);
-        }
-        out.extend(pending);
-        // Entries a crash kept from being trimmed are not shown.
-        let skip = out
-            .len()
-            .saturating_sub(self.options.decision_log_len.max(1));
-        out.drain(..skip);
-        Ok(out)
+        let logged = self
+            .decisions
+            .scan_prefix(keys::decision_prefix(key))
+            .map(|item| item.map_err(StoreError::from));
+        runs_with_pending(key, pending, logged, self.options.decision_log_len)
     }
 
     pub(super) fn list_keys(
