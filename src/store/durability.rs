@@ -227,12 +227,8 @@ async fn strict_flusher(
             store.flush().map(|()| target)
         })
         .await;
-        let target = match &result {
-            Ok(Ok(target)) => *target,
-            _ => waiting,
-        };
         match result {
-            Ok(Ok(_)) => {
+            Ok(Ok(target)) => {
                 crate::metrics::store_flush(target - through, started.elapsed());
                 through = target;
                 flushed.send_modify(|f| {
@@ -245,13 +241,13 @@ async fn strict_flusher(
                 // A failed flush makes the store reopen from disk (`SledStore::guarded`),
                 // dropping every write not yet durable, including those made while this
                 // flush ran: fail every ticket handed out until now, not only up to
-                // `target`, or a later successful flush would acknowledge a lost write.
-                let upto = written.load(Ordering::SeqCst).max(target);
+                // `waiting`, or a later successful flush would acknowledge a lost write.
+                let upto = written.load(Ordering::SeqCst).max(waiting);
                 flushed.send_modify(|f| f.failed = Some((upto, e.to_string())));
             }
             Err(e) => {
                 tracing::error!(error = %e, "flush task failed");
-                flushed.send_modify(|f| f.failed = Some((target, e.to_string())));
+                flushed.send_modify(|f| f.failed = Some((waiting, e.to_string())));
             }
         }
     }
