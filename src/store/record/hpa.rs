@@ -882,17 +882,8 @@ mod tests {
         let mut next = sample_run();
         next.run.count += 1;
         next.time = next.time.plus(Duration::from_secs(15));
-        let tail = record::encode_versioned(
-            record::VERSION_STATE_TAIL,
-            &pb::HpaState {
-                history: Some(history_to_record(&history)),
-                next_seq: 12,
-                log_len: 11,
-                pending: None,
-                pending_tail: Some(tail_of(run_to_record(&next, 50), &logged)),
-            },
-        );
         let run_tail = tail_of(run_to_record(&next, 50), &logged);
+        let tail = crate::store::hpa::StoredState::encode_tail(&history, 12, 11, run_tail.clone());
         println!(
             "steady-state state record: {} B with the run whole (version 2), {} B as a tail \
              (version 3, of which the tail {} B)",
