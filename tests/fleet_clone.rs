@@ -6,7 +6,6 @@
 
 use std::{
     path::Path,
-    process::Command,
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
@@ -65,15 +64,6 @@ async fn history(
 }
 
 /// SIGTERM (the server flushes and exits), then wait.
-fn stop(server: &mut binary::Server) {
-    let status = Command::new("kill")
-        .args(["-TERM", &server.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    server.child.wait().unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clones_of_warmed_targets_are_read_back_as_their_own_history() {
     let dir = tempfile::tempdir().unwrap();
@@ -93,7 +83,7 @@ async fn clones_of_warmed_targets_are_read_back_as_their_own_history() {
             c.recommend(request(target, t0, round)).await.unwrap();
         }
     }
-    stop(&mut server);
+    server.terminate();
 
     let report = fleet_clone::clone(&folder, SOURCES, TARGETS).unwrap();
     assert!(report.records_per_target >= 1, "{report:?}");

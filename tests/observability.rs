@@ -8,7 +8,6 @@ mod common;
 use std::{
     io::{Read, Write},
     net::{SocketAddr, TcpListener, TcpStream},
-    process::Command,
     time::Duration,
 };
 
@@ -62,17 +61,6 @@ fn recommend_request(key: &str) -> pb::RecommendRequest {
     fixtures::recommend(key).cpu_usage_milli(900).build()
 }
 
-/// Sends SIGTERM (what Kubernetes sends) and waits for a clean exit.
-fn terminate(server: &mut common::Server) {
-    let status = Command::new("kill")
-        .args(["-TERM", &server.child.id().to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(status.success());
-    let exit = server.child.wait().expect("the server exits");
-    assert!(exit.success(), "exit status {exit}");
-}
-
 fn string_attribute<'a>(span: &'a Span, key: &str) -> Option<&'a str> {
     span.attributes.iter().find_map(|kv| match &kv.value {
         Some(v) if kv.key == key => match &v.value {
@@ -117,7 +105,7 @@ async fn recommend_spans_reach_an_otlp_collector_and_continue_the_callers_trace(
         .expect("Recommend succeeds");
     drop(client);
 
-    tokio::task::spawn_blocking(move || terminate(&mut server))
+    tokio::task::spawn_blocking(move || server.terminate())
         .await
         .unwrap();
 

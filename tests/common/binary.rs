@@ -16,6 +16,19 @@ pub struct Server {
     pub addr: SocketAddr,
 }
 
+impl Server {
+    /// Sends SIGTERM (what Kubernetes sends) and waits for a clean exit.
+    pub fn terminate(&mut self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+        let exit = self.child.wait().expect("the server exits");
+        assert!(exit.success(), "exit status {exit}");
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
