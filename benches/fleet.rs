@@ -12,7 +12,8 @@
 //!
 //! Measured for the server process only (the client shares the cores, so its share must not
 //! count): CPU per call (utime + stime from `/proc/PID/stat`), bytes written per call
-//! (`write_bytes` and `wchar` from `/proc/PID/io`), RSS (`VmRSS`), the data folder per target
+//! (`write_bytes` and `wchar` from `/proc/PID/io`, and the sectors written to the data
+//! folder's block device over the same rounds), RSS (`VmRSS`), the data folder per target
 //! (allocated blocks, as `du` counts them), and the start-up time on that folder (SIGTERM, then
 //! a new process on the same folder: time until it listens, and until it answers `GetHistory`
 //! for a stored target). Client side: req/s and latency percentiles of the measured rounds.
@@ -38,6 +39,16 @@
 //! (about 20 minutes on 2 cores, 1.5–2 GB of disk: keep 3 GB free; see `docs/benchmarks.md`).
 //! `FLEET_DATA_DIR` chooses where the temporary data folder goes (default: the system's
 //! temporary directory). Prints a markdown table.
+//!
+//! Why the block device as well as `write_bytes`: the kernel charges `write_bytes` when a
+//! page-cache folio becomes dirty, by the folio's size. With large folios (ext4 has them since
+//! Linux 6.16; the folios that read-ahead built when sled read its file at start-up are up to
+//! 1 MiB or more), a 150-byte `pwrite` into such a folio is charged as the whole folio, while
+//! writeback sends only the dirty blocks to the device. So on those kernels `write_bytes`
+//! overstates what reaches the disk, by up to hundreds of times once sled writes into reused
+//! segments; the device's own counter (`/sys/dev/block/MAJ:MIN/stat`, sectors written) is what
+//! reached the disk, from every writer on it. The no-op's rounds measure the same counter, so
+//! its figure is the background on that device during the run (0 on a quiet machine).
 
 use std::{
     path::Path,
@@ -101,6 +112,12 @@ fn main() -> anyhow::Result<()> {
         None => tempfile::tempdir()?,
     };
     let folder = data.path().join("sled");
+    let disk = BlockDevice::of(data.path());
+    match &disk {
+        Some(d) => eprintln!("  block device of the data folder: {}", d.stat),
+        None => eprintln!("  the data folder is on no block device: device writes not measured"),
+    }
+    let disk = disk.as_ref();
     let t0 = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
     let t0 = i64::try_from(t0)?;
     let fleet = Fleet::new(targets, t0);
@@ -137,7 +154,15 @@ fn main() -> anyhow::Result<()> {
     // the cloned folder.
     let mut cloned = None;
     if let Some(sources) = sources {
-        let small = measure(&runtime, &warmed, &real, pid, next_round, measure_rounds)?;
+        let small = measure(
+            &runtime,
+            &warmed,
+            &real,
+            pid,
+            disk,
+            next_round,
+            measure_rounds,
+        )?;
         let small_rss = proc_status_kib(pid, "VmRSS:")?;
         let small_stored = folder_bytes(&folder)?;
         next_round += measure_rounds;
@@ -177,7 +202,15 @@ fn main() -> anyhow::Result<()> {
         });
     }
 
-    let real_result = measure(&runtime, &fleet, &real, pid, next_round, measure_rounds)?;
+    let real_result = measure(
+        &runtime,
+        &fleet,
+        &real,
+        pid,
+        disk,
+        next_round,
+        measure_rounds,
+    )?;
     let stored = folder_bytes(&folder)?;
     let rss = proc_status_kib(pid, "VmRSS:")?;
     let hwm = proc_status_kib(pid, "VmHWM:")?;
@@ -209,6 +242,7 @@ fn main() -> anyhow::Result<()> {
             &warmed,
             &noop,
             noop_pid,
+            disk,
             warmup_rounds,
             measure_rounds,
         )?),
@@ -219,6 +253,7 @@ fn main() -> anyhow::Result<()> {
         &fleet,
         &noop,
         noop_pid,
+        disk,
         next_round,
         measure_rounds,
     )?;
@@ -405,6 +440,10 @@ impl Report<'_> {
                 m.wchar as f64 / calls
             )
         };
+        let device = |m: &Measured| match m.device_bytes {
+            Some(bytes) => format!("{:.0} B", bytes as f64 / calls),
+            None => "not measured".to_owned(),
+        };
         vec![
             (
                 "server CPU per Recommend (utime+stime, /proc), of which kernel",
@@ -426,7 +465,12 @@ impl Report<'_> {
             ),
             ("latency p50 / p99", latency(self.real), latency(self.noop)),
             (
-                "bytes written per call (write_bytes / wchar)",
+                "written to the block device per call (sectors written, every writer on it)",
+                device(self.real),
+                device(self.noop),
+            ),
+            (
+                "bytes written per call (write_bytes, by dirtied folio / wchar)",
                 written(self.real),
                 written(self.noop),
             ),
@@ -643,6 +687,9 @@ struct Measured {
     wchar: u64,
     /// Bytes the server read from the block device (`read_bytes`: page cache misses).
     read_bytes: u64,
+    /// Sectors written to the data folder's block device over the rounds, in bytes (every
+    /// writer on that device; `None` when the folder is on no block device).
+    device_bytes: Option<u64>,
 }
 
 fn measure(
@@ -650,11 +697,13 @@ fn measure(
     fleet: &Fleet,
     server: &Server,
     pid: u32,
+    disk: Option<&BlockDevice>,
     first_round: u64,
     rounds: u64,
 ) -> anyhow::Result<Measured> {
     let tck = clock_ticks()?;
-    let (cpu0, io0) = (proc_user_sys_ticks(pid)?, proc_io(pid)?);
+    let device_written = || disk.map(BlockDevice::bytes_written).transpose();
+    let (cpu0, io0, dev0) = (proc_user_sys_ticks(pid)?, proc_io(pid)?, device_written()?);
     let mut total = RoundResult {
         ok: 0,
         errors: 0,
@@ -662,14 +711,19 @@ fn measure(
         latency: Histogram::new_with_bounds(1, 60_000_000, 3)?,
     };
     for round in first_round..first_round + rounds {
-        let (before, io_before) = (proc_cpu_ticks(pid)?, proc_io(pid)?);
+        let (before, io_before, dev_before) =
+            (proc_cpu_ticks(pid)?, proc_io(pid)?, device_written()?);
         let result = runtime.block_on(fleet.round(server.addr, round, true))?;
         let ticks = proc_cpu_ticks(pid)? - before;
         let written = proc_io(pid)?.0 - io_before.0;
         let calls = (result.ok + result.errors).max(1) as f64;
+        let device = match (dev_before, device_written()?) {
+            (Some(before), Some(after)) => format!("{:.0} B", (after - before) as f64 / calls),
+            _ => "not measured".to_owned(),
+        };
         eprintln!(
             "  {} round {round} ({} targets): {:.0} req/s, server CPU {:.0} µs per call, \
-             write_bytes {:.0} B per call",
+             block device {device} per call, write_bytes {:.0} B per call",
             server.name,
             fleet.targets,
             result.per_second(),
@@ -678,7 +732,7 @@ fn measure(
         );
         total.add(result)?;
     }
-    let (cpu1, io1) = (proc_user_sys_ticks(pid)?, proc_io(pid)?);
+    let (cpu1, io1, dev1) = (proc_user_sys_ticks(pid)?, proc_io(pid)?, device_written()?);
     eprintln!(
         "  {} measured: {:.0} req/s, {} errors",
         server.name,
@@ -692,6 +746,7 @@ fn measure(
         write_bytes: io1.0 - io0.0,
         wchar: io1.1 - io0.1,
         read_bytes: io1.2 - io0.2,
+        device_bytes: dev0.zip(dev1).map(|(before, after)| after - before),
     })
 }
 
@@ -770,6 +825,38 @@ fn proc_user_sys_ticks(pid: u32) -> anyhow::Result<(u64, u64)> {
         .ok_or_else(|| anyhow::anyhow!("unexpected /proc/{pid}/stat"))?;
     let fields: Vec<&str> = after.split_whitespace().collect();
     Ok((fields[11].parse()?, fields[12].parse()?))
+}
+
+/// The block device a folder is on, for the bytes that reached it.
+struct BlockDevice {
+    /// `/sys/dev/block/MAJ:MIN/stat` (a partition has one too).
+    stat: String,
+}
+
+impl BlockDevice {
+    /// The device of `folder`'s file system; `None` when it has no block device (tmpfs,
+    /// overlay: major 0) or the kernel shows no statistics for it.
+    fn of(folder: &Path) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let dev = std::fs::metadata(folder).ok()?.dev();
+        // glibc's gnu_dev_major / gnu_dev_minor.
+        let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+        let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+        let stat = format!("/sys/dev/block/{major}:{minor}/stat");
+        (major != 0 && Path::new(&stat).exists()).then_some(Self { stat })
+    }
+
+    /// Bytes written to the device since boot: field 7 of its `stat`, sectors of 512 bytes
+    /// whatever the device's block size (Documentation/block/stat.rst).
+    fn bytes_written(&self) -> anyhow::Result<u64> {
+        let stat = std::fs::read_to_string(&self.stat)?;
+        let sectors: u64 = stat
+            .split_whitespace()
+            .nth(6)
+            .ok_or_else(|| anyhow::anyhow!("no sectors-written field in {}", self.stat))?
+            .parse()?;
+        Ok(sectors * 512)
+    }
 }
 
 /// (`write_bytes`, `wchar`, `read_bytes`) of `/proc/PID/io`.
