@@ -81,17 +81,29 @@ fn decode_checked<U: Message + Default + 'static, B: Buf>(
     buf: &mut B,
 ) -> Result<Option<U>, Status> {
     let on_server = context::with(|_| ()).is_some();
-    if let Some(schema) = wire_limits::schema_of::<U>() {
-        // tonic hands the whole (decompressed) message in one contiguous buffer.
-        let bytes = buf.chunk();
-        if bytes.len() == buf.remaining()
-            && let Some(Err(e)) = context::with(|c| wire_limits::check(schema, bytes, &c.limits))
-        {
-            tracing::debug!(peer = %context::peer(), error = %e, "request over a limit");
-            return Err(e.into());
-        }
+    // tonic hands the whole (decompressed) message in one contiguous buffer.
+    let contiguous = buf.chunk().len() == buf.remaining();
+    if contiguous
+        && let Some(schema) = wire_limits::schema_of::<U>()
+        && let Some(Err(e)) = context::with(|c| wire_limits::check(schema, buf.chunk(), &c.limits))
+    {
+        tracing::debug!(peer = %context::peer(), error = %e, "request over a limit");
+        return Err(e.into());
     }
-    U::decode(buf).map(Some).map_err(|e| {
+    // Decoded from the plain slice when contiguous: prost reads every varint and field header
+    // through `Buf`, and tonic's `DecodeBuf` over a `BytesMut` pays a bounds-checked
+    // `advance` per read (`BytesMut::advance_unchecked`); on a slice that is a pointer bump.
+    // Same bytes, same message: 76k -> 52k instructions per fleet Recommend (callgrind).
+    let decoded = if contiguous {
+        let bytes = buf.chunk();
+        let len = bytes.len();
+        let decoded = U::decode(bytes);
+        buf.advance(len);
+        decoded
+    } else {
+        U::decode(buf)
+    };
+    decoded.map(Some).map_err(|e| {
         if on_server {
             tracing::debug!(peer = %context::peer(), error = %e, "request body does not decode");
             ApiError::InvalidArgument(vec![InvalidInput::new(
