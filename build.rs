@@ -41,9 +41,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         fds.encode_to_vec(),
     )?;
     // Our codec: wire limits before decoding, and INVALID_ARGUMENT for a body that does not
-    // decode (`src/api/codec.rs`).
+    // decode (`src/api/codec.rs`). Maps as `BTreeMap`: a Recommend carries two maps per pod,
+    // which `HashMap` decoded with a fresh SipHash `RandomState` and table each, and the
+    // engine keys them in order anyway (same wire format; maps are encoded in key order).
     tonic_prost_build::configure()
         .codec_path("crate::api::codec::Codec")
+        .btree_map(".autoscaled.v1")
         .compile_fds(fds)?;
     let etcd = protox::compile(ETCD_PROTOS, ["proto"])?;
     tonic_prost_build::configure()

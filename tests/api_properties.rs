@@ -2,7 +2,7 @@
 //! extreme timestamps and durations, unknown enum values) go through conversion and, when
 //! accepted, the engine; the result is a decision or a named field violation.
 
-use std::{collections::HashMap, time::Duration};
+use std::{collections::BTreeMap, time::Duration};
 
 use autoscaled::{
     api::{
@@ -123,8 +123,8 @@ fn pod() -> impl Strategy<Value = pb::PodSample> {
                     ready,
                     ready_transition_time: transition,
                     start_time: start,
-                    requests_milli: HashMap::from([("cpu".to_owned(), request)]),
-                    metrics: HashMap::from([(
+                    requests_milli: BTreeMap::from([("cpu".to_owned(), request)]),
+                    metrics: BTreeMap::from([(
                         "cpu".to_owned(),
                         pb::MetricSample {
                             value_milli: value,
@@ -193,7 +193,7 @@ fn request() -> impl Strategy<Value = pb::RecommendRequest> {
                         ..Default::default()
                     }),
                     pods,
-                    object_metrics_milli: HashMap::from([("qps".to_owned(), 7)]),
+                    object_metrics_milli: BTreeMap::from([("qps".to_owned(), 7)]),
                     evaluation_time: at,
                     ..Default::default()
                 }

@@ -2,7 +2,7 @@
 //! `server::serve` (so no sleep is needed: connections queue until it accepts), and talks
 //! gRPC to it.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use autoscaled::fixtures::{self, cpu_utilization};
 use autoscaled::{
@@ -39,8 +39,8 @@ fn pod(name: &str, usage_milli: i64) -> pb::PodSample {
         ready: Some(true),
         ready_transition_time: Some(ts(hour_ago)),
         start_time: Some(ts(hour_ago)),
-        requests_milli: HashMap::from([("cpu".to_owned(), 1000)]),
-        metrics: HashMap::from([(
+        requests_milli: BTreeMap::from([("cpu".to_owned(), 1000)]),
+        metrics: BTreeMap::from([(
             "cpu".to_owned(),
             pb::MetricSample {
                 value_milli: Some(usage_milli),

@@ -2,7 +2,7 @@
 //! stabilization and the migration extensions (scale to zero, activation, fallback, pause,
 //! removal candidates, stale samples), with state stored between calls.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use autoscaled::fixtures::cpu_utilization;
 use autoscaled::{
@@ -37,8 +37,8 @@ fn pod(name: &str, usage_milli: i64, at: i64) -> pb::PodSample {
         ready: Some(true),
         ready_transition_time: Some(ts(at - 3600)),
         start_time: Some(ts(at - 3600)),
-        requests_milli: HashMap::from([("cpu".to_owned(), 1000)]),
-        metrics: HashMap::from([(
+        requests_milli: BTreeMap::from([("cpu".to_owned(), 1000)]),
+        metrics: BTreeMap::from([(
             "cpu".to_owned(),
             pb::MetricSample {
                 value_milli: Some(usage_milli),

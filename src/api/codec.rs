@@ -16,12 +16,16 @@
 
 use std::marker::PhantomData;
 
-use prost::{Message, bytes::Buf};
+use prost::{
+    Message,
+    bytes::{Buf, BufMut},
+};
 use tonic::{
     Status,
-    codec::{BufferSettings, DecodeBuf, Decoder as TonicDecoder},
+    codec::{
+        BufferSettings, DecodeBuf, Decoder as TonicDecoder, EncodeBuf, Encoder as TonicEncoder,
+    },
 };
-use tonic_prost::ProstEncoder;
 
 use super::{context, status::ApiError, wire_limits};
 use crate::engine::error::InvalidInput;
@@ -45,15 +49,41 @@ where
 {
     type Encode = T;
     type Decode = U;
-    type Encoder = ProstEncoder<T>;
+    type Encoder = Encoder<T>;
     type Decoder = Decoder<U>;
 
     fn encoder(&mut self) -> Self::Encoder {
-        ProstEncoder::default()
+        Encoder { _pd: PhantomData }
     }
 
     fn decoder(&mut self) -> Self::Decoder {
         Decoder { _pd: PhantomData }
+    }
+}
+
+/// Encodes `T` as `tonic_prost::ProstEncoder` does, but into a `Vec` first, copied into
+/// tonic's buffer at once: prost writes each varint byte and field through `BufMut`, which
+/// on tonic's `EncodeBuf` over a `BytesMut` is an out-of-line call with a capacity check
+/// each (`BytesMut::put_slice`, `encode_varint`); on a `Vec` of the exact length it is
+/// inlined. Same bytes.
+#[derive(Debug, Clone)]
+pub(crate) struct Encoder<T> {
+    _pd: PhantomData<T>,
+}
+
+impl<T: Message> TonicEncoder for Encoder<T> {
+    type Item = T;
+    type Error = Status;
+
+    fn encode(&mut self, item: T, buf: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        let mut bytes = Vec::with_capacity(item.encoded_len());
+        item.encode_raw(&mut bytes);
+        buf.put_slice(&bytes);
+        Ok(())
+    }
+
+    fn buffer_settings(&self) -> BufferSettings {
+        BufferSettings::default()
     }
 }
 
@@ -81,17 +111,29 @@ fn decode_checked<U: Message + Default + 'static, B: Buf>(
     buf: &mut B,
 ) -> Result<Option<U>, Status> {
     let on_server = context::with(|_| ()).is_some();
-    if let Some(schema) = wire_limits::schema_of::<U>() {
-        // tonic hands the whole (decompressed) message in one contiguous buffer.
-        let bytes = buf.chunk();
-        if bytes.len() == buf.remaining()
-            && let Some(Err(e)) = context::with(|c| wire_limits::check(schema, bytes, &c.limits))
-        {
-            tracing::debug!(peer = %context::peer(), error = %e, "request over a limit");
-            return Err(e.into());
-        }
+    // tonic hands the whole (decompressed) message in one contiguous buffer.
+    let contiguous = buf.chunk().len() == buf.remaining();
+    if contiguous
+        && let Some(schema) = wire_limits::schema_of::<U>()
+        && let Some(Err(e)) = context::with(|c| wire_limits::check(schema, buf.chunk(), &c.limits))
+    {
+        tracing::debug!(peer = %context::peer(), error = %e, "request over a limit");
+        return Err(e.into());
     }
-    U::decode(buf).map(Some).map_err(|e| {
+    // Decoded from the plain slice when contiguous: prost reads every varint and field header
+    // through `Buf`, and tonic's `DecodeBuf` over a `BytesMut` pays a bounds-checked
+    // `advance` per read (`BytesMut::advance_unchecked`); on a slice that is a pointer bump.
+    // Same bytes, same message: 76k -> 52k instructions per fleet Recommend (callgrind).
+    let decoded = if contiguous {
+        let bytes = buf.chunk();
+        let len = bytes.len();
+        let decoded = U::decode(bytes);
+        buf.advance(len);
+        decoded
+    } else {
+        U::decode(buf)
+    };
+    decoded.map(Some).map_err(|e| {
         if on_server {
             tracing::debug!(peer = %context::peer(), error = %e, "request body does not decode");
             ApiError::InvalidArgument(vec![InvalidInput::new(

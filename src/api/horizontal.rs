@@ -282,7 +282,7 @@ impl HorizontalAutoscaler for HorizontalService {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
+    use std::collections::BTreeMap;
 
     use super::*;
     use crate::{
@@ -314,8 +314,8 @@ mod tests {
             ready: Some(true),
             ready_transition_time: Some(hour_ago),
             start_time: Some(hour_ago),
-            requests_milli: HashMap::from([("cpu".to_owned(), 1000)]),
-            metrics: HashMap::from([(
+            requests_milli: BTreeMap::from([("cpu".to_owned(), 1000)]),
+            metrics: BTreeMap::from([(
                 "cpu".to_owned(),
                 pb::MetricSample {
                     value_milli: Some(usage_milli),

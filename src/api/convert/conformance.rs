@@ -10,7 +10,7 @@
 //! does: a field one direction gains and the other misses shows up as a round-trip
 //! difference on the first case that uses it.
 
-use std::{collections::HashMap, time::Duration};
+use std::{collections::BTreeMap, time::Duration};
 
 use prost_types::{Duration as PbDuration, Timestamp};
 
@@ -245,9 +245,7 @@ fn pod(p: &Pod) -> pb::PodSample {
     }
 }
 
-fn metric_samples(
-    samples: &std::collections::BTreeMap<String, MetricSample>,
-) -> HashMap<String, pb::MetricSample> {
+fn metric_samples(samples: &BTreeMap<String, MetricSample>) -> BTreeMap<String, pb::MetricSample> {
     samples
         .iter()
         .map(|(name, s)| {

@@ -8,7 +8,7 @@
 //! duration ranges, duplicate names.
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
+    collections::{BTreeMap, BTreeSet},
     time::Duration,
 };
 
@@ -201,10 +201,7 @@ pub fn recommend_request(
         let samples = samples(&mut v, path.field("metrics"), o.metrics, now);
         orphan_samples.insert(o.pod_name, samples);
     }
-    let mut object_metrics = BTreeMap::new();
-    for (name, value) in req.object_metrics_milli {
-        object_metrics.insert(name, value);
-    }
+    let object_metrics = req.object_metrics_milli;
     if object_metrics.contains_key("") {
         v.add("object_metrics_milli", "metric names must not be empty");
     }
@@ -595,58 +592,48 @@ fn pod(v: &mut Violations, path: FieldPath<'_>, p: pb::PodSample, now: Time) -> 
     }
 }
 
-/// Requests and usage: non-negative, named. The entries are moved into the engine's map,
-/// which is then read in key order for the violations (as a sorted copy used to be).
+/// Requests and usage: non-negative, named. The wire's map is already the engine's (a
+/// `BTreeMap`, see `build.rs`): it is checked in key order and kept as it is.
 fn quantities(
     v: &mut Violations,
     path: FieldPath<'_>,
-    map: HashMap<String, i64>,
+    map: BTreeMap<String, i64>,
 ) -> BTreeMap<String, i64> {
-    // Inserted one by one: `collect` would sort through a temporary `Vec`.
-    let mut out = BTreeMap::new();
-    for (name, value) in map {
-        out.insert(name, value);
-    }
-    for (name, value) in &out {
+    for (name, value) in &map {
         if name.is_empty() {
             v.add(path.to_string(), "resource names must not be empty");
         } else if *value < 0 {
             v.add(path.key(name).to_string(), "must not be negative");
         }
     }
-    out
+    map
 }
 
 /// Metric samples; an absent timestamp means "sampled now", an absent window one minute.
-/// The entries are moved in the map's (arbitrary) order; the violations of each are kept
-/// aside, with its name, and reported in key order, as a sorted walk would.
+/// The wire's map is in key order (a `BTreeMap`), so the violations come in key order.
+/// Inserted one by one: `collect` would sort through a temporary `Vec`.
 fn samples(
     v: &mut Violations,
     path: FieldPath<'_>,
-    map: HashMap<String, pb::MetricSample>,
+    map: BTreeMap<String, pb::MetricSample>,
     now: Time,
 ) -> BTreeMap<String, MetricSample> {
     let mut out = BTreeMap::new();
-    let mut rejected: Vec<(String, Violations)> = Vec::new();
     for (name, s) in map {
-        let mut own = Violations::default();
         if name.is_empty() {
-            own.add(path.to_string(), "metric names must not be empty");
+            v.add(path.to_string(), "metric names must not be empty");
         }
         let spath = path.key(&name);
         let timestamp = s
             .timestamp
             .as_ref()
-            .and_then(|t| timestamp(&mut own, spath.field("timestamp"), t))
+            .and_then(|t| timestamp(v, spath.field("timestamp"), t))
             .unwrap_or(now);
         let window = s
             .window
             .as_ref()
-            .and_then(|d| duration(&mut own, spath.field("window"), d))
+            .and_then(|d| duration(v, spath.field("window"), d))
             .unwrap_or(DEFAULT_SAMPLE_WINDOW);
-        if !own.0.is_empty() {
-            rejected.push((name.clone(), own));
-        }
         out.insert(
             name,
             MetricSample {
@@ -655,10 +642,6 @@ fn samples(
                 window,
             },
         );
-    }
-    rejected.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    for (_, own) in rejected {
-        v.0.extend(own.0);
     }
     out
 }
@@ -843,12 +826,12 @@ mod tests {
         };
         let pod = |name: &str| pb::PodSample {
             name: name.into(),
-            requests_milli: HashMap::from([
+            requests_milli: BTreeMap::from([
                 ("memory".to_owned(), -1),
                 ("cpu".to_owned(), -2),
                 (String::new(), 3),
             ]),
-            metrics: HashMap::from([
+            metrics: BTreeMap::from([
                 ("z".to_owned(), bad_window()),
                 ("a".to_owned(), bad_time()),
                 (String::new(), pb::MetricSample::default()),
@@ -861,7 +844,7 @@ mod tests {
         req.orphan_pod_metrics = vec![
             pb::OrphanPodMetrics {
                 pod_name: "q".into(),
-                metrics: HashMap::from([("b".to_owned(), bad_window())]),
+                metrics: BTreeMap::from([("b".to_owned(), bad_window())]),
             },
             pb::OrphanPodMetrics {
                 pod_name: "o".into(),
@@ -873,7 +856,7 @@ mod tests {
             },
             pb::OrphanPodMetrics::default(),
         ];
-        req.object_metrics_milli = HashMap::from([(String::new(), 1), ("x".to_owned(), 2)]);
+        req.object_metrics_milli = BTreeMap::from([(String::new(), 1), ("x".to_owned(), 2)]);
         req.unavailable_metrics = vec!["cpu".into(), String::new()];
         let pod_fields = |i: usize| {
             [
