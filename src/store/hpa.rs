@@ -139,12 +139,9 @@ impl StoredState {
         bytes: &[u8],
         logged: impl FnOnce(&[u8]) -> Result<Option<B>, StoreError>,
     ) -> Result<Self, StoreError> {
-        let body = match bytes.split_first() {
-            Some((&record::VERSION_STATE_TAIL, body)) => body,
-            _ => match record::versioned("state", key, bytes)? {
-                Versioned::Binary(body) => body,
-                Versioned::Json(body) => return Self::decode_json(key, body),
-            },
+        let body = match record::versioned("state", key, bytes, record::VERSION_STATE_TAIL)? {
+            Versioned::Binary(body) => body,
+            Versioned::Json(body) => return Self::decode_json(key, body),
         };
         let r: pb::HpaState = record::decode_binary("state", key, body)?;
         let bad = |m: String| record::corrupt("state", key, &m);
@@ -158,16 +155,20 @@ impl StoredState {
                 let found = logged(&keys::decision_key(key, time, tail.seq))?.ok_or_else(|| {
                     bad(format!("the logged body of run {} is missing", tail.seq))
                 })?;
-                let body: pb::DecisionRun =
-                    match record::versioned("decision", key, found.as_ref())? {
-                        Versioned::Binary(b) => record::decode_binary("decision", key, b)?,
-                        Versioned::Json(_) => {
-                            return Err(bad(format!(
-                                "run {} has a tail over a version-1 record",
-                                tail.seq
-                            )));
-                        }
-                    };
+                let body: pb::DecisionRun = match record::versioned(
+                    "decision",
+                    key,
+                    found.as_ref(),
+                    record::VERSION_BINARY,
+                )? {
+                    Versioned::Binary(b) => record::decode_binary("decision", key, b)?,
+                    Versioned::Json(_) => {
+                        return Err(bad(format!(
+                            "run {} has a tail over a version-1 record",
+                            tail.seq
+                        )));
+                    }
+                };
                 let run = hpa::apply_tail(body.clone(), &tail);
                 (
                     Some(hpa::run_from_record(&run).map_err(bad)?),
@@ -266,7 +267,7 @@ pub(super) fn decode_run(
     log_key: &[u8],
     bytes: &[u8],
 ) -> Result<DecisionEntry, StoreError> {
-    match record::versioned("decision", key, bytes)? {
+    match record::versioned("decision", key, bytes, record::VERSION_BINARY)? {
         Versioned::Binary(body) => {
             let r: pb::DecisionRun = record::decode_binary("decision", key, body)?;
             hpa::run_from_record(&r).map_err(|m| record::corrupt("decision", key, &m))

@@ -200,7 +200,7 @@ pub(crate) fn encode_vertical(key: &str, state: &VerticalState) -> Result<Vec<u8
 /// Decodes a record of either version (version 1: the JSON of builds before the VPA records
 /// of our own; migrated by the target's next write), refusing another engine format.
 pub(crate) fn decode_vertical(key: &str, bytes: &[u8]) -> Result<VerticalState, StoreError> {
-    let state: VerticalState = match record::versioned(KIND, key, bytes)? {
+    let state: VerticalState = match record::versioned(KIND, key, bytes, record::VERSION_BINARY)? {
         record::Versioned::Binary(body) => {
             let r: record::pb::VpaState = record::decode_binary(KIND, key, body)?;
             record::vpa::state_from_record(&r).map_err(|m| record::corrupt(KIND, key, &m))?

@@ -62,21 +62,27 @@ pub(crate) enum Versioned<'a> {
     Binary(&'a [u8]),
 }
 
-/// Splits a stored value; an empty value or an unknown version is refused naming `key`.
+/// Splits a stored value; an empty value or a version newer than `newest` (the newest
+/// version this kind of record has: [`VERSION_STATE_TAIL`] for HPA state records,
+/// [`VERSION_BINARY`] for the others) is refused naming `key` and that version. A version-3
+/// body is the version-2 message (with the state's tail), so it splits as `Binary`.
 pub(crate) fn versioned<'a>(
     kind: &'static str,
     key: &str,
     bytes: &'a [u8],
+    newest: u8,
 ) -> Result<Versioned<'a>, StoreError> {
     match bytes.split_first() {
         None => Err(corrupt(kind, key, "empty value")),
         Some((&VERSION_JSON, body)) => Ok(Versioned::Json(body)),
-        Some((&VERSION_BINARY, body)) => Ok(Versioned::Binary(body)),
+        Some((&version, body)) if (VERSION_BINARY..=newest).contains(&version) => {
+            Ok(Versioned::Binary(body))
+        }
         Some((&version, _)) => Err(StoreError::UnknownVersion {
             kind,
             key: key.to_owned(),
             version,
-            supported: VERSION_BINARY,
+            supported: newest,
         }),
     }
 }
@@ -96,5 +102,56 @@ pub(crate) fn corrupt(kind: &'static str, key: &str, message: &str) -> StoreErro
         kind,
         key: key.to_owned(),
         message: message.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each kind refuses versions beyond its own newest, and names that newest: a state
+    /// record reads version 3 (tails), a decision or VPA record only up to 2.
+    #[test]
+    fn versions_are_refused_beyond_the_newest_of_their_kind() {
+        let refused = |kind, bytes: &[u8], newest| match versioned(kind, "fleet/a", bytes, newest) {
+            Err(StoreError::UnknownVersion {
+                kind,
+                key,
+                version,
+                supported,
+            }) => (kind, key, version, supported),
+            Err(e) => panic!("{kind}: refused as {e}"),
+            Ok(_) => panic!("{kind}: version {} accepted", bytes[0]),
+        };
+        assert!(matches!(
+            versioned(
+                "state",
+                "fleet/a",
+                &[VERSION_STATE_TAIL, 8],
+                VERSION_STATE_TAIL
+            ),
+            Ok(Versioned::Binary(&[8]))
+        ));
+        assert!(matches!(
+            versioned("state", "fleet/a", &[VERSION_BINARY, 8], VERSION_STATE_TAIL),
+            Ok(Versioned::Binary(&[8]))
+        ));
+        assert!(matches!(
+            versioned("decision", "fleet/a", &[VERSION_JSON, b'{'], VERSION_BINARY),
+            Ok(Versioned::Json(b"{"))
+        ));
+        assert_eq!(
+            refused("state", &[4, 8], VERSION_STATE_TAIL),
+            ("state", "fleet/a".to_owned(), 4, 3)
+        );
+        assert_eq!(
+            refused("decision", &[VERSION_STATE_TAIL, 8], VERSION_BINARY),
+            ("decision", "fleet/a".to_owned(), 3, 2)
+        );
+        assert_eq!(refused("vpa", &[0], VERSION_BINARY).2, 0);
+        assert!(matches!(
+            versioned("state", "fleet/a", &[], VERSION_STATE_TAIL),
+            Err(StoreError::Corrupt { .. })
+        ));
     }
 }
