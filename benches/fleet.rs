@@ -154,15 +154,7 @@ fn main() -> anyhow::Result<()> {
     // the cloned folder.
     let mut cloned = None;
     if let Some(sources) = sources {
-        let small = measure(
-            &runtime,
-            &warmed,
-            &real,
-            pid,
-            disk,
-            next_round,
-            measure_rounds,
-        )?;
+        let small = measure(&runtime, &warmed, &real, disk, next_round, measure_rounds)?;
         let small_rss = proc_status_kib(pid, "VmRSS:")?;
         let small_stored = folder_bytes(&folder)?;
         next_round += measure_rounds;
@@ -202,15 +194,7 @@ fn main() -> anyhow::Result<()> {
         });
     }
 
-    let real_result = measure(
-        &runtime,
-        &fleet,
-        &real,
-        pid,
-        disk,
-        next_round,
-        measure_rounds,
-    )?;
+    let real_result = measure(&runtime, &fleet, &real, disk, next_round, measure_rounds)?;
     let stored = folder_bytes(&folder)?;
     let rss = proc_status_kib(pid, "VmRSS:")?;
     let hwm = proc_status_kib(pid, "VmHWM:")?;
@@ -241,22 +225,13 @@ fn main() -> anyhow::Result<()> {
             &runtime,
             &warmed,
             &noop,
-            noop_pid,
             disk,
             warmup_rounds,
             measure_rounds,
         )?),
         None => None,
     };
-    let noop_result = measure(
-        &runtime,
-        &fleet,
-        &noop,
-        noop_pid,
-        disk,
-        next_round,
-        measure_rounds,
-    )?;
+    let noop_result = measure(&runtime, &fleet, &noop, disk, next_round, measure_rounds)?;
     let noop_rss = proc_status_kib(noop_pid, "VmRSS:")?;
     drop(noop);
 
@@ -696,12 +671,12 @@ fn measure(
     runtime: &tokio::runtime::Runtime,
     fleet: &Fleet,
     server: &Server,
-    pid: u32,
     disk: Option<&BlockDevice>,
     first_round: u64,
     rounds: u64,
 ) -> anyhow::Result<Measured> {
     let tck = clock_ticks()?;
+    let pid = server_pid(server)?;
     let device_written = || disk.map(BlockDevice::bytes_written).transpose();
     let (cpu0, io0, dev0) = (proc_user_sys_ticks(pid)?, proc_io(pid)?, device_written()?);
     let mut total = RoundResult {
