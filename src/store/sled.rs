@@ -292,6 +292,12 @@ mod tests {
         )
     }
 
+    /// Commits the decision of `replicas` at `secs`, the history recommending the same.
+    fn decide(s: &SledStore, key: &str, replicas: i32, secs: i64) {
+        s.commit(key, &history(replicas, secs), &entry(secs, replicas))
+            .unwrap();
+    }
+
     fn history(replicas: i32, secs: i64) -> History {
         History {
             recommendations: Some(vec![Recommendation {
@@ -348,8 +354,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let s = open(dir.path(), 10);
-            s.commit("a", &history(3, 10), &entry(10, 3)).unwrap();
-            s.commit("a", &history(4, 20), &entry(20, 4)).unwrap();
+            decide(&s, "a", 3, 10);
+            decide(&s, "a", 4, 20);
             s.flush().unwrap();
         }
         let s = open(dir.path(), 10);
@@ -372,11 +378,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 10);
         for t in 0..5 {
-            s.commit("a", &history(3, t * 15), &entry(t * 15, 3))
-                .unwrap();
+            decide(&s, "a", 3, t * 15);
         }
-        s.commit("a", &history(4, 75), &entry(75, 4)).unwrap();
-        s.commit("a", &history(4, 90), &entry(90, 4)).unwrap();
+        decide(&s, "a", 4, 75);
+        decide(&s, "a", 4, 90);
         let log = s.decisions("a").unwrap();
         let runs: Vec<(i32, u64, i64, i64)> = log
             .iter()
@@ -450,8 +455,8 @@ mod tests {
     fn an_extended_run_is_written_as_a_tail_and_read_back_whole() {
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 10);
-        s.commit("a", &history(1, 0), &entry(0, 1)).unwrap();
-        s.commit("a", &history(2, 15), &entry(15, 2)).unwrap();
+        decide(&s, "a", 1, 0);
+        decide(&s, "a", 2, 15);
         let whole = s.state_record_bytes("a").unwrap().unwrap();
         assert_eq!(state_version(&s, "a"), record::VERSION_BINARY);
         for i in 2..6 {
@@ -483,7 +488,7 @@ mod tests {
         assert_eq!(s.decisions("a").unwrap(), runs);
         assert_eq!(s.load("a").unwrap().unwrap().history, history(2, 75));
         // Another outcome closes the run: the log holds it whole, the state a new run whole.
-        s.commit("a", &history(3, 90), &entry(90, 3)).unwrap();
+        decide(&s, "a", 3, 90);
         assert_eq!(state_version(&s, "a"), record::VERSION_BINARY);
         let closed = s.decisions("a").unwrap();
         assert_eq!(closed.len(), 3);
@@ -532,14 +537,14 @@ mod tests {
     fn a_crash_between_the_body_copy_and_the_tail_write_shows_the_run_once() {
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 3);
-        s.commit("a", &history(1, 0), &entry(0, 1)).unwrap();
-        s.commit("a", &history(2, 15), &entry(15, 2)).unwrap();
+        decide(&s, "a", 1, 0);
+        decide(&s, "a", 2, 15);
         // The run's first extension: its body copied into the log, the state write lost.
         let pending = copy_pending_into_log(&s, "a");
         let runs = s.decisions("a").unwrap();
         assert_eq!(runs.len(), 2);
         assert_eq!(runs[1], pending);
-        s.commit("a", &history(2, 30), &entry(30, 2)).unwrap();
+        decide(&s, "a", 2, 30);
         let counts: Vec<u64> = s
             .decisions("a")
             .unwrap()
@@ -563,7 +568,7 @@ mod tests {
     fn a_crash_between_closing_a_tail_and_the_state_write_counts_the_run_once() {
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 3);
-        s.commit("a", &history(1, 0), &entry(0, 1)).unwrap();
+        decide(&s, "a", 1, 0);
         for i in 1..4 {
             s.commit(
                 "a",
@@ -595,10 +600,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 3);
         for i in 0..3 {
-            s.commit("a", &history(1, i * 15), &entry(i * 15, 1))
-                .unwrap();
+            decide(&s, "a", 1, i * 15);
         }
-        s.commit("b", &history(1, 0), &entry(0, 1)).unwrap();
+        decide(&s, "b", 1, 0);
         let trees = s.trees().unwrap();
         for k in trees.decision_keys("a").unwrap() {
             trees.decisions.remove(k).unwrap();
@@ -615,7 +619,7 @@ mod tests {
     fn a_different_reason_starts_a_new_run() {
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 10);
-        s.commit("a", &history(3, 0), &entry(0, 3)).unwrap();
+        decide(&s, "a", 3, 0);
         let mut other = entry(15, 3);
         other.decision.conditions[0].reason = ConditionReason::ScaleDownStabilized;
         s.commit("a", &history(3, 15), &other).unwrap();
@@ -651,12 +655,7 @@ mod tests {
         .unwrap();
         // Runs beginning at 0, 50, 100, ..., each of one decision.
         for i in 0..6 {
-            s.commit(
-                "a",
-                &history(i, i64::from(i) * 50),
-                &entry(i64::from(i) * 50, i),
-            )
-            .unwrap();
+            decide(&s, "a", i, i64::from(i) * 50);
         }
         // At 250 the cutoff is 150: runs that ended by 150 (began 0, 50, 100) are gone.
         assert_eq!(desired(&s, "a"), vec![3, 4, 5]);
@@ -706,7 +705,7 @@ mod tests {
             }
         );
         // The next commit closes that run into the log: still capped with totals.
-        s.commit("a", &history(4, 15), &entry(15, 4)).unwrap();
+        decide(&s, "a", 4, 15);
         assert_eq!(s.decisions("a").unwrap()[0].pod_totals(0).unready, 5);
     }
 
@@ -715,8 +714,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 3);
         for i in 0..7 {
-            s.commit("a", &history(i, i.into()), &entry(i.into(), i))
-                .unwrap();
+            decide(&s, "a", i, i.into());
         }
         // Same time twice: the sequence number keeps both.
         s.commit("a", &history(7, 6), &entry(6, 70)).unwrap();
@@ -730,8 +728,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         for i in 0..30 {
             let s = open(dir.path(), 10);
-            s.commit("a", &history(i, i.into()), &entry(i.into(), i))
-                .unwrap();
+            decide(&s, "a", i, i.into());
             s.flush().unwrap();
         }
         assert_eq!(
@@ -746,13 +743,12 @@ mod tests {
         {
             let s = open(dir.path(), 10);
             for i in 0..6 {
-                s.commit("a", &history(i, i.into()), &entry(i.into(), i))
-                    .unwrap();
+                decide(&s, "a", i, i.into());
             }
             s.flush().unwrap();
         }
         let s = open(dir.path(), 3);
-        s.commit("a", &history(6, 6), &entry(6, 6)).unwrap();
+        decide(&s, "a", 6, 6);
         assert_eq!(desired(&s, "a"), vec![4, 5, 6]);
         assert_eq!(s.load("a").unwrap().unwrap().next_seq, 7);
     }
@@ -816,7 +812,7 @@ mod tests {
         );
         assert_eq!(log[2].run.first_time, Time::from_unix_secs(4));
         assert_eq!(log[2].inputs, None);
-        s.commit("a", &history(5, 5), &entry(5, 5)).unwrap();
+        decide(&s, "a", 5, 5);
         assert_eq!(desired(&s, "a"), vec![3, 4, 5]);
         assert_eq!(
             s.trees().unwrap().state.get("a").unwrap().unwrap()[0],
@@ -857,9 +853,9 @@ mod tests {
         .unwrap();
         s.trees().unwrap().state.insert("a", old).unwrap();
         assert_eq!(desired(&s, "a"), vec![0, 1, 2]);
-        s.commit("a", &history(3, 3), &entry(3, 3)).unwrap();
+        decide(&s, "a", 3, 3);
         assert_eq!(desired(&s, "a"), vec![1, 2, 3]);
-        s.commit("a", &history(4, 4), &entry(4, 4)).unwrap();
+        decide(&s, "a", 4, 4);
         assert_eq!(desired(&s, "a"), vec![2, 3, 4]);
         assert_eq!(s.trees().unwrap().decision_keys("a").unwrap().len(), 2);
     }
@@ -868,14 +864,13 @@ mod tests {
     fn a_crash_between_the_log_copy_and_the_state_write_counts_the_entry_once() {
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 3);
-        s.commit("a", &history(1, 1), &entry(1, 1)).unwrap();
-        s.commit("a", &history(2, 2), &entry(2, 2)).unwrap();
+        decide(&s, "a", 1, 1);
+        decide(&s, "a", 2, 2);
         // Step 1 of the next commit done (the pending run copied into the log), step 3 lost.
         copy_pending_into_log(&s, "a");
         assert_eq!(desired(&s, "a"), vec![1, 2]);
         for i in 3..6 {
-            s.commit("a", &history(i, i.into()), &entry(i.into(), i))
-                .unwrap();
+            decide(&s, "a", i, i.into());
         }
         assert_eq!(desired(&s, "a"), vec![3, 4, 5]);
         assert_eq!(s.trees().unwrap().decision_keys("a").unwrap().len(), 2);
@@ -885,15 +880,15 @@ mod tests {
     fn entries_a_crash_kept_from_being_trimmed_are_not_shown() {
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 2);
-        s.commit("a", &history(1, 1), &entry(1, 1)).unwrap();
+        decide(&s, "a", 1, 1);
         let stale = keys::decision_key("a", Time::from_unix_secs(0), 99);
         s.trees()
             .unwrap()
             .decisions
             .insert(stale, old_entry(0, 0))
             .unwrap();
-        s.commit("a", &history(2, 2), &entry(2, 2)).unwrap();
-        s.commit("a", &history(3, 3), &entry(3, 3)).unwrap();
+        decide(&s, "a", 2, 2);
+        decide(&s, "a", 3, 3);
         assert_eq!(desired(&s, "a"), vec![2, 3]);
     }
 
@@ -902,8 +897,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let s = open(dir.path(), 3);
-            s.commit("a", &history(1, 1), &entry(1, 1)).unwrap();
-            s.commit("b", &history(2, 1), &entry(1, 2)).unwrap();
+            decide(&s, "a", 1, 1);
+            decide(&s, "b", 2, 1);
             let mut bytes = s.trees().unwrap().state.get("a").unwrap().unwrap().to_vec();
             bytes.truncate(bytes.len() / 2);
             s.trees().unwrap().state.insert("a", bytes).unwrap();
@@ -925,7 +920,7 @@ mod tests {
         let err = s.load("v").unwrap_err();
         assert!(err.to_string().contains("encoding version 9"), "{err}");
         assert!(s.load("b").unwrap().is_some());
-        s.commit("b", &history(3, 2), &entry(2, 3)).unwrap();
+        decide(&s, "b", 3, 2);
         // A write to the damaged target fails too: nothing silently replaced.
         assert!(s.commit("a", &history(1, 2), &entry(2, 1)).is_err());
         assert_eq!(
@@ -940,7 +935,7 @@ mod tests {
         let good = dir.path().join("good");
         {
             let s = open(&good, 3);
-            s.commit("a", &history(1, 1), &entry(1, 1)).unwrap();
+            decide(&s, "a", 1, 1);
             s.flush().unwrap();
         }
         let copy = |name: &str| {
@@ -1072,9 +1067,9 @@ mod tests {
     fn delete_removes_state_and_log_of_that_target_only() {
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 3);
-        s.commit("a", &history(1, 1), &entry(1, 1)).unwrap();
-        s.commit("a", &history(2, 2), &entry(2, 2)).unwrap();
-        s.commit("ab", &history(2, 1), &entry(1, 2)).unwrap();
+        decide(&s, "a", 1, 1);
+        decide(&s, "a", 2, 2);
+        decide(&s, "ab", 2, 1);
         assert!(s.delete("a").unwrap());
         assert!(!s.delete("a").unwrap());
         assert_eq!(s.load("a").unwrap(), None);
