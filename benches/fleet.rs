@@ -20,6 +20,13 @@
 //! The no-op server (`support/servers.rs`) gets a warm-up round (of at most 10,000 targets)
 //! and the same measured rounds.
 //!
+//! Where the server's share goes: after the measured rounds, `FLEET_DRY_RUN_ROUNDS` (default:
+//! as many as measured; 0 skips them) more rounds of the same calls with `dry_run` set, on the
+//! same server and data. A dry run reads the target's state and decides exactly as a real call
+//! (conversion, engine, response), but writes nothing and waits for no flush; so the dry run's
+//! CPU per call against the no-op's is what deciding costs, and the real call's against the
+//! dry run's is what the durable write (records, sled, group commit) costs.
+//!
 //! Full windows at a million targets (`FLEET_CLONE_FROM=K`, `0 < K < FLEET_TARGETS`): a
 //! gRPC warm-up of 1 M targets × 21 rounds is 21 M calls, hours on 2 cores. Instead only the
 //! first `K` targets are warmed through gRPC for the full `FLEET_WARMUP_ROUNDS` and measured
@@ -91,6 +98,7 @@ fn main() -> anyhow::Result<()> {
     let targets = usize::try_from(env_u64("FLEET_TARGETS", 10_000))?.max(1);
     let warmup_rounds = env_u64("FLEET_WARMUP_ROUNDS", 21);
     let measure_rounds = env_u64("FLEET_MEASURE_ROUNDS", 2).max(1);
+    let dry_run_rounds = env_u64("FLEET_DRY_RUN_ROUNDS", measure_rounds);
     let clone_from = usize::try_from(env_u64("FLEET_CLONE_FROM", 0))?;
     // Cloning applies when it leaves something to clone.
     let sources = (clone_from > 0 && clone_from < targets).then_some(clone_from);
@@ -205,6 +213,18 @@ fn main() -> anyhow::Result<()> {
     if let Some(checked) = &checked_after {
         eprintln!("  GetHistory after the measured rounds: {checked}");
     }
+    // The same calls as dry runs (read and decide, no write), after the figures of the data.
+    let dry_run = match dry_run_rounds {
+        0 => None,
+        rounds => Some(measure(
+            &runtime,
+            &fleet.dry_run(),
+            &real,
+            disk,
+            next_round + measure_rounds,
+            rounds,
+        )?),
+    };
 
     // Start-up on that data: a graceful stop, then a new process on the same folder.
     stop_gracefully(&mut real)?;
@@ -351,6 +371,29 @@ fn main() -> anyhow::Result<()> {
                 answering.as_secs_f64()
             );
         }
+    }
+    if let Some(dry) = &dry_run {
+        let dry_calls = targets as u64 * dry_run_rounds;
+        let per_call = |m: &Measured, calls: u64| m.cpu_secs * 1e6 / calls as f64;
+        let (real_us, dry_us, noop_us) = (
+            report.real_per_call(),
+            per_call(dry, dry_calls),
+            report.noop_per_call(),
+        );
+        println!(
+            "\nWhere the server's CPU goes, {targets} targets: the same calls as dry runs \
+             ({dry_run_rounds} rounds: read the state and decide, write nothing, wait for no \
+             flush) cost {dry_us:.0} µs per call ({:.0} µs kernel, {:.0} req/s, {} errors), \
+             {:.2}x the no-op's {noop_us:.0} µs: deciding costs {:.0} µs over the no-op; the \
+             real call's {real_us:.0} µs add {:.0} µs for the durable write (records, sled, \
+             group commit).",
+            dry.sys_secs * 1e6 / dry_calls as f64,
+            dry.round.per_second(),
+            dry.round.errors,
+            dry_us / noop_us.max(f64::MIN_POSITIVE),
+            dry_us - noop_us,
+            real_us - dry_us,
+        );
     }
     Ok(())
 }
@@ -556,6 +599,16 @@ impl Fleet {
 
     fn key(&self, target: usize) -> String {
         target_key(target)
+    }
+
+    /// The same calls with `dry_run` set: decided, not recorded.
+    fn dry_run(&self) -> Self {
+        let mut template = (*self.template).clone();
+        template.dry_run = true;
+        Fleet {
+            template: Arc::new(template),
+            ..*self
+        }
     }
 
     /// Every target once, at `t0 + 15 s × round`; latencies recorded when `record`.
