@@ -738,6 +738,11 @@ fn measure(
         elapsed: Duration::ZERO,
         latency: Histogram::new_with_bounds(1, 60_000_000, 3)?,
     };
+    let name = if fleet.template.dry_run {
+        "dry-run"
+    } else {
+        server.name
+    };
     for round in first_round..first_round + rounds {
         let (before, io_before, dev_before) =
             (proc_cpu_ticks(pid)?, proc_io(pid)?, device_written()?);
@@ -750,9 +755,8 @@ fn measure(
             _ => "not measured".to_owned(),
         };
         eprintln!(
-            "  {} round {round} ({} targets): {:.0} req/s, server CPU {:.0} µs per call, \
+            "  {name} round {round} ({} targets): {:.0} req/s, server CPU {:.0} µs per call, \
              block device {device} per call, write_bytes {:.0} B per call",
-            server.name,
             fleet.targets,
             result.per_second(),
             ticks as f64 * 1e6 / tck as f64 / calls,
@@ -762,8 +766,7 @@ fn measure(
     }
     let (cpu1, io1, dev1) = (proc_user_sys_ticks(pid)?, proc_io(pid)?, device_written()?);
     eprintln!(
-        "  {} measured: {:.0} req/s, {} errors",
-        server.name,
+        "  {name} measured: {:.0} req/s, {} errors",
         total.per_second(),
         total.errors
     );
