@@ -63,7 +63,6 @@ async fn history(
     h
 }
 
-/// SIGTERM (the server flushes and exits), then wait.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clones_of_warmed_targets_are_read_back_as_their_own_history() {
     let dir = tempfile::tempdir().unwrap();
