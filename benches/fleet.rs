@@ -373,21 +373,15 @@ fn main() -> anyhow::Result<()> {
         }
     }
     if let Some(dry) = &dry_run {
-        let dry_calls = targets as u64 * dry_run_rounds;
-        let per_call = |m: &Measured, calls: u64| m.cpu_secs * 1e6 / calls as f64;
-        let (real_us, dry_us, noop_us) = (
-            report.real_per_call(),
-            per_call(dry, dry_calls),
-            report.noop_per_call(),
-        );
+        let (dry_us, dry_kernel_us) = dry.cpu_per_call(targets as u64 * dry_run_rounds);
+        let (real_us, noop_us) = (report.real_per_call(), report.noop_per_call());
         println!(
             "\nWhere the server's CPU goes, {targets} targets: the same calls as dry runs \
              ({dry_run_rounds} rounds: read the state and decide, write nothing, wait for no \
-             flush) cost {dry_us:.0} µs per call ({:.0} µs kernel, {:.0} req/s, {} errors), \
-             {:.2}x the no-op's {noop_us:.0} µs: deciding costs {:.0} µs over the no-op; the \
-             real call's {real_us:.0} µs add {:.0} µs for the durable write (records, sled, \
-             group commit).",
-            dry.sys_secs * 1e6 / dry_calls as f64,
+             flush) cost {dry_us:.0} µs per call ({dry_kernel_us:.0} µs kernel, {:.0} req/s, \
+             {} errors), {:.2}x the no-op's {noop_us:.0} µs: deciding costs {:.0} µs over the \
+             no-op; the real call's {real_us:.0} µs add {:.0} µs for the durable write \
+             (records, sled, group commit).",
             dry.round.per_second(),
             dry.round.errors,
             dry_us / noop_us.max(f64::MIN_POSITIVE),
@@ -423,7 +417,7 @@ struct Report<'a> {
 
 impl Report<'_> {
     fn per_call(&self, m: &Measured) -> f64 {
-        m.cpu_secs * 1e6 / self.calls as f64
+        m.cpu_per_call(self.calls).0
     }
 
     fn real_per_call(&self) -> f64 {
@@ -445,11 +439,8 @@ impl Report<'_> {
             )
         };
         let cpu = |m: &Measured| {
-            format!(
-                "{:.0} µs ({:.0} µs)",
-                self.per_call(m),
-                m.sys_secs * 1e6 / calls
-            )
+            let (total, kernel) = m.cpu_per_call(self.calls);
+            format!("{total:.0} µs ({kernel:.0} µs)")
         };
         let written = |m: &Measured| {
             format!(
@@ -718,6 +709,14 @@ struct Measured {
     /// Sectors written to the data folder's block device over the rounds, in bytes (every
     /// writer on that device; `None` when the folder is on no block device).
     device_bytes: Option<u64>,
+}
+
+impl Measured {
+    /// Server CPU per call over `calls` calls, and the kernel's share of it, in µs.
+    fn cpu_per_call(&self, calls: u64) -> (f64, f64) {
+        let calls = calls as f64;
+        (self.cpu_secs * 1e6 / calls, self.sys_secs * 1e6 / calls)
+    }
 }
 
 fn measure(
