@@ -4,11 +4,13 @@
 //!
 //! ```text
 //! autoscaled serve --listen 127.0.0.1:50051 --data-dir /tmp/d &   # under callgrind or perf
-//! cargo run --release --example recommend_fixed -- 127.0.0.1:50051 [requests] [keys] [in_flight]
+//! cargo run --release --example recommend_fixed -- 127.0.0.1:50051 [requests] [keys] [in_flight] [dry-run]
 //! ```
 //!
 //! Defaults: 2000 requests round-robin over 1000 keys, 4 in flight; each request is the load
-//! benchmark's steady-state target (10 pods, cpu utilization). Exits non-zero on any error.
+//! benchmark's steady-state target (10 pods, cpu utilization). `dry-run` sets `dry_run` on
+//! every request (the server reads the state and decides, and writes nothing). Exits non-zero
+//! on any error.
 
 use std::time::Instant;
 
@@ -23,7 +25,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let addr = args
         .get(1)
-        .ok_or("usage: recommend_fixed ADDR [requests] [keys] [in_flight]")?;
+        .ok_or("usage: recommend_fixed ADDR [requests] [keys] [in_flight] [dry-run]")?;
     let requests: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(2000);
     let keys: usize = args
         .get(3)
@@ -31,6 +33,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or(1000)
         .max(1);
     let in_flight: usize = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(4).max(1);
+    let dry_run = match args.get(5).map(String::as_str) {
+        None => false,
+        Some("dry-run") => true,
+        Some(other) => return Err(format!("unknown argument {other:?} (expected dry-run)").into()),
+    };
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
         .connect()
         .await?;
@@ -41,7 +48,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             tokio::spawn(async move {
                 let mut i = w;
                 while i < requests {
-                    let req = recommend_request(format!("fixed/{}", i % keys));
+                    let mut req = recommend_request(format!("fixed/{}", i % keys));
+                    req.dry_run = dry_run;
                     client.recommend(req).await?;
                     i += in_flight;
                 }
@@ -53,7 +61,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         t.await??;
     }
     println!(
-        "{requests} Recommends over {keys} keys, {in_flight} in flight: {:?}",
+        "{requests} Recommends{} over {keys} keys, {in_flight} in flight: {:?}",
+        if dry_run { " (dry runs)" } else { "" },
         start.elapsed()
     );
     Ok(())
