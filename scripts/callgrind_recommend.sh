@@ -44,8 +44,9 @@ for line in sys.stdin:
         print(m["executable"])'
 }
 
-# measure NAME PREFIX [dry-run] -- COMMAND...: runs COMMAND under callgrind, waits for "PREFIXADDR" on its
-# stdout, warms up, zeroes, measures, stops it; prints instructions per measured Recommend.
+# measure NAME PREFIX [dry-run] -- COMMAND...: runs COMMAND under callgrind, waits for
+# "PREFIXADDR" on its stdout, warms up, zeroes, measures (with `dry_run` set if asked), stops
+# it; prints instructions per measured Recommend.
 measure() {
   local name=$1 prefix=$2 mode=
   shift 2
