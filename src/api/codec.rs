@@ -22,9 +22,7 @@ use prost::{
 };
 use tonic::{
     Status,
-    codec::{
-        BufferSettings, DecodeBuf, Decoder as TonicDecoder, EncodeBuf, Encoder as TonicEncoder,
-    },
+    codec::{DecodeBuf, Decoder as TonicDecoder, EncodeBuf, Encoder as TonicEncoder},
 };
 
 use super::{context, status::ApiError, wire_limits};
@@ -81,10 +79,6 @@ impl<T: Message> TonicEncoder for Encoder<T> {
         buf.put_slice(&bytes);
         Ok(())
     }
-
-    fn buffer_settings(&self) -> BufferSettings {
-        BufferSettings::default()
-    }
 }
 
 /// Decodes `U`, see the module documentation.
@@ -99,10 +93,6 @@ impl<U: Message + Default + 'static> TonicDecoder for Decoder<U> {
 
     fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<U>, Status> {
         decode_checked(buf)
-    }
-
-    fn buffer_settings(&self) -> BufferSettings {
-        BufferSettings::default()
     }
 }
 
