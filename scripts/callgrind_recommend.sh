@@ -15,7 +15,6 @@
 #
 # Build first:
 #   cargo build --release --bin autoscaled --example recommend_fixed
-#   cargo bench --bench fleet --no-run    # the no-op server (AUTOSCALED_LOAD_NOOP_SERVER)
 # Usage: scripts/callgrind_recommend.sh OUT_DIR [requests] [keys] [in_flight]
 # AUTOSCALED_BIN: another server binary, e.g. a build of an older commit. The release profile
 # has no debug info; for annotated source lines build `--profile profiling` and set
@@ -32,17 +31,6 @@ client=$root/target/release/examples/recommend_fixed
 mkdir -p "$out"
 data=$(mktemp -d)
 trap 'rm -rf "$data"' EXIT
-
-# The fleet bench binary, which serves as the no-op server when AUTOSCALED_LOAD_NOOP_SERVER is
-# set (benches/support/servers.rs); cargo names it with a hash, so ask cargo.
-noop_bin() {
-  (cd "$root" && cargo bench --bench fleet --no-run --message-format=json 2>/dev/null) |
-    python3 -c 'import json, sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "fleet" and m.get("executable"):
-        print(m["executable"])'
-}
 
 # measure NAME PREFIX [dry-run] -- COMMAND...: runs COMMAND under callgrind, waits for
 # "PREFIXADDR" on its stdout, warms up, zeroes, measures (with `dry_run` set if asked), stops
@@ -99,8 +87,7 @@ for s in ${CALLGRIND_SERVERS:-autoscaled dry-run no-op}; do
         "$bin" serve --listen 127.0.0.1:0 --data-dir "$data/sled")
       ;;
     no-op)
-      nb=$(noop_bin)
-      [ -n "$nb" ] || { echo "build the no-op first: cargo bench --bench fleet --no-run" >&2; exit 1; }
+      nb=$("$root/scripts/fleet_bench_bin.sh")
       per_call[$s]=$(AUTOSCALED_LOAD_NOOP_SERVER=1 measure no-op "no-op listening on " -- "$nb")
       ;;
     *) echo "unknown server $s (autoscaled, dry-run, no-op)" >&2; exit 1 ;;

@@ -6,14 +6,13 @@
 # puts every sample in the innermost part of the call its stack passes through
 # (scripts/fleet_profile.py) and prints a table per server, in µs per call at the CPU per
 # call the bench measured. Needs `perf` (Debian: linux-perf) and permission to profile the
-# process (kernel.perf_event_paranoid <= 1, or root). Build first:
-#   cargo bench --bench fleet --no-run
+# process (kernel.perf_event_paranoid <= 1, or root).
 # Usage: scripts/fleet_profile.sh OUT_DIR [seconds recorded per server, default 3]
 set -euo pipefail
 out=${1:?usage: fleet_profile.sh OUT_DIR [seconds]}
 secs=${2:-3}
 root=$(cd "$(dirname "$0")/.." && pwd)
-bench=$(ls -t "$root"/target/release/deps/fleet-* | grep -v '\.d$' | head -1)
+bench=$("$root/scripts/fleet_bench_bin.sh")
 mkdir -p "$out"
 data=$(mktemp -d)
 bench_pid=
