@@ -423,6 +423,10 @@ struct Hooks {
     outcomes: Option<Vec<MetricOutcome>>,
     /// Bounds on the applied count (pause of scale-in / scale-out).
     clamp: Option<(i32, i32)>,
+    /// The target is at zero because the controller scaled it there (`ScaledToZero` True,
+    /// scale to zero with 1.37 semantics): its metrics are computed even when `min_replicas`
+    /// is above 0 (`shouldComputeMetricsForZeroReplicas`), and the result is raised to min.
+    scaled_to_zero: bool,
 }
 
 /// The body of [`evaluate`] on validated input.
@@ -439,8 +443,9 @@ fn reconcile(
     r.clamp = hooks.clamp;
     let min = r.spec.min_replicas;
     let max = r.spec.max_replicas;
+    let from_zero = current == 0 && hooks.scaled_to_zero;
 
-    if current == 0 && min != 0 {
+    if current == 0 && min != 0 && !from_zero {
         // "Autoscaling is disabled for this resource"
         r.decision.path = DecisionPath::ScalingDisabled;
         r.conditions.set(
@@ -455,7 +460,7 @@ fn reconcile(
         r.decision.path = DecisionPath::AboveMaxReplicas;
         return r.finish(max, true, Some(messages::ABOVE_MAX.to_string()));
     }
-    if current < min {
+    if current < min && !from_zero {
         r.decision.path = DecisionPath::BelowMinReplicas;
         return r.finish(min, true, Some(messages::BELOW_MIN.to_string()));
     }
@@ -507,7 +512,13 @@ fn reconcile(
     } else {
         None
     };
-    let desired = r.normalize(prenormalized);
+    let mut desired = r.normalize(prenormalized);
+    let mut rescale_reason = rescale_reason;
+    if from_zero && desired < min {
+        // `reconcileAutoscaler`: a target woken from zero gets at least min.
+        desired = min;
+        rescale_reason.get_or_insert_with(|| messages::BELOW_MIN.to_string());
+    }
     r.finish(desired, desired != current, rescale_reason)
 }
 

@@ -8,13 +8,17 @@
 //!   is Resource/ContainerResource the target is always active; in a mixed spec those
 //!   metrics do not decide activity (inference from KEDA's CPU/memory scalers, which cannot
 //!   report activity at zero).
-//! * Active: at 0 (or below min with `idle_replicas`), scale to `max(min, 1)`; store
-//!   `last_active_time`.
-//! * Inactive, and (idle set and current > idle) or (current > 0 and min = 0): once
-//!   `last_active_time + cooldown_period` has passed (`first_seen + initial_cooldown_period`
-//!   when never active), scale to `idle_replicas` (else min); until then the HPA decides and
-//!   `Active` is False/`ScalerCooldown`.
-//! * Inactive, idle unset, current < min: scale to min.
+//! * Active: at 0 (or below min with `idle_replicas`), scale to `max(min, 1)`; otherwise the
+//!   HPA decides. `last_active_time` is stored, except while a trigger fails (KEDA's
+//!   `PartialTriggerError` case).
+//! * Inactive while a trigger fails (KEDA's `isError`), unless a fallback with 0 replicas is
+//!   set: activation does nothing, the HPA (min at least 1) decides above zero. A broken
+//!   metric source never takes a target to zero or idle.
+//! * Inactive, and (idle set and current > idle) or (current > 0 and min = 0): unless
+//!   scale-in is paused, once `last_active_time + cooldown_period` has passed (strictly;
+//!   `first_seen + initial_cooldown_period` when never active), scale to `idle_replicas`
+//!   (else min); until then the HPA decides and `Active` is False/`ScalerCooldown`.
+//! * Inactive, idle unset, current < min: scale to min (pause or not, as KEDA does).
 
 use std::time::Duration;
 
@@ -190,35 +194,83 @@ pub(crate) fn decide(
             Hooks {
                 outcomes: Some(outcomes),
                 clamp,
+                scaled_to_zero: false,
             },
         )
     };
+    // KEDA's `isError`: a trigger failed in this evaluation, whether or not fallback replaced
+    // it (the scale loop sees the scaler's error; fallback acts in the metrics the HPA reads).
+    // Resource metrics are read by the HPA, not by KEDA's scalers, so they never count.
+    let trigger_error = input.metrics.iter().enumerate().any(|(i, m)| {
+        !matches!(
+            m,
+            MetricSpec::Resource { .. } | MetricSpec::ContainerResource { .. }
+        ) && (report.fallback_metrics.contains(&i)
+            || outcomes.iter().any(|o| o.index == i && o.result.is_err()))
+    });
+    let pause = input.ext.pause.clone().unwrap_or_default();
+    // `RequestScale`'s two switches, case by case.
     let (mut e, condition) = if active {
-        state.last_active_time = Some(input.now);
+        let condition = active_condition(true, ConditionReason::ScalerActive);
         if current == 0 || (idle.is_some() && current < min) {
+            // `scaleFromZeroOrIdle`: nothing while scale-out is paused (the clamp keeps the
+            // count); `lastActiveTime` is set by a successful scale.
+            if !pause.scale_out {
+                state.last_active_time = Some(input.now);
+            }
             report.fire(
                 "activation.wake",
                 format!("active ({why}): {current} → {hpa_min}"),
             );
             (
                 step(&input, hpa_min, clamp, "triggers are active"),
-                active_condition(true, ConditionReason::ScalerActive),
+                condition,
             )
+        } else if trigger_error {
+            // Ready Unknown / `PartialTriggerError`: the HPA decides, and `lastActiveTime`
+            // stays, so the cooldown counts from the last activity without an error.
+            report.fire(
+                "activation.trigger_error",
+                format!("active ({why}), but a trigger failed: last active time kept"),
+            );
+            (hpa(outcomes), condition)
         } else {
-            (
-                hpa(outcomes),
-                active_condition(true, ConditionReason::ScalerActive),
-            )
+            state.last_active_time = Some(input.now);
+            (hpa(outcomes), condition)
         }
+    } else if trigger_error && input.ext.fallback.as_ref().is_none_or(|f| f.replicas != 0) {
+        // A failed trigger is not an idle one: KEDA neither scales in nor to min (with a
+        // fallback, the HPA takes the target to the fallback count; without, Ready False /
+        // `TriggerError`). The HPA, whose min is at least 1, decides above zero.
+        report.fire(
+            "activation.trigger_error",
+            format!("inactive ({why}), but a trigger failed: no scale-in by activation"),
+        );
+        (
+            if current > 0 {
+                hpa(outcomes)
+            } else {
+                step(&input, current, clamp, "")
+            },
+            active_condition(false, ConditionReason::ScalerNotActive),
+        )
     } else if (idle.is_some_and(|i| current > i)) || (current > 0 && min == 0) {
-        let (since, period) = match state.last_active_time {
-            Some(t) => (t, input.activation.cooldown_period),
+        // `scaleToZeroOrIdle`.
+        let (since, period, initial) = match state.last_active_time {
+            Some(t) => (t, input.activation.cooldown_period, false),
             None => (
                 state.first_seen.unwrap_or(input.now),
                 input.activation.initial_cooldown_period,
+                true,
             ),
         };
-        if cooled_down(since, period, input.now) {
+        if pause.scale_in {
+            // Returns before the cooldown is looked at: the condition stays `ScalerNotActive`.
+            (
+                hpa(outcomes),
+                active_condition(false, ConditionReason::ScalerNotActive),
+            )
+        } else if cooled_down(since, period, input.now, initial) {
             let to = idle.unwrap_or(min);
             report.fire(
                 "activation.idle",
@@ -246,12 +298,13 @@ pub(crate) fn decide(
             )
         }
     } else if idle.is_none() && current < min {
+        // KEDA sets min here without looking at the pause annotations.
         report.fire(
             "activation.min",
             format!("inactive below min: {current} → {min}"),
         );
         (
-            step(&input, min, clamp, "below min"),
+            step(&input, min, None, "below min"),
             active_condition(false, ConditionReason::ScalerNotActive),
         )
     } else if current > 0 {
@@ -273,7 +326,11 @@ pub(crate) fn decide(
     e
 }
 
-/// `since + period <= now`.
-fn cooled_down(since: Time, period: Duration, now: Time) -> bool {
-    since.plus(period) <= now
+/// Whether the cooldown has passed: KEDA's `LastActiveTime.Add(cooldownPeriod).Before(now)`,
+/// strictly. For the initial cooldown `since` is the first evaluation, which stands for the
+/// creation time that KEDA counts from and which always lies before its first poll: equal
+/// counts as passed there, so an `initialCooldownPeriod` of 0 scales in at once, as in KEDA.
+fn cooled_down(since: Time, period: Duration, now: Time, initial: bool) -> bool {
+    let end = since.plus(period);
+    if initial { end <= now } else { end < now }
 }

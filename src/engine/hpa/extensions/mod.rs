@@ -423,6 +423,7 @@ pub(crate) fn evaluate(
             Hooks {
                 outcomes: Some(outcomes),
                 clamp,
+                scaled_to_zero: ext.scale_to_zero && state.scaled_to_zero,
             },
         )
     };

@@ -3,10 +3,14 @@
 //!
 //! * `minReplicas: 0` needs an Object or External metric: the API server rejects it otherwise.
 //! * `ScaledToZero=True` when the controller takes a target with current > 0 to 0 (min 0, an
-//!   Object/External metric); `False`/`NotScaledToZero` when it scales it back up.
+//!   Object/External metric); `False`/`NotScaledToZero` after every other rescale, so also
+//!   when it scales the target back up ([`track`]).
 //! * A target at 0 that the controller did not scale to zero counts as paused by someone else
 //!   and is not woken (the older "scaling is disabled since the replica count of the target
 //!   is zero" rule). Whether zero was our decision is stored (`ExtensionState::scaled_to_zero`).
+//! * A target we scaled to zero whose `min_replicas` has since been raised above 0 is woken
+//!   (`shouldComputeMetricsForZeroReplicas`: `minReplicas != 0 && scaledToZeroCondition`):
+//!   its metrics are computed as for any wake and the result is at least min.
 
 use super::{ExtensionReport, ExtensionState, Extensions};
 use crate::engine::{
@@ -62,7 +66,12 @@ pub(crate) fn paused_at_zero(
     r.finish(0, false, None)
 }
 
-/// Records whether zero is our decision and sets `ScaledToZero` as upstream does.
+/// Records whether zero is our decision and sets `ScaledToZero` as upstream does after a
+/// rescale (`reconcileAutoscaler`): True when it took the target from above zero to zero (min
+/// 0, an Object/External metric, or KEDA activation), False/`NotScaledToZero` after every
+/// other rescale, whatever the counts (the condition then says the last rescale was not to
+/// zero). Without a rescale nothing is set, except that a target we hold at zero reports True
+/// again, as the condition persists on the HPA object.
 pub(crate) fn track(
     e: &mut Evaluation,
     ext: &Extensions,
@@ -83,20 +92,21 @@ pub(crate) fn track(
             reason: ConditionReason::ScaledToZero,
             message: "the target was scaled to zero".to_owned(),
         })
-    } else if current == 0 && desired > 0 {
-        let ours = state.scaled_to_zero;
+    } else if desired != current {
+        if current == 0 {
+            report.fire(
+                "scale_to_zero.wake",
+                format!("woken from zero to {desired}"),
+            );
+        }
         state.scaled_to_zero = false;
-        report.fire(
-            "scale_to_zero.wake",
-            format!("woken from zero to {desired}"),
-        );
-        ours.then(|| Condition {
+        Some(Condition {
             condition_type: ConditionType::ScaledToZero,
             status: false,
             reason: ConditionReason::NotScaledToZero,
-            message: format!("the target was scaled up from zero to {desired}"),
+            message: "the HPA controller did not scale the workload to zero".to_owned(),
         })
-    } else if current == 0 && desired == 0 && state.scaled_to_zero {
+    } else if current == 0 && state.scaled_to_zero {
         Some(Condition {
             condition_type: ConditionType::ScaledToZero,
             status: true,
@@ -104,9 +114,6 @@ pub(crate) fn track(
             message: "the target is scaled to zero".to_owned(),
         })
     } else {
-        if desired > 0 {
-            state.scaled_to_zero = false;
-        }
         None
     };
     if let Some(c) = condition {

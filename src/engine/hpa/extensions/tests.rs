@@ -234,8 +234,13 @@ fn activation_with_cooldown_then_idle_and_wake() {
     let e3 = step(&s, &obs(1, Some(4_000), t2), &e2.history, t2);
     assert_eq!(e3.decision.desired_replicas, 1);
     assert!(rules(&e3).contains(&"activation.cooldown".to_owned()));
-    // 300 s: to zero.
+    // 300 s: KEDA's `lastActiveTime + cooldown` is not yet strictly before now.
     let t3 = T0.plus_secs(300);
+    let e3 = step(&s, &obs(1, Some(4_000), t3), &e3.history, t3);
+    assert_eq!(e3.decision.desired_replicas, 1);
+    assert!(rules(&e3).contains(&"activation.cooldown".to_owned()));
+    // 301 s: to zero.
+    let t3 = T0.plus_secs(301);
     let e4 = step(&s, &obs(1, Some(4_000), t3), &e3.history, t3);
     assert_eq!(e4.decision.desired_replicas, 0);
     assert_eq!(e4.decision.path, DecisionPath::Activation);
@@ -571,4 +576,225 @@ fn empty_extensions_decide_as_the_hpa() {
         assert_eq!(a.decision.conditions, b.decision.conditions);
         assert_eq!(a.history.recommendations, b.history.recommendations);
     }
+}
+
+/// Min 0, KEDA activation with the default 300 s cooldown, a queue and a second External
+/// trigger `jobs` (both AverageValue 10).
+fn two_triggers(ext_fallback: Option<TargetFallback>) -> HorizontalSpec {
+    let jobs = MetricSpec::External {
+        name: "jobs".into(),
+        target: MetricTarget {
+            target_type: MetricTargetType::AverageValue,
+            average_value: Some(10_000),
+            ..MetricTarget::default()
+        },
+    };
+    spec(
+        0,
+        vec![queue(), jobs],
+        Extensions {
+            activation: Some(Activation::default()),
+            fallback: ext_fallback,
+            ..Extensions::default()
+        },
+    )
+}
+
+fn with_jobs(mut o: Observation, jobs_milli: Option<i64>) -> Observation {
+    match jobs_milli {
+        Some(v) => {
+            o.external_metrics.insert("jobs".into(), vec![v]);
+        }
+        None => {
+            o.unavailable_metrics.insert("jobs".into());
+        }
+    }
+    o
+}
+
+#[test]
+fn a_failing_trigger_never_takes_a_target_to_zero() {
+    // KEDA `RequestScale`: inactive with `isError` and no fallback is Ready False /
+    // `TriggerError`, not `scaleToZeroOrIdle`.
+    let s = two_triggers(None);
+    let mut h = History::default();
+    for i in 0..4 {
+        let at = T0.plus_secs(400 * i);
+        let e = step(&s, &with_jobs(obs(3, Some(0), at), None), &h, at);
+        // The HPA decides, and it does not scale down while a metric fails
+        // (`computeReplicasForMetrics`); activation does not take it to zero either.
+        assert_eq!(e.decision.desired_replicas, 3, "step {i}");
+        assert_eq!(
+            condition(&e, ConditionType::Active),
+            Some((false, ConditionReason::ScalerNotActive))
+        );
+        assert!(rules(&e).contains(&"activation.trigger_error".to_owned()));
+        h = e.history;
+    }
+    // Once the trigger answers again (and the cooldown, counted from creation, is long
+    // over), the idle target goes to zero.
+    let at = T0.plus_secs(2000);
+    let e = step(&s, &with_jobs(obs(3, Some(0), at), Some(0)), &h, at);
+    assert_eq!(e.decision.desired_replicas, 0);
+    // A fallback of 0 replicas is no fallback to KEDA here: the idle rule applies.
+    let zero = two_triggers(Some(TargetFallback {
+        failure_threshold: 3,
+        replicas: 0,
+        behavior: FallbackBehavior::Static,
+    }));
+    let e = step(
+        &zero,
+        &with_jobs(obs(1, Some(0), T0), None),
+        &History::default(),
+        T0,
+    );
+    assert_eq!(e.decision.desired_replicas, 0);
+}
+
+#[test]
+fn a_failing_trigger_does_not_refresh_the_last_active_time() {
+    let s = two_triggers(None);
+    // Active and healthy: last active now.
+    let e1 = step(
+        &s,
+        &with_jobs(obs(2, Some(20_000), T0), Some(0)),
+        &History::default(),
+        T0,
+    );
+    assert_eq!(
+        e1.history.extensions.as_ref().unwrap().last_active_time,
+        Some(T0)
+    );
+    // Active (queue) while jobs fails: KEDA's `PartialTriggerError`, the time stays.
+    let t1 = T0.plus_secs(200);
+    let e2 = step(
+        &s,
+        &with_jobs(obs(2, Some(20_000), t1), None),
+        &e1.history,
+        t1,
+    );
+    assert_eq!(e2.decision.desired_replicas, 2);
+    assert_eq!(
+        condition(&e2, ConditionType::Active),
+        Some((true, ConditionReason::ScalerActive))
+    );
+    assert_eq!(
+        e2.history.extensions.as_ref().unwrap().last_active_time,
+        Some(T0)
+    );
+    // Both idle and healthy 301 s after the last activity without error: to zero (it would
+    // still be cooling down had the failing evaluation refreshed the time).
+    let t2 = T0.plus_secs(301);
+    let e3 = step(
+        &s,
+        &with_jobs(obs(1, Some(0), t2), Some(0)),
+        &e2.history,
+        t2,
+    );
+    assert_eq!(e3.decision.desired_replicas, 0);
+}
+
+#[test]
+fn pause_in_activation_as_keda_applies_it() {
+    let s_in = spec(
+        0,
+        vec![queue()],
+        Extensions {
+            activation: Some(Activation::default()),
+            pause: Some(Pause {
+                scale_in: true,
+                ..Pause::default()
+            }),
+            ..Extensions::default()
+        },
+    );
+    // Never active, inside the initial cooldown (0 s, from the first evaluation) it would
+    // scale in; with scale-in paused `scaleToZeroOrIdle` returns at once: `ScalerNotActive`,
+    // never `ScalerCooldown`, and the count stays.
+    let e = step(&s_in, &obs(2, Some(0), T0), &History::default(), T0);
+    assert_eq!(e.decision.desired_replicas, 2);
+    assert_eq!(
+        condition(&e, ConditionType::Active),
+        Some((false, ConditionReason::ScalerNotActive))
+    );
+    // Scale-out paused does not stop KEDA from setting min on an inactive target below it.
+    let s_out = spec(
+        2,
+        vec![queue()],
+        Extensions {
+            activation: Some(Activation::default()),
+            pause: Some(Pause {
+                scale_out: true,
+                ..Pause::default()
+            }),
+            ..Extensions::default()
+        },
+    );
+    let e = step(&s_out, &obs(0, Some(0), T0), &History::default(), T0);
+    assert_eq!(e.decision.desired_replicas, 2);
+    assert!(rules(&e).contains(&"activation.min".to_owned()));
+    // But it does stop the wake of an active one.
+    let e = step(&s_out, &obs(0, Some(50_000), T0), &History::default(), T0);
+    assert_eq!(e.decision.desired_replicas, 0);
+    assert_eq!(
+        e.history.extensions.as_ref().unwrap().last_active_time,
+        None
+    );
+}
+
+#[test]
+fn scaled_to_zero_is_false_after_every_rescale_that_is_not_to_zero() {
+    let s = spec(
+        0,
+        vec![queue()],
+        Extensions {
+            scale_to_zero: true,
+            ..Extensions::default()
+        },
+    );
+    // 3 → 5 on 50 items: `NotScaledToZero`, as upstream sets after any other rescale.
+    let e = step(&s, &obs(3, Some(50_000), T0), &History::default(), T0);
+    assert_eq!(e.decision.desired_replicas, 5);
+    assert_eq!(
+        condition(&e, ConditionType::ScaledToZero),
+        Some((false, ConditionReason::NotScaledToZero))
+    );
+    // No rescale: nothing set.
+    let t1 = T0.plus_secs(15);
+    let e = step(&s, &obs(5, Some(50_000), t1), &e.history, t1);
+    assert_eq!(e.decision.desired_replicas, 5);
+    assert_eq!(condition(&e, ConditionType::ScaledToZero), None);
+}
+
+#[test]
+fn a_target_we_scaled_to_zero_wakes_when_min_is_raised() {
+    let s0 = spec(
+        0,
+        vec![queue()],
+        Extensions {
+            scale_to_zero: true,
+            ..Extensions::default()
+        },
+    );
+    let e1 = step(&s0, &obs(2, Some(0), T0), &History::default(), T0);
+    assert_eq!(e1.decision.desired_replicas, 0);
+    // min raised to 2 while at zero, queue still empty: `shouldComputeMetricsForZeroReplicas`
+    // (min != 0 and ScaledToZero True) computes the metrics, and the result is raised to min.
+    let mut s2 = s0.clone();
+    s2.min_replicas = Some(2);
+    let t1 = T0.plus_secs(30);
+    let e2 = step(&s2, &obs(0, Some(0), t1), &e1.history, t1);
+    assert_eq!(e2.decision.desired_replicas, 2);
+    assert_eq!(
+        condition(&e2, ConditionType::ScaledToZero),
+        Some((false, ConditionReason::NotScaledToZero))
+    );
+    assert!(!e2.history.extensions.as_ref().unwrap().scaled_to_zero);
+    // With 40 items the metric decides (4 > min).
+    let e3 = step(&s2, &obs(0, Some(40_000), t1), &e1.history, t1);
+    assert_eq!(e3.decision.desired_replicas, 4);
+    // A target at zero that we did not scale there stays disabled with min 2.
+    let e4 = step(&s2, &obs(0, Some(40_000), t1), &History::default(), t1);
+    assert_eq!(e4.decision.desired_replicas, 0);
+    assert_eq!(e4.decision.path, DecisionPath::ScalingDisabled);
 }
