@@ -229,8 +229,9 @@ struct Reconciliation<'a> {
     now: Time,
     conditions: Conditions,
     decision: Decision,
-    /// Extensions (pause): the applied count is kept within these bounds.
-    clamp: Option<(i32, i32)>,
+    /// The count is set by KEDA's executor (activation), not by an HPA rescale: no scale
+    /// event is stored, as `storeScaleEvent` runs only after the HPA's own update.
+    by_activation: bool,
 }
 
 impl<'a> Reconciliation<'a> {
@@ -297,7 +298,7 @@ impl<'a> Reconciliation<'a> {
                 rescale_reason: None,
                 extensions: None,
             },
-            clamp: None,
+            by_activation: false,
         }
     }
 
@@ -342,13 +343,6 @@ impl<'a> Reconciliation<'a> {
     /// SucceededRescale, `storeScaleEvent`) or keep the current count.
     fn finish(mut self, desired: i32, rescale: bool, rescale_reason: Option<String>) -> Evaluation {
         let current = self.decision.current_replicas;
-        let (desired, rescale) = match self.clamp {
-            Some((lo, hi)) if rescale => {
-                let clamped = desired.clamp(lo, hi.max(lo));
-                (clamped, clamped != current)
-            }
-            _ => (desired, rescale),
-        };
         if rescale {
             self.conditions.set(
                 ConditionType::AbleToScale,
@@ -356,7 +350,7 @@ impl<'a> Reconciliation<'a> {
                 ConditionReason::SucceededRescale,
                 format!("the HPA controller was able to update the target scale to {desired}"),
             );
-            if let Some(behavior) = &self.spec.behavior {
+            if let Some(behavior) = self.spec.behavior.as_ref().filter(|_| !self.by_activation) {
                 normalize::store_scale_event(
                     behavior,
                     &mut self.history,
@@ -421,8 +415,6 @@ pub fn evaluate(
 struct Hooks {
     /// The metric outcomes, computed (and adjusted by fallback) before the reconciliation.
     outcomes: Option<Vec<MetricOutcome>>,
-    /// Bounds on the applied count (pause of scale-in / scale-out).
-    clamp: Option<(i32, i32)>,
     /// The target is at zero because the controller scaled it there (`ScaledToZero` True,
     /// scale to zero with 1.37 semantics): its metrics are computed even when `min_replicas`
     /// is above 0 (`shouldComputeMetricsForZeroReplicas`), and the result is raised to min.
@@ -440,7 +432,6 @@ fn reconcile(
 ) -> Evaluation {
     let current = observation.current_replicas;
     let mut r = Reconciliation::start(settings, spec, current, history, now);
-    r.clamp = hooks.clamp;
     let min = r.spec.min_replicas;
     let max = r.spec.max_replicas;
     let from_zero = current == 0 && hooks.scaled_to_zero;

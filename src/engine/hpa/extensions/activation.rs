@@ -143,7 +143,7 @@ fn active_condition(status: bool, reason: ConditionReason) -> Condition {
 }
 
 /// One step decided by activation itself (no HPA reconciliation).
-fn step(input: &Input<'_>, to: i32, clamp: Option<(i32, i32)>, reason: &str) -> Evaluation {
+fn step(input: &Input<'_>, to: i32, reason: &str) -> Evaluation {
     let current = input.observation.current_replicas;
     let mut r = Reconciliation::start(
         input.settings,
@@ -153,7 +153,7 @@ fn step(input: &Input<'_>, to: i32, clamp: Option<(i32, i32)>, reason: &str) -> 
         input.now,
     );
     r.decision.path = DecisionPath::Activation;
-    r.clamp = clamp;
+    r.by_activation = true;
     r.finish(
         to,
         to != current,
@@ -165,7 +165,6 @@ fn step(input: &Input<'_>, to: i32, clamp: Option<(i32, i32)>, reason: &str) -> 
 pub(crate) fn decide(
     input: Input<'_>,
     outcomes: Vec<MetricOutcome>,
-    clamp: Option<(i32, i32)>,
     state: &mut ExtensionState,
     report: &mut ExtensionReport,
 ) -> Evaluation {
@@ -193,7 +192,6 @@ pub(crate) fn decide(
             input.now,
             Hooks {
                 outcomes: Some(outcomes),
-                clamp,
                 scaled_to_zero: false,
             },
         )
@@ -213,19 +211,18 @@ pub(crate) fn decide(
     let (mut e, condition) = if active {
         let condition = active_condition(true, ConditionReason::ScalerActive);
         if current == 0 || (idle.is_some() && current < min) {
-            // `scaleFromZeroOrIdle`: nothing while scale-out is paused (the clamp keeps the
-            // count); `lastActiveTime` is set by a successful scale.
-            if !pause.scale_out {
+            // `scaleFromZeroOrIdle`: nothing while scale-out is paused; `lastActiveTime` is
+            // set by a successful scale.
+            if pause.scale_out {
+                (step(&input, current, ""), condition)
+            } else {
                 state.last_active_time = Some(input.now);
+                report.fire(
+                    "activation.wake",
+                    format!("active ({why}): {current} → {hpa_min}"),
+                );
+                (step(&input, hpa_min, "triggers are active"), condition)
             }
-            report.fire(
-                "activation.wake",
-                format!("active ({why}): {current} → {hpa_min}"),
-            );
-            (
-                step(&input, hpa_min, clamp, "triggers are active"),
-                condition,
-            )
         } else if trigger_error {
             // Ready Unknown / `PartialTriggerError`: the HPA decides, and `lastActiveTime`
             // stays, so the cooldown counts from the last activity without an error.
@@ -250,7 +247,7 @@ pub(crate) fn decide(
             if current > 0 {
                 hpa(outcomes)
             } else {
-                step(&input, current, clamp, "")
+                step(&input, current, "")
             },
             active_condition(false, ConditionReason::ScalerNotActive),
         )
@@ -280,7 +277,7 @@ pub(crate) fn decide(
                 ),
             );
             (
-                step(&input, to, clamp, "triggers are not active"),
+                step(&input, to, "triggers are not active"),
                 active_condition(false, ConditionReason::ScalerNotActive),
             )
         } else {
@@ -304,7 +301,7 @@ pub(crate) fn decide(
             format!("inactive below min: {current} → {min}"),
         );
         (
-            step(&input, min, None, "below min"),
+            step(&input, min, "below min"),
             active_condition(false, ConditionReason::ScalerNotActive),
         )
     } else if current > 0 {
@@ -318,7 +315,7 @@ pub(crate) fn decide(
             format!("inactive ({why}): stays at {current}"),
         );
         (
-            step(&input, current, clamp, ""),
+            step(&input, current, ""),
             active_condition(false, ConditionReason::ScalerNotActive),
         )
     };

@@ -33,7 +33,7 @@ use crate::engine::{
     history::History,
     observation::Observation,
     settings::Settings,
-    spec::{HorizontalSpec, MetricSpec},
+    spec::{HorizontalSpec, MetricSpec, SelectPolicy},
     time::Time,
 };
 
@@ -316,8 +316,8 @@ pub(crate) fn validate(spec: &HorizontalSpec, ext: &Extensions) -> Result<(), In
 ///
 /// Order: stale samples are dropped; `paused_replicas` short-circuits; the metrics are
 /// evaluated once and fallback replaces failed metrics' proposals; then activation (KEDA)
-/// or the scale-to-zero rules decide the 0↔1 step, and the HPA reconciliation the rest, with
-/// pause of scale-in/out clamping the applied count.
+/// or the scale-to-zero rules decide the 0↔1 step, and the HPA reconciliation the rest, on
+/// a spec whose behavior disables a paused direction ([`pause_as_behavior`]).
 pub(crate) fn evaluate(
     settings: &Settings,
     spec: &HorizontalSpec,
@@ -370,6 +370,10 @@ pub(crate) fn evaluate(
         return Ok(attach(e, state, report));
     }
 
+    // Pause of one direction is KEDA's HPA with that direction's select policy Disabled.
+    let paused_spec = pause_as_behavior(spec, &pause, &mut report);
+    let spec = paused_spec.as_ref().unwrap_or(spec);
+
     // The metrics, once; failures update the health and fallback replaces them.
     let defaulted = defaults::set_defaults(spec, settings);
     let tolerances = defaults::tolerances_for_hpa(&defaulted, settings);
@@ -390,7 +394,6 @@ pub(crate) fn evaluate(
         &mut report,
     );
 
-    let clamp = pause_clamp(&pause, current, &mut report);
     let min = defaulted.min_replicas;
 
     let mut evaluation = if let Some(act) = &ext.activation {
@@ -407,7 +410,6 @@ pub(crate) fn evaluate(
                 min,
             },
             outcomes,
-            clamp,
             &mut state,
             &mut report,
         )
@@ -422,7 +424,6 @@ pub(crate) fn evaluate(
             now,
             Hooks {
                 outcomes: Some(outcomes),
-                clamp,
                 scaled_to_zero: ext.scale_to_zero && state.scaled_to_zero,
             },
         )
@@ -441,7 +442,7 @@ pub(crate) fn evaluate(
     for c in fallback_conditions {
         push_condition(&mut evaluation, c);
     }
-    if clamp.is_some() {
+    if pause.scale_in || pause.scale_out {
         let (reason, message) = match (pause.scale_in, pause.scale_out) {
             (true, true) => (
                 ConditionReason::ScaleInPaused,
@@ -482,36 +483,42 @@ pub(crate) fn evaluate(
     Ok(attach(evaluation, state, report))
 }
 
-/// The bounds pause of scale-in / scale-out puts on the applied count.
-fn pause_clamp(pause: &Pause, current: i32, report: &mut ExtensionReport) -> Option<(i32, i32)> {
-    match (pause.scale_in, pause.scale_out) {
-        (false, false) => None,
-        (true, false) => {
-            report.fire(
-                "pause.scale_in",
-                "scale-in is paused: never below the current count",
-            );
-            Some((current, i32::MAX))
-        }
-        (false, true) => {
-            report.fire(
-                "pause.scale_out",
-                "scale-out is paused: never above the current count",
-            );
-            Some((i32::MIN, current))
-        }
-        (true, true) => {
-            report.fire(
-                "pause.scale_in",
-                "scale-in is paused: never below the current count",
-            );
-            report.fire(
-                "pause.scale_out",
-                "scale-out is paused: never above the current count",
-            );
-            Some((current, current))
-        }
+/// KEDA's `paused-scale-in` / `paused-scale-out` as its HPA builder applies them
+/// (`newHPAForScaledObject`): the spec's behavior (created empty if absent, so its other
+/// fields take their defaults) gets `select_policy: Disabled` on that direction. The HPA then
+/// limits the count to the current one that way (`ScalingLimited`), while its own above-max
+/// and below-min corrections, which ignore behavior, still apply. `None`: nothing paused.
+fn pause_as_behavior(
+    spec: &HorizontalSpec,
+    pause: &Pause,
+    report: &mut ExtensionReport,
+) -> Option<HorizontalSpec> {
+    if !pause.scale_in && !pause.scale_out {
+        return None;
     }
+    let mut spec = spec.clone();
+    let behavior = spec.behavior.get_or_insert_with(Default::default);
+    if pause.scale_in {
+        behavior
+            .scale_down
+            .get_or_insert_with(Default::default)
+            .select_policy = Some(SelectPolicy::Disabled);
+        report.fire(
+            "pause.scale_in",
+            "scale-in is paused: the scale-down select policy is Disabled",
+        );
+    }
+    if pause.scale_out {
+        behavior
+            .scale_up
+            .get_or_insert_with(Default::default)
+            .select_policy = Some(SelectPolicy::Disabled);
+        report.fire(
+            "pause.scale_out",
+            "scale-out is paused: the scale-up select policy is Disabled",
+        );
+    }
+    Some(spec)
 }
 
 /// Adds or replaces a condition of an extension type, keeping the type order of

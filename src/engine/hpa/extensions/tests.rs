@@ -798,3 +798,92 @@ fn a_target_we_scaled_to_zero_wakes_when_min_is_raised() {
     assert_eq!(e4.decision.desired_replicas, 0);
     assert_eq!(e4.decision.path, DecisionPath::ScalingDisabled);
 }
+
+#[test]
+fn pause_of_one_direction_is_keda_hpa_with_that_select_policy_disabled() {
+    let no_out = |min: i32| {
+        spec(
+            min,
+            vec![queue()],
+            Extensions {
+                pause: Some(Pause {
+                    scale_out: true,
+                    ..Pause::default()
+                }),
+                ..Extensions::default()
+            },
+        )
+    };
+    // The rate limit holds the count, with the HPA's own condition.
+    let e = step(
+        &no_out(1),
+        &obs(4, Some(80_000), T0),
+        &History::default(),
+        T0,
+    );
+    assert_eq!(e.decision.desired_replicas, 4);
+    assert_eq!(e.decision.path, DecisionPath::Behavior);
+    assert_eq!(
+        condition(&e, ConditionType::ScalingLimited),
+        Some((true, ConditionReason::ScaleUpLimit))
+    );
+    // Below min the HPA's correction ignores behavior: to min, paused or not.
+    let e = step(
+        &no_out(3),
+        &obs(1, Some(80_000), T0),
+        &History::default(),
+        T0,
+    );
+    assert_eq!(e.decision.desired_replicas, 3);
+    assert_eq!(e.decision.path, DecisionPath::BelowMinReplicas);
+    // Scale-in paused on a spec without behavior: KEDA's HPA now has one, so the scale-up
+    // rate is behavior's default (4 pods or 100 % per 15 s: 1 → 5), not the legacy limit
+    // (max(2 × 1, 4) = 4).
+    let no_in = spec(
+        1,
+        vec![queue()],
+        Extensions {
+            pause: Some(Pause {
+                scale_in: true,
+                ..Pause::default()
+            }),
+            ..Extensions::default()
+        },
+    );
+    let e = step(&no_in, &obs(1, Some(100_000), T0), &History::default(), T0);
+    assert_eq!(e.decision.desired_replicas, 5);
+}
+
+#[test]
+fn activation_steps_are_not_hpa_scale_events() {
+    // A scale-up policy of 1 pod per 60 s: KEDA's wake 0 → 1 is not the HPA's rescale, so it
+    // does not use up the policy (`storeScaleEvent` runs after the HPA's own update only).
+    let mut s = spec(
+        0,
+        vec![queue()],
+        Extensions {
+            activation: Some(Activation::default()),
+            ..Extensions::default()
+        },
+    );
+    s.behavior = Some(crate::engine::spec::Behavior {
+        scale_up: Some(crate::engine::spec::ScalingRules {
+            stabilization_window_seconds: Some(0),
+            select_policy: None,
+            policies: Some(vec![crate::engine::spec::ScalingPolicy {
+                policy_type: crate::engine::spec::ScalingPolicyType::Pods,
+                value: 1,
+                period_seconds: 60,
+            }]),
+            tolerance: None,
+        }),
+        scale_down: None,
+    });
+    let e1 = step(&s, &obs(0, Some(50_000), T0), &History::default(), T0);
+    assert_eq!(e1.decision.desired_replicas, 1);
+    assert!(e1.history.scale_up_events.is_empty());
+    let t1 = T0.plus_secs(15);
+    let e2 = step(&s, &obs(1, Some(50_000), t1), &e1.history, t1);
+    assert_eq!(e2.decision.desired_replicas, 2);
+    assert_eq!(e2.history.scale_up_events.len(), 1);
+}
