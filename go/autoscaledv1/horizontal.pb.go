@@ -519,7 +519,8 @@ type HorizontalSpec struct {
 	// KEDA activation: the 0<->1 (idle<->min) step is decided by the metrics' activation
 	// thresholds, with a cooldown.
 	Activation *Activation `protobuf:"bytes,61,opt,name=activation,proto3" json:"activation,omitempty"`
-	// KEDA-style fallback for the whole target.
+	// KEDA-style fallback for the whole target, on External metrics (fed to the HPA as a
+	// metric value, as KEDA does).
 	Fallback *TargetFallback `protobuf:"bytes,62,opt,name=fallback,proto3" json:"fallback,omitempty"`
 	// KEDA's pause annotations.
 	Pause *Pause `protobuf:"bytes,63,opt,name=pause,proto3" json:"pause,omitempty"`

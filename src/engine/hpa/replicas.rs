@@ -431,7 +431,7 @@ fn cpu_unready(pod: &Pod, sample: &MetricSample, settings: &Settings, now: Time)
 }
 
 /// `getReadyPodsCount`: pods Running with condition Ready = True.
-fn ready_pods_count(pods: &[Pod]) -> Result<usize, String> {
+pub(crate) fn ready_pods_count(pods: &[Pod]) -> Result<usize, String> {
     if pods.is_empty() {
         return Err(NO_PODS.to_string());
     }

@@ -5,10 +5,15 @@
 //!   `replicas` becomes that metric's proposal, combined with the others by max, then
 //!   normalized as usual. Condition `ExternalMetricFallbackActive` (here for every metric
 //!   type).
-//! * Per target, KEDA (`pkg/fallback/fallback.go`): a metric whose consecutive failures are
-//!   strictly more than `failure_threshold` proposes `replicas` (`static`), the current count
-//!   (`currentReplicas`), the larger (`currentReplicasIfHigher`) or the smaller
-//!   (`currentReplicasIfLower`) of the two. Condition `Fallback` True/`FallbackExists` or
+//! * Per target, KEDA (`pkg/fallback/fallback.go`): an External metric (KEDA's fallback is
+//!   for its scalers, whose metrics are all External; never for cpu/memory) whose
+//!   consecutive failures are strictly more than `failure_threshold` falls back to a count R:
+//!   `replicas` (`static`), the current count (`currentReplicas`), the larger
+//!   (`currentReplicasIfHigher`) or the smaller (`currentReplicasIfLower`) of the two. As in
+//!   `doFallback`, R reaches the HPA as a synthetic metric value, `target × R` for an
+//!   AverageValue target and `target × R / readyReplicas` for a Value target (no fallback
+//!   without a ready replica), and the HPA computes that metric's proposal as for any
+//!   value, tolerance included. Condition `Fallback` True/`FallbackExists` or
 //!   False/`NoFallbackFound`.
 //!
 //! KEDA's known bugs are avoided by construction: the fallback replaces each failed metric's
@@ -20,8 +25,9 @@
 use super::{ExtensionReport, ExtensionState, Extensions, FallbackBehavior, metric_key};
 use crate::engine::{
     condition::{Condition, ConditionReason, ConditionType},
-    hpa::{MetricOutcome, MetricProposal},
-    spec::MetricSpec,
+    hpa::{MetricOutcome, MetricProposal, replicas::ready_pods_count},
+    observation::Observation,
+    spec::{MetricSpec, MetricTarget, MetricTargetType},
     time::{Time, duration_millis},
 };
 
@@ -66,17 +72,41 @@ pub(crate) fn target_fallback_replicas(
     }
 }
 
+/// The value `doFallback` hands the HPA for a fallback count of `replicas` (milli-units):
+/// `int64(target * 1000 * R)` with the target as `AsApproximateFloat64` reads it and R divided
+/// by the ready replicas for a Value target. `None` where KEDA cannot fall back: a Value
+/// target with no ready replica, or a target type that is neither.
+fn keda_fallback_value(target: &MetricTarget, replicas: i32, ready: usize) -> Option<i64> {
+    let (quantity, replicas) = match target.target_type {
+        MetricTargetType::AverageValue => (target.average_value?, f64::from(replicas)),
+        MetricTargetType::Value if ready > 0 => (target.value?, f64::from(replicas) / ready as f64),
+        _ => return None,
+    };
+    // A whole quantity is read as its integer, a fractional one as milli-units × 10^-3.
+    let normalisation = if quantity % 1000 == 0 {
+        (quantity / 1000) as f64
+    } else {
+        quantity as f64 * 0.001
+    };
+    // Go's float-to-int conversion truncates; `as` does too, and saturates.
+    Some((normalisation * 1000.0 * replicas) as i64)
+}
+
 /// Replaces the proposals of failed metrics whose fallback is due; returns the conditions to
-/// report.
+/// report. `recompute` is the HPA's computation of one metric on another observation (KEDA's
+/// fallback feeds it a synthetic value).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn apply(
     ext: &Extensions,
     state: &ExtensionState,
     metrics: &[MetricSpec],
     outcomes: &mut [MetricOutcome],
-    current: i32,
+    observation: &Observation,
     now: Time,
     report: &mut ExtensionReport,
+    recompute: impl Fn(usize, &Observation) -> MetricOutcome,
 ) -> Vec<Condition> {
+    let current = observation.current_replicas;
     let mut per_metric_active = Vec::new();
     let mut target_active = Vec::new();
     for outcome in outcomes.iter_mut() {
@@ -94,11 +124,9 @@ pub(crate) fn apply(
             .metrics
             .get(&outcome.index)
             .and_then(|m| m.fallback.as_ref());
-        let mut replacement = None;
         if let (Some(f), Some(first)) = (per_metric, health.first_failure_time) {
             let failed_for = now.unix_millis().saturating_sub(first.unix_millis());
             if failed_for >= duration_millis(f.failure_duration) {
-                replacement = Some(f.replicas);
                 per_metric_active.push(key.clone());
                 report.fire(
                     "fallback.metric",
@@ -109,33 +137,51 @@ pub(crate) fn apply(
                         f.replicas
                     ),
                 );
+                report.fallback_metrics.push(outcome.index);
+                outcome.result = Ok(MetricProposal {
+                    replicas: f.replicas,
+                    current_average_utilization: None,
+                    current_average_value: None,
+                    current_value: None,
+                    usage_ratio: None,
+                });
+                continue;
             }
         }
-        if replacement.is_none()
-            && let Some(f) = &ext.fallback
-            && health.consecutive_failures > f.failure_threshold
-        {
-            let r = target_fallback_replicas(f.behavior, f.replicas, current);
-            replacement = Some(r);
-            target_active.push(key.clone());
+        let (Some(f), MetricSpec::External { name, target }) = (&ext.fallback, metric) else {
+            continue;
+        };
+        if health.consecutive_failures <= f.failure_threshold {
+            continue;
+        }
+        let r = target_fallback_replicas(f.behavior, f.replicas, current);
+        // KEDA reports the fallback as in force from the health alone (`updateStatus`).
+        target_active.push(key.clone());
+        let ready = ready_pods_count(&observation.pods).unwrap_or(0);
+        let Some(value) = keda_fallback_value(target, r, ready) else {
             report.fire(
                 "fallback.target",
                 format!(
-                    "{key} failed {} times in a row (more than {}): proposes {r} ({:?})",
-                    health.consecutive_failures, f.failure_threshold, f.behavior
+                    "{key} failed {} times in a row (more than {}), but KEDA cannot fall back \
+                     on it: a Value target needs a ready replica",
+                    health.consecutive_failures, f.failure_threshold
                 ),
             );
-        }
-        if let Some(replicas) = replacement {
-            report.fallback_metrics.push(outcome.index);
-            outcome.result = Ok(MetricProposal {
-                replicas,
-                current_average_utilization: None,
-                current_average_value: None,
-                current_value: None,
-                usage_ratio: None,
-            });
-        }
+            continue;
+        };
+        let mut synthetic = observation.clone();
+        synthetic.unavailable_metrics.remove(name);
+        synthetic.external_metrics.insert(name.clone(), vec![value]);
+        *outcome = recompute(outcome.index, &synthetic);
+        report.fallback_metrics.push(outcome.index);
+        report.fire(
+            "fallback.target",
+            format!(
+                "{key} failed {} times in a row (more than {}): falls back to {r} ({:?}), \
+                 fed to the HPA as the value {value}m",
+                health.consecutive_failures, f.failure_threshold, f.behavior
+            ),
+        );
     }
     let mut conditions = Vec::new();
     if ext.metrics.values().any(|m| m.fallback.is_some()) {

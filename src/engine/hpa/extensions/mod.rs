@@ -389,9 +389,12 @@ pub(crate) fn evaluate(
         &state,
         &defaulted.metrics,
         &mut outcomes,
-        current,
+        &observation,
         now,
         &mut report,
+        |i, o| {
+            replicas::replicas_for_metric(i, &defaulted.metrics[i], o, settings, tolerances, now)
+        },
     );
 
     let min = defaulted.min_replicas;

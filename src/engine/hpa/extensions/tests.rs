@@ -532,22 +532,39 @@ fn removal_candidates_are_ordered_and_bounded() {
 
 #[test]
 fn stale_samples_count_as_missing_and_let_fallback_apply() {
-    let mut ext = keda(FallbackBehavior::Static);
-    ext.fallback.as_mut().unwrap().failure_threshold = 0;
-    ext.max_sample_age = Some(Duration::from_secs(120));
+    let ext = Extensions {
+        max_sample_age: Some(Duration::from_secs(120)),
+        metrics: BTreeMap::from([(
+            0,
+            MetricExtension {
+                activation_threshold: None,
+                fallback: Some(MetricFallback {
+                    failure_duration: Duration::from_secs(180),
+                    replicas: 6,
+                }),
+            },
+        )]),
+        ..Extensions::default()
+    };
     let s = spec(1, vec![cpu()], ext);
-    // Samples 10 min old: every cpu sample is stale, the metric fails, the fallback (0 < 1
-    // failure) proposes 6.
-    let mut o = obs(3, Some(0), T0);
-    o.pods = pods(3, 1000, T0.plus_secs(-600));
-    let e = step(&s, &o, &History::default(), T0);
+    // Samples 10 min old: every cpu sample is stale, the metric fails (no scaling), and
+    // 180 s later, still stale, the metric's fallback proposes 6.
+    let stale = |at: Time| {
+        let mut o = obs(3, Some(0), at);
+        o.pods = pods(3, 1000, at.plus_secs(-600));
+        o
+    };
+    let e = step(&s, &stale(T0), &History::default(), T0);
     let report = e.decision.extensions.as_ref().unwrap();
     assert_eq!(report.stale_samples, 3);
+    assert_eq!(e.decision.desired_replicas, 3);
+    let t1 = T0.plus_secs(180);
+    let e = step(&s, &stale(t1), &e.history, t1);
     assert_eq!(e.decision.desired_replicas, 6);
     // Fresh samples are used: 3 pods at 100% of a 50% target → 6 as well, without fallback.
     let o = Observation {
         pods: pods(3, 1000, T0.plus_secs(-60)),
-        ..o
+        ..stale(T0)
     };
     let e = step(&s, &o, &History::default(), T0);
     assert_eq!(e.decision.extensions.as_ref().unwrap().stale_samples, 0);
@@ -558,6 +575,83 @@ fn stale_samples_count_as_missing_and_let_fallback_apply() {
             .unwrap()
             .fallback_metrics
             .is_empty()
+    );
+}
+
+#[test]
+fn keda_fallback_is_for_external_metrics_only() {
+    // KEDA's fallback acts on its scalers' External metrics, never on cpu or memory: a
+    // failing cpu metric keeps the count, however many failures.
+    let mut ext = keda(FallbackBehavior::Static);
+    ext.fallback.as_mut().unwrap().failure_threshold = 0;
+    let s = spec(1, vec![cpu()], ext);
+    let mut o = obs(3, Some(0), T0);
+    for p in &mut o.pods {
+        p.metrics.clear();
+    }
+    let e = step(&s, &o, &History::default(), T0);
+    assert_eq!(e.decision.desired_replicas, 3);
+    assert!(
+        e.decision
+            .extensions
+            .as_ref()
+            .unwrap()
+            .fallback_metrics
+            .is_empty()
+    );
+}
+
+#[test]
+fn keda_fallback_reaches_the_hpa_as_a_metric_value() {
+    // AverageValue: the value is target × R, so the HPA's tolerance applies: R = 21 at 20
+    // replicas is a ratio of 1.05, within 0.1, and the count stays.
+    let mut ext = keda(FallbackBehavior::Static);
+    let f = ext.fallback.as_mut().unwrap();
+    f.failure_threshold = 0;
+    f.replicas = 21;
+    let s = HorizontalSpec {
+        max_replicas: 30,
+        ..spec(1, vec![queue()], ext.clone())
+    };
+    let e = step(&s, &obs(20, None, T0), &History::default(), T0);
+    assert_eq!(e.decision.desired_replicas, 20);
+    assert_eq!(
+        e.decision.extensions.as_ref().unwrap().fallback_metrics,
+        vec![0]
+    );
+    assert_eq!(e.decision.metrics[0].result.as_ref().unwrap().replicas, 20);
+    // 30 at 20 replicas (ratio 1.5): 30.
+    ext.fallback.as_mut().unwrap().replicas = 30;
+    let s = HorizontalSpec {
+        max_replicas: 30,
+        ..spec(1, vec![queue()], ext.clone())
+    };
+    let e = step(&s, &obs(20, None, T0), &History::default(), T0);
+    assert_eq!(e.decision.desired_replicas, 30);
+    // Value target: target × R / ready; with no ready replica KEDA cannot fall back and the
+    // metric stays failed, though the Fallback condition says it is in force.
+    let value_queue = MetricSpec::External {
+        name: "queue".into(),
+        target: MetricTarget {
+            target_type: MetricTargetType::Value,
+            value: Some(10_000),
+            ..MetricTarget::default()
+        },
+    };
+    ext.fallback.as_mut().unwrap().replicas = 6;
+    let s = spec(1, vec![value_queue], ext);
+    let e = step(&s, &obs(3, None, T0), &History::default(), T0);
+    assert_eq!(e.decision.desired_replicas, 6);
+    let mut unready = obs(3, None, T0);
+    for p in &mut unready.pods {
+        p.ready = Some(false);
+    }
+    let e = step(&s, &unready, &History::default(), T0);
+    assert_eq!(e.decision.desired_replicas, 3);
+    assert_eq!(e.decision.path, DecisionPath::MetricsFailed);
+    assert_eq!(
+        condition(&e, ConditionType::Fallback),
+        Some((true, ConditionReason::FallbackExists))
     );
 }
 
