@@ -342,6 +342,21 @@ async fn removal_candidates_and_pause_scale_in_over_grpc() {
         condition(&r.conditions, "Paused").unwrap().reason,
         "ScaleInPaused"
     );
+
+    // `paused` (KEDA's autoscaling.keda.sh/paused) holds the current count.
+    let r = client
+        .recommend(request(Some(pb::Pause {
+            paused: true,
+            ..Default::default()
+        })))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.desired_replicas, 4);
+    assert_eq!(
+        condition(&r.conditions, "Paused").unwrap().reason,
+        "ScaledObjectPaused"
+    );
     server.stop().await;
 }
 

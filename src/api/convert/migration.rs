@@ -67,6 +67,7 @@ pub(super) fn extensions(v: &mut Violations, spec: &pb::HorizontalSpec) -> Optio
             cooldown_period,
             initial_cooldown_period,
             idle_replicas: a.idle_replicas,
+            force_activation: a.force_activation,
         }
     });
     let fallback = spec.fallback.as_ref().map(|f| {
@@ -104,6 +105,7 @@ pub(super) fn extensions(v: &mut Violations, spec: &pb::HorizontalSpec) -> Optio
             paused_replicas: p.paused_replicas,
             scale_in: p.scale_in,
             scale_out: p.scale_out,
+            paused: p.paused,
         }
     });
     let max_sample_age = spec.max_sample_age.as_ref().and_then(|d| {

@@ -3,6 +3,8 @@
 //! is decided by activation, the 1↔N range by the HPA rules (KEDA's HPA runs with
 //! `max(minReplicaCount, 1)`).
 //!
+//! * `force_activation` makes the target active whatever the triggers say (KEDA 2.18's
+//!   `force-activation` annotation, `NeedToForceActivation`).
 //! * A metric is active when its value is strictly greater than its `activation_threshold`
 //!   (default 0); a metric on fallback counts as active (KEDA 2.19, #7239). When every metric
 //!   is Resource/ContainerResource the target is always active; in a mixed spec those
@@ -171,13 +173,18 @@ pub(crate) fn decide(
     let current = input.observation.current_replicas;
     let min = input.min;
     let idle = input.activation.idle_replicas;
-    let (active, why) = is_active(
-        input.ext,
-        input.metrics,
-        &outcomes,
-        input.observation,
-        &report.fallback_metrics,
-    );
+    let forced = input.activation.force_activation;
+    let (active, why) = if forced {
+        (true, "activation is forced".to_owned())
+    } else {
+        is_active(
+            input.ext,
+            input.metrics,
+            &outcomes,
+            input.observation,
+            &report.fallback_metrics,
+        )
+    };
     report.active = Some(active);
     let hpa_min = min.max(1);
     let hpa = |outcomes: Vec<MetricOutcome>| {
@@ -209,7 +216,11 @@ pub(crate) fn decide(
     let pause = input.ext.pause.clone().unwrap_or_default();
     // `RequestScale`'s two switches, case by case.
     let (mut e, condition) = if active {
-        let condition = active_condition(true, ConditionReason::ScalerActive);
+        let mut condition = active_condition(true, ConditionReason::ScalerActive);
+        if forced {
+            condition.message =
+                "Scaling is performed because activation is being forced by annotation".to_owned();
+        }
         if current == 0 || (idle.is_some() && current < min) {
             // `scaleFromZeroOrIdle`: nothing while scale-out is paused; `lastActiveTime` is
             // set by a successful scale.

@@ -88,6 +88,9 @@ pub struct Activation {
     pub initial_cooldown_period: Duration,
     /// Below `min_replicas`; when set, an inactive target goes to this count instead of min.
     pub idle_replicas: Option<i32>,
+    /// KEDA `autoscaling.keda.sh/force-activation`: active whatever the triggers say.
+    #[serde(default)]
+    pub force_activation: bool,
 }
 
 impl Default for Activation {
@@ -96,6 +99,7 @@ impl Default for Activation {
             cooldown_period: Duration::from_secs(DEFAULT_COOLDOWN_SECS),
             initial_cooldown_period: Duration::ZERO,
             idle_replicas: None,
+            force_activation: false,
         }
     }
 }
@@ -139,7 +143,8 @@ pub enum FallbackBehavior {
     CurrentReplicasIfLower,
 }
 
-/// KEDA `autoscaling.keda.sh/paused-replicas`, `paused-scale-in`, `paused-scale-out`.
+/// KEDA `autoscaling.keda.sh/paused-replicas`, `paused-scale-in`, `paused-scale-out`,
+/// `paused`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Pause {
     /// `paused-replicas`: hold the target at this count, ahead of every other rule.
@@ -150,6 +155,9 @@ pub struct Pause {
     /// `paused-scale-out`: increases are suppressed.
     #[serde(default)]
     pub scale_out: bool,
+    /// `paused: "true"`: the count stays as it is (`handlePaused`); `paused_replicas` wins.
+    #[serde(default)]
+    pub paused: bool,
 }
 
 // === state ===
@@ -351,7 +359,7 @@ pub(crate) fn evaluate(
     };
 
     let pause = ext.pause.clone().unwrap_or_default();
-    if let Some(paused) = pause.paused_replicas {
+    if let Some(paused) = pause.paused_replicas.or(pause.paused.then_some(current)) {
         let mut r = Reconciliation::start(settings, spec, current, history, now);
         r.decision.path = DecisionPath::Paused;
         r.conditions.set(

@@ -981,3 +981,68 @@ fn activation_steps_are_not_hpa_scale_events() {
     assert_eq!(e2.decision.desired_replicas, 2);
     assert_eq!(e2.history.scale_up_events.len(), 1);
 }
+
+#[test]
+fn paused_holds_the_current_count_and_paused_replicas_wins() {
+    let paused = |replicas: Option<i32>| {
+        spec(
+            1,
+            vec![queue()],
+            Extensions {
+                pause: Some(Pause {
+                    paused: true,
+                    paused_replicas: replicas,
+                    ..Pause::default()
+                }),
+                ..Extensions::default()
+            },
+        )
+    };
+    // 90 items would take 2 replicas to 9: held at 2.
+    let e = step(
+        &paused(None),
+        &obs(2, Some(90_000), T0),
+        &History::default(),
+        T0,
+    );
+    assert_eq!(e.decision.desired_replicas, 2);
+    assert_eq!(e.decision.path, DecisionPath::Paused);
+    assert_eq!(
+        condition(&e, ConditionType::Paused),
+        Some((true, ConditionReason::ScaledObjectPaused))
+    );
+    let e = step(
+        &paused(Some(5)),
+        &obs(2, Some(90_000), T0),
+        &History::default(),
+        T0,
+    );
+    assert_eq!(e.decision.desired_replicas, 5);
+}
+
+#[test]
+fn forced_activation_wakes_and_keeps_a_target_active() {
+    let s = spec(
+        0,
+        vec![queue()],
+        Extensions {
+            activation: Some(Activation {
+                force_activation: true,
+                ..Activation::default()
+            }),
+            ..Extensions::default()
+        },
+    );
+    // An empty queue at zero: woken to 1 anyway.
+    let e = step(&s, &obs(0, Some(0), T0), &History::default(), T0);
+    assert_eq!(e.decision.desired_replicas, 1);
+    assert_eq!(e.decision.extensions.as_ref().unwrap().active, Some(true));
+    // Long after: never idle, the HPA (min 1) decides.
+    let t1 = T0.plus_secs(3600);
+    let e = step(&s, &obs(3, Some(0), t1), &e.history, t1);
+    assert_eq!(e.decision.desired_replicas, 1);
+    assert_eq!(
+        condition(&e, ConditionType::Active),
+        Some((true, ConditionReason::ScalerActive))
+    );
+}
