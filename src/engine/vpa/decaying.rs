@@ -35,6 +35,14 @@ fn go_round_exponent(x: f64) -> i32 {
     }
 }
 
+/// Go's `math.Ldexp(1, exponent)`: `2^exponent`, subnormal below 2^-1022 rather than 0
+/// (`powi` builds 2^|e| and inverts it, which overflows to 0 from 2^-1024 down). The two
+/// halves are exact powers of two, so their product is exact wherever 2^e is representable.
+fn ldexp_one(exponent: i32) -> f64 {
+    let half = exponent / 2;
+    2f64.powi(half) * 2f64.powi(exponent - half)
+}
+
 impl DecayingHistogram {
     /// `NewDecayingHistogram(options, halfLife)`. A half-life ≤ 0 gives a plain histogram
     /// (upstream `NewHistogram`: every decay factor is 1 and the reference never moves), which
@@ -145,7 +153,7 @@ impl DecayingHistogram {
         let exponent = go_round_exponent(
             go_sub(self.reference, Some(new_reference)) as f64 / self.half_life_ns as f64,
         );
-        self.histogram.scale(2f64.powi(exponent))?;
+        self.histogram.scale(ldexp_one(exponent))?;
         self.reference = Some(new_reference);
         Ok(())
     }
@@ -220,5 +228,20 @@ mod tests {
         assert_eq!(r, Timestamp::from_unix_seconds(1_234_569_600));
         let w = h.histogram().bucket_weight(1);
         assert!((w - 2f64.powf(-1710.0 / 3600.0)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn ldexp_one_is_exact_down_to_the_subnormals() {
+        for e in [
+            -4096, -1075, -1074, -1050, -1024, -1022, -1, 0, 1, 1023, 1024, 4096,
+        ] {
+            let expected = match e {
+                ..-1074 => 0.0,
+                -1074..-1022 => f64::from_bits(1u64 << (e + 1074)),
+                -1022..1024 => f64::from_bits(((e + 1023) as u64) << 52),
+                _ => f64::INFINITY,
+            };
+            assert_eq!(ldexp_one(e), expected, "2^{e}");
+        }
     }
 }
