@@ -48,6 +48,31 @@ fn spec(min: i32, metrics: Vec<MetricSpec>, ext: Extensions) -> HorizontalSpec {
     }
 }
 
+/// Min 0, a queue, Kubernetes 1.37 scale to zero.
+fn scale_to_zero_spec() -> HorizontalSpec {
+    spec(
+        0,
+        vec![queue()],
+        Extensions {
+            scale_to_zero: true,
+            ..Extensions::default()
+        },
+    )
+}
+
+/// A queue-only spec with `pause` and, if given, KEDA activation.
+fn paused_spec(min: i32, activation: Option<Activation>, pause: Pause) -> HorizontalSpec {
+    spec(
+        min,
+        vec![queue()],
+        Extensions {
+            activation,
+            pause: Some(pause),
+            ..Extensions::default()
+        },
+    )
+}
+
 /// `n` ready pods using `usage` of 1000m cpu each, sampled at `at`.
 fn pods(n: usize, usage: i64, at: Time) -> Vec<Pod> {
     (0..n)
@@ -134,14 +159,7 @@ fn min_zero_without_object_or_external_metric_is_invalid_with_scale_to_zero() {
 
 #[test]
 fn scale_to_zero_and_wake_on_an_external_metric() {
-    let s = spec(
-        0,
-        vec![queue()],
-        Extensions {
-            scale_to_zero: true,
-            ..Extensions::default()
-        },
-    );
+    let s = scale_to_zero_spec();
     // 2 replicas, empty queue: to zero, ScaledToZero True, stored.
     let e1 = step(&s, &obs(2, Some(0), T0), &History::default(), T0);
     assert_eq!(e1.decision.desired_replicas, 0);
@@ -171,14 +189,7 @@ fn scale_to_zero_and_wake_on_an_external_metric() {
 
 #[test]
 fn a_target_at_zero_that_we_did_not_scale_to_zero_is_not_woken() {
-    let s = spec(
-        0,
-        vec![queue()],
-        Extensions {
-            scale_to_zero: true,
-            ..Extensions::default()
-        },
-    );
+    let s = scale_to_zero_spec();
     let e = step(&s, &obs(0, Some(50_000), T0), &History::default(), T0);
     assert_eq!(e.decision.path, DecisionPath::PausedAtZero);
     assert_eq!(e.decision.desired_replicas, 0);
@@ -426,15 +437,12 @@ fn kep5679_metric_fallback_after_the_failure_duration() {
 
 #[test]
 fn pause_replicas_scale_in_and_scale_out() {
-    let paused = spec(
+    let paused = paused_spec(
         1,
-        vec![queue()],
-        Extensions {
-            pause: Some(Pause {
-                paused_replicas: Some(4),
-                ..Pause::default()
-            }),
-            ..Extensions::default()
+        None,
+        Pause {
+            paused_replicas: Some(4),
+            ..Pause::default()
         },
     );
     let e = step(&paused, &obs(2, Some(90_000), T0), &History::default(), T0);
@@ -444,15 +452,12 @@ fn pause_replicas_scale_in_and_scale_out() {
         condition(&e, ConditionType::Paused),
         Some((true, ConditionReason::ScaledObjectPaused))
     );
-    let no_in = spec(
+    let no_in = paused_spec(
         1,
-        vec![queue()],
-        Extensions {
-            pause: Some(Pause {
-                scale_in: true,
-                ..Pause::default()
-            }),
-            ..Extensions::default()
+        None,
+        Pause {
+            scale_in: true,
+            ..Pause::default()
         },
     );
     // Would go to 1; held at 4. Scaling out still works.
@@ -464,15 +469,12 @@ fn pause_replicas_scale_in_and_scale_out() {
     );
     let e = step(&no_in, &obs(4, Some(80_000), T0), &History::default(), T0);
     assert_eq!(e.decision.desired_replicas, 8);
-    let no_out = spec(
+    let no_out = paused_spec(
         1,
-        vec![queue()],
-        Extensions {
-            pause: Some(Pause {
-                scale_out: true,
-                ..Pause::default()
-            }),
-            ..Extensions::default()
+        None,
+        Pause {
+            scale_out: true,
+            ..Pause::default()
         },
     );
     let e = step(&no_out, &obs(4, Some(80_000), T0), &History::default(), T0);
@@ -790,21 +792,17 @@ fn a_failing_trigger_does_not_refresh_the_last_active_time() {
 
 #[test]
 fn pause_in_activation_as_keda_applies_it() {
-    let s_in = spec(
+    let s_in = paused_spec(
         0,
-        vec![queue()],
-        Extensions {
-            activation: Some(Activation::default()),
-            pause: Some(Pause {
-                scale_in: true,
-                ..Pause::default()
-            }),
-            ..Extensions::default()
+        Some(Activation::default()),
+        Pause {
+            scale_in: true,
+            ..Pause::default()
         },
     );
-    // Never active, inside the initial cooldown (0 s, from the first evaluation) it would
-    // scale in; with scale-in paused `scaleToZeroOrIdle` returns at once: `ScalerNotActive`,
-    // never `ScalerCooldown`, and the count stays.
+    // Never active with an initial cooldown of 0, it would scale in at once; with scale-in
+    // paused `scaleToZeroOrIdle` returns first: `ScalerNotActive`, never `ScalerCooldown`,
+    // and the count stays.
     let e = step(&s_in, &obs(2, Some(0), T0), &History::default(), T0);
     assert_eq!(e.decision.desired_replicas, 2);
     assert_eq!(
@@ -812,16 +810,12 @@ fn pause_in_activation_as_keda_applies_it() {
         Some((false, ConditionReason::ScalerNotActive))
     );
     // Scale-out paused does not stop KEDA from setting min on an inactive target below it.
-    let s_out = spec(
+    let s_out = paused_spec(
         2,
-        vec![queue()],
-        Extensions {
-            activation: Some(Activation::default()),
-            pause: Some(Pause {
-                scale_out: true,
-                ..Pause::default()
-            }),
-            ..Extensions::default()
+        Some(Activation::default()),
+        Pause {
+            scale_out: true,
+            ..Pause::default()
         },
     );
     let e = step(&s_out, &obs(0, Some(0), T0), &History::default(), T0);
@@ -838,14 +832,7 @@ fn pause_in_activation_as_keda_applies_it() {
 
 #[test]
 fn scaled_to_zero_is_false_after_every_rescale_that_is_not_to_zero() {
-    let s = spec(
-        0,
-        vec![queue()],
-        Extensions {
-            scale_to_zero: true,
-            ..Extensions::default()
-        },
-    );
+    let s = scale_to_zero_spec();
     // 3 → 5 on 50 items: `NotScaledToZero`, as upstream sets after any other rescale.
     let e = step(&s, &obs(3, Some(50_000), T0), &History::default(), T0);
     assert_eq!(e.decision.desired_replicas, 5);
@@ -862,14 +849,7 @@ fn scaled_to_zero_is_false_after_every_rescale_that_is_not_to_zero() {
 
 #[test]
 fn a_target_we_scaled_to_zero_wakes_when_min_is_raised() {
-    let s0 = spec(
-        0,
-        vec![queue()],
-        Extensions {
-            scale_to_zero: true,
-            ..Extensions::default()
-        },
-    );
+    let s0 = scale_to_zero_spec();
     let e1 = step(&s0, &obs(2, Some(0), T0), &History::default(), T0);
     assert_eq!(e1.decision.desired_replicas, 0);
     // min raised to 2 while at zero, queue still empty: `shouldComputeMetricsForZeroReplicas`
@@ -896,15 +876,12 @@ fn a_target_we_scaled_to_zero_wakes_when_min_is_raised() {
 #[test]
 fn pause_of_one_direction_is_keda_hpa_with_that_select_policy_disabled() {
     let no_out = |min: i32| {
-        spec(
+        paused_spec(
             min,
-            vec![queue()],
-            Extensions {
-                pause: Some(Pause {
-                    scale_out: true,
-                    ..Pause::default()
-                }),
-                ..Extensions::default()
+            None,
+            Pause {
+                scale_out: true,
+                ..Pause::default()
             },
         )
     };
@@ -933,15 +910,12 @@ fn pause_of_one_direction_is_keda_hpa_with_that_select_policy_disabled() {
     // Scale-in paused on a spec without behavior: KEDA's HPA now has one, so the scale-up
     // rate is behavior's default (4 pods or 100 % per 15 s: 1 → 5), not the legacy limit
     // (max(2 × 1, 4) = 4).
-    let no_in = spec(
+    let no_in = paused_spec(
         1,
-        vec![queue()],
-        Extensions {
-            pause: Some(Pause {
-                scale_in: true,
-                ..Pause::default()
-            }),
-            ..Extensions::default()
+        None,
+        Pause {
+            scale_in: true,
+            ..Pause::default()
         },
     );
     let e = step(&no_in, &obs(1, Some(100_000), T0), &History::default(), T0);
@@ -985,16 +959,13 @@ fn activation_steps_are_not_hpa_scale_events() {
 #[test]
 fn paused_holds_the_current_count_and_paused_replicas_wins() {
     let paused = |replicas: Option<i32>| {
-        spec(
+        paused_spec(
             1,
-            vec![queue()],
-            Extensions {
-                pause: Some(Pause {
-                    paused: true,
-                    paused_replicas: replicas,
-                    ..Pause::default()
-                }),
-                ..Extensions::default()
+            None,
+            Pause {
+                paused: true,
+                paused_replicas: replicas,
+                ..Pause::default()
             },
         )
     };
