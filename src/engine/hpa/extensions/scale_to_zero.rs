@@ -67,11 +67,12 @@ pub(crate) fn paused_at_zero(
 }
 
 /// Records whether zero is our decision and sets `ScaledToZero` as upstream does after a
-/// rescale (`reconcileAutoscaler`): True when it took the target from above zero to zero (min
-/// 0, an Object/External metric, or KEDA activation), False/`NotScaledToZero` after every
-/// other rescale, whatever the counts (the condition then says the last rescale was not to
-/// zero). Without a rescale nothing is set, except that a target we hold at zero reports True
-/// again, as the condition persists on the HPA object.
+/// rescale (`reconcileAutoscaler`): True when the target went from above zero to zero (min 0,
+/// an Object/External metric, or KEDA activation), False/`NotScaledToZero` after every other
+/// HPA rescale, whatever the counts, and after a wake from a zero that was ours. KEDA's own
+/// steps (activation) are not HPA rescales and set nothing else. Without a rescale nothing
+/// is set, except that a target we hold at zero reports True again, as the condition
+/// persists on the HPA object.
 pub(crate) fn track(
     e: &mut Evaluation,
     ext: &Extensions,
@@ -82,7 +83,14 @@ pub(crate) fn track(
 ) {
     let d = &e.decision;
     let (current, desired) = (d.current_replicas, d.desired_replicas);
+    let by_hpa = d.path != DecisionPath::Activation;
     let eligible = min == 0 && (has_object_or_external(metrics) || ext.activation.is_some());
+    let not_scaled_to_zero = || Condition {
+        condition_type: ConditionType::ScaledToZero,
+        status: false,
+        reason: ConditionReason::NotScaledToZero,
+        message: "the HPA controller did not scale the workload to zero".to_owned(),
+    };
     let condition = if current > 0 && desired == 0 && eligible {
         state.scaled_to_zero = true;
         report.fire("scale_to_zero", "scaled to zero");
@@ -92,20 +100,16 @@ pub(crate) fn track(
             reason: ConditionReason::ScaledToZero,
             message: "the target was scaled to zero".to_owned(),
         })
+    } else if current == 0 && desired > 0 {
+        let ours = std::mem::take(&mut state.scaled_to_zero);
+        report.fire(
+            "scale_to_zero.wake",
+            format!("woken from zero to {desired}"),
+        );
+        (ours || by_hpa).then(not_scaled_to_zero)
     } else if desired != current {
-        if current == 0 {
-            report.fire(
-                "scale_to_zero.wake",
-                format!("woken from zero to {desired}"),
-            );
-        }
         state.scaled_to_zero = false;
-        Some(Condition {
-            condition_type: ConditionType::ScaledToZero,
-            status: false,
-            reason: ConditionReason::NotScaledToZero,
-            message: "the HPA controller did not scale the workload to zero".to_owned(),
-        })
+        by_hpa.then(not_scaled_to_zero)
     } else if current == 0 && state.scaled_to_zero {
         Some(Condition {
             condition_type: ConditionType::ScaledToZero,

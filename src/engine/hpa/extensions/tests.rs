@@ -1004,10 +1004,12 @@ fn forced_activation_wakes_and_keeps_a_target_active() {
             ..Extensions::default()
         },
     );
-    // An empty queue at zero: woken to 1 anyway.
+    // An empty queue at zero: woken to 1 anyway. KEDA's wake is not an HPA rescale, and the
+    // zero was not ours: no ScaledToZero condition.
     let e = step(&s, &obs(0, Some(0), T0), &History::default(), T0);
     assert_eq!(e.decision.desired_replicas, 1);
     assert_eq!(e.decision.extensions.as_ref().unwrap().active, Some(true));
+    assert_eq!(condition(&e, ConditionType::ScaledToZero), None);
     // Long after: never idle, the HPA (min 1) decides.
     let t1 = T0.plus_secs(3600);
     let e = step(&s, &obs(3, Some(0), t1), &e.history, t1);
