@@ -310,8 +310,9 @@ pub fn normalize_desired_replicas_with_behaviors(
 /// `stabilizeRecommendationWithBehaviors`: a scale-up goes only as high as the lowest
 /// recommendation inside the scale-up window, a scale-down only as low as the highest inside
 /// the scale-down window (windows exclusive of their cutoff), starting from the current count.
-/// The prenormalized value overwrites the last entry strictly older than both cutoffs, else
-/// is appended. Returns the value and the AbleToScale reason/message to use if it differs
+/// The prenormalized value overwrites the last entry strictly older than both cutoffs (an
+/// entry at `now` counts as older than a zero-width one, see [`stabilize_recommendation`]),
+/// else is appended. Returns the value and the AbleToScale reason/message to use if it differs
 /// from `prenormalized`.
 pub fn stabilize_recommendation_with_behaviors(
     behavior: &CompletedBehavior,
@@ -320,8 +321,13 @@ pub fn stabilize_recommendation_with_behaviors(
     current: i32,
     prenormalized: i32,
 ) -> (i32, ConditionReason, &'static str) {
-    let up_cutoff = now.plus_secs(-i64::from(behavior.scale_up.stabilization_window_seconds));
-    let down_cutoff = now.plus_secs(-i64::from(behavior.scale_down.stabilization_window_seconds));
+    let up_window = behavior.scale_up.stabilization_window_seconds;
+    let down_window = behavior.scale_down.stabilization_window_seconds;
+    let up_cutoff = now.plus_secs(-i64::from(up_window));
+    let down_cutoff = now.plus_secs(-i64::from(down_window));
+    // `rec.timestamp.Before(cutoff)`; at a zero-width window an entry at `now` is before it,
+    // as in `stabilize_recommendation` (upstream stamped it with an earlier `time.Now()`).
+    let before = |t: Time, cutoff: Time, window: i32| t < cutoff || (window == 0 && t <= cutoff);
     let mut up_recommendation = prenormalized;
     let mut down_recommendation = prenormalized;
     let mut old_sample = None;
@@ -332,7 +338,7 @@ pub fn stabilize_recommendation_with_behaviors(
         if rec.time > down_cutoff {
             down_recommendation = down_recommendation.max(rec.replicas);
         }
-        if rec.time < up_cutoff && rec.time < down_cutoff {
+        if before(rec.time, up_cutoff, up_window) && before(rec.time, down_cutoff, down_window) {
             old_sample = Some(i);
         }
     }
