@@ -857,6 +857,37 @@ mod tests {
         );
     }
 
+    /// The same with behavior and both windows at 0: the initial entry is older than both
+    /// zero-width cutoffs (`stabilizeRecommendationWithBehaviors`' `Before`), so its slot is
+    /// reused instead of a stale 4 staying in the list for later, wider windows.
+    #[test]
+    fn behavior_zero_windows_reuse_the_initial_recommendation() {
+        let zero = crate::engine::spec::ScalingRules {
+            stabilization_window_seconds: Some(0),
+            ..crate::engine::spec::ScalingRules::default()
+        };
+        let behavior = Behavior {
+            scale_up: Some(zero.clone()),
+            scale_down: Some(zero),
+        };
+        let e = evaluate(
+            &Settings::default(),
+            &spec(1, 10, Some(behavior)),
+            &observation(4, 4, 100),
+            &History::default(),
+            NOW,
+        )
+        .unwrap();
+        assert_eq!(e.decision.desired_replicas, 1);
+        assert_eq!(
+            e.history.recommendations,
+            Some(vec![Recommendation {
+                replicas: 1,
+                time: NOW
+            }])
+        );
+    }
+
     #[test]
     fn metrics_failure_records_nothing_and_keeps_the_count() {
         let mut obs = observation(3, 3, 1000);
