@@ -155,8 +155,9 @@ pub(crate) fn maybe_init_scale_down_stabilization_window(
     }
 }
 
-/// `tolerancesForHpa`: both bounds default to the controller tolerance; a behavior's
-/// per-direction tolerance replaces it (the HPAConfigurableTolerance gate taken as on).
+/// `tolerancesForHpa`: both bounds default to the controller tolerance (a float flag); a
+/// behavior's per-direction tolerance replaces it (the HPAConfigurableTolerance gate taken
+/// as on), read as upstream reads that Quantity ([`quantity_approximate_float`]).
 pub fn tolerances_for_hpa(spec: &DefaultedSpec, settings: &Settings) -> Tolerances {
     let mut tolerances = Tolerances {
         scale_down: settings.tolerance,
@@ -164,13 +165,36 @@ pub fn tolerances_for_hpa(spec: &DefaultedSpec, settings: &Settings) -> Toleranc
     };
     if let Some(behavior) = &spec.behavior {
         if let Some(t) = behavior.scale_down.tolerance {
-            tolerances.scale_down = t;
+            tolerances.scale_down = quantity_approximate_float(t);
         }
         if let Some(t) = behavior.scale_up.tolerance {
-            tolerances.scale_up = t;
+            tolerances.scale_up = quantity_approximate_float(t);
         }
     }
     tolerances
+}
+
+/// `Quantity.AsApproximateFloat64` of a behavior tolerance as the controller holds it. The
+/// API server keeps quantities in canonical form, an integer times 10^-3k (`0.41` is `410m`),
+/// and the float is `value × math.Pow10(-3k)`: 0.41000000000000003, not the double 0.41, so
+/// a usage ratio of exactly 0.59 is within a scale-down tolerance of 0.41. The decimal is the
+/// shortest one that reads back as `t` (what a client wrote); beyond nano precision, or for
+/// a whole number, `t` is kept as it is.
+fn quantity_approximate_float(t: f64) -> f64 {
+    let decimal = t.to_string();
+    let Some((whole, fraction)) = decimal.split_once('.') else {
+        return t;
+    };
+    let k = fraction.len().div_ceil(3) * 3;
+    if !t.is_finite() || k > 9 {
+        return t;
+    }
+    let digits = format!("{whole}{fraction:0<k$}");
+    match digits.parse::<i64>() {
+        // Go's Pow10(-k) is 1 / 10^k.
+        Ok(value) => value as f64 * (1.0 / 10f64.powi(k as i32)),
+        Err(_) => t,
+    }
 }
 
 /// Copies every non-nil field of `user` onto `defaults`, as the `Generate*Rules` functions do.
@@ -203,6 +227,22 @@ fn complete(rules: ScalingRules) -> CompletedRules {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn behavior_tolerances_read_as_canonical_quantities() {
+        use super::quantity_approximate_float as q;
+        // 410m × 10^-3: one ulp above the double 0.41.
+        assert_eq!(q(0.41), 0.41000000000000003);
+        assert_eq!(1.0 - q(0.41), 0.59);
+        assert_ne!(1.0 - 0.41, 0.59);
+        // Values the double already is.
+        for t in [0.0, 0.1, 0.5, 1.0, 2.0, 0.34] {
+            assert_eq!(q(t), t, "{t}");
+        }
+        // 12500u × 10^-6, and more than nano precision kept as is.
+        assert_eq!(q(0.0125), 12_500.0 * (1.0 / 1e6));
+        assert_eq!(q(1e-12), 1e-12);
+    }
+
     use std::time::Duration;
 
     use super::*;
