@@ -309,6 +309,14 @@ impl VpaTarget {
     /// Drop expired aggregations (`isExpired` with each container's window) and container
     /// instances whose latest sample is older than the window. Returns how many aggregations
     /// were removed.
+    ///
+    /// Dropping instances by time is ours: upstream keeps a `ContainerState` until the pod is
+    /// deleted (`DeletePod`, from the pod lister), which pushed samples never say, so keeping
+    /// every pod name ever seen would grow without bound under rollouts. The difference shows
+    /// only when a pod name is silent for a whole window (8 days by default) and then sends
+    /// again: its memory peak grid starts afresh from the new sample instead of continuing
+    /// upstream's `WindowEnd` grid, as after a pod re-creation or a recommender restart
+    /// upstream.
     pub fn garbage_collect(
         &mut self,
         policy: Option<&PodResourcePolicy>,
