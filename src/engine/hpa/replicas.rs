@@ -916,14 +916,14 @@ impl<'a> Ctx<'a> {
             let values =
                 values.map_err(|e| format!("unable to get external metric {name}: {e}"))?;
             // GetExternalMetricReplicas: a positive value that would overflow stops the sum
-            // at MaxInt64.
+            // at MaxInt64; a negative overflow wraps, as Go's int64 addition does.
             let mut usage: i64 = 0;
             for &v in values {
                 if v > 0 && usage > i64::MAX - v {
                     usage = i64::MAX;
                     break;
                 }
-                usage = usage.saturating_add(v);
+                usage = usage.wrapping_add(v);
             }
             let ratio = usage as f64 / value as f64;
             let replicas = self.usage_ratio_replica_count(ratio)?;

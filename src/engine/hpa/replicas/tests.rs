@@ -464,12 +464,12 @@ fn external_sums_saturate_as_upstream() {
     let p = proposal(&run(&value, &o, tol(0.1))).clone();
     assert_eq!(p.current_value, Some(i64::MAX));
     assert_eq!(p.replicas, i32::MAX);
-    // Value: negative sums saturate instead of wrapping.
+    // Value: a negative overflow wraps, as Go's int64 addition does (only a positive one
+    // is checked): MinInt64 - 1 is MaxInt64, and the proposal caps at MaxInt32.
     o.external_metrics.insert("q".into(), vec![i64::MIN, -1]);
-    assert_eq!(
-        proposal(&run(&value, &o, tol(0.1))).current_value,
-        Some(i64::MIN)
-    );
+    let p = proposal(&run(&value, &o, tol(0.1))).clone();
+    assert_eq!(p.current_value, Some(i64::MAX));
+    assert_eq!(p.replicas, i32::MAX);
 
     // AverageValue: a running sum that turns negative is taken as an overflow (MaxInt64),
     // also when a value is negative, as upstream does.
