@@ -229,9 +229,6 @@ struct Reconciliation<'a> {
     now: Time,
     conditions: Conditions,
     decision: Decision,
-    /// The count is set by KEDA's executor (activation), not by an HPA rescale: no scale
-    /// event is stored, as `storeScaleEvent` runs only after the HPA's own update.
-    by_activation: bool,
 }
 
 impl<'a> Reconciliation<'a> {
@@ -298,7 +295,6 @@ impl<'a> Reconciliation<'a> {
                 rescale_reason: None,
                 extensions: None,
             },
-            by_activation: false,
         }
     }
 
@@ -350,7 +346,10 @@ impl<'a> Reconciliation<'a> {
                 ConditionReason::SucceededRescale,
                 format!("the HPA controller was able to update the target scale to {desired}"),
             );
-            if let Some(behavior) = self.spec.behavior.as_ref().filter(|_| !self.by_activation) {
+            // A count set by KEDA's executor (activation) is not an HPA rescale: no scale
+            // event, as `storeScaleEvent` runs only after the HPA's own update.
+            let by_activation = self.decision.path == DecisionPath::Activation;
+            if let Some(behavior) = self.spec.behavior.as_ref().filter(|_| !by_activation) {
                 normalize::store_scale_event(
                     behavior,
                     &mut self.history,
@@ -496,7 +495,7 @@ fn reconcile(
     r.decision.error = combined.error;
 
     let prenormalized = combined.replicas.max(0);
-    let rescale_reason = if prenormalized > current {
+    let mut rescale_reason = if prenormalized > current {
         Some(format!("{} above target", combined.metric))
     } else if prenormalized < current {
         Some(messages::ALL_BELOW_TARGET.to_string())
@@ -504,7 +503,6 @@ fn reconcile(
         None
     };
     let mut desired = r.normalize(prenormalized);
-    let mut rescale_reason = rescale_reason;
     if from_zero && desired < min {
         // `reconcileAutoscaler`: a target woken from zero gets at least min.
         desired = min;

@@ -155,7 +155,6 @@ fn step(input: &Input<'_>, to: i32, reason: &str) -> Evaluation {
         input.now,
     );
     r.decision.path = DecisionPath::Activation;
-    r.by_activation = true;
     r.finish(
         to,
         to != current,
