@@ -78,6 +78,20 @@ fn activation_value(metric: &MetricSpec, observation: &Observation) -> Option<i6
     }
 }
 
+/// A metric KEDA's scalers read. Resource and ContainerResource metrics are the HPA's own:
+/// KEDA's cpu/memory scalers report neither activity nor errors.
+fn read_by_scaler(metric: &MetricSpec) -> bool {
+    !matches!(
+        metric,
+        MetricSpec::Resource { .. } | MetricSpec::ContainerResource { .. }
+    )
+}
+
+/// Whether metric `i` failed in this evaluation (after fallback replaced what it could).
+fn failed(outcomes: &[MetricOutcome], i: usize) -> bool {
+    outcomes.iter().any(|o| o.index == i && o.result.is_err())
+}
+
 /// Whether the target is active, with the sentence that says why.
 pub(crate) fn is_active(
     ext: &Extensions,
@@ -86,13 +100,7 @@ pub(crate) fn is_active(
     observation: &Observation,
     fallback_metrics: &[usize],
 ) -> (bool, String) {
-    let resource_only = metrics.iter().all(|m| {
-        matches!(
-            m,
-            MetricSpec::Resource { .. } | MetricSpec::ContainerResource { .. }
-        )
-    });
-    if resource_only {
+    if !metrics.iter().any(read_by_scaler) {
         return (
             true,
             "every metric is a resource metric: always active".to_owned(),
@@ -106,8 +114,7 @@ pub(crate) fn is_active(
                 format!("{key} is on fallback, which counts as active"),
             );
         }
-        let failed = outcomes.iter().any(|o| o.index == i && o.result.is_err());
-        if failed {
+        if failed(outcomes, i) {
             continue;
         }
         let threshold = ext
@@ -206,13 +213,13 @@ pub(crate) fn decide(
     // it (the scale loop sees the scaler's error; fallback acts in the metrics the HPA reads).
     // Resource metrics are read by the HPA, not by KEDA's scalers, so they never count.
     let trigger_error = input.metrics.iter().enumerate().any(|(i, m)| {
-        !matches!(
-            m,
-            MetricSpec::Resource { .. } | MetricSpec::ContainerResource { .. }
-        ) && (report.fallback_metrics.contains(&i)
-            || outcomes.iter().any(|o| o.index == i && o.result.is_err()))
+        read_by_scaler(m) && (report.fallback_metrics.contains(&i) || failed(&outcomes, i))
     });
-    let pause = input.ext.pause.clone().unwrap_or_default();
+    let (scale_in_paused, scale_out_paused) = input
+        .ext
+        .pause
+        .as_ref()
+        .map_or((false, false), |p| (p.scale_in, p.scale_out));
     // `RequestScale`'s two switches, case by case.
     let (mut e, condition) = if active {
         let mut condition = active_condition(true, ConditionReason::ScalerActive);
@@ -223,7 +230,7 @@ pub(crate) fn decide(
         if current == 0 || (idle.is_some() && current < min) {
             // `scaleFromZeroOrIdle`: nothing while scale-out is paused; `lastActiveTime` is
             // set by a successful scale.
-            if pause.scale_out {
+            if scale_out_paused {
                 (step(&input, current, ""), condition)
             } else {
                 state.last_active_time = Some(input.now);
@@ -271,7 +278,7 @@ pub(crate) fn decide(
                 true,
             ),
         };
-        if pause.scale_in {
+        if scale_in_paused {
             // Returns before the cooldown is looked at: the condition stays `ScalerNotActive`.
             (
                 hpa(outcomes),
