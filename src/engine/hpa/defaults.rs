@@ -174,25 +174,39 @@ pub fn tolerances_for_hpa(spec: &DefaultedSpec, settings: &Settings) -> Toleranc
     tolerances
 }
 
-/// `Quantity.AsApproximateFloat64` of a behavior tolerance as the controller holds it. The
-/// API server keeps quantities in canonical form, an integer times 10^-3k (`0.41` is `410m`),
-/// and the float is `value × math.Pow10(-3k)`: 0.41000000000000003, not the double 0.41, so
-/// a usage ratio of exactly 0.59 is within a scale-down tolerance of 0.41. The decimal is the
-/// shortest one that reads back as `t` (what a client wrote); beyond nano precision, or for
-/// a whole number, `t` is kept as it is.
+/// `Quantity.AsApproximateFloat64` of the decimal `value × 10^-decimals` as the controller
+/// holds it. The API server keeps quantities in canonical form, an integer times 10^-3k with
+/// the smallest such k (`0.41` is `410m`, `1.5` is `1500m`, `2` is `2`), and the float is
+/// `value × math.Pow10(-3k)`: 0.41000000000000003, not the double 0.41.
+pub(crate) fn canonical_quantity_float(mut value: i64, decimals: u32) -> f64 {
+    let mut k = decimals.div_ceil(3) * 3;
+    value = value.saturating_mul(10i64.pow(k - decimals));
+    while k > 0 && value % 1000 == 0 {
+        value /= 1000;
+        k -= 3;
+    }
+    if k == 0 {
+        value as f64
+    } else {
+        // Go's Pow10(-k) is 1 / 10^k.
+        value as f64 * (1.0 / 10f64.powi(k as i32))
+    }
+}
+
+/// [`canonical_quantity_float`] of a behavior tolerance: a usage ratio of exactly 0.59 is
+/// within a scale-down tolerance of 0.41. The decimal is the shortest one that reads back as
+/// `t` (what a client wrote); beyond nano precision, or for a whole number, `t` is kept as
+/// it is.
 fn quantity_approximate_float(t: f64) -> f64 {
     let decimal = t.to_string();
     let Some((whole, fraction)) = decimal.split_once('.') else {
         return t;
     };
-    let k = fraction.len().div_ceil(3) * 3;
-    if !t.is_finite() || k > 9 {
+    if !t.is_finite() || fraction.len() > 9 {
         return t;
     }
-    let digits = format!("{whole}{fraction:0<k$}");
-    match digits.parse::<i64>() {
-        // Go's Pow10(-k) is 1 / 10^k.
-        Ok(value) => value as f64 * (1.0 / 10f64.powi(k as i32)),
+    match format!("{whole}{fraction}").parse::<i64>() {
+        Ok(value) => canonical_quantity_float(value, fraction.len() as u32),
         Err(_) => t,
     }
 }
@@ -227,6 +241,10 @@ fn complete(rules: ScalingRules) -> CompletedRules {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
     #[test]
     fn behavior_tolerances_read_as_canonical_quantities() {
         use super::quantity_approximate_float as q;
@@ -241,11 +259,10 @@ mod tests {
         // 12500u × 10^-6, and more than nano precision kept as is.
         assert_eq!(q(0.0125), 12_500.0 * (1.0 / 1e6));
         assert_eq!(q(1e-12), 1e-12);
+        // Milli-units: whole ones lose their scale, fractional ones keep 10^-3.
+        assert_eq!(canonical_quantity_float(30_000, 3), 30.0);
+        assert_eq!(canonical_quantity_float(1_500, 3), 1_500.0 * (1.0 / 1e3));
     }
-
-    use std::time::Duration;
-
-    use super::*;
 
     fn spec(behavior: Option<Behavior>) -> HorizontalSpec {
         HorizontalSpec {

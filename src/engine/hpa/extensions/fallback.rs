@@ -25,7 +25,10 @@
 use super::{ExtensionReport, ExtensionState, Extensions, FallbackBehavior, metric_key};
 use crate::engine::{
     condition::{Condition, ConditionReason, ConditionType},
-    hpa::{MetricOutcome, MetricProposal, replicas::ready_pods_count},
+    hpa::{
+        MetricOutcome, MetricProposal, defaults::canonical_quantity_float,
+        replicas::ready_pods_count,
+    },
     observation::Observation,
     spec::{MetricSpec, MetricTarget, MetricTargetType},
     time::{Time, duration_millis},
@@ -82,12 +85,7 @@ fn keda_fallback_value(target: &MetricTarget, replicas: i32, ready: usize) -> Op
         MetricTargetType::Value if ready > 0 => (target.value?, f64::from(replicas) / ready as f64),
         _ => return None,
     };
-    // A whole quantity is read as its integer, a fractional one as milli-units × 10^-3.
-    let normalisation = if quantity % 1000 == 0 {
-        (quantity / 1000) as f64
-    } else {
-        quantity as f64 * 0.001
-    };
+    let normalisation = canonical_quantity_float(quantity, 3);
     // Go's float-to-int conversion truncates; `as` does too, and saturates.
     Some((normalisation * 1000.0 * replicas) as i64)
 }
