@@ -157,7 +157,7 @@ pub fn stabilize_recommendation(
     let mut max_recommendation = prenormalized;
     let mut old_sample = None;
     for (i, rec) in recommendations.iter().enumerate() {
-        if rec.time < cutoff || (zero_window && rec.time <= cutoff) {
+        if before_cutoff(rec.time, cutoff, zero_window) {
             old_sample = Some(i);
         } else if rec.replicas > max_recommendation {
             max_recommendation = rec.replicas;
@@ -165,6 +165,13 @@ pub fn stabilize_recommendation(
     }
     store_recommendation(recommendations, old_sample, prenormalized, now);
     max_recommendation
+}
+
+/// `rec.timestamp.Before(cutoff)` with one instant per evaluation: at a zero-width window an
+/// entry stamped `now` is before the cutoff too, since upstream stamped it with an earlier
+/// `time.Now()` than the one the cutoff is taken from.
+fn before_cutoff(time: Time, cutoff: Time, zero_window: bool) -> bool {
+    time < cutoff || (zero_window && time <= cutoff)
 }
 
 fn store_recommendation(
@@ -325,9 +332,6 @@ pub fn stabilize_recommendation_with_behaviors(
     let down_window = behavior.scale_down.stabilization_window_seconds;
     let up_cutoff = now.plus_secs(-i64::from(up_window));
     let down_cutoff = now.plus_secs(-i64::from(down_window));
-    // `rec.timestamp.Before(cutoff)`; at a zero-width window an entry at `now` is before it,
-    // as in `stabilize_recommendation` (upstream stamped it with an earlier `time.Now()`).
-    let before = |t: Time, cutoff: Time, window: i32| t < cutoff || (window == 0 && t <= cutoff);
     let mut up_recommendation = prenormalized;
     let mut down_recommendation = prenormalized;
     let mut old_sample = None;
@@ -338,7 +342,9 @@ pub fn stabilize_recommendation_with_behaviors(
         if rec.time > down_cutoff {
             down_recommendation = down_recommendation.max(rec.replicas);
         }
-        if before(rec.time, up_cutoff, up_window) && before(rec.time, down_cutoff, down_window) {
+        if before_cutoff(rec.time, up_cutoff, up_window == 0)
+            && before_cutoff(rec.time, down_cutoff, down_window == 0)
+        {
             old_sample = Some(i);
         }
     }
