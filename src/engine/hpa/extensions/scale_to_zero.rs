@@ -3,8 +3,8 @@
 //!
 //! * `minReplicas: 0` needs an Object or External metric: the API server rejects it otherwise.
 //! * `ScaledToZero=True` when the controller takes a target with current > 0 to 0 (min 0, an
-//!   Object/External metric); `False`/`NotScaledToZero` after every other rescale, so also
-//!   when it scales the target back up ([`track`]).
+//!   Object/External metric); `False`/`NotScaledToZero` after every other HPA rescale, so
+//!   also when it scales the target back up ([`track`]).
 //! * A target at 0 that the controller did not scale to zero counts as paused by someone else
 //!   and is not woken (the older "scaling is disabled since the replica count of the target
 //!   is zero" rule). Whether zero was our decision is stored (`ExtensionState::scaled_to_zero`).
