@@ -9,7 +9,7 @@ use crate::config::{EX_USAGE, ServeArgs};
 
 /// autoscaled: the Kubernetes HPA and VPA decisions as a gRPC service.
 #[derive(Debug, Parser)]
-#[command(name = "autoscaled", version, about)]
+#[command(name = "autoscaled", version = crate::config::VERSION, about)]
 pub struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,

@@ -322,6 +322,12 @@ pub(crate) struct ServeArgs {
         value_name = "REPLICAS"
     )]
     pub(crate) hpa_scale_up_limit_minimum: Option<f64>,
+    /// Kubernetes feature gates of the HPA controller, as kube-controller-manager takes them
+    /// (`HPAScaleToZero=false`, comma-separated). Defaults are Kubernetes 1.37's:
+    /// HPAScaleToZero (beta) on, HPAConfigurableTolerance (GA) locked on. A request's
+    /// `spec.scale_to_zero` overrides HPAScaleToZero for its target. [default: 1.37's]
+    #[arg(long, env = "AUTOSCALED_FEATURE_GATES", value_name = "GATE=BOOL,...")]
+    pub(crate) feature_gates: Option<String>,
     /// Serve TLS with this certificate chain (PEM, leaf first). Re-read when it changes and on
     /// SIGHUP, without dropping the listener. Needs --tls-key. [default: off, plaintext]
     #[arg(long, env = "AUTOSCALED_TLS_CERT", value_name = "FILE")]
@@ -399,6 +405,7 @@ struct FileConfig {
     hpa_downscale_stabilization_secs: Option<u64>,
     hpa_scale_up_limit_factor: Option<f64>,
     hpa_scale_up_limit_minimum: Option<f64>,
+    feature_gates: Option<String>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
     tls_client_ca: Option<PathBuf>,
@@ -573,6 +580,73 @@ pub(crate) enum ConfigError {
     Invalid { key: &'static str, message: String },
 }
 
+/// `--version`: the build, the Kubernetes version whose HPA controller defaults (flags and
+/// feature gates) the server follows, and the KEDA versions its extensions follow.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (HPA: Kubernetes 1.37 controller defaults, HPAScaleToZero on; KEDA extensions: 2.19 and later)"
+);
+
+/// The HPA controller's feature gates, as `--feature-gates` sets them
+/// (`k8s.io/component-base/featuregate`: `Name=bool` pairs, comma-separated; an unknown
+/// gate, or a locked one set against its lock, is an error at start-up).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FeatureGates {
+    /// `HPAScaleToZero`: alpha (off) up to 1.36, beta and on by default in 1.37.
+    pub hpa_scale_to_zero: bool,
+}
+
+impl Default for FeatureGates {
+    fn default() -> Self {
+        FeatureGates {
+            hpa_scale_to_zero: true,
+        }
+    }
+}
+
+impl FeatureGates {
+    /// Kubernetes 1.37's gates for the HPA: name, default, locked to its default.
+    const KNOWN: [(&'static str, bool, bool); 2] = [
+        ("HPAScaleToZero", true, false),
+        ("HPAConfigurableTolerance", true, true),
+    ];
+
+    /// Parses `Name=bool,Name=bool` over the 1.37 defaults. Booleans are read as Go's
+    /// `strconv.ParseBool` reads them, as kube-controller-manager does.
+    pub fn parse(spec: &str) -> Result<FeatureGates, String> {
+        let mut gates = FeatureGates::default();
+        for pair in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let Some((name, value)) = pair.split_once('=') else {
+                return Err(format!(
+                    "missing bool value for {pair:?} (write {pair}=true)"
+                ));
+            };
+            let (name, value) = (name.trim(), value.trim());
+            let value = match value {
+                "1" | "t" | "T" | "true" | "TRUE" | "True" => true,
+                "0" | "f" | "F" | "false" | "FALSE" | "False" => false,
+                _ => return Err(format!("invalid value of {name}={value}, err: not a bool")),
+            };
+            let Some(&(_, default, locked)) = Self::KNOWN.iter().find(|(n, ..)| *n == name) else {
+                let known: Vec<&str> = Self::KNOWN.iter().map(|(n, ..)| *n).collect();
+                return Err(format!(
+                    "unrecognized feature gate: {name} (known: {})",
+                    known.join(", ")
+                ));
+            };
+            if locked && value != default {
+                return Err(format!(
+                    "cannot set feature gate {name} to {value}, feature is locked to {default}"
+                ));
+            }
+            if name == "HPAScaleToZero" {
+                gates.hpa_scale_to_zero = value;
+            }
+        }
+        Ok(gates)
+    }
+}
+
 fn invalid(key: &'static str, message: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         key,
@@ -593,6 +667,13 @@ impl ServeArgs {
 
     fn merge(self, file: FileConfig) -> Result<Config, ConfigError> {
         let defaults = Settings::default();
+        let gates = FeatureGates::parse(
+            self.feature_gates
+                .as_deref()
+                .or(file.feature_gates.as_deref())
+                .unwrap_or(""),
+        )
+        .map_err(|message| invalid("feature_gates", message))?;
         let secs =
             |v: Option<u64>, default: Duration| v.map(Duration::from_secs).unwrap_or(default);
         let hpa = Settings {
@@ -623,6 +704,7 @@ impl ServeArgs {
                 .hpa_scale_up_limit_minimum
                 .or(file.hpa_scale_up_limit_minimum)
                 .unwrap_or(defaults.scale_up_limit_minimum),
+            scale_to_zero: gates.hpa_scale_to_zero,
         };
         let authz = self.authz.or(file.authz);
         // With an authorization file, health and reflection need credentials unless opened.
@@ -1014,6 +1096,44 @@ mod tests {
         assert_eq!(c.listen, "127.0.0.1:7000".parse().unwrap());
         assert_eq!(c.durability, Durability::Relaxed);
         assert_eq!(c.hpa.tolerance, 0.2);
+    }
+
+    #[test]
+    fn feature_gates_default_to_kubernetes_1_37_and_are_checked_as_kubernetes_does() {
+        // 1.37: HPAScaleToZero beta and on.
+        assert!(parse_file("").unwrap().hpa.scale_to_zero);
+        let c = parse_file("feature_gates = \"HPAScaleToZero=false\"").unwrap();
+        assert!(!c.hpa.scale_to_zero);
+        // The flag wins over the file, as for every knob.
+        let file: FileConfig = toml::from_str("feature_gates = \"HPAScaleToZero=false\"").unwrap();
+        let args = ServeArgs {
+            feature_gates: Some("HPAScaleToZero=true".into()),
+            ..ServeArgs::default()
+        };
+        assert!(args.merge(file).unwrap().hpa.scale_to_zero);
+        assert_eq!(
+            FeatureGates::parse(" HPAConfigurableTolerance=true , HPAScaleToZero=F ").unwrap(),
+            FeatureGates {
+                hpa_scale_to_zero: false
+            }
+        );
+        for (spec, says) in [
+            ("HPAScaleToZero", "missing bool value"),
+            ("HPAScaleToZero=maybe", "not a bool"),
+            (
+                "HPAScaleTozero=true",
+                "unrecognized feature gate: HPAScaleTozero",
+            ),
+            (
+                "HPAConfigurableTolerance=false",
+                "cannot set feature gate HPAConfigurableTolerance to false, feature is locked to true",
+            ),
+        ] {
+            let e = FeatureGates::parse(spec).unwrap_err();
+            assert!(e.contains(says), "{spec}: {e}");
+            let e = parse_file(&format!("feature_gates = {spec:?}")).unwrap_err();
+            assert!(e.to_string().contains("feature_gates"), "{e}");
+        }
     }
 
     #[test]

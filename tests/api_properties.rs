@@ -212,6 +212,7 @@ proptest! {
             trust_request_time: trust,
             server_now: Time::from_unix_secs(1_800_000_000),
             history_retention: Duration::from_secs(3600),
+            scale_to_zero: true,
         };
         match convert::recommend_request(req, &ctx) {
             Err(ApiError::InvalidArgument(violations)) => {

@@ -90,6 +90,7 @@ fn every_hpa_case_that_travels_over_the_wire_passes() {
                 "prenormalized_desired_replicas",
                 "cannot be expressed on the wire",
                 "reports no pod groups",
+                "the API server rejects this spec",
                 "records the initial recommendation, which alone explains",
             ]
             .iter()

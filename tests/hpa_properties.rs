@@ -209,15 +209,19 @@ fn arb_settings() -> impl Strategy<Value = Settings> {
         0u64..900,
         prop_oneof![19 => 1.0f64..10.0, 1 => any::<f64>()],
         prop_oneof![19 => 1.0f64..10.0, 1 => any::<f64>()],
+        any::<bool>(),
     )
-        .prop_map(|(tolerance, cpu, delay, down, factor, minimum)| Settings {
-            tolerance,
-            cpu_initialization_period: Duration::from_secs(cpu),
-            initial_readiness_delay: Duration::from_secs(delay),
-            downscale_stabilization: Duration::from_secs(down),
-            scale_up_limit_factor: factor,
-            scale_up_limit_minimum: minimum,
-        })
+        .prop_map(
+            |(tolerance, cpu, delay, down, factor, minimum, scale_to_zero)| Settings {
+                tolerance,
+                cpu_initialization_period: Duration::from_secs(cpu),
+                initial_readiness_delay: Duration::from_secs(delay),
+                downscale_stabilization: Duration::from_secs(down),
+                scale_up_limit_factor: factor,
+                scale_up_limit_minimum: minimum,
+                scale_to_zero,
+            },
+        )
 }
 
 fn arb_observation() -> impl Strategy<Value = Observation> {
@@ -285,8 +289,9 @@ fn arb_history() -> impl Strategy<Value = History> {
 }
 
 /// A CPU-utilization spec with sane bounds, for the properties that need a valid decision.
+/// Valid under either `HPAScaleToZero` setting: a cpu-only spec has min 1 or more.
 fn arb_valid_spec() -> impl Strategy<Value = HorizontalSpec> {
-    (0i32..5, 0i32..40, 10i32..150, arb_behavior()).prop_map(|(min, span, target, behavior)| {
+    (1i32..5, 0i32..40, 10i32..150, arb_behavior()).prop_map(|(min, span, target, behavior)| {
         HorizontalSpec {
             min_replicas: Some(min),
             max_replicas: (min + span).max(1),

@@ -145,7 +145,7 @@ fn keda_request(current: i32, queue_milli: Option<i64>, at: i64) -> pb::Recommen
             min_replicas: Some(0),
             max_replicas: 10,
             metrics: vec![queue_metric()],
-            scale_to_zero: true,
+            scale_to_zero: Some(true),
             activation: Some(pb::Activation {
                 cooldown_period: Some(secs(300)),
                 ..Default::default()
@@ -376,7 +376,7 @@ async fn min_zero_with_only_cpu_is_invalid_argument_with_scale_to_zero() {
                 min_replicas: Some(0),
                 max_replicas: 10,
                 metrics: vec![cpu_utilization(50)],
-                scale_to_zero: true,
+                scale_to_zero: Some(true),
                 ..Default::default()
             }),
             pods: (0..2).map(|i| pod(&format!("p{i}"), 100, at)).collect(),
@@ -396,4 +396,155 @@ async fn min_zero_with_only_cpu_is_invalid_argument_with_scale_to_zero() {
         .unwrap_err();
     assert_eq!(missing.code(), tonic::Code::NotFound);
     server.stop().await;
+}
+
+/// An External `queue` metric (AverageValue 10) spec with `min_replicas`.
+fn queue_spec(min: i32, scale_to_zero: Option<bool>) -> pb::HorizontalSpec {
+    pb::HorizontalSpec {
+        min_replicas: Some(min),
+        max_replicas: 10,
+        metrics: vec![pb::MetricSpec {
+            r#type: pb::MetricSourceType::External as i32,
+            name: "queue".into(),
+            target: Some(pb::MetricTarget {
+                r#type: pb::MetricTargetType::AverageValue as i32,
+                average_value_milli: Some(10_000),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }],
+        scale_to_zero,
+        settings: Some(pb::ControllerSettings {
+            downscale_stabilization: Some(secs(0)),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn queue_request(
+    key: &str,
+    current: i32,
+    queue_milli: i64,
+    at: i64,
+    spec: pb::HorizontalSpec,
+) -> pb::RecommendRequest {
+    pb::RecommendRequest {
+        target_key: key.into(),
+        current_replicas: current,
+        spec: Some(spec),
+        pods: (0..current)
+            .map(|i| pod(&format!("p{i}"), 500, at))
+            .collect(),
+        external_metrics: BTreeMap::from([(
+            "queue".to_owned(),
+            pb::ExternalMetricValues {
+                values_milli: vec![queue_milli],
+            },
+        )]),
+        evaluation_time: Some(ts(at)),
+        ..Default::default()
+    }
+}
+
+fn scaled_to_zero(r: &pb::RecommendResponse) -> Option<(String, String)> {
+    condition(&r.conditions, "ScaledToZero").map(|c| (c.status.clone(), c.reason.clone()))
+}
+
+/// The real binary with default flags answers a Kubernetes 1.37 user's spec (no
+/// `scale_to_zero` field) as the 1.37 controller does: `NotScaledToZero` after a rescale and
+/// kept without one, `min_replicas: 0` admitted with an External metric and scaled to zero,
+/// a target at 0 that it did not scale there left alone, and `min_replicas: 0` without an
+/// Object or External metric refused. With `--feature-gates HPAScaleToZero=false` the same
+/// calls answer as 1.36 did; `spec.scale_to_zero` overrides the server's gate per target.
+#[tokio::test]
+async fn default_flags_answer_as_kubernetes_1_37_and_the_gate_off_as_1_36() {
+    let dir = tempfile::tempdir().unwrap();
+    let on = common::start(&dir.path().join("on"));
+    let mut off_command = common::command(&dir.path().join("off"));
+    off_command.args(["--feature-gates", "HPAScaleToZero=false"]);
+    let off = common::spawn(off_command);
+    let connect = |addr: std::net::SocketAddr| async move {
+        pb::horizontal_autoscaler_client::HorizontalAutoscalerClient::connect(format!(
+            "http://{addr}"
+        ))
+        .await
+        .unwrap()
+    };
+    let (mut on, mut off) = (connect(on.addr).await, connect(off.addr).await);
+    let at = now_secs();
+    let not_scaled = Some(("False".to_owned(), "NotScaledToZero".to_owned()));
+
+    // A scale-up with min 1: NotScaledToZero under 1.37, no condition under 1.36; kept on
+    // the next call without a rescale.
+    for (client, expected) in [(&mut on, not_scaled.clone()), (&mut off, None)] {
+        let r = client
+            .recommend(queue_request("up", 2, 40_000, at, queue_spec(1, None)))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.desired_replicas, 4);
+        assert_eq!(scaled_to_zero(&r), expected);
+        let r = client
+            .recommend(queue_request("up", 4, 40_000, at + 15, queue_spec(1, None)))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.desired_replicas, 4);
+        assert_eq!(scaled_to_zero(&r), expected, "kept without a rescale");
+    }
+
+    // min 0 with an External metric: to zero under 1.37; refused under 1.36 (min >= 1),
+    // unless the target turns the gate on.
+    let r = on
+        .recommend(queue_request("zero", 2, 0, at, queue_spec(0, None)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.desired_replicas, 0);
+    assert_eq!(
+        scaled_to_zero(&r),
+        Some(("True".to_owned(), "ScaledToZero".to_owned()))
+    );
+    let status = off
+        .recommend(queue_request("zero", 2, 0, at, queue_spec(0, None)))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert!(
+        status
+            .message()
+            .contains("spec.min_replicas: must be greater than or equal to 1"),
+        "{status:?}"
+    );
+    let r = off
+        .recommend(queue_request("zero", 2, 0, at, queue_spec(0, Some(true))))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.desired_replicas, 0, "the per-target override turns it on");
+
+    // A target at 0 that the server did not scale there: left alone under 1.37.
+    let r = on
+        .recommend(queue_request("paused", 0, 50_000, at, queue_spec(0, None)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.desired_replicas, 0);
+    let active = condition(&r.conditions, "ScalingActive").unwrap();
+    assert_eq!(
+        (active.status.as_str(), active.reason.as_str()),
+        ("False", "ScalingDisabled")
+    );
+    // min 0 without an Object or External metric: refused whatever the gate.
+    for client in [&mut on, &mut off] {
+        let mut spec = queue_spec(0, Some(true));
+        spec.metrics = vec![cpu_utilization(50)];
+        let status = client
+            .recommend(queue_request("cpu", 2, 0, at, spec))
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), tonic::Code::InvalidArgument);
+        assert!(status.message().contains("spec.min_replicas"), "{status:?}");
+    }
 }

@@ -10,7 +10,7 @@ use autoscaled::engine::{
     history::History,
     hpa::{
         evaluate,
-        extensions::{Extensions, FallbackBehavior, TargetFallback},
+        extensions::{ExtensionState, Extensions, FallbackBehavior, TargetFallback},
     },
     observation::{MetricSample, Observation, Pod},
     settings::Settings,
@@ -123,7 +123,20 @@ proptest! {
         prop_assert_eq!(&a.history.recommendations, &b.history.recommendations);
         prop_assert_eq!(&a.history.scale_up_events, &b.history.scale_up_events);
         prop_assert!(a.decision.extensions.is_none());
-        prop_assert!(a.history.extensions.is_none());
+        // The HPAScaleToZero gate (on by default) keeps the state of its condition, and
+        // nothing else; with the gate off nothing extra is stored.
+        let gate_only = |s: &ExtensionState| {
+            *s == ExtensionState {
+                not_scaled_to_zero: s.not_scaled_to_zero,
+                ..ExtensionState::default()
+            }
+        };
+        prop_assert!(a.history.extensions.as_ref().is_none_or(gate_only));
+        let off = Settings { scale_to_zero: false, ..settings(window) };
+        let c = evaluate(&off, &base, &o, &history, NOW).unwrap();
+        prop_assert_eq!(c.decision.desired_replicas, a.decision.desired_replicas);
+        prop_assert!(c.decision.extensions.is_none());
+        prop_assert!(c.history.extensions.is_none());
     }
 
     #[test]

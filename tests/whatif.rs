@@ -284,7 +284,8 @@ fn spec_strategy() -> impl Strategy<Value = pb::HorizontalSpec> {
                 scale_down: down,
             }),
     );
-    (0..3i32, 3..12i32, 20..90i32, behavior, 0..120u64).prop_map(
+    // min from 1: a cpu-only spec may not have min 0 (Kubernetes 1.37's validation).
+    (1..3i32, 3..12i32, 20..90i32, behavior, 0..120u64).prop_map(
         |(min, max, target, behavior, window)| pb::HorizontalSpec {
             min_replicas: Some(min),
             max_replicas: max,

@@ -103,6 +103,7 @@ impl HorizontalService {
                 trust_request_time: self.options.trust_request_time,
                 server_now: clock::hpa_now(),
                 history_retention: self.options.history_retention,
+                scale_to_zero: self.options.defaults.scale_to_zero,
             },
         )?;
         let span = Span::current();

@@ -152,6 +152,7 @@ fn context(options: &SimulateOptions, now: Time) -> Context<'_> {
         trust_request_time: true,
         server_now: now,
         history_retention: options.history_retention,
+        scale_to_zero: options.defaults.scale_to_zero,
     }
 }
 

@@ -24,6 +24,9 @@
 //! * a metric type the proto cannot express (e.g. `CheddarCheese`): the API rejects unknown
 //!   metric source types with INVALID_ARGUMENT by design, where the engine reports
 //!   InvalidMetricSourceType;
+//! * `min_replicas: 0` that the `HPAScaleToZero` gate of the case does not admit (with the
+//!   gate off, or without an Object or External metric): the API server rejects such a spec,
+//!   which the upstream controller tests build directly;
 //! * a `pod_groups` expectation for a metric the server's response carries no pod groups for
 //!   (the server reports the grouping only for metrics its evaluation grouped; the engine
 //!   runner computes it apart from the decision).
@@ -268,6 +271,16 @@ fn not_on_the_wire(case: &HpaCase) -> Option<String> {
     }) {
         return Some(format!(
             "metric type {type_name:?} cannot be expressed on the wire: the API rejects unknown metric source types with INVALID_ARGUMENT by design"
+        ));
+    }
+    if let Some(v) = crate::engine::hpa::validate::min_replicas_violation(
+        case.spec.min_replicas,
+        &case.spec.metrics,
+        case.settings.scale_to_zero,
+    ) {
+        return Some(format!(
+            "spec.{}: {}: the API server rejects this spec (the upstream controller test bypasses it)",
+            v.field, v.description
         ));
     }
     None

@@ -165,6 +165,9 @@ struct SettingsJson {
     downscale_stabilization_s: Option<f64>,
     scale_up_limit_factor: Option<f64>,
     scale_up_limit_minimum: Option<f64>,
+    /// Kubernetes' `HPAScaleToZero` gate; absent: off, as in the cases translated from the
+    /// upstream tests (which run with the gate's default of their time).
+    scale_to_zero: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -357,6 +360,7 @@ fn convert_settings(s: &SettingsJson) -> Result<Settings, String> {
         )?,
         scale_up_limit_factor: s.scale_up_limit_factor.unwrap_or(d.scale_up_limit_factor),
         scale_up_limit_minimum: s.scale_up_limit_minimum.unwrap_or(d.scale_up_limit_minimum),
+        scale_to_zero: s.scale_to_zero.unwrap_or(false),
     })
 }
 

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// Settings of one evaluation. `Default` gives the Kubernetes controller's defaults.
+/// Settings of one evaluation. `Default` gives the Kubernetes 1.37 controller's defaults
+/// (flags and feature gates).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Settings {
     /// `--horizontal-pod-autoscaler-tolerance` (0.1): usage ratios within 1 ± tolerance cause
@@ -26,6 +27,13 @@ pub struct Settings {
     pub scale_up_limit_factor: f64,
     /// Legacy scale-up limit minimum (`scaleUpLimitMinimum`, 4.0).
     pub scale_up_limit_minimum: f64,
+    /// The `HPAScaleToZero` feature gate (beta and on by default in Kubernetes 1.37; off in
+    /// 1.36): `min_replicas: 0` is admitted with an Object or External metric, the
+    /// `ScaledToZero` condition is kept, and a target at 0 that the controller did not scale
+    /// to zero is left alone (`reconcileAutoscaler`, `shouldComputeMetricsForZeroReplicas`).
+    /// A gate, not a flag, in Kubernetes; per target here like every other setting.
+    #[serde(default)]
+    pub scale_to_zero: bool,
 }
 
 impl Default for Settings {
@@ -37,6 +45,7 @@ impl Default for Settings {
             downscale_stabilization: Duration::from_secs(300),
             scale_up_limit_factor: 2.0,
             scale_up_limit_minimum: 4.0,
+            scale_to_zero: true,
         }
     }
 }

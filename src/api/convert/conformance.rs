@@ -105,6 +105,7 @@ pub(crate) fn request_round_trip(
         trust_request_time: true,
         server_now: now,
         history_retention: Duration::MAX,
+        scale_to_zero: settings.scale_to_zero,
     };
     let input: RecommendInput =
         recommend_request(request.clone(), &ctx).map_err(|e| format!("{e:?}"))?;
@@ -142,6 +143,8 @@ fn horizontal_spec(spec: &HorizontalSpec, settings: &Settings) -> pb::Horizontal
             scale_up_limit_factor: Some(settings.scale_up_limit_factor),
             scale_up_limit_minimum: Some(settings.scale_up_limit_minimum),
         }),
+        // The case's gate, always sent: the server's own default must not change a case.
+        scale_to_zero: Some(settings.scale_to_zero),
         ..Default::default()
     }
 }

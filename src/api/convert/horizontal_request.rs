@@ -67,6 +67,8 @@ pub struct SettingsOverride {
     pub scale_up_limit_factor: Option<f64>,
     /// `scaleUpLimitMinimum` of the legacy (behavior-less) normalization.
     pub scale_up_limit_minimum: Option<f64>,
+    /// `spec.scale_to_zero`: the `HPAScaleToZero` gate for this target.
+    pub scale_to_zero: Option<bool>,
 }
 
 impl SettingsOverride {
@@ -89,6 +91,7 @@ impl SettingsOverride {
             scale_up_limit_minimum: self
                 .scale_up_limit_minimum
                 .unwrap_or(defaults.scale_up_limit_minimum),
+            scale_to_zero: self.scale_to_zero.unwrap_or(defaults.scale_to_zero),
         }
     }
 }
@@ -104,6 +107,9 @@ pub struct Context<'a> {
     pub server_now: Time,
     /// Longest legacy downscale window accepted (the pruning horizon, see `store::prune`).
     pub history_retention: Duration,
+    /// The server's `HPAScaleToZero` gate, which `spec.scale_to_zero` overrides: the
+    /// admitted `min_replicas` depends on it.
+    pub scale_to_zero: bool,
 }
 
 /// Converts and validates a Recommend request.
@@ -284,12 +290,16 @@ fn horizontal_spec(
     for e in validate::bounds_violations(spec.min_replicas, spec.max_replicas) {
         v.engine("spec.", e);
     }
-    let metrics = spec
+    let metrics: Vec<MetricSpec> = spec
         .metrics
         .iter()
         .enumerate()
         .filter_map(|(i, m)| metric_spec(v, i, m))
         .collect();
+    let scale_to_zero = spec.scale_to_zero.unwrap_or(ctx.scale_to_zero);
+    if let Some(e) = validate::min_replicas_violation(spec.min_replicas, &metrics, scale_to_zero) {
+        v.engine("spec.", e);
+    }
     let behavior = spec.behavior.as_ref().map(|b| Behavior {
         scale_up: b
             .scale_up
@@ -300,11 +310,12 @@ fn horizontal_spec(
             .as_ref()
             .map(|r| scaling_rules(v, "spec.behavior.scale_down", r)),
     });
-    let settings = spec
+    let mut settings = spec
         .settings
         .as_ref()
         .map(|s| controller_settings(v, s, ctx))
         .unwrap_or_default();
+    settings.scale_to_zero = spec.scale_to_zero;
     let extensions = migration::extensions(v, spec);
     (
         HorizontalSpec {
@@ -531,6 +542,8 @@ fn controller_settings(
             s.scale_up_limit_minimum,
             validate::scale_up_limit_violation,
         ),
+        // Set by the caller from `spec.scale_to_zero`.
+        scale_to_zero: None,
     }
 }
 
@@ -659,6 +672,7 @@ mod tests {
             trust_request_time: false,
             server_now: Time::from_unix_secs(1_000),
             history_retention: Duration::from_secs(3600),
+            scale_to_zero: true,
         }
     }
 

@@ -14,7 +14,7 @@ use crate::{
     pb::v1 as pb,
 };
 
-/// `spec.{scale_to_zero, activation, fallback, pause, removal_candidates, max_sample_age}` and
+/// `spec.{activation, fallback, pause, removal_candidates, max_sample_age}` and
 /// `spec.metrics[i].{activation_threshold_milli, fallback}`; `None` when none is set.
 pub(super) fn extensions(v: &mut Violations, spec: &pb::HorizontalSpec) -> Option<Extensions> {
     let mut metrics = std::collections::BTreeMap::new();
@@ -116,7 +116,6 @@ pub(super) fn extensions(v: &mut Violations, spec: &pb::HorizontalSpec) -> Optio
         Some(age)
     });
     let ext = Extensions {
-        scale_to_zero: spec.scale_to_zero,
         activation,
         fallback,
         pause,
@@ -151,6 +150,7 @@ pub(super) fn state(s: &ExtensionState) -> pb::ExtensionState {
         last_active_time: s.last_active_time.map(to_timestamp),
         first_seen: s.first_seen.map(to_timestamp),
         scaled_to_zero: s.scaled_to_zero,
+        not_scaled_to_zero: s.not_scaled_to_zero,
     }
 }
 

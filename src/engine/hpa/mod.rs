@@ -396,8 +396,17 @@ pub fn evaluate(
     now: Time,
 ) -> Result<Evaluation, InvalidInput> {
     validate::validate(settings, spec, observation, history)?;
-    if let Some(ext) = &spec.extensions {
-        return extensions::evaluate(settings, spec, ext, observation, history, now);
+    if spec.extensions.is_some() || settings.scale_to_zero {
+        // The gate's rules (ScaledToZero, a zero that is not ours left alone) need the
+        // extensions' state even when the spec has no extension of its own.
+        return extensions::evaluate(
+            settings,
+            spec,
+            spec.extensions.as_ref(),
+            observation,
+            history,
+            now,
+        );
     }
     Ok(reconcile(
         settings,

@@ -100,8 +100,8 @@ fn first(violations: Vec<InvalidInput>, prefix: &str) -> Result<(), InvalidInput
     }
 }
 
-/// `min_replicas` and `max_replicas` (`ValidateHorizontalPodAutoscalerSpec`; a minimum of 0 is
-/// alpha `HPAScaleToZero`, admitted).
+/// `min_replicas` and `max_replicas` (`ValidateHorizontalPodAutoscalerSpec`). Whether a
+/// minimum of 0 is admitted depends on the `HPAScaleToZero` gate: [`min_replicas_violation`].
 pub fn bounds_violations(min_replicas: Option<i32>, max_replicas: i32) -> Vec<InvalidInput> {
     let mut out = Vec::new();
     let min = min_replicas.unwrap_or(1);
@@ -117,6 +117,36 @@ pub fn bounds_violations(min_replicas: Option<i32>, max_replicas: i32) -> Vec<In
         ));
     }
     out
+}
+
+/// `min_replicas` against the `HPAScaleToZero` gate, as the API server checks it
+/// (`validateMinReplicas` in `ValidateHorizontalPodAutoscalerSpec`): with the gate off the
+/// lower bound is 1; with it on, 0 is admitted only when at least one metric is Object or
+/// External (CPU and memory need running pods to wake a target).
+pub fn min_replicas_violation(
+    min_replicas: Option<i32>,
+    metrics: &[MetricSpec],
+    scale_to_zero: bool,
+) -> Option<InvalidInput> {
+    if min_replicas != Some(0) {
+        return None;
+    }
+    let has_object_or_external = metrics
+        .iter()
+        .any(|m| matches!(m, MetricSpec::Object { .. } | MetricSpec::External { .. }));
+    if !scale_to_zero {
+        Some(err(
+            "min_replicas",
+            "must be greater than or equal to 1 (0 needs the HPAScaleToZero feature gate)",
+        ))
+    } else if !has_object_or_external {
+        Some(err(
+            "min_replicas",
+            "may be 0 only when at least one Object or External metric is configured",
+        ))
+    } else {
+        None
+    }
 }
 
 /// One metric, at `metrics[index]`: name, container, the target's values (each set one must

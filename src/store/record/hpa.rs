@@ -111,6 +111,7 @@ fn extensions_to_record(s: &ExtensionState) -> pb::Extensions {
         last_active_time_ms: s.last_active_time.map(Time::unix_millis),
         first_seen_ms: s.first_seen.map(Time::unix_millis),
         scaled_to_zero: s.scaled_to_zero,
+        not_scaled_to_zero: s.not_scaled_to_zero,
     }
 }
 
@@ -132,6 +133,7 @@ fn extensions_from_record(r: &pb::Extensions) -> ExtensionState {
         last_active_time: r.last_active_time_ms.map(Time::from_unix_millis),
         first_seen: r.first_seen_ms.map(Time::from_unix_millis),
         scaled_to_zero: r.scaled_to_zero,
+        not_scaled_to_zero: r.not_scaled_to_zero,
     }
 }
 
@@ -617,6 +619,7 @@ fn inputs_to_record(i: &DecisionInputs) -> pb::Inputs {
             downscale_stabilization_ms: ms(s.downscale_stabilization),
             scale_up_limit_factor: s.scale_up_limit_factor,
             scale_up_limit_minimum: s.scale_up_limit_minimum,
+            scale_to_zero: s.scale_to_zero,
         }),
     }
 }
@@ -643,6 +646,7 @@ fn inputs_from_record(i: &pb::Inputs) -> Result<DecisionInputs, String> {
             downscale_stabilization: Duration::from_millis(s.downscale_stabilization_ms),
             scale_up_limit_factor: s.scale_up_limit_factor,
             scale_up_limit_minimum: s.scale_up_limit_minimum,
+            scale_to_zero: s.scale_to_zero,
         },
     })
 }
@@ -787,7 +791,11 @@ mod tests {
                     }),
                     scale_down: None,
                 }),
-                settings: Settings::default(),
+                // The gate off: the golden bytes predate it (and decode to false).
+                settings: Settings {
+                    scale_to_zero: false,
+                    ..Settings::default()
+                },
             }),
             pod_totals: vec![
                 PodTotals {

@@ -6,13 +6,15 @@
 //! * `force_activation` makes the target active whatever the triggers say (KEDA 2.18's
 //!   `force-activation` annotation, `NeedToForceActivation`).
 //! * A metric is active when its value is strictly greater than its `activation_threshold`
-//!   (default 0); a metric on fallback counts as active (KEDA 2.19, #7239). When every metric
+//!   (default 0); a metric on fallback counts as active and not as a failed trigger (KEDA
+//!   2.19, #7239 and #7244), so a fallback in force refreshes `last_active_time` and holds
+//!   off the cooldown. These rules follow KEDA 2.19 and later. When every metric
 //!   is Resource/ContainerResource the target is always active; in a mixed spec those
 //!   metrics do not decide activity (inference from KEDA's CPU/memory scalers, which cannot
 //!   report activity at zero).
 //! * Active: at 0 (or below min with `idle_replicas`), scale to `max(min, 1)`; otherwise the
-//!   HPA decides. `last_active_time` is stored, except while a trigger fails (KEDA's
-//!   `PartialTriggerError` case).
+//!   HPA decides. `last_active_time` is stored, except while a trigger fails without a
+//!   fallback in force (KEDA's `PartialTriggerError` case).
 //! * Inactive while a trigger fails (KEDA's `isError`), unless a fallback with 0 replicas is
 //!   set: activation does nothing, the HPA (min at least 1) decides above zero. A broken
 //!   metric source never takes a target to zero or idle.
@@ -209,12 +211,20 @@ pub(crate) fn decide(
             },
         )
     };
-    // KEDA's `isError`: a trigger failed in this evaluation, whether or not fallback replaced
-    // it (the scale loop sees the scaler's error; fallback acts in the metrics the HPA reads).
-    // Resource metrics are read by the HPA, not by KEDA's scalers, so they never count.
-    let trigger_error = input.metrics.iter().enumerate().any(|(i, m)| {
-        read_by_scaler(m) && (report.fallback_metrics.contains(&i) || failed(&outcomes, i))
-    });
+    // KEDA's `isError`: a trigger failed in this evaluation and no fallback is in force for
+    // it. Since KEDA 2.19 (#7244) the polling loop applies the fallback itself
+    // (`getScalerState` in `scale_handler.go`: `GetMetricsWithFallback` returns no error once
+    // the fallback is in force, and the trigger counts as active), so a fallback in force is
+    // an active trigger, not an error, and `RequestScale`'s default branch refreshes
+    // `lastActiveTime`. Before the threshold, or where KEDA cannot fall back (a Value target
+    // without a ready replica), the failure is still an error. Resource metrics are read by
+    // the HPA, not by KEDA's scalers, so they never count. A KEP-5679 fallback in force
+    // counts the same way.
+    let trigger_error = input
+        .metrics
+        .iter()
+        .enumerate()
+        .any(|(i, m)| read_by_scaler(m) && failed(&outcomes, i));
     let (scale_in_paused, scale_out_paused) = input
         .ext
         .pause

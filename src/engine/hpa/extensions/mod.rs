@@ -39,14 +39,10 @@ use crate::engine::{
 
 // === spec ===
 
-/// `spec.extensions`. Every part is optional.
+/// `spec.extensions`. Every part is optional. Scale to zero is not here: it is Kubernetes'
+/// `HPAScaleToZero` gate, [`Settings::scale_to_zero`].
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Extensions {
-    /// Kubernetes 1.37 scale to zero (`HPAScaleToZero`): `min_replicas: 0` requires an Object
-    /// or External metric, `ScaledToZero` is reported, and a target at 0 that we did not scale
-    /// to zero is left alone.
-    #[serde(default)]
-    pub scale_to_zero: bool,
     /// KEDA activation: the 0↔1 (idle↔min) step is decided by activation thresholds.
     #[serde(default)]
     pub activation: Option<Activation>,
@@ -180,6 +176,11 @@ pub struct ExtensionState {
     /// The target is at zero because we decided so (Kubernetes' `ScaledToZero=True`).
     #[serde(default)]
     pub scaled_to_zero: bool,
+    /// The last HPA rescale set `ScaledToZero=False` (`NotScaledToZero`). The condition is
+    /// part of the HPA's status, so it is reported on every later decision until the next
+    /// rescale sets it again.
+    #[serde(default)]
+    pub not_scaled_to_zero: bool,
 }
 
 /// KEDA `status.health[metric]` and KEP-5679 `firstFailureTime`.
@@ -247,9 +248,13 @@ pub fn metric_key(metric: &MetricSpec) -> String {
 // === validation ===
 
 /// Rejects extension input that makes no sense, naming the field as the API does.
-pub(crate) fn validate(spec: &HorizontalSpec, ext: &Extensions) -> Result<(), InvalidInput> {
+pub(crate) fn validate(
+    settings: &Settings,
+    spec: &HorizontalSpec,
+    ext: &Extensions,
+) -> Result<(), InvalidInput> {
     let min = spec.min_replicas.unwrap_or(1);
-    if ext.scale_to_zero && min == 0 {
+    if settings.scale_to_zero && min == 0 {
         scale_to_zero::validate(spec)?;
     }
     if let Some(a) = &ext.activation
@@ -261,20 +266,35 @@ pub(crate) fn validate(spec: &HorizontalSpec, ext: &Extensions) -> Result<(), In
                 "must not be negative",
             ));
         }
-        if idle >= min {
+        // KEDA's `CheckReplicaCountBoundsAreValid` compares with `GetHPAMinReplicas`, which
+        // reads a `minReplicaCount` of 0 as 1: idle 0 with min 0 is admitted.
+        if idle >= min.max(1) {
             return Err(InvalidInput::new(
                 "spec.activation.idle_replicas",
-                "must be less than min_replicas",
+                "must be less than min_replicas (a min_replicas of 0 counts as 1, as in KEDA)",
             ));
         }
     }
-    if let Some(f) = &ext.fallback
-        && f.replicas < 0
-    {
-        return Err(InvalidInput::new(
-            "spec.fallback.replicas",
-            "must not be negative",
-        ));
+    if let Some(f) = &ext.fallback {
+        if f.replicas < 0 {
+            return Err(InvalidInput::new(
+                "spec.fallback.replicas",
+                "must not be negative",
+            ));
+        }
+        // KEDA's `CheckFallbackValid`: a fallback needs a trigger that is not cpu or memory.
+        // Here that is an External metric, the only kind KEDA's fallback feeds.
+        if !spec
+            .metrics
+            .iter()
+            .any(|m| matches!(m, MetricSpec::External { .. }))
+        {
+            return Err(InvalidInput::new(
+                "spec.fallback",
+                "needs at least one External metric: KEDA rejects a fallback whose triggers \
+                 are all cpu or memory, on which it can never fire",
+            ));
+        }
     }
     if let Some(p) = &ext.pause
         && let Some(r) = p.paused_replicas
@@ -320,7 +340,8 @@ pub(crate) fn validate(spec: &HorizontalSpec, ext: &Extensions) -> Result<(), In
 
 // === evaluation ===
 
-/// [`super::evaluate`] for a spec with extensions (input already validated by the HPA rules).
+/// [`super::evaluate`] for a spec with extensions, or without (`None`) under the
+/// `HPAScaleToZero` gate (input already validated by the HPA rules).
 ///
 /// Order: stale samples are dropped; `paused_replicas` short-circuits; the metrics are
 /// evaluated once and fallback replaces failed metrics' proposals; then activation (KEDA)
@@ -329,15 +350,27 @@ pub(crate) fn validate(spec: &HorizontalSpec, ext: &Extensions) -> Result<(), In
 pub(crate) fn evaluate(
     settings: &Settings,
     spec: &HorizontalSpec,
-    ext: &Extensions,
+    ext: Option<&Extensions>,
     observation: &Observation,
     history: &History,
     now: Time,
 ) -> Result<Evaluation, InvalidInput> {
-    validate(spec, ext)?;
+    let gate_only = ext.is_none();
+    let no_extensions;
+    let ext = match ext {
+        Some(ext) => ext,
+        None => {
+            no_extensions = Extensions::default();
+            &no_extensions
+        }
+    };
+    validate(settings, spec, ext)?;
     let mut report = ExtensionReport::default();
     let mut state = history.extensions.clone().unwrap_or_default();
-    state.first_seen.get_or_insert(now);
+    if !gate_only {
+        // Only activation's initial cooldown reads it.
+        state.first_seen.get_or_insert(now);
+    }
     let current = observation.current_replicas;
 
     let observation: Cow<'_, Observation> = match ext.max_sample_age {
@@ -375,7 +408,7 @@ pub(crate) fn evaluate(
         }
         let reason = (paused != current).then(|| format!("paused at {paused} replicas"));
         let e = r.finish(paused, paused != current, reason);
-        return Ok(attach(e, state, report));
+        return Ok(attach(e, state, report, gate_only));
     }
 
     // Pause of one direction is KEDA's HPA with that direction's select policy Disabled.
@@ -391,7 +424,10 @@ pub(crate) fn evaluate(
         .enumerate()
         .map(|(i, m)| replicas::replicas_for_metric(i, m, &observation, settings, tolerances, now))
         .collect();
-    fallback::update_health(&mut state, &defaulted.metrics, &outcomes, now);
+    if !gate_only {
+        // Only fallback and activation read the health; the gate alone keeps none.
+        fallback::update_health(&mut state, &defaulted.metrics, &outcomes, now);
+    }
     let fallback_conditions = fallback::apply(
         ext,
         &state,
@@ -424,7 +460,7 @@ pub(crate) fn evaluate(
             &mut state,
             &mut report,
         )
-    } else if ext.scale_to_zero && current == 0 && !state.scaled_to_zero && min == 0 {
+    } else if settings.scale_to_zero && current == 0 && !state.scaled_to_zero && min == 0 {
         scale_to_zero::paused_at_zero(settings, spec, history, now, &mut report)
     } else {
         reconcile(
@@ -435,14 +471,15 @@ pub(crate) fn evaluate(
             now,
             Hooks {
                 outcomes: Some(outcomes),
-                scaled_to_zero: ext.scale_to_zero && state.scaled_to_zero,
+                scaled_to_zero: settings.scale_to_zero && state.scaled_to_zero,
             },
         )
     };
 
-    if ext.scale_to_zero || ext.activation.is_some() {
+    if settings.scale_to_zero || ext.activation.is_some() {
         scale_to_zero::track(
             &mut evaluation,
+            settings,
             ext,
             &defaulted.metrics,
             min,
@@ -491,7 +528,7 @@ pub(crate) fn evaluate(
             );
         }
     }
-    Ok(attach(evaluation, state, report))
+    Ok(attach(evaluation, state, report, gate_only))
 }
 
 /// KEDA's `paused-scale-in` / `paused-scale-out` as its HPA builder applies them
@@ -541,16 +578,23 @@ fn push_condition(e: &mut Evaluation, c: crate::engine::condition::Condition) {
     conditions.sort_by_key(|x| x.condition_type);
 }
 
-/// Stores the state in the history and the report in the decision.
-fn attach(mut e: Evaluation, mut state: ExtensionState, mut report: ExtensionReport) -> Evaluation {
+/// Stores the state in the history and the report in the decision. Under the gate alone
+/// (`gate_only`: a spec without extensions) both are kept only when they say something, so
+/// that a target which never meets the gate's rules stores and answers what it did before.
+fn attach(
+    mut e: Evaluation,
+    mut state: ExtensionState,
+    mut report: ExtensionReport,
+    gate_only: bool,
+) -> Evaluation {
     // Bounded: the health map only keeps keys of the spec (done in update_health); nothing
     // else grows.
     state
         .metric_health
         .retain(|_, h| h.consecutive_failures > 0);
     report.state = state.clone();
-    e.history.extensions = Some(state);
-    e.decision.extensions = Some(Box::new(report));
+    e.history.extensions = (!gate_only || state != ExtensionState::default()).then_some(state);
+    e.decision.extensions = (!gate_only || !report.rules.is_empty()).then(|| Box::new(report));
     e
 }
 

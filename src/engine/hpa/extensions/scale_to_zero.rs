@@ -24,15 +24,19 @@ use crate::engine::{
 };
 
 /// `validateHorizontalPodAutoscalerSpec` with the gate on: `minReplicas: 0` is only valid
-/// with at least one Object or External metric.
+/// with at least one Object or External metric. Checked under the controller's rules too,
+/// as it was before the gate was on by default.
 pub(crate) fn validate(spec: &HorizontalSpec) -> Result<(), InvalidInput> {
-    if has_object_or_external(&spec.metrics) {
-        Ok(())
-    } else {
-        Err(InvalidInput::new(
-            "spec.min_replicas",
-            "may be 0 only when at least one Object or External metric is configured",
-        ))
+    match crate::engine::hpa::validate::min_replicas_violation(
+        spec.min_replicas,
+        &spec.metrics,
+        true,
+    ) {
+        None => Ok(()),
+        Some(v) => Err(InvalidInput::new(
+            format!("spec.{}", v.field),
+            v.description,
+        )),
     }
 }
 
@@ -67,14 +71,15 @@ pub(crate) fn paused_at_zero(
 }
 
 /// Records whether zero is our decision and sets `ScaledToZero` as upstream does after a
-/// rescale (`reconcileAutoscaler`): True when the target went from above zero to zero (min 0,
-/// an Object/External metric, or KEDA activation), False/`NotScaledToZero` after every other
-/// HPA rescale, whatever the counts, and after a wake from a zero that was ours. KEDA's own
-/// steps (activation) are not HPA rescales and set nothing else. Without a rescale nothing
-/// is set, except that a target we hold at zero reports True again, as the condition
-/// persists on the HPA object.
+/// rescale (`reconcileAutoscaler`, with the gate on): True when the target went from above
+/// zero to zero (min 0, an Object/External metric, or KEDA activation), False/
+/// `NotScaledToZero` after every other HPA rescale, whatever the counts, and after a wake
+/// from a zero that was ours. KEDA's own steps (activation) are not HPA rescales and set
+/// nothing else. The condition is part of the HPA's status: what the last rescale set is
+/// reported on every later decision, until the next rescale sets it again.
 pub(crate) fn track(
     e: &mut Evaluation,
+    settings: &Settings,
     ext: &Extensions,
     metrics: &[MetricSpec],
     min: i32,
@@ -83,44 +88,46 @@ pub(crate) fn track(
 ) {
     let d = &e.decision;
     let (current, desired) = (d.current_replicas, d.desired_replicas);
-    let by_hpa = d.path != DecisionPath::Activation;
+    // Without the gate the HPA sets no ScaledToZero condition; KEDA's steps still do.
+    let hpa_sets = d.path != DecisionPath::Activation && settings.scale_to_zero;
     let eligible = min == 0 && (has_object_or_external(metrics) || ext.activation.is_some());
-    let not_scaled_to_zero = || Condition {
-        condition_type: ConditionType::ScaledToZero,
-        status: false,
-        reason: ConditionReason::NotScaledToZero,
-        message: "the HPA controller did not scale the workload to zero".to_owned(),
-    };
-    let condition = if current > 0 && desired == 0 && eligible {
+    // The condition this evaluation sets: True, False, or nothing.
+    let set = if current > 0 && desired == 0 && eligible {
         state.scaled_to_zero = true;
         report.fire("scale_to_zero", "scaled to zero");
-        Some(Condition {
-            condition_type: ConditionType::ScaledToZero,
-            status: true,
-            reason: ConditionReason::ScaledToZero,
-            message: "the target was scaled to zero".to_owned(),
-        })
+        Some(true)
     } else if current == 0 && desired > 0 {
         let ours = std::mem::take(&mut state.scaled_to_zero);
         report.fire(
             "scale_to_zero.wake",
             format!("woken from zero to {desired}"),
         );
-        (ours || by_hpa).then(not_scaled_to_zero)
+        (ours || hpa_sets).then_some(false)
     } else if desired != current {
         state.scaled_to_zero = false;
-        by_hpa.then(not_scaled_to_zero)
-    } else if current == 0 && state.scaled_to_zero {
-        Some(Condition {
-            condition_type: ConditionType::ScaledToZero,
-            status: true,
-            reason: ConditionReason::ScaledToZero,
-            message: "the target is scaled to zero".to_owned(),
-        })
+        hpa_sets.then_some(false)
     } else {
         None
     };
-    if let Some(c) = condition {
-        super::push_condition(e, c);
+    if let Some(status) = set {
+        state.not_scaled_to_zero = !status;
     }
+    let condition = if state.scaled_to_zero {
+        Condition {
+            condition_type: ConditionType::ScaledToZero,
+            status: true,
+            reason: ConditionReason::ScaledToZero,
+            message: "the HPA controller scaled the workload to zero".to_owned(),
+        }
+    } else if state.not_scaled_to_zero {
+        Condition {
+            condition_type: ConditionType::ScaledToZero,
+            status: false,
+            reason: ConditionReason::NotScaledToZero,
+            message: "the HPA controller did not scale the workload to zero".to_owned(),
+        }
+    } else {
+        return;
+    };
+    super::push_condition(e, condition);
 }

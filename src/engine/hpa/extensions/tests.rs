@@ -48,16 +48,12 @@ fn spec(min: i32, metrics: Vec<MetricSpec>, ext: Extensions) -> HorizontalSpec {
     }
 }
 
-/// Min 0, a queue, Kubernetes 1.37 scale to zero.
+/// Min 0, a queue, no extension: scale to zero is the gate's ([`gate_on`]).
 fn scale_to_zero_spec() -> HorizontalSpec {
-    spec(
-        0,
-        vec![queue()],
-        Extensions {
-            scale_to_zero: true,
-            ..Extensions::default()
-        },
-    )
+    HorizontalSpec {
+        extensions: None,
+        ..spec(0, vec![queue()], Extensions::default())
+    }
 }
 
 /// A queue-only spec with `pause` and, if given, KEDA activation.
@@ -112,16 +108,30 @@ fn obs(current: i32, queue_milli: Option<i64>, at: Time) -> Observation {
     o
 }
 
-/// Zero downscale stabilization so that each step shows the rule, not the window.
+/// Zero downscale stabilization so that each step shows the rule, not the window; the
+/// `HPAScaleToZero` gate off (Kubernetes 1.36), so that KEDA's rules show alone.
 fn settings() -> Settings {
     Settings {
         downscale_stabilization: Duration::ZERO,
+        scale_to_zero: false,
         ..Settings::default()
+    }
+}
+
+/// [`settings`] with the `HPAScaleToZero` gate on (Kubernetes 1.37's default).
+fn gate_on() -> Settings {
+    Settings {
+        scale_to_zero: true,
+        ..settings()
     }
 }
 
 fn step(s: &HorizontalSpec, o: &Observation, h: &History, at: Time) -> Evaluation {
     evaluate(&settings(), s, o, h, at).unwrap()
+}
+
+fn step_on(s: &HorizontalSpec, o: &Observation, h: &History, at: Time) -> Evaluation {
+    evaluate(&gate_on(), s, o, h, at).unwrap()
 }
 
 fn condition(e: &Evaluation, t: ConditionType) -> Option<(bool, ConditionReason)> {
@@ -142,13 +152,9 @@ fn rules(e: &Evaluation) -> Vec<String> {
 
 #[test]
 fn min_zero_without_object_or_external_metric_is_invalid_with_scale_to_zero() {
-    let ext = Extensions {
-        scale_to_zero: true,
-        ..Extensions::default()
-    };
     let e = evaluate(
-        &settings(),
-        &spec(0, vec![cpu()], ext),
+        &gate_on(),
+        &spec(0, vec![cpu()], Extensions::default()),
         &obs(2, Some(0), T0),
         &History::default(),
         T0,
@@ -161,7 +167,7 @@ fn min_zero_without_object_or_external_metric_is_invalid_with_scale_to_zero() {
 fn scale_to_zero_and_wake_on_an_external_metric() {
     let s = scale_to_zero_spec();
     // 2 replicas, empty queue: to zero, ScaledToZero True, stored.
-    let e1 = step(&s, &obs(2, Some(0), T0), &History::default(), T0);
+    let e1 = step_on(&s, &obs(2, Some(0), T0), &History::default(), T0);
     assert_eq!(e1.decision.desired_replicas, 0);
     assert_eq!(
         condition(&e1, ConditionType::ScaledToZero),
@@ -170,7 +176,7 @@ fn scale_to_zero_and_wake_on_an_external_metric() {
     assert!(e1.history.extensions.as_ref().unwrap().scaled_to_zero);
     // At zero, still empty: stays, condition kept.
     let t1 = T0.plus_secs(30);
-    let e2 = step(&s, &obs(0, Some(0), t1), &e1.history, t1);
+    let e2 = step_on(&s, &obs(0, Some(0), t1), &e1.history, t1);
     assert_eq!(e2.decision.desired_replicas, 0);
     assert_eq!(
         condition(&e2, ConditionType::ScaledToZero),
@@ -178,7 +184,7 @@ fn scale_to_zero_and_wake_on_an_external_metric() {
     );
     // 25 items per 10 target: wakes to 3, NotScaledToZero.
     let t2 = T0.plus_secs(60);
-    let e3 = step(&s, &obs(0, Some(25_000), t2), &e2.history, t2);
+    let e3 = step_on(&s, &obs(0, Some(25_000), t2), &e2.history, t2);
     assert_eq!(e3.decision.desired_replicas, 3);
     assert_eq!(
         condition(&e3, ConditionType::ScaledToZero),
@@ -190,7 +196,7 @@ fn scale_to_zero_and_wake_on_an_external_metric() {
 #[test]
 fn a_target_at_zero_that_we_did_not_scale_to_zero_is_not_woken() {
     let s = scale_to_zero_spec();
-    let e = step(&s, &obs(0, Some(50_000), T0), &History::default(), T0);
+    let e = step_on(&s, &obs(0, Some(50_000), T0), &History::default(), T0);
     assert_eq!(e.decision.path, DecisionPath::PausedAtZero);
     assert_eq!(e.decision.desired_replicas, 0);
     assert_eq!(
@@ -583,16 +589,15 @@ fn stale_samples_count_as_missing_and_let_fallback_apply() {
 #[test]
 fn keda_fallback_is_for_external_metrics_only() {
     // KEDA's fallback acts on its scalers' External metrics, never on cpu or memory: a
-    // failing cpu metric keeps the count, however many failures.
+    // failing cpu metric beside a healthy queue is not replaced, however many failures.
     let mut ext = keda(FallbackBehavior::Static);
     ext.fallback.as_mut().unwrap().failure_threshold = 0;
-    let s = spec(1, vec![cpu()], ext);
-    let mut o = obs(3, Some(0), T0);
+    let s = spec(1, vec![cpu(), queue()], ext);
+    let mut o = obs(3, Some(30_000), T0);
     for p in &mut o.pods {
         p.metrics.clear();
     }
     let e = step(&s, &o, &History::default(), T0);
-    assert_eq!(e.decision.desired_replicas, 3);
     assert!(
         e.decision
             .extensions
@@ -601,6 +606,133 @@ fn keda_fallback_is_for_external_metrics_only() {
             .fallback_metrics
             .is_empty()
     );
+}
+
+/// KEDA `TestCheckFallbackValid` ("CPU trigger - invalid", "Memory trigger - invalid",
+/// "Multiple triggers with one CPU and one valid - valid") and the webhook test "shouldn't
+/// validate the so creation when the fallback is configured and only cpu/memory triggers are
+/// used": a fallback needs a trigger that is not cpu or memory.
+#[test]
+fn check_fallback_valid_needs_a_trigger_that_is_not_cpu_or_memory() {
+    let ext = keda(FallbackBehavior::Static);
+    let e = evaluate(
+        &settings(),
+        &spec(1, vec![cpu()], ext.clone()),
+        &obs(3, Some(0), T0),
+        &History::default(),
+        T0,
+    )
+    .unwrap_err();
+    assert_eq!(e.field, "spec.fallback");
+    // The default metric (cpu at 80 %) is a cpu trigger too.
+    let e = evaluate(
+        &settings(),
+        &spec(1, vec![], ext.clone()),
+        &obs(3, Some(0), T0),
+        &History::default(),
+        T0,
+    )
+    .unwrap_err();
+    assert_eq!(e.field, "spec.fallback");
+    assert!(
+        evaluate(
+            &settings(),
+            &spec(1, vec![cpu(), queue()], ext),
+            &obs(3, Some(0), T0),
+            &History::default(),
+            T0,
+        )
+        .is_ok()
+    );
+}
+
+/// KEDA `CheckReplicaCountBoundsAreValid` with `GetHPAMinReplicas` (`TestGetHPAReplicas`
+/// "Zero min, default max"): a `minReplicaCount` of 0 is read as 1, so idle 0 with min 0 is
+/// admitted and idle 1 with min 0 is not (`IdleReplicaCount=1 must be less than
+/// MinReplicaCount=1`).
+#[test]
+fn check_replica_count_bounds_read_min_zero_as_one() {
+    let with_idle = |min: i32, idle: i32| {
+        spec(
+            min,
+            vec![queue()],
+            Extensions {
+                activation: Some(Activation {
+                    idle_replicas: Some(idle),
+                    ..Activation::default()
+                }),
+                ..Extensions::default()
+            },
+        )
+    };
+    let run = |s: &HorizontalSpec| {
+        evaluate(
+            &settings(),
+            s,
+            &obs(2, Some(0), T0),
+            &History::default(),
+            T0,
+        )
+    };
+    // Min 0, idle 0: admitted; inactive with the initial cooldown of 0, to idle (0).
+    let e = run(&with_idle(0, 0)).unwrap();
+    assert_eq!(e.decision.desired_replicas, 0);
+    assert_eq!(
+        run(&with_idle(0, 1)).unwrap_err().field,
+        "spec.activation.idle_replicas"
+    );
+    assert_eq!(
+        run(&with_idle(2, 2)).unwrap_err().field,
+        "spec.activation.idle_replicas"
+    );
+    assert!(run(&with_idle(2, 0)).is_ok());
+}
+
+/// KEDA 2.19 (#7244, `getScalerState` in `pkg/scaling/scale_handler.go` with
+/// `GetMetricsWithFallback`, and `RequestScale`'s default branch in
+/// `pkg/scaling/executor/scale_scaledobjects.go`): a fallback in force is an active trigger,
+/// not an error, so it refreshes `lastActiveTime`. Cooldown 300 s, the metric failing from
+/// 15 s to 240 s (the fallback in force from the third failure), idle from 255 s: the
+/// cooldown counts from 240 s, so the target holds at 540 s and goes to zero after.
+#[test]
+fn fallback_in_force_refreshes_the_last_active_time_keda_7244() {
+    let mut ext = keda(FallbackBehavior::Static);
+    ext.activation = Some(Activation::default());
+    let s = spec(0, vec![queue()], ext);
+    let mut h = History::default();
+    let at_secs = |t: i64, queue: Option<i64>, h: &mut History| {
+        let at = T0.plus_secs(t);
+        let e = step(&s, &obs(2, queue, at), h, at);
+        *h = e.history.clone();
+        e
+    };
+    at_secs(0, Some(20_000), &mut h);
+    let mut t = 15;
+    while t <= 240 {
+        let e = at_secs(t, None, &mut h);
+        let state = e.history.extensions.as_ref().unwrap();
+        if state.metric_health["External/queue"].consecutive_failures > 2 {
+            // In force: active, and the time is refreshed.
+            assert_eq!(state.last_active_time, Some(T0.plus_secs(t)), "at {t} s");
+            assert_eq!(
+                condition(&e, ConditionType::Active),
+                Some((true, ConditionReason::ScalerActive))
+            );
+        }
+        t += 15;
+    }
+    while t <= 540 {
+        let e = at_secs(t, Some(0), &mut h);
+        assert_ne!(e.decision.desired_replicas, 0, "at {t} s");
+        assert_eq!(
+            condition(&e, ConditionType::Active),
+            Some((false, ConditionReason::ScalerCooldown)),
+            "at {t} s"
+        );
+        t += 15;
+    }
+    let e = at_secs(555, Some(0), &mut h);
+    assert_eq!(e.decision.desired_replicas, 0);
 }
 
 #[test]
@@ -834,15 +966,27 @@ fn pause_in_activation_as_keda_applies_it() {
 fn scaled_to_zero_is_false_after_every_rescale_that_is_not_to_zero() {
     let s = scale_to_zero_spec();
     // 3 → 5 on 50 items: `NotScaledToZero`, as upstream sets after any other rescale.
-    let e = step(&s, &obs(3, Some(50_000), T0), &History::default(), T0);
+    let e = step_on(&s, &obs(3, Some(50_000), T0), &History::default(), T0);
     assert_eq!(e.decision.desired_replicas, 5);
     assert_eq!(
         condition(&e, ConditionType::ScaledToZero),
         Some((false, ConditionReason::NotScaledToZero))
     );
-    // No rescale: nothing set.
+    // No rescale: the condition stays as the last rescale set it (it is HPA status).
     let t1 = T0.plus_secs(15);
-    let e = step(&s, &obs(5, Some(50_000), t1), &e.history, t1);
+    let e = step_on(&s, &obs(5, Some(50_000), t1), &e.history, t1);
+    assert_eq!(e.decision.desired_replicas, 5);
+    assert_eq!(
+        condition(&e, ConditionType::ScaledToZero),
+        Some((false, ConditionReason::NotScaledToZero))
+    );
+    // The gate off (Kubernetes 1.36): the HPA sets no ScaledToZero condition at all.
+    let e = step(
+        &spec(1, vec![queue()], Extensions::default()),
+        &obs(3, Some(50_000), T0),
+        &History::default(),
+        T0,
+    );
     assert_eq!(e.decision.desired_replicas, 5);
     assert_eq!(condition(&e, ConditionType::ScaledToZero), None);
 }
@@ -850,14 +994,14 @@ fn scaled_to_zero_is_false_after_every_rescale_that_is_not_to_zero() {
 #[test]
 fn a_target_we_scaled_to_zero_wakes_when_min_is_raised() {
     let s0 = scale_to_zero_spec();
-    let e1 = step(&s0, &obs(2, Some(0), T0), &History::default(), T0);
+    let e1 = step_on(&s0, &obs(2, Some(0), T0), &History::default(), T0);
     assert_eq!(e1.decision.desired_replicas, 0);
     // min raised to 2 while at zero, queue still empty: `shouldComputeMetricsForZeroReplicas`
     // (min != 0 and ScaledToZero True) computes the metrics, and the result is raised to min.
     let mut s2 = s0.clone();
     s2.min_replicas = Some(2);
     let t1 = T0.plus_secs(30);
-    let e2 = step(&s2, &obs(0, Some(0), t1), &e1.history, t1);
+    let e2 = step_on(&s2, &obs(0, Some(0), t1), &e1.history, t1);
     assert_eq!(e2.decision.desired_replicas, 2);
     assert_eq!(
         condition(&e2, ConditionType::ScaledToZero),
@@ -865,10 +1009,10 @@ fn a_target_we_scaled_to_zero_wakes_when_min_is_raised() {
     );
     assert!(!e2.history.extensions.as_ref().unwrap().scaled_to_zero);
     // With 40 items the metric decides (4 > min).
-    let e3 = step(&s2, &obs(0, Some(40_000), t1), &e1.history, t1);
+    let e3 = step_on(&s2, &obs(0, Some(40_000), t1), &e1.history, t1);
     assert_eq!(e3.decision.desired_replicas, 4);
     // A target at zero that we did not scale there stays disabled with min 2.
-    let e4 = step(&s2, &obs(0, Some(40_000), t1), &History::default(), t1);
+    let e4 = step_on(&s2, &obs(0, Some(40_000), t1), &History::default(), t1);
     assert_eq!(e4.decision.desired_replicas, 0);
     assert_eq!(e4.decision.path, DecisionPath::ScalingDisabled);
 }
