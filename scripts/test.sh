@@ -29,6 +29,8 @@ cargo build --release --locked
 step "conformance runner"
 target/release/autoscaled conformance ../shared/conformance/hpa
 target/release/autoscaled conformance ../shared/conformance/vpa
+# The project's own cases with the HPAScaleToZero gate on (Kubernetes 1.37).
+target/release/autoscaled conformance tests/conformance/hpa-1.37
 step "packaging (Dockerfile, Helm chart)"
 bash scripts/check-packaging.sh
 step "clients (Go, grpcurl, Python) against the real server"

@@ -24,6 +24,11 @@ struct TestServer {
 
 impl TestServer {
     fn start() -> TestServer {
+        TestServer::start_with(|_| {})
+    }
+
+    /// [`TestServer::start`] with the configuration changed by `change`.
+    fn start_with(change: impl FnOnce(&mut Config)) -> TestServer {
         let data = tempfile::tempdir().unwrap();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -36,6 +41,7 @@ impl TestServer {
         let addr = listener.local_addr().unwrap();
         let mut config = Config::with_data_dir(data.path().join("data"));
         config.trust_request_time = true;
+        change(&mut config);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = runtime.spawn(server::serve(listener, config, async {
             let _ = stopped.await;
@@ -180,4 +186,32 @@ fn cases_that_cannot_travel_are_skipped_with_their_reason() {
             other => panic!("{case}: expected a skip, got {other:?}"),
         }
     }
+}
+
+/// The project's own cases with `settings.scale_to_zero` (`tests/conformance/hpa-1.37`)
+/// through a server whose own gate is off: the executor sends each case's gate as
+/// `spec.scale_to_zero`, so the server's default cannot change a case, and every case
+/// travels and passes.
+#[test]
+fn the_kubernetes_1_37_cases_pass_through_a_server_whose_gate_is_off() {
+    let server = TestServer::start_with(|c| c.hpa.scale_to_zero = false);
+    let mut runner = grpc::GrpcRunner::connect(&server.addr.to_string()).unwrap();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/hpa-1.37");
+    let report = runner.run_dir(&dir);
+    let rendered = grpc::render(&report);
+    println!("{rendered}");
+    assert_eq!(report.outcomes.len(), 27, "{rendered}");
+    assert_eq!(report.failed(), 0, "\n{rendered}");
+    // The only skips: cases that start from an explicitly empty recommendation list, and the
+    // gate-off counterparts with min 0, which the API refuses.
+    for (file, why) in grpc::skipped(&report) {
+        assert!(
+            why.contains("records the initial recommendation, which alone explains")
+                || why.contains("must be greater than or equal to 1 (0 needs the HPAScaleToZero"),
+            "{}: unexpected skip reason {why}",
+            file.display()
+        );
+    }
+    assert_eq!(report.passed(), 27 - report.skipped(), "\n{rendered}");
+    assert_eq!((report.passed(), report.skipped()), (18, 9), "\n{rendered}");
 }

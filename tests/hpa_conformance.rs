@@ -29,3 +29,15 @@ fn every_hpa_case_passes() {
         format!("{} passed, 0 failed", report.outcomes.len())
     );
 }
+
+/// The project's own cases with Kubernetes' `HPAScaleToZero` gate on
+/// (`settings.scale_to_zero`), translated from the 1.37 `horizontal_test.go` where it has
+/// them (`tests/conformance/hpa-1.37/README.md`), through the engine.
+#[test]
+fn every_kubernetes_1_37_case_passes() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/hpa-1.37");
+    let report = conformance::run_dir(&dir);
+    println!("{report}");
+    assert_eq!(report.outcomes.len(), 27, "{report}");
+    assert_eq!(report.summary(), "27 passed, 0 failed");
+}

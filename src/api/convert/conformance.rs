@@ -23,7 +23,12 @@ use crate::{
     engine::{
         condition::{Condition, ConditionReason, ConditionType},
         history::{History, Recommendation, ScaleEvent},
-        hpa::{Decision, DecisionPath, MetricFailure, MetricOutcome, MetricProposal, PodGroups},
+        hpa::{
+            Decision, DecisionPath, MetricFailure, MetricOutcome, MetricProposal, PodGroups,
+            extensions::{
+                ExtensionReport, ExtensionState, FiredRule, MetricHealth, removal::RemovalCandidate,
+            },
+        },
         observation::{MetricSample, Observation, Pod, PodPhase},
         settings::Settings,
         spec::{
@@ -283,7 +288,7 @@ fn named<T: serde::de::DeserializeOwned>(what: &str, name: &str) -> Result<T, St
 /// The decision a `Recommend` response reports, for the `spec_metrics` of the request (as
 /// sent, not defaulted: the server names outcomes by `metric_identity` of those). Metric
 /// statuses are matched to spec indexes by source type, name and container, in order.
-/// What the wire does not carry (`usage_ratio`, migration extensions) is `None`.
+/// What the wire does not carry (`usage_ratio`) is `None`.
 pub(crate) fn decision_from_response(
     spec_metrics: &[MetricSpec],
     current_replicas: i32,
@@ -353,7 +358,75 @@ pub(crate) fn decision_from_response(
         scale_down_limit: e.scale_down_limit,
         error: non_empty(e.error),
         rescale_reason: non_empty(e.rescale_reason),
-        extensions: None,
+        extensions: r
+            .extensions
+            .as_ref()
+            .map(extension_report)
+            .transpose()?
+            .map(Box::new),
+    })
+}
+
+/// The migration extensions' report of a response (the inverse of `migration::report`).
+fn extension_report(r: &pb::ExtensionReport) -> Result<ExtensionReport, String> {
+    use crate::engine::hpa::extensions::removal::RemovalReason as R;
+    let removal_candidates = r
+        .removal_candidates
+        .iter()
+        .map(|c| {
+            let reason = [
+                R::NotReady,
+                R::Pending,
+                R::MissingMetrics,
+                R::LowestUsage,
+                R::Youngest,
+            ]
+            .into_iter()
+            .find(|x| x.as_str() == c.reason)
+            .ok_or_else(|| format!("removal reason {:?}", c.reason))?;
+            Ok(RemovalCandidate {
+                pod: c.pod.clone(),
+                reason,
+                usage_ratio: c.usage_ratio,
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let state = r.state.clone().unwrap_or_default();
+    Ok(ExtensionReport {
+        rules: r
+            .rules
+            .iter()
+            .map(|f| FiredRule {
+                rule: f.rule.clone(),
+                detail: f.detail.clone(),
+            })
+            .collect(),
+        active: r.active,
+        fallback_metrics: r.fallback_metrics.iter().map(|i| *i as usize).collect(),
+        stale_samples: r.stale_samples,
+        removal_candidates,
+        state: ExtensionState {
+            metric_health: state
+                .metric_health
+                .iter()
+                .map(|h| {
+                    (
+                        h.metric.clone(),
+                        MetricHealth {
+                            consecutive_failures: h.consecutive_failures,
+                            first_failure_time: h
+                                .first_failure_time
+                                .as_ref()
+                                .map(|t| time(Some(t))),
+                        },
+                    )
+                })
+                .collect(),
+            last_active_time: state.last_active_time.as_ref().map(|t| time(Some(t))),
+            first_seen: state.first_seen.as_ref().map(|t| time(Some(t))),
+            scaled_to_zero: state.scaled_to_zero,
+            not_scaled_to_zero: state.not_scaled_to_zero,
+        },
     })
 }
 
