@@ -858,6 +858,19 @@ impl ServeArgs {
 
 impl Config {
     fn validate(&self) -> Result<(), ConfigError> {
+        // `auth` means "callers with an identity", which only `--authz` checks: without it the
+        // service would be open while the configuration says otherwise.
+        for (key, exposure) in [
+            ("reflection", self.security.reflection),
+            ("health", self.security.health),
+        ] {
+            if exposure == Exposure::Auth && self.security.authz.is_none() {
+                return Err(invalid(
+                    key,
+                    "auth needs --authz (without an authorization file nothing checks an identity); use open or off",
+                ));
+            }
+        }
         if self.store == StoreKind::Etcd {
             if self.etcd.endpoints.is_empty() {
                 return Err(invalid("etcd_endpoints", "must name at least one URL"));
@@ -1159,6 +1172,8 @@ mod tests {
                 "listen = \"127.0.0.1:7000\"\nhealth_listen = \"127.0.0.1:7000\"",
                 "health_listen",
             ),
+            ("reflection = \"auth\"", "reflection"),
+            ("health = \"auth\"", "health"),
         ] {
             let err = parse_file(text).unwrap_err();
             assert!(
