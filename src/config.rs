@@ -49,7 +49,9 @@ pub(crate) const DEFAULT_MAX_CONTAINERS: usize = 100_000;
 /// Default number of gRPC calls served at once (`crate::overload`).
 pub(crate) const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 32;
 /// Default number of calls waiting for a slot before new ones are refused.
-pub(crate) const DEFAULT_MAX_QUEUED_REQUESTS: usize = 64;
+pub(crate) const DEFAULT_MAX_QUEUED_REQUESTS: usize = 1024;
+pub(crate) const DEFAULT_MAX_QUEUE_WAIT_MS: u64 = 1000;
+pub(crate) const DEFAULT_MAX_BUFFERED_REQUEST_BYTES: usize = 64 * 1024 * 1024;
 /// Default maximum number of VPA usage samples plus OOM events in one RecordUsage.
 pub(crate) const DEFAULT_MAX_SAMPLES: usize = 100_000;
 /// Default maximum length of a target key, in bytes.
@@ -263,10 +265,24 @@ pub(crate) struct ServeArgs {
     /// gRPC calls served at once; more wait in a bounded queue. [default: 32]
     #[arg(long, env = "AUTOSCALED_MAX_CONCURRENT_REQUESTS", value_name = "N")]
     pub(crate) max_concurrent_requests: Option<usize>,
-    /// Calls waiting for a slot; beyond, a call is refused with RESOURCE_EXHAUSTED and a
-    /// retry delay (0: refuse as soon as every slot is busy). [default: 64]
+    /// Calls waiting for a slot at most; beyond, a call is refused with RESOURCE_EXHAUSTED and
+    /// a retry delay (0: refuse as soon as every slot is busy). The queue is bounded by time
+    /// first (--max-queue-wait-ms); this is a backstop. [default: 1024]
     #[arg(long, env = "AUTOSCALED_MAX_QUEUED_REQUESTS", value_name = "N")]
     pub(crate) max_queued_requests: Option<usize>,
+    /// A call waits for a slot only while its expected wait (calls ahead × mean service time
+    /// / slots) is at most this; beyond, it is refused at once with a retry delay. [default: 1000]
+    #[arg(long, env = "AUTOSCALED_MAX_QUEUE_WAIT_MS", value_name = "MS")]
+    pub(crate) max_queue_wait_ms: Option<u64>,
+    /// Bytes of request bodies read ahead of their calls' slots, at most (a call's body is
+    /// read whole before it queues, so that unread data never holds HTTP/2 flow control);
+    /// past it a call is refused at once. [default: 67108864]
+    #[arg(
+        long,
+        env = "AUTOSCALED_MAX_BUFFERED_REQUEST_BYTES",
+        value_name = "BYTES"
+    )]
+    pub(crate) max_buffered_request_bytes: Option<usize>,
     /// VPA: how far a sample or OOM time may be ahead of the evaluation time (the server
     /// clock, or the request's with --trust-request-time), in seconds. [default: 300]
     #[arg(long, env = "AUTOSCALED_VPA_MAX_CLOCK_SKEW_SECS", value_name = "SECS")]
@@ -394,6 +410,8 @@ struct FileConfig {
     max_containers: Option<usize>,
     max_concurrent_requests: Option<usize>,
     max_queued_requests: Option<usize>,
+    max_queue_wait_ms: Option<u64>,
+    max_buffered_request_bytes: Option<usize>,
     vpa_max_clock_skew_secs: Option<u64>,
     log: Option<String>,
     log_format: Option<LogFormat>,
@@ -535,6 +553,10 @@ pub struct Config {
     /// `--max-queued-requests`: calls waiting for a slot; beyond, RESOURCE_EXHAUSTED with a
     /// retry delay.
     pub max_queued_requests: usize,
+    /// `--max-queue-wait-ms`: the longest expected wait a call is queued for.
+    pub max_queue_wait: Duration,
+    /// `--max-buffered-request-bytes`: request bodies read ahead of their calls' slots.
+    pub max_buffered_request_bytes: usize,
     /// `--log`: tracing `EnvFilter` directives.
     pub log: String,
     /// `--log-format`: text or JSON lines.
@@ -836,6 +858,15 @@ impl ServeArgs {
                 .max_queued_requests
                 .or(file.max_queued_requests)
                 .unwrap_or(DEFAULT_MAX_QUEUED_REQUESTS),
+            max_queue_wait: Duration::from_millis(
+                self.max_queue_wait_ms
+                    .or(file.max_queue_wait_ms)
+                    .unwrap_or(DEFAULT_MAX_QUEUE_WAIT_MS),
+            ),
+            max_buffered_request_bytes: self
+                .max_buffered_request_bytes
+                .or(file.max_buffered_request_bytes)
+                .unwrap_or(DEFAULT_MAX_BUFFERED_REQUEST_BYTES),
             log: self
                 .log
                 .or(file.log)
@@ -928,6 +959,12 @@ impl Config {
         }
         if self.limits.max_message_bytes < 1024 {
             return Err(invalid("max_message_bytes", "must be at least 1024"));
+        }
+        if self.max_buffered_request_bytes < self.limits.max_message_bytes {
+            return Err(invalid(
+                "max_buffered_request_bytes",
+                "must be at least max_message_bytes (one largest request must fit)",
+            ));
         }
         for (key, v) in [
             ("max_pods", self.limits.max_pods),
@@ -1038,7 +1075,9 @@ mod tests {
         assert_eq!(c.limits.max_samples, 100_000);
         assert_eq!(c.limits.max_containers, 100_000);
         assert_eq!(c.max_concurrent_requests, 32);
-        assert_eq!(c.max_queued_requests, 64);
+        assert_eq!(c.max_queued_requests, 1024);
+        assert_eq!(c.max_queue_wait, Duration::from_secs(1));
+        assert_eq!(c.max_buffered_request_bytes, 64 << 20);
         assert_eq!(c.otlp_endpoint, None);
         assert_eq!(c.metrics_listen, None);
     }
@@ -1173,6 +1212,10 @@ mod tests {
                 "health_listen",
             ),
             ("reflection = \"auth\"", "reflection"),
+            (
+                "max_buffered_request_bytes = 2048",
+                "max_buffered_request_bytes",
+            ),
             ("health = \"auth\"", "health"),
         ] {
             let err = parse_file(text).unwrap_err();

@@ -5,10 +5,19 @@
 //! a 2 s client deadline, 93 % of the work was done for callers who had already gone
 //! (goodput 37 → 7 calls/s, issue 8). Now:
 //!
-//! * at most `max_concurrent_requests` calls of our services run at once; up to
-//!   `max_queued_requests` more wait (FIFO, a tokio `Semaphore`); a call beyond is refused at
-//!   once with RESOURCE_EXHAUSTED, a retry delay in the message and gRFC A6's
-//!   `grpc-retry-pushback-ms` (Envoy's and grpc-go's overload answers are the same code);
+//! * a call's request body is read whole before the call takes a slot or a place in the
+//!   queue, within a memory bound (`max_buffered_request_bytes`; past it a call is refused at
+//!   once, never made to wait with its body unread). On HTTP/2 the unread data of a waiting
+//!   call holds the connection's flow-control window: when slots were taken as the headers
+//!   arrived, calls waiting in the queue held the window that the running calls' bodies
+//!   needed, and just past the limit 5,000-pod Recommends stalled until their deadlines while
+//!   the server idled;
+//! * at most `max_concurrent_requests` calls of our services run at once; more wait (FIFO, a
+//!   tokio `Semaphore`) while their expected wait (calls ahead × mean service time / slots) is
+//!   within `max_queue_wait_ms`, and at most `max_queued_requests` of them. A call beyond is
+//!   refused at once with RESOURCE_EXHAUSTED, a retry delay in the message and gRFC A6's
+//!   `grpc-retry-pushback-ms` (Envoy's and grpc-go's overload answers are the same code). The
+//!   queue is bounded by time, so a burst that drains in well under a second is never refused;
 //! * a call whose `grpc-timeout` cannot be met is not queued: its expected wait (calls ahead ×
 //!   mean service time / slots) plus its own service time already passes the deadline, so it is refused at once, the
 //!   caller can retry elsewhere while it still has time (the "deadline-aware admission" of
@@ -63,6 +72,10 @@ struct Shared {
     slots: Arc<Semaphore>,
     max_concurrent: usize,
     max_queued: usize,
+    /// The longest expected wait a call is queued for.
+    max_queue_wait: Duration,
+    /// Bytes of request bodies read ahead of their calls' slots (`max_buffered_request_bytes`).
+    buffered: Arc<Semaphore>,
     queued: AtomicUsize,
     /// Exponentially weighted mean time a call holds a slot, in microseconds.
     mean_service_us: AtomicU64,
@@ -116,6 +129,11 @@ impl Shared {
         if position > self.max_queued {
             return Err(self.overloaded("queue full", position));
         }
+        if self.expected_wait(position) > self.max_queue_wait {
+            return Err(
+                self.overloaded("the expected wait exceeds the longest queue wait", position)
+            );
+        }
         if let Some(deadline) = deadline
             && Instant::now() + self.expected_wait(position) + self.mean_service() > deadline
         {
@@ -134,6 +152,90 @@ impl Shared {
             ));
         }
         Ok(permit)
+    }
+
+    /// Reads the whole request body (a unary call's one message) into memory, counted against
+    /// the buffered-bytes bound; the permit is held until the call ends. A body larger than
+    /// the message limit is not read further: the rest follows unread, and the decoder
+    /// refuses it as it always did. Past the memory bound the call is refused at once.
+    async fn read_body(
+        &self,
+        request: HttpRequest<tonic::body::Body>,
+    ) -> Result<(HttpRequest<tonic::body::Body>, Option<OwnedSemaphorePermit>), Status> {
+        use http_body_util_lite::next_frame;
+        let (parts, mut body) = request.into_parts();
+        // The message and its 5-byte gRPC frame header.
+        let limit = self.limits.max_message_bytes.saturating_add(5);
+        let mut chunks = std::collections::VecDeque::new();
+        let mut read = 0usize;
+        let mut held: Option<OwnedSemaphorePermit> = None;
+        let mut rest = None;
+        while let Some(frame) = next_frame(&mut body).await {
+            // The client reset the stream or the connection broke: nobody waits for an answer.
+            let frame = frame.map_err(|e| {
+                Status::cancelled(format!("the request body ended with an error: {e}"))
+            })?;
+            let Ok(data) = frame.into_data() else {
+                continue; // request trailers: gRPC sends none
+            };
+            let n = u32::try_from(data.len()).unwrap_or(u32::MAX);
+            let permit = Arc::clone(&self.buffered)
+                .try_acquire_many_owned(n)
+                .map_err(|_| {
+                    Status::from(self.overloaded("request bodies in memory at their bound", 0))
+                })?;
+            match held.as_mut() {
+                Some(h) => h.merge(permit),
+                None => held = Some(permit),
+            }
+            read += data.len();
+            chunks.push_back(data);
+            if read > limit {
+                rest = Some(body);
+                break;
+            }
+        }
+        let body = tonic::body::Body::new(Buffered { chunks, rest });
+        Ok((HttpRequest::from_parts(parts, body), held))
+    }
+}
+
+/// A request body read ahead: the chunks read, then what was left unread (if anything).
+struct Buffered {
+    chunks: std::collections::VecDeque<tonic::codegen::Bytes>,
+    rest: Option<tonic::body::Body>,
+}
+
+impl http_body::Body for Buffered {
+    type Data = tonic::codegen::Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        if let Some(chunk) = self.chunks.pop_front() {
+            return Poll::Ready(Some(Ok(http_body::Frame::data(chunk))));
+        }
+        match self.rest.as_mut() {
+            Some(rest) => Pin::new(rest).poll_frame(cx),
+            None => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.chunks.is_empty() && self.rest.as_ref().is_none_or(|r| r.is_end_stream())
+    }
+}
+
+/// `BodyExt::frame` without the dependency: the next frame of a body.
+mod http_body_util_lite {
+    use std::{future::poll_fn, pin::Pin};
+
+    pub(super) async fn next_frame<B: http_body::Body + Unpin>(
+        body: &mut B,
+    ) -> Option<Result<http_body::Frame<B::Data>, B::Error>> {
+        poll_fn(|cx| Pin::new(&mut *body).poll_frame(cx)).await
     }
 }
 
@@ -162,6 +264,8 @@ impl OverloadLayer {
                 slots: Arc::new(Semaphore::new(config.max_concurrent_requests)),
                 max_concurrent: config.max_concurrent_requests,
                 max_queued: config.max_queued_requests,
+                max_queue_wait: config.max_queue_wait,
+                buffered: Arc::new(Semaphore::new(config.max_buffered_request_bytes)),
                 queued: AtomicUsize::new(0),
                 mean_service_us: AtomicU64::new(0),
             }),
@@ -187,14 +291,13 @@ pub(crate) struct Overload<S> {
     shared: Arc<Shared>,
 }
 
-impl<S, B> tower::Service<HttpRequest<B>> for Overload<S>
+impl<S> tower::Service<HttpRequest<tonic::body::Body>> for Overload<S>
 where
-    S: tower::Service<HttpRequest<B>, Response = HttpResponse<tonic::body::Body>>
+    S: tower::Service<HttpRequest<tonic::body::Body>, Response = HttpResponse<tonic::body::Body>>
         + Clone
         + Send
         + 'static,
     S::Future: Send + 'static,
-    B: Send + 'static,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -204,7 +307,7 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: HttpRequest<B>) -> Self::Future {
+    fn call(&mut self, request: HttpRequest<tonic::body::Body>) -> Self::Future {
         let path = request.uri().path().to_owned();
         let limited = path.starts_with(LIMITED_PREFIX);
         let deadline = grpc_timeout(request.headers()).map(|t| Instant::now() + t);
@@ -222,6 +325,18 @@ where
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let shared = Arc::clone(&self.shared);
         Box::pin(async move {
+            // The body first, then the slot: see the module documentation.
+            let (request, _buffered) = if limited {
+                match shared.read_body(request).await {
+                    Ok(read) => read,
+                    Err(status) => {
+                        tracing::debug!(peer = ?peer, error = %status.message(), "call refused");
+                        return Ok(status.into_http());
+                    }
+                }
+            } else {
+                (request, None)
+            };
             let _slot = if limited {
                 match shared.admit(deadline).await {
                     Ok(slot) => Some(slot),
@@ -387,6 +502,34 @@ mod tests {
         drop(running);
         queued.await.unwrap().unwrap();
         assert_eq!(shared.queued.load(Ordering::Relaxed), 0);
+    }
+
+    #[tokio::test]
+    async fn the_queue_is_bounded_by_the_expected_wait() {
+        // One slot, 100 ms a call, a 1 s bound: the 10th waiting call (1 s) is queued, the
+        // 11th (1.1 s) is refused at once, whatever the count bound.
+        let shared = shared(1, 1000);
+        shared.record(Duration::from_millis(100));
+        let running = shared.admit(None).await.unwrap();
+        let waiting: Vec<_> = (0..10)
+            .map(|_| {
+                let shared = Arc::clone(&shared);
+                tokio::spawn(async move { shared.admit(None).await.map(drop) })
+            })
+            .collect();
+        while shared.queued.load(Ordering::Relaxed) < 10 {
+            tokio::task::yield_now().await;
+        }
+        let status = Status::from(shared.admit(None).await.unwrap_err());
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+        assert!(
+            status.message().contains("longest queue wait"),
+            "{status:?}"
+        );
+        drop(running);
+        for w in waiting {
+            w.await.unwrap().unwrap();
+        }
     }
 
     #[tokio::test]

@@ -542,3 +542,117 @@ fn arbitrary_bodies_never_answer_internal() {
 fn server_alive(server: &Server) -> bool {
     std::fs::metadata(format!("/proc/{}", server.child.id())).is_ok()
 }
+
+/// Just past the admission limit, large requests must not stall the server (the issue's
+/// reproduction, shortened): 100 closed-loop streams of 5,000-pod Recommends (about 290 KiB
+/// each) over 4 HTTP/2 connections for 6 s, clients retrying at once, against the default
+/// limits. Every call ends with OK or RESOURCE_EXHAUSTED; none waits until its 15 s deadline.
+/// When a slot was taken as a call's headers arrived, the queued calls' unread bodies held the
+/// connection windows that the running calls' bodies needed: goodput fell to about 1 call/s
+/// and calls ended DEADLINE_EXCEEDED while the server idled. The counts and the goodput are
+/// printed, not asserted.
+#[test]
+fn large_bodies_past_the_admission_limit_do_not_stall_the_server() {
+    const STREAMS: usize = 100;
+    const CONNECTIONS: usize = 4;
+    let load = std::time::Duration::from_secs(6);
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    runtime().block_on(async {
+        let mut channels = Vec::new();
+        for _ in 0..CONNECTIONS {
+            channels.push(channel(&server).await);
+        }
+        let body = Bytes::from(framed(&recommend("large", 5_000).encode_to_vec()));
+        let started = std::time::Instant::now();
+        let streams: Vec<_> = (0..STREAMS)
+            .map(|i| {
+                let channel = channels[i % CONNECTIONS].clone();
+                let body = body.clone();
+                tokio::spawn(async move {
+                    let mut codes = Vec::new();
+                    while started.elapsed() < load {
+                        let request = http::Request::builder()
+                            .method("POST")
+                            .uri(format!("http://127.0.0.1{}", PATHS[0]))
+                            .header("content-type", "application/grpc")
+                            .header("te", "trailers")
+                            .header("grpc-timeout", "15S")
+                            .body(tonic::body::Body::new(Full::new(body.clone())))
+                            .unwrap();
+                        let call = async {
+                            let response = channel.clone().oneshot(request).await.ok()?;
+                            let (parts, body) = response.into_parts();
+                            let mut headers = parts.headers;
+                            if !headers.contains_key("grpc-status") {
+                                let collected = body.collect().await.ok()?;
+                                headers.extend(collected.trailers().cloned().unwrap_or_default());
+                            }
+                            tonic::Status::from_header_map(&headers).map(|s| s.code())
+                        };
+                        let code =
+                            match tokio::time::timeout(std::time::Duration::from_secs(20), call)
+                                .await
+                            {
+                                Ok(Some(code)) => format!("{code:?}"),
+                                Ok(None) => "transport error".to_owned(),
+                                Err(_) => "no answer in 20 s".to_owned(),
+                            };
+                        codes.push(code);
+                    }
+                    codes
+                })
+            })
+            .collect();
+        let mut counts = std::collections::BTreeMap::new();
+        for stream in streams {
+            for code in stream.await.unwrap() {
+                *counts.entry(code).or_insert(0usize) += 1;
+            }
+        }
+        let elapsed = started.elapsed();
+        let ok = counts.get("Ok").copied().unwrap_or(0);
+        println!(
+            "{STREAMS} streams over {CONNECTIONS} connections: {counts:?} in {elapsed:?}, {:.1} OK/s",
+            ok as f64 / elapsed.as_secs_f64()
+        );
+        assert!(
+            counts.keys().all(|c| c == "Ok" || c == "ResourceExhausted"),
+            "{counts:?}"
+        );
+        assert!(ok >= STREAMS, "{counts:?}");
+        serves(&channels[0], "after-large").await;
+    });
+}
+
+/// A burst that drains in well under a second is never refused: 100 concurrent small
+/// Recommends on one key (a controller's fan-out) all succeed with the default limits (the
+/// queue is bounded by expected wait, not by a count of 64).
+#[test]
+fn a_burst_of_small_calls_on_one_key_is_never_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    runtime().block_on(async {
+        let channel = channel(&server).await;
+        let calls: Vec<_> = (0..100)
+            .map(|_| {
+                let mut client = HorizontalAutoscalerClient::new(channel.clone());
+                tokio::spawn(async move {
+                    client
+                        .recommend(recommend("burst", 3))
+                        .await
+                        .map(|_| ())
+                        .map_err(|s| s.code())
+                })
+            })
+            .collect();
+        let mut refused = 0;
+        for call in calls {
+            if let Err(code) = call.await.unwrap() {
+                assert_eq!(code, Code::ResourceExhausted);
+                refused += 1;
+            }
+        }
+        assert_eq!(refused, 0, "calls of a short burst were refused");
+    });
+}
