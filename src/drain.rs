@@ -12,10 +12,11 @@
 use std::{
     future::Future,
     pin::Pin,
+    sync::Arc,
     task::{Context, Poll},
 };
 
-use tokio::sync::watch;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 use tonic_health::{
@@ -26,22 +27,32 @@ use tonic_health::{
     server::{HealthReporter, HealthService},
 };
 
-/// The health service of `reporter`, whose Watch streams end once `stop` turns true.
+/// Open Health/Watch streams at most, over every listener: each holds memory for as long as
+/// its client keeps it, and health needs no credentials (the health-only listener never asks
+/// for any), so without a bound anyone could exhaust memory (20,000 streams took 236 MiB).
+/// Kubernetes probes use Check; a few monitors watch.
+pub(crate) const MAX_WATCH_STREAMS: usize = 256;
+
+/// The health service of `reporter`, whose Watch streams end once `stop` turns true and
+/// share the `watches` bound ([`MAX_WATCH_STREAMS`] permits).
 pub(crate) fn health_server(
     reporter: HealthReporter,
     stop: watch::Receiver<bool>,
+    watches: Arc<Semaphore>,
 ) -> HealthServer<StoppingHealth> {
     HealthServer::new(StoppingHealth {
         inner: HealthService::from_health_reporter(reporter),
         stop,
+        watches,
     })
 }
 
-/// tonic-health's service with Watch streams that end at shutdown.
+/// tonic-health's service with Watch streams that end at shutdown, and are bounded.
 #[derive(Debug)]
 pub(crate) struct StoppingHealth {
     inner: HealthService,
     stop: watch::Receiver<bool>,
+    watches: Arc<Semaphore>,
 }
 
 type BoxStream = Pin<Box<dyn Stream<Item = Result<HealthCheckResponse, Status>> + Send>>;
@@ -61,9 +72,15 @@ impl Health for StoppingHealth {
         &self,
         request: Request<HealthCheckRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
+        let permit = Arc::clone(&self.watches).try_acquire_owned().map_err(|_| {
+            Status::resource_exhausted(format!(
+                "{MAX_WATCH_STREAMS} Health/Watch streams are open; use Check, or retry later"
+            ))
+        })?;
         let inner = self.inner.watch(request).await?.into_inner();
         let mut stop = self.stop.clone();
         Ok(Response::new(UntilStop {
+            _permit: permit,
             inner: Box::pin(inner),
             stop: Box::pin(async move {
                 // A dropped sender means the server is gone: stop too.
@@ -76,6 +93,8 @@ impl Health for StoppingHealth {
 
 /// A stream that ends when its stop future completes (after any item ready at that moment).
 pub(crate) struct UntilStop {
+    /// The stream's place under [`MAX_WATCH_STREAMS`], given back when it is dropped.
+    _permit: OwnedSemaphorePermit,
     inner: BoxStream,
     stop: Pin<Box<dyn Future<Output = ()> + Send>>,
     done: bool,

@@ -83,6 +83,9 @@ fn message_too_large_is_resource_exhausted<B>(mut response: HttpResponse<B>) -> 
     response
 }
 
+/// HTTP/2 streams one connection to the health-only listener may have open.
+const HEALTH_STREAMS_PER_CONNECTION: u32 = 16;
+
 /// Counts and times every gRPC request by method and code ([`crate::metrics::grpc_request`]).
 /// The code is the response's `grpc-status` header: tonic puts it there for every error
 /// (trailers-only response), while a success carries it in the trailers, so a response
@@ -120,7 +123,11 @@ where
                     .get("grpc-status")
                     .and_then(|v| v.to_str().ok())
                     .unwrap_or("0");
-                let method = if code == "12" { "unknown" } else { &path };
+                let method = if crate::auth::layer::known_method(&path) {
+                    &path
+                } else {
+                    "unknown"
+                };
                 crate::metrics::grpc_request(method, code, started.elapsed());
             }
             result
@@ -305,7 +312,14 @@ pub async fn serve_secured<S: HistoryStore + VerticalStore>(
 
     let (stop_tx, stop_rx) = watch::channel(false);
     // Watch streams end when shutdown starts, so they do not hold the drain.
-    let health_service = || crate::drain::health_server(health_reporter.clone(), stop_rx.clone());
+    let watches = Arc::new(tokio::sync::Semaphore::new(crate::drain::MAX_WATCH_STREAMS));
+    let health_service = || {
+        crate::drain::health_server(
+            health_reporter.clone(),
+            stop_rx.clone(),
+            Arc::clone(&watches),
+        )
+    };
     let main_health = exposure(config.security.health).then(health_service);
     // The one watcher of the store's health (sled: probes after a failed write; etcd: a
     // quorum read every tick).
@@ -362,7 +376,12 @@ pub async fn serve_secured<S: HistoryStore + VerticalStore>(
     let (health_stop_tx, health_stop_rx) = tokio::sync::oneshot::channel::<()>();
     let health_task = health_listener.map(|health_listener| {
         let incoming = TcpIncoming::from(health_listener).with_nodelay(Some(true));
-        let router = tonic::transport::Server::builder().add_service(health_service());
+        // No credentials are asked here: bound what one connection can hold open (the Watch
+        // streams are bounded over every listener by the health service itself).
+        let router = tonic::transport::Server::builder()
+            .max_concurrent_streams(Some(HEALTH_STREAMS_PER_CONNECTION))
+            .concurrency_limit_per_connection(HEALTH_STREAMS_PER_CONNECTION as usize)
+            .add_service(health_service());
         tokio::spawn(async move {
             if let Err(e) = router
                 .serve_with_incoming_shutdown(incoming, async {

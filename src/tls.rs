@@ -208,31 +208,34 @@ impl TlsState {
     }
 }
 
-/// The identity of a client certificate: its first URI SAN, else its first DNS SAN, else its
-/// subject CN. `None` when the certificate has none of them (or does not parse, which the
-/// verifier already excludes).
+/// The identity of a client certificate, typed by where it comes from, so that one source
+/// can never pose as another: its first URI SAN as is (`spiffe://example.org/team-a`), else
+/// its first DNS SAN as `dns:NAME`, else its subject CN as `cn:NAME`. Bearer tokens stand for
+/// plain names (`ci-bot`), which no certificate can produce. A DNS SAN or a CN that spells a
+/// URI is still `dns:` or `cn:`, never the URI identity. `None` when the certificate has none
+/// of them (or does not parse, which the verifier already excludes).
 pub(crate) fn identity_of(der: &[u8]) -> Option<String> {
     use x509_parser::{extensions::GeneralName, prelude::FromDer};
     let (_, cert) = x509_parser::certificate::X509Certificate::from_der(der).ok()?;
     if let Ok(Some(san)) = cert.subject_alternative_name() {
         let names = &san.value.general_names;
         let uri = names.iter().find_map(|n| match n {
-            GeneralName::URI(u) => Some(*u),
+            GeneralName::URI(u) => Some((*u).to_owned()),
             _ => None,
         });
         let dns = names.iter().find_map(|n| match n {
-            GeneralName::DNSName(d) => Some(*d),
+            GeneralName::DNSName(d) => Some(format!("dns:{d}")),
             _ => None,
         });
-        if let Some(name) = uri.or(dns) {
-            return Some(name.to_owned());
+        if let Some(identity) = uri.or(dns) {
+            return Some(identity);
         }
     }
     cert.subject()
         .iter_common_name()
         .next()
         .and_then(|cn| cn.as_str().ok())
-        .map(str::to_owned)
+        .map(|cn| format!("cn:{cn}"))
 }
 
 /// One accepted, handshaken TLS connection and what is known of its peer.
@@ -364,5 +367,53 @@ async fn handshake(
             crate::metrics::tls_handshake_failure();
             tracing::debug!(%remote, "TLS handshake timed out");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::identity_of;
+
+    fn cert(configure: impl FnOnce(&mut rcgen::CertificateParams)) -> Vec<u8> {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        configure(&mut params);
+        let key = rcgen::KeyPair::generate().unwrap();
+        params.self_signed(&key).unwrap().der().to_vec()
+    }
+
+    /// The review's attack: a DNS SAN, or a CN without SANs, that spells a SPIFFE URI is typed
+    /// `dns:` / `cn:` and can never be the URI identity a rule names.
+    #[test]
+    fn identities_are_typed_by_their_source() {
+        use rcgen::{DnType, SanType};
+        let uri = cert(|p| {
+            p.subject_alt_names = vec![
+                SanType::DnsName("web.example.org".try_into().unwrap()),
+                SanType::URI("spiffe://example.org/team-a".try_into().unwrap()),
+            ];
+        });
+        assert_eq!(
+            identity_of(&uri).as_deref(),
+            Some("spiffe://example.org/team-a")
+        );
+        let dns = cert(|p| {
+            p.subject_alt_names = vec![SanType::DnsName(
+                "spiffe://example.org/team-b".try_into().unwrap(),
+            )];
+        });
+        assert_eq!(
+            identity_of(&dns).as_deref(),
+            Some("dns:spiffe://example.org/team-b")
+        );
+        let cn = cert(|p| {
+            p.distinguished_name
+                .push(DnType::CommonName, "spiffe://example.org/team-b");
+        });
+        assert_eq!(
+            identity_of(&cn).as_deref(),
+            Some("cn:spiffe://example.org/team-b")
+        );
+        let bot = cert(|p| p.distinguished_name.push(DnType::CommonName, "ci-bot"));
+        assert_eq!(identity_of(&bot).as_deref(), Some("cn:ci-bot"));
     }
 }

@@ -278,3 +278,155 @@ async fn metrics_count_requests_decisions_rescales_and_flushes() {
     assert!(!body.contains("metrics/a"), "target keys are never labels");
     drop(server);
 }
+
+/// POSTs an empty gRPC message to `path` with the given metadata; the grpc-status code.
+async fn raw_status(
+    channel: &tonic::transport::Channel,
+    path: &str,
+    headers: &[(&str, &str)],
+    message: &[u8],
+) -> i32 {
+    use http_body_util::{BodyExt, Full};
+    use tonic::codegen::http;
+    use tower::ServiceExt;
+    let mut body = vec![0];
+    body.extend((message.len() as u32).to_be_bytes());
+    body.extend(message);
+    let mut request = http::Request::builder()
+        .method("POST")
+        .uri(format!("http://127.0.0.1{path}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers");
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    let request = request
+        .body(tonic::body::Body::new(Full::new(
+            prost::bytes::Bytes::from(body),
+        )))
+        .unwrap();
+    let response = channel.clone().oneshot(request).await.unwrap();
+    let (parts, body) = response.into_parts();
+    let mut headers = parts.headers;
+    if !headers.contains_key("grpc-status") {
+        let collected = body.collect().await.unwrap();
+        headers.extend(collected.trailers().cloned().unwrap_or_default());
+    }
+    headers["grpc-status"].to_str().unwrap().parse().unwrap()
+}
+
+/// With an authorization file (the security review's probes): calls to made-up methods are
+/// counted under `method="unknown"`, so 200 of them do not grow `/metrics`; every refusal of
+/// the authentication layer is audited (a `Basic` value, a method without a verb called with
+/// a valid token); a target key with a line break is INVALID_ARGUMENT before any permission
+/// is looked at, and no log line can be forged through it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_are_audited_escaped_and_unknown_methods_do_not_grow_metrics() {
+    use prost::Message;
+    let dir = tempfile::tempdir().unwrap();
+    let token = "s3cret";
+    let authz = dir.path().join("authz.toml");
+    std::fs::write(
+        &authz,
+        format!(
+            "[[rule]]\nidentity = \"bot\"\nverbs = [\"recommend\", \"read\", \"delete\"]\nprefixes = [\"team-a/\"]\n[[token]]\nidentity = \"bot\"\nsha256 = \"{}\"\n",
+            autoscaled::auth::policy::sha256_hex(token.as_bytes())
+        ),
+    )
+    .unwrap();
+    let log = dir.path().join("server.log");
+    let metrics_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut command = common::command(&dir.path().join("data"));
+    command
+        .args(["--metrics-listen", &metrics_addr.to_string(), "--authz"])
+        .arg(&authz)
+        .env("AUTOSCALED_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stderr(std::fs::File::create(&log).unwrap());
+    let mut server = common::spawn(command);
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let bearer = format!("Bearer {token}");
+    let auth = [("authorization", bearer.as_str())];
+
+    for i in 0..200 {
+        let path = format!("/autoscaled.v1.HorizontalAutoscaler/Probe{i}x");
+        assert_eq!(raw_status(&channel, &path, &[], &[]).await, 16, "{path}");
+    }
+    let basic = raw_status(
+        &channel,
+        "/autoscaled.v1.HorizontalAutoscaler/GetHistory",
+        &[("authorization", "Basic eA==")],
+        &[],
+    )
+    .await;
+    assert_eq!(basic, 16);
+    let unmapped = raw_status(
+        &channel,
+        "/autoscaled.v1.HorizontalAutoscaler/Nope",
+        &auth,
+        &[],
+    )
+    .await;
+    assert_eq!(unmapped, 7);
+    for (path, key) in [
+        (
+            "/autoscaled.v1.HorizontalAutoscaler/GetHistory",
+            "team-b/x\nFORGED autoscaled::audit: outcome=\"allowed\"",
+        ),
+        (
+            "/autoscaled.v1.HorizontalAutoscaler/DeleteTarget",
+            "team-a/x\nFORGED\0nul",
+        ),
+    ] {
+        let message = pb::GetHistoryRequest {
+            target_key: key.to_owned(),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        assert_eq!(
+            raw_status(&channel, path, &auth, &message).await,
+            3,
+            "{key:?}"
+        );
+    }
+
+    let body = scrape(metrics_addr);
+    assert!(!body.contains("Probe"), "made-up methods became labels");
+    assert!(
+        sample_sum(
+            &body,
+            "autoscaled_grpc_requests_total",
+            &["method=\"unknown\""]
+        ) >= 200.0
+    );
+
+    tokio::task::spawn_blocking(move || server.terminate())
+        .await
+        .unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let audit: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("autoscaled::audit"))
+        .collect();
+    assert!(
+        audit
+            .iter()
+            .any(|l| l.contains("malformed authorization metadata")),
+        "{text}"
+    );
+    assert!(
+        audit
+            .iter()
+            .any(|l| l.contains("method without a verb") && l.contains("bot")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .all(|l| !l.starts_with("FORGED") && !l.contains('\0')),
+        "{text}"
+    );
+}

@@ -193,7 +193,7 @@ prefixes = ["team-b/"]
 
 # A certificate with only a CN: the auditor reads everything.
 [[rule]]
-identity = "auditor"
+identity = "cn:auditor"
 verbs = ["read"]
 prefixes = [""]
 "#;
@@ -654,4 +654,104 @@ fn the_cli_speaks_tls_mtls_and_tokens() {
         stderr.contains("PermissionDenied") && stderr.contains("recommend"),
         "{stderr}"
     );
+}
+
+/// The review's first attack: a client certificate whose DNS SAN, or whose CN (no SAN), is
+/// the string `spiffe://example.org/team-b` gets none of team-b's rights, and one whose CN is
+/// a token's identity gets none of the token's: identities are typed by their source.
+#[tokio::test]
+async fn a_dns_name_or_cn_cannot_pose_as_a_spiffe_identity_or_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("test CA");
+    let token = "bot-token";
+    let authz = format!(
+        "{TENANTS}\n[[rule]]\nidentity = \"bot\"\nverbs = [\"recommend\", \"read\"]\nprefixes = [\"team-b/\"]\n[[token]]\nidentity = \"bot\"\nsha256 = \"{}\"\n",
+        autoscaled::auth::policy::sha256_hex(token.as_bytes())
+    );
+    let server = Secure::start(
+        &dir.path().join("data"),
+        mtls(dir.path(), &ca, Some(&authz)),
+        false,
+    )
+    .await;
+    let request = || steady_state::recommend_request("team-b/web".to_owned());
+    for leaf in [
+        ca.client_dns(TEAM_B),
+        ca.client_cn(TEAM_B),
+        ca.client_cn("bot"),
+    ] {
+        let channel = channel(server.addr, Some(client_tls(&ca.pem, Some(&leaf))))
+            .await
+            .unwrap();
+        let status = HorizontalAutoscalerClient::new(channel)
+            .recommend(request())
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
+    }
+    // The real team-b, and the token, still may.
+    let b = channel(
+        server.addr,
+        Some(client_tls(&ca.pem, Some(&ca.client_uri(TEAM_B)))),
+    )
+    .await
+    .unwrap();
+    HorizontalAutoscalerClient::new(b.clone())
+        .recommend(request())
+        .await
+        .unwrap();
+    HorizontalAutoscalerClient::new(b)
+        .recommend(with_token(request(), token))
+        .await
+        .unwrap();
+    server.stop().await;
+}
+
+/// The review's sixth attack: Health/Watch streams on the health-only listener, which asks for
+/// no credentials, are bounded (256 over every listener; 20,000 of them took 236 MiB): past
+/// the bound a Watch is RESOURCE_EXHAUSTED at once, Check still answers, and a stream that
+/// ends gives its place back.
+#[tokio::test]
+async fn health_watch_streams_are_bounded_on_the_open_health_listener() {
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("test CA");
+    let server = Secure::start(&dir.path().join("data"), mtls(dir.path(), &ca, None), true).await;
+    let addr = server.health.unwrap();
+    let mut open = Vec::new();
+    let mut refused = 0;
+    // 20 connections of 15 streams (under the 16 a connection may hold).
+    for _ in 0..20 {
+        let mut client = HealthClient::new(channel(addr, None).await.unwrap());
+        for _ in 0..15 {
+            match client.watch(HealthCheckRequest::default()).await {
+                Ok(stream) => open.push(stream.into_inner()),
+                Err(status) => {
+                    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+                    refused += 1;
+                }
+            }
+        }
+    }
+    assert_eq!((open.len(), refused), (256, 300 - 256));
+    assert_eq!(health(addr, None).await, Ok(1));
+    // Ending streams gives their places back.
+    open.truncate(200);
+    let mut client = HealthClient::new(channel(addr, None).await.unwrap());
+    let mut again = None;
+    for _ in 0..100 {
+        match client.watch(HealthCheckRequest::default()).await {
+            Ok(stream) => {
+                again = Some(stream);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    assert!(
+        again.is_some(),
+        "a Watch is served again once streams ended"
+    );
+    drop(open);
+    server.stop().await;
 }

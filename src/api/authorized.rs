@@ -43,9 +43,21 @@ impl<S> Authorized<S> {
         Authorized { inner, enforce }
     }
 
+    /// A key with control characters is INVALID_ARGUMENT before any permission is looked at:
+    /// no such key can be stored, and a denial would put it into the audit log.
     fn check<T>(&self, request: &Request<T>, verb: Verb, key: &str) -> Result<(), Status> {
+        if key.chars().any(char::is_control) {
+            let mut v = convert::Violations::default();
+            v.add("target_key", "must not contain control characters");
+            return v.into_result(()).map_err(Status::from);
+        }
         auth::authorize(caller(request), self.enforce, verb, key)
     }
+}
+
+/// The server's `--max-key-bytes`, from the request's context.
+fn max_key_bytes() -> usize {
+    super::context::with(|c| c.limits.max_key_bytes).unwrap_or(crate::config::DEFAULT_MAX_KEY_BYTES)
 }
 
 fn caller<T>(request: &Request<T>) -> Option<&Caller> {
@@ -148,7 +160,8 @@ impl<S: HorizontalAutoscaler> HorizontalAutoscaler for Authorized<S> {
         &self,
         request: Request<ListTargetsRequest>,
     ) -> Result<Response<ListTargetsResponse>, Status> {
-        let filter = KeyFilter::for_caller(caller(&request), self.enforce, Verb::Read)?;
+        let filter = KeyFilter::for_caller(caller(&request), self.enforce, Verb::Read)?
+            .with_max_key_bytes(max_key_bytes());
         if filter.is_all() {
             return self.inner.list_targets(request).await;
         }
@@ -241,7 +254,8 @@ impl<S: VerticalAutoscaler> VerticalAutoscaler for Authorized<S> {
         &self,
         request: Request<ListVerticalTargetsRequest>,
     ) -> Result<Response<ListVerticalTargetsResponse>, Status> {
-        let filter = KeyFilter::for_caller(caller(&request), self.enforce, Verb::Read)?;
+        let filter = KeyFilter::for_caller(caller(&request), self.enforce, Verb::Read)?
+            .with_max_key_bytes(max_key_bytes());
         if filter.is_all() {
             return self.inner.list_vertical_targets(request).await;
         }
@@ -358,25 +372,43 @@ mod tests {
         // The jump to "small" skips the 20,000 other keys.
         assert!(keys.read <= 3, "{}", keys.read);
 
-        // 25,000 unreadable keys that sort between "k" and "k/" cannot be skipped: the scan
-        // budget returns short pages with a token, and the readable key still comes.
-        let mut universe: Vec<String> = (0..25_000).map(|i| format!("k-{i:05}")).collect();
-        universe.push("k/mine".into());
+        // Another tenant's keys that sort between "team-a" and "team-a/" (`-` < `/`) are
+        // skipped too: the scan starts exactly at "team-a/", so they are never read and no page
+        // token holds one (the review stored 10,050 `team-a-big/...` keys there, and a scan
+        // that ran out of budget among them returned `team-a-big/10009` as the token).
+        let mut universe: Vec<String> = (0..25_000).map(|i| format!("team-a-big/{i:05}")).collect();
+        universe.extend(["team-a/1".into(), "team-a/2".into(), "team-a0".into()]);
         let refs: Vec<&str> = universe.iter().map(String::as_str).collect();
         let mut keys = Keys::new(&refs);
-        let mine = KeyFilter::prefixes(vec!["k/".into()]);
-        let (first, token) = filtered_page(10, "", &mine, |after, size| {
+        let mine = KeyFilter::prefixes(vec!["team-a/".into()]);
+        let (first, token) = filtered_page(1, "", &mine, |after, size| {
             std::future::ready(Ok(keys.page(after.as_deref(), size)))
         })
         .await
         .unwrap();
-        assert!(first.is_empty() && !token.is_empty());
-        assert!(
-            keys.read <= LIST_SCAN_BUDGET + LIST_CHUNK_MAX,
-            "{}",
-            keys.read
+        assert_eq!(first, ["team-a/1"]);
+        assert_eq!(
+            convert::page_request(1, &token)
+                .ok()
+                .and_then(|p| p.after)
+                .as_deref(),
+            Some("team-a/1")
         );
-        assert_eq!(list_all(&mut keys, &mine, 10).await, ["k/mine"]);
+        assert!(keys.read <= 3, "{}", keys.read);
+        assert_eq!(
+            list_all(&mut keys, &mine, 10).await,
+            ["team-a/1", "team-a/2"]
+        );
+        // A forged token inside the other tenant's keys reads none of them either.
+        let forged = convert::page_token("team-a-big/00000");
+        let mut keys = Keys::new(&refs);
+        let (page, _) = filtered_page(10, &forged, &mine, |after, size| {
+            std::future::ready(Ok(keys.page(after.as_deref(), size)))
+        })
+        .await
+        .unwrap();
+        assert_eq!(page, ["team-a/1", "team-a/2"]);
+        assert!(keys.read <= 3, "{}", keys.read);
     }
 
     #[tokio::test]

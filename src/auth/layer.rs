@@ -76,6 +76,39 @@ pub(crate) fn route(path: &str) -> Route {
     }
 }
 
+/// Whether `path` is a method this server serves: one of ours (with a verb), health's two,
+/// or reflection's. Only these become metric labels, so a client cannot grow the label set
+/// by calling made-up methods, whether they are refused here or answered UNIMPLEMENTED.
+pub(crate) fn known_method(path: &str) -> bool {
+    matches!(route(path), Route::Method(_))
+        || matches!(
+            path,
+            "/grpc.health.v1.Health/Check"
+                | "/grpc.health.v1.Health/Watch"
+                | "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"
+                | "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
+        )
+}
+
+/// An audit line for a call refused before it reached a handler (`UNAUTHENTICATED` or
+/// `PERMISSION_DENIED` in this layer). The path is the request URI's, which HTTP already
+/// keeps free of control characters; it is quoted all the same, as every caller-given field.
+fn audit_refusal(
+    path: &str,
+    identity: Option<&str>,
+    remote: Option<std::net::SocketAddr>,
+    why: &str,
+) {
+    tracing::info!(
+        target: "autoscaled::audit",
+        path = ?path,
+        identity = ?identity.unwrap_or("-"),
+        remote = ?remote,
+        outcome = "refused",
+        "{why}"
+    );
+}
+
 /// The layer; see [`Auth`].
 #[derive(Clone, Debug)]
 pub(crate) struct AuthLayer {
@@ -151,6 +184,12 @@ impl AuthState {
             Some(value) => {
                 let Some(token) = bearer(value.as_bytes()) else {
                     crate::metrics::authn_failure("malformed");
+                    audit_refusal(
+                        request.uri().path(),
+                        None,
+                        remote,
+                        "malformed authorization metadata",
+                    );
                     return Err(Status::unauthenticated(
                         "the authorization metadata must be `Bearer TOKEN`",
                     ));
@@ -159,7 +198,7 @@ impl AuthState {
                     Some(identity) => Some(Arc::clone(identity)),
                     None => {
                         crate::metrics::authn_failure("bad_token");
-                        tracing::info!(target: "autoscaled::audit", path = request.uri().path(), remote = ?remote, "unknown bearer token");
+                        audit_refusal(request.uri().path(), None, remote, "unknown bearer token");
                         return Err(Status::unauthenticated("unknown or revoked bearer token"));
                     }
                 }
@@ -168,13 +207,19 @@ impl AuthState {
         };
         if identity.is_none() {
             crate::metrics::authn_failure("missing");
-            tracing::info!(target: "autoscaled::audit", path = request.uri().path(), remote = ?remote, "no credentials");
+            audit_refusal(request.uri().path(), None, remote, "no credentials");
             return Err(Status::unauthenticated(
                 "no credentials: present a client certificate or an `authorization: Bearer` token",
             ));
         }
         if route == Route::Unmapped {
             crate::metrics::authz_denied("unmapped");
+            audit_refusal(
+                request.uri().path(),
+                identity.as_deref(),
+                remote,
+                "method without a verb in the authorization model",
+            );
             return Err(Status::permission_denied(format!(
                 "{} has no verb in the authorization model",
                 request.uri().path()

@@ -90,7 +90,9 @@ pub(crate) fn quoted_key(key: &str) -> String {
 }
 
 /// One audit record on the `autoscaled::audit` log target: who did what to which key, and
-/// the outcome (`allowed`, `denied`, or the gRPC code of a failed delete).
+/// the outcome (`allowed`, `denied`, or the gRPC code of a failed delete). The key and the
+/// identity come from the caller, so they are written quoted and escaped (`Debug`): a line
+/// break or a NUL in them can never start a line of its own in the log.
 pub(crate) fn audit(caller: Option<&Caller>, verb: Verb, key: &str, outcome: &str) {
     let identity = caller.and_then(|c| c.identity.as_deref()).unwrap_or("-");
     let remote = caller
@@ -98,9 +100,9 @@ pub(crate) fn audit(caller: Option<&Caller>, verb: Verb, key: &str, outcome: &st
         .map_or_else(|| "-".to_owned(), |a| a.to_string());
     tracing::info!(
         target: "autoscaled::audit",
-        identity,
+        identity = ?identity,
         verb = verb.as_str(),
-        key = %quoted_key(key),
+        key = ?quoted_key(key),
         outcome,
         remote = %remote,
         "audit"
@@ -145,12 +147,24 @@ pub(crate) fn authorize(
 pub(crate) struct KeyFilter {
     /// `None`: every key (no authorization file). Otherwise sorted, non-overlapping prefixes.
     prefixes: Option<Vec<String>>,
+    /// The longest key the server stores (`--max-key-bytes`): a scan positioned after a
+    /// string longer than that, just below a prefix, starts exactly at the prefix.
+    max_key_bytes: usize,
 }
 
 impl KeyFilter {
     /// Every key.
     pub(crate) fn all() -> Self {
-        KeyFilter { prefixes: None }
+        KeyFilter {
+            prefixes: None,
+            max_key_bytes: crate::config::DEFAULT_MAX_KEY_BYTES,
+        }
+    }
+
+    /// The same filter for a server whose keys are at most `max_key_bytes` long.
+    pub(crate) fn with_max_key_bytes(mut self, max_key_bytes: usize) -> Self {
+        self.max_key_bytes = max_key_bytes;
+        self
     }
 
     /// The keys `caller` may `verb` (read, for the List RPCs). Fails like `authorize` when
@@ -172,6 +186,7 @@ impl KeyFilter {
         };
         Ok(KeyFilter {
             prefixes: Some(policy.prefixes(identity, verb)),
+            max_key_bytes: crate::config::DEFAULT_MAX_KEY_BYTES,
         })
     }
 
@@ -188,6 +203,7 @@ impl KeyFilter {
         }
         KeyFilter {
             prefixes: Some(out),
+            max_key_bytes: crate::config::DEFAULT_MAX_KEY_BYTES,
         }
     }
 
@@ -207,7 +223,9 @@ impl KeyFilter {
     /// Where a scan of the key space that has passed `after` (exclusive; `None`: nothing
     /// passed yet) should continue: `Some(None)` from the start, `Some(Some(k))` after `k`,
     /// `None` when no listable key can follow. Skips the gaps between prefixes: keys under a
-    /// prefix `P` are contiguous in byte order and start after `P` without its last character.
+    /// prefix `P` are contiguous in byte order, and the scan starts after [`just_before`]
+    /// `P`, so it reads no key outside the caller's prefixes (`team-a-big/…` sorts between
+    /// `team-a` and `team-a/`) and a page token never holds a foreign key.
     pub(crate) fn resume_after(&self, after: Option<&str>) -> Option<Option<String>> {
         let Some(prefixes) = &self.prefixes else {
             return Some(after.map(str::to_owned));
@@ -220,13 +238,37 @@ impl KeyFilter {
         if position.starts_with(prefix.as_str()) {
             return Some(after.map(str::to_owned));
         }
-        let mut before = prefix.clone();
-        before.pop();
+        let before = just_before(prefix, self.max_key_bytes);
         if after.is_some_and(|a| a >= before.as_str()) {
             return Some(after.map(str::to_owned));
         }
         Some(Some(before).filter(|b| !b.is_empty()))
     }
+}
+
+/// A string after which the first key in byte order is the first key starting with `prefix`,
+/// for keys of at most `max_key_bytes`: `prefix` with its last character replaced by the one
+/// before it, then U+10FFFF (the largest character) until longer than any key. A key that
+/// starts with the replaced character and stays at most `max_key_bytes` long sorts before it.
+fn just_before(prefix: &str, max_key_bytes: usize) -> String {
+    let mut chars = prefix.chars();
+    let Some(last) = chars.next_back() else {
+        return String::new();
+    };
+    let mut out = chars.as_str().to_owned();
+    if last == '\0' {
+        // Nothing sorts between the rest and the rest followed by NUL.
+        return out;
+    }
+    let mut code = u32::from(last) - 1;
+    if (0xD800..=0xDFFF).contains(&code) {
+        code = 0xD7FF;
+    }
+    out.push(char::from_u32(code).unwrap_or('\0'));
+    while out.len() <= max_key_bytes {
+        out.push(char::MAX);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -242,11 +284,11 @@ mod tests {
     }
 
     const TEAM_A: &str =
-        "[[rule]]\nidentity = \"a\"\nverbs = [\"read\", \"delete\"]\nprefixes = [\"team-a/\"]\n";
+        "[[rule]]\nidentity = \"cn:a\"\nverbs = [\"read\", \"delete\"]\nprefixes = [\"team-a/\"]\n";
 
     #[test]
     fn authorize_names_the_verb_and_the_key() {
-        let c = caller(Some("a"), TEAM_A);
+        let c = caller(Some("cn:a"), TEAM_A);
         assert!(authorize(Some(&c), true, Verb::Read, "team-a/web").is_ok());
         let denied = authorize(Some(&c), true, Verb::Recommend, "team-a/web").unwrap_err();
         assert_eq!(denied.code(), tonic::Code::PermissionDenied);
@@ -276,7 +318,7 @@ mod tests {
 
     #[test]
     fn long_keys_are_cut_in_messages() {
-        let c = caller(Some("a"), TEAM_A);
+        let c = caller(Some("cn:a"), TEAM_A);
         let key = "ü".repeat(10_000);
         let denied = authorize(Some(&c), true, Verb::Read, &key).unwrap_err();
         assert!(denied.message().len() < 400, "{}", denied.message().len());
@@ -287,20 +329,31 @@ mod tests {
     fn key_filter_jumps_between_prefixes() {
         let f = KeyFilter::prefixes(vec!["team-b/".into(), "team-a/".into(), "team-a/x".into()]);
         assert!(f.allows("team-a/web") && f.allows("team-b/") && !f.allows("team-c/x"));
-        // From the start: just before team-a/.
-        assert_eq!(f.resume_after(None), Some(Some("team-a".into())));
+        let before = |p: &str| Some(Some(just_before(p, crate::config::DEFAULT_MAX_KEY_BYTES)));
+        // From the start: just before team-a/ (after every key of 512 bytes or less that is
+        // less than "team-a/", such as "team-a-big/1" and "team-a.z").
+        assert_eq!(f.resume_after(None), before("team-a/"));
+        let start = just_before("team-a/", 512);
+        assert!(start.starts_with("team-a.") && start.len() > 512);
+        for key in [
+            "team-a",
+            "team-a-big/1",
+            "team-a.z",
+            &format!("team-a.{}", "\u{10FFFF}".repeat(126)),
+        ] {
+            assert!(key < start.as_str() && key.len() <= 512, "{key:?}");
+        }
+        assert!("team-a/" > start.as_str());
         // Inside a range: continue where we are.
         assert_eq!(
             f.resume_after(Some("team-a/web")),
             Some(Some("team-a/web".into()))
         );
         // Between ranges: jump to just before the next one.
-        assert_eq!(f.resume_after(Some("team-a0")), Some(Some("team-b".into())));
+        assert_eq!(f.resume_after(Some("team-a0")), before("team-b/"));
         // Past the jump point already: stay.
-        assert_eq!(
-            f.resume_after(Some("team-b.")),
-            Some(Some("team-b.".into()))
-        );
+        let past = format!("{}\u{10FFFF}", just_before("team-b/", 512));
+        assert_eq!(f.resume_after(Some(&past)), Some(Some(past.clone())));
         // After the last range: done.
         assert_eq!(f.resume_after(Some("team-c")), None);
         assert_eq!(KeyFilter::prefixes(vec![]).resume_after(None), None);
@@ -308,9 +361,14 @@ mod tests {
         let every = KeyFilter::prefixes(vec!["".into(), "x/".into()]);
         assert_eq!(every.resume_after(None), Some(None));
         assert_eq!(every.resume_after(Some("q")), Some(Some("q".into())));
-        // A one-character prefix starts from the beginning.
+        // A one-character prefix starts just before it ("a" and every key under it are
+        // passed), and the prefix "\\0" from the beginning.
         assert_eq!(
             KeyFilter::prefixes(vec!["b".into()]).resume_after(None),
+            before("b")
+        );
+        assert_eq!(
+            KeyFilter::prefixes(vec!["\0".into()]).resume_after(None),
             Some(None)
         );
     }

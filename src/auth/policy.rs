@@ -4,14 +4,25 @@
 //!
 //! ```toml
 //! [[rule]]
-//! identity = "spiffe://example.org/team-a"   # an mTLS identity, or a token identity below
+//! identity = "spiffe://example.org/team-a"   # a client certificate's URI SAN
 //! verbs = ["recommend", "read", "write-usage", "delete"]
 //! prefixes = ["team-a/"]
+//!
+//! [[rule]]
+//! identity = "cn:auditor"                    # a certificate's subject CN (dns:NAME: a DNS SAN)
+//! verbs = ["read"]
+//! prefixes = [""]
 //!
 //! [[token]]
 //! identity = "ci-bot"
 //! sha256 = "<hex sha256 of the bearer token>"
 //! ```
+//!
+//! Identities are typed by their source (`crate::tls::identity_of`): a URI (a URI SAN),
+//! `dns:NAME` (a DNS SAN), `cn:NAME` (a subject CN), or a plain name, which only a
+//! `[[token]]` of the same file stands for. A rule's plain name that no token declares is
+//! loaded with a warning: it matches nothing (before identities were typed it matched a CN),
+//! and it is what revoking a token by deleting its `[[token]]` leaves.
 //!
 //! The model is Kubernetes RBAC's reduced to what a decision service needs: a subject
 //! (`identity`), verbs, and resources named by key prefix (RBAC's `resourceNames` are exact
@@ -62,6 +73,33 @@ impl Verb {
 impl fmt::Display for Verb {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// Where an identity comes from, by its spelling (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum IdentityKind {
+    /// A certificate's URI SAN: the URI itself.
+    Uri,
+    /// A certificate's DNS SAN: `dns:NAME`.
+    Dns,
+    /// A certificate's subject CN: `cn:NAME`.
+    Cn,
+    /// A plain name, which only a bearer token stands for.
+    Token,
+}
+
+impl IdentityKind {
+    fn of(identity: &str) -> IdentityKind {
+        if identity.contains("://") {
+            IdentityKind::Uri
+        } else if identity.starts_with("dns:") {
+            IdentityKind::Dns
+        } else if identity.starts_with("cn:") {
+            IdentityKind::Cn
+        } else {
+            IdentityKind::Token
+        }
     }
 }
 
@@ -130,9 +168,37 @@ impl Policy {
     pub(crate) fn parse(text: &str) -> Result<Policy, PolicyError> {
         let file: File = toml::from_str(text).map_err(|e| PolicyError::Parse(e.to_string()))?;
         let mut policy = Policy::default();
+        for (i, token) in file.token.iter().enumerate() {
+            if IdentityKind::of(&token.identity) != IdentityKind::Token {
+                return Err(invalid(
+                    format!("token[{i}].identity"),
+                    "must be a plain name: a URI, dns:NAME and cn:NAME are certificate identities",
+                ));
+            }
+        }
         for (i, rule) in file.rule.into_iter().enumerate() {
             if rule.identity.is_empty() {
                 return Err(invalid(format!("rule[{i}].identity"), "must not be empty"));
+            }
+            if IdentityKind::of(&rule.identity) == IdentityKind::Token
+                && !file.token.iter().any(|t| t.identity == rule.identity)
+            {
+                // A warning, not an error: revoking a token by deleting its [[token]] leaves
+                // its rules, and that file must load (or the old token would keep working).
+                tracing::warn!(
+                    rule = i,
+                    identity = ?rule.identity,
+                    "a plain name stands only for a [[token]], and no token declares it: the rule matches no caller (write a certificate's URI SAN as the URI, a DNS SAN as dns:NAME, a subject CN as cn:NAME)"
+                );
+            }
+            for prefix in &rule.prefixes {
+                if !prefix.is_empty() && !prefix.ends_with('/') {
+                    tracing::warn!(
+                        rule = i,
+                        prefix = ?prefix,
+                        "an authorization prefix without a trailing slash also covers its siblings (\"team-a\" grants \"team-ab/...\"); end it with / unless that is meant"
+                    );
+                }
             }
             if rule.verbs.is_empty() {
                 return Err(invalid(format!("rule[{i}].verbs"), "must not be empty"));
@@ -325,11 +391,11 @@ sha256 = "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b"
     fn bad_files_name_the_entry() {
         for (text, wanted) in [
             (
-                "[[rule]]\nidentity = \"a\"\nverbs = [\"write\"]\nprefixes = [\"\"]",
+                "[[rule]]\nidentity = \"cn:a\"\nverbs = [\"write\"]\nprefixes = [\"\"]",
                 "rule[0].verbs",
             ),
             (
-                "[[rule]]\nidentity = \"a\"\nverbs = [\"read\"]\nprefixes = []",
+                "[[rule]]\nidentity = \"cn:a\"\nverbs = [\"read\"]\nprefixes = []",
                 "rule[0].prefixes",
             ),
             (
@@ -337,7 +403,7 @@ sha256 = "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b"
                 "token[0].sha256",
             ),
             (
-                "[[rule]]\nidentity = \"a\"\nverbs = [\"read\"]\nprefix = [\"\"]",
+                "[[rule]]\nidentity = \"cn:a\"\nverbs = [\"read\"]\nprefix = [\"\"]",
                 "prefix",
             ),
             ("[[rules]]\nidentity = \"a\"", "rules"),
@@ -358,6 +424,46 @@ sha256 = "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b"
                 .to_string()
                 .contains("token[1].sha256")
         );
+    }
+
+    /// Identities are typed by their source: a rule's plain name must be a token's, a token
+    /// cannot take a certificate's spelling, and a certificate's CN or DNS SAN (`cn:`, `dns:`)
+    /// never matches a token's rights or a URI SAN's.
+    #[test]
+    fn identities_are_typed_by_their_source() {
+        let p = Policy::parse(FILE).unwrap();
+        // A certificate whose CN is ci-bot is `cn:ci-bot`, not the token identity `ci-bot`.
+        assert!(!p.allows("cn:ci-bot", Verb::Read, "team-b/x"));
+        // A DNS SAN or a CN that spells team-a's URI is not team-a.
+        assert!(!p.allows("dns:spiffe://example.org/team-a", Verb::Read, "team-a/x"));
+        assert!(!p.allows("cn:spiffe://example.org/team-a", Verb::Read, "team-a/x"));
+        for (text, wanted) in [
+            (
+                "[[token]]\nidentity = \"cn:x\"\nsha256 = \"2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b\"",
+                "token[0].identity",
+            ),
+            (
+                "[[token]]\nidentity = \"spiffe://example.org/x\"\nsha256 = \"2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b\"",
+                "token[0].identity",
+            ),
+        ] {
+            let err = Policy::parse(text).unwrap_err().to_string();
+            assert!(err.contains(wanted), "{text:?}: {err}");
+        }
+        let ok = Policy::parse(
+            "[[rule]]\nidentity = \"cn:auditor\"\nverbs = [\"read\"]\nprefixes = [\"\"]\n[[rule]]\nidentity = \"dns:web.example.org\"\nverbs = [\"read\"]\nprefixes = [\"web/\"]",
+        )
+        .unwrap();
+        assert!(ok.allows("cn:auditor", Verb::Read, "any/key"));
+        // A plain name no token declares loads (a revoked token's rules) and matches no
+        // certificate.
+        let p = Policy::parse(
+            "[[rule]]\nidentity = \"auditor\"\nverbs = [\"read\"]\nprefixes = [\"\"]",
+        )
+        .unwrap();
+        assert!(!p.allows("cn:auditor", Verb::Read, "x"));
+        assert!(!ok.allows("auditor", Verb::Read, "any/key"));
+        assert!(ok.allows("dns:web.example.org", Verb::Read, "web/x"));
     }
 
     #[test]

@@ -68,15 +68,19 @@ pub fn spawn(mut command: Command) -> Server {
     stdout.read_line(&mut line).expect("stdout readable");
     let Some(addr) = line.trim().strip_prefix("autoscaled listening on ") else {
         let mut err = String::new();
-        let _ = child.stderr.take().expect("piped").read_to_string(&mut err);
+        if let Some(mut stderr) = child.stderr.take() {
+            let _ = stderr.read_to_string(&mut err);
+        }
         let _ = child.kill();
         panic!("unexpected first line {line:?}; stderr: {err}");
     };
     let addr = addr.parse().expect("an address");
     // Keep draining so the server never blocks on a full pipe.
     std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
-    let mut stderr = child.stderr.take().expect("piped");
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    // Drained unless the caller sent it elsewhere (a file it reads).
+    if let Some(mut stderr) = child.stderr.take() {
+        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    }
     Server { child, addr }
 }
 

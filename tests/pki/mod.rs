@@ -62,6 +62,16 @@ impl Ca {
         self.sign(params)
     }
 
+    /// A client certificate whose only SAN is the DNS name `name` (any string, e.g. one that
+    /// spells a SPIFFE ID).
+    pub fn client_dns(&self, name: &str) -> Leaf {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params
+            .subject_alt_names
+            .push(SanType::DnsName(name.try_into().unwrap()));
+        self.sign(params)
+    }
+
     /// A client certificate with only a CN.
     pub fn client_cn(&self, cn: &str) -> Leaf {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();

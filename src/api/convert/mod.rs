@@ -39,5 +39,6 @@ pub use horizontal_request::{Context, RecommendInput, SettingsOverride, recommen
 pub use horizontal_response::recommend_response;
 pub(crate) use horizontal_response::{decision_record, target_history, to_timestamp};
 pub(crate) use page::{next_page_token, page_request, page_token};
-use wire::{Violations, duration};
+pub(crate) use wire::Violations;
+use wire::duration;
 pub(crate) use wire::{engine_invalid, target_key};
