@@ -279,13 +279,24 @@ async fn metrics_count_requests_decisions_rescales_and_flushes() {
     drop(server);
 }
 
-/// POSTs an empty gRPC message to `path` with the given metadata; the grpc-status code.
+/// POSTs a gRPC `message` to `path` with the given metadata; the grpc-status code.
 async fn raw_status(
     channel: &tonic::transport::Channel,
     path: &str,
     headers: &[(&str, &str)],
     message: &[u8],
 ) -> i32 {
+    raw_call(channel, path, headers, message).await.0
+}
+
+/// POSTs a gRPC `message` to `path` with the given metadata; the grpc-status code and the
+/// response message's bytes (empty on an error).
+async fn raw_call(
+    channel: &tonic::transport::Channel,
+    path: &str,
+    headers: &[(&str, &str)],
+    message: &[u8],
+) -> (i32, Vec<u8>) {
     use http_body_util::{BodyExt, Full};
     use tonic::codegen::http;
     use tower::ServiceExt;
@@ -308,11 +319,18 @@ async fn raw_status(
     let response = channel.clone().oneshot(request).await.unwrap();
     let (parts, body) = response.into_parts();
     let mut headers = parts.headers;
+    let mut data = Vec::new();
     if !headers.contains_key("grpc-status") {
         let collected = body.collect().await.unwrap();
         headers.extend(collected.trailers().cloned().unwrap_or_default());
+        data = collected
+            .to_bytes()
+            .get(5..)
+            .map(<[u8]>::to_vec)
+            .unwrap_or_default();
     }
-    headers["grpc-status"].to_str().unwrap().parse().unwrap()
+    let code = headers["grpc-status"].to_str().unwrap().parse().unwrap();
+    (code, data)
 }
 
 /// With an authorization file (the security review's probes): calls to made-up methods are
@@ -429,4 +447,127 @@ async fn refusals_are_audited_escaped_and_unknown_methods_do_not_grow_metrics() 
             .all(|l| !l.starts_with("FORGED") && !l.contains('\0')),
         "{text}"
     );
+}
+
+/// Every RPC of the descriptor set, generated: team-a's token on a key of team-b's is
+/// PERMISSION_DENIED, stores nothing, is audited and counted; a List (no key) shows none of
+/// team-b's keys. A new RPC is covered without a change here; one that takes no
+/// `target_key` and is not a List fails this test until its authorization is decided here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_rpc_of_the_descriptor_set_denies_another_tenants_key() {
+    use prost::Message;
+    use prost_reflect::{DescriptorPool, DynamicMessage, Value};
+    let dir = tempfile::tempdir().unwrap();
+    let authz = dir.path().join("authz.toml");
+    let hash = autoscaled::auth::policy::sha256_hex;
+    let verbs = "verbs = [\"recommend\", \"read\", \"write-usage\", \"delete\"]";
+    std::fs::write(
+        &authz,
+        format!(
+            "[[rule]]\nidentity = \"a\"\n{verbs}\nprefixes = [\"team-a/\"]\n\
+             [[rule]]\nidentity = \"b\"\n{verbs}\nprefixes = [\"team-b/\"]\n\
+             [[token]]\nidentity = \"a\"\nsha256 = \"{}\"\n\
+             [[token]]\nidentity = \"b\"\nsha256 = \"{}\"\n",
+            hash(b"token-a"),
+            hash(b"token-b")
+        ),
+    )
+    .unwrap();
+    let log = dir.path().join("server.log");
+    let metrics_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut command = common::command(&dir.path().join("data"));
+    command
+        .args(["--metrics-listen", &metrics_addr.to_string(), "--authz"])
+        .arg(&authz)
+        .env("AUTOSCALED_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stderr(std::fs::File::create(&log).unwrap());
+    let mut server = common::spawn(command);
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let as_a = [("authorization", "Bearer token-a")];
+    let as_b = [("authorization", "Bearer token-b")];
+    const H: &str = "/autoscaled.v1.HorizontalAutoscaler/";
+    const V: &str = "/autoscaled.v1.VerticalAutoscaler/";
+    // team-b has a target of each kind, which team-a must neither see nor change.
+    let recommend = fixtures::at_target("team-b/web", 3).build().encode_to_vec();
+    let recommend_path = format!("{H}Recommend");
+    assert_eq!(
+        raw_status(&channel, &recommend_path, &as_b, &recommend).await,
+        0
+    );
+    let usage = fixtures::usage("team-b/web").build().encode_to_vec();
+    let usage_path = format!("{V}RecordUsage");
+    assert_eq!(raw_status(&channel, &usage_path, &as_b, &usage).await, 0);
+    let history = pb::GetHistoryRequest {
+        target_key: "team-b/web".into(),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let before = raw_call(&channel, &format!("{H}GetHistory"), &as_b, &history).await;
+    assert_eq!(before.0, 0);
+
+    let pool = DescriptorPool::decode(autoscaled::pb::FILE_DESCRIPTOR_SET).unwrap();
+    let mut denied = 0;
+    let mut methods = Vec::new();
+    for service in pool.services() {
+        for method in service.methods() {
+            let path = format!("/{}/{}", service.full_name(), method.name());
+            let input = method.input();
+            let mut message = DynamicMessage::new(input.clone());
+            let keyed = input.get_field_by_name("target_key").is_some();
+            if keyed {
+                message.set_field_by_name("target_key", Value::String("team-b/web".into()));
+            }
+            let (code, body) = raw_call(&channel, &path, &as_a, &message.encode_to_vec()).await;
+            if keyed {
+                assert_eq!(code, 7, "{path}: team-a on team-b/web");
+                denied += 1;
+            } else {
+                assert!(
+                    method.name().starts_with("List"),
+                    "{path}: no target_key and not a List: decide how it is authorized"
+                );
+                assert_eq!(code, 0, "{path}");
+                let response = DynamicMessage::decode(method.output(), body.as_slice()).unwrap();
+                let keys = response.get_field_by_name("target_keys").unwrap();
+                let keys = keys.as_list().unwrap();
+                assert!(
+                    keys.iter()
+                        .all(|k| !k.as_str().unwrap().starts_with("team-b/")),
+                    "{path} lists team-b's keys: {keys:?}"
+                );
+            }
+            methods.push(path);
+        }
+    }
+    assert!(methods.len() >= 9, "{methods:?}");
+
+    // Nothing changed: team-b's history is as it was, and its vertical target is there.
+    let after = raw_call(&channel, &format!("{H}GetHistory"), &as_b, &history).await;
+    assert_eq!(after, before, "a denied call changed team-b's history");
+    let vertical = pb::GetRecommendationRequest {
+        target_key: "team-b/web".into(),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let path = format!("{V}GetRecommendation");
+    assert_eq!(raw_status(&channel, &path, &as_b, &vertical).await, 0);
+
+    let body = scrape(metrics_addr);
+    let counted = sample_sum(&body, "autoscaled_authz_denied_total", &[]);
+    assert_eq!(counted, f64::from(denied), "{body}");
+    tokio::task::spawn_blocking(move || server.terminate())
+        .await
+        .unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let audited = text
+        .lines()
+        .filter(|l| l.contains("autoscaled::audit") && l.contains("team-b/web"))
+        .filter(|l| l.contains("denied"))
+        .count();
+    assert_eq!(audited, denied as usize, "{text}");
 }
