@@ -28,6 +28,11 @@
 //!   up is dropped, not done. (tonic's own `grpc-timeout` timer, outside this layer, drops a
 //!   call still waiting when its deadline passes.)
 //!
+//! * with an authorization file, one identity holds at most half the slots (at least one):
+//!   its further calls wait for one of its own, so a tenant's burst, or its long Simulates,
+//!   cannot take every slot from the others. (The authentication layer runs first, so
+//!   unauthenticated calls never take a slot or have their bodies read.)
+//!
 //! Health and reflection are not limited: probes must answer under overload.
 //!
 //! The layer also sets the [`RequestContext`] (limits, deadline, peer) around the call, and
@@ -76,6 +81,11 @@ struct Shared {
     max_queue_wait: Duration,
     /// Bytes of request bodies read ahead of their calls' slots (`max_buffered_request_bytes`).
     buffered: Arc<Semaphore>,
+    /// Slots one identity may hold at once: half of them, at least one.
+    identity_share: usize,
+    /// Each identity's share, while it has calls in flight (entries of idle identities are
+    /// dropped as the map grows, so it stays bounded by the callers of the moment).
+    identities: std::sync::Mutex<std::collections::HashMap<Arc<str>, Arc<Semaphore>>>,
     queued: AtomicUsize,
     /// Exponentially weighted mean time a call holds a slot, in microseconds.
     mean_service_us: AtomicU64,
@@ -116,6 +126,49 @@ impl Shared {
                 self.queued.load(Ordering::Relaxed),
             ),
             retry_after_ms,
+        }
+    }
+
+    /// A place in `identity`'s share of the slots; waits while the identity holds its share
+    /// (within the same deadline rule as the queue).
+    async fn identity_place(
+        &self,
+        identity: &Arc<str>,
+        deadline: Option<Instant>,
+    ) -> Result<OwnedSemaphorePermit, ApiError> {
+        let share = {
+            let mut map = self.identities.lock().unwrap_or_else(|e| e.into_inner());
+            if map.len() >= 1024 {
+                // Idle identities hold every permit and no other reference.
+                map.retain(|_, s| {
+                    Arc::strong_count(s) > 1 || s.available_permits() < self.identity_share
+                });
+            }
+            Arc::clone(
+                map.entry(Arc::clone(identity))
+                    .or_insert_with(|| Arc::new(Semaphore::new(self.identity_share))),
+            )
+        };
+        if let Ok(permit) = Arc::clone(&share).try_acquire_owned() {
+            return Ok(permit);
+        }
+        if let Some(deadline) = deadline
+            && Instant::now() + self.mean_service() > deadline
+        {
+            return Err(self.overloaded("the caller's share of the slots is in use", 0));
+        }
+        let wait = share.acquire_owned();
+        match deadline {
+            None => Ok(wait.await.expect("never closed")),
+            Some(deadline) => tokio::time::timeout_at(deadline.into(), wait)
+                .await
+                .map(|p| p.expect("never closed"))
+                .map_err(|_| {
+                    ApiError::DeadlineExceeded(
+                        "the call's deadline passed while the caller's other calls held its share of the slots"
+                            .to_owned(),
+                    )
+                }),
         }
     }
 
@@ -266,6 +319,8 @@ impl OverloadLayer {
                 max_queued: config.max_queued_requests,
                 max_queue_wait: config.max_queue_wait,
                 buffered: Arc::new(Semaphore::new(config.max_buffered_request_bytes)),
+                identity_share: (config.max_concurrent_requests / 2).max(1),
+                identities: std::sync::Mutex::new(std::collections::HashMap::new()),
                 queued: AtomicUsize::new(0),
                 mean_service_us: AtomicU64::new(0),
             }),
@@ -315,6 +370,13 @@ where
             .extensions()
             .get::<TcpConnectInfo>()
             .and_then(TcpConnectInfo::remote_addr);
+        // Only under an authorization file (a policy is attached): without one every caller
+        // is anonymous and shares the whole server.
+        let identity: Option<Arc<str>> = request
+            .extensions()
+            .get::<crate::auth::Caller>()
+            .filter(|c| c.policy.is_some())
+            .and_then(|c| c.identity.clone());
         let context = RequestContext {
             limits: Arc::clone(&self.shared.limits),
             deadline,
@@ -336,6 +398,16 @@ where
                 }
             } else {
                 (request, None)
+            };
+            let _place = match (&identity, limited) {
+                (Some(identity), true) => match shared.identity_place(identity, deadline).await {
+                    Ok(place) => Some(place),
+                    Err(e) => {
+                        tracing::debug!(peer = ?peer, error = %e, "call refused");
+                        return Ok(Status::from(e).into_http());
+                    }
+                },
+                _ => None,
             };
             let _slot = if limited {
                 match shared.admit(deadline).await {
@@ -502,6 +574,33 @@ mod tests {
         drop(running);
         queued.await.unwrap().unwrap();
         assert_eq!(shared.queued.load(Ordering::Relaxed), 0);
+    }
+
+    /// One identity holds at most half the slots: its next call waits for one of its own
+    /// while another identity's call is admitted at once.
+    #[tokio::test]
+    async fn one_identity_cannot_take_every_slot() {
+        let shared = shared(2, 10);
+        let (a, b): (Arc<str>, Arc<str>) = ("team-a".into(), "team-b".into());
+        let a_place = shared.identity_place(&a, None).await.unwrap();
+        let a_slot = shared.admit(None).await.unwrap();
+        let a_again = {
+            let (shared, a) = (Arc::clone(&shared), Arc::clone(&a));
+            tokio::spawn(async move { shared.identity_place(&a, None).await.map(drop) })
+        };
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!a_again.is_finished(), "team-a took more than its share");
+        // team-b: at once, and a slot is free for it.
+        let b_place = shared.identity_place(&b, None).await.unwrap();
+        let b_slot = Arc::clone(&shared.slots).try_acquire_owned().unwrap();
+        // A deadline too close for a wait is refused, not queued.
+        let soon = Instant::now();
+        assert!(shared.identity_place(&a, Some(soon)).await.is_err());
+        drop((a_place, a_slot));
+        a_again.await.unwrap().unwrap();
+        drop((b_place, b_slot));
     }
 
     #[tokio::test]

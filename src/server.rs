@@ -336,11 +336,13 @@ pub async fn serve_secured<S: HistoryStore + VerticalStore>(
             message_too_large_is_resource_exhausted
                 as fn(HttpResponse<tonic::body::Body>) -> HttpResponse<tonic::body::Body>,
         ))
+        // Authentication (bearer token or mTLS identity) and the verb of each method; the
+        // per-key check is `api::authorized`. Inside the metrics layer, so refusals count;
+        // before load shedding, so an unauthenticated call takes no slot and no body is read
+        // for it, and the identity's share of the slots is known.
+        .layer(crate::auth::AuthLayer::new(security.auth_state()))
         // Load shedding, deadlines, the request context and client protocol errors.
         .layer(crate::overload::OverloadLayer::new(&config))
-        // Authentication (bearer token or mTLS identity) and the verb of each method; the
-        // per-key check is `api::authorized`. Inside the metrics layer, so refusals count.
-        .layer(crate::auth::AuthLayer::new(security.auth_state()))
         .trace_fn(crate::telemetry::grpc_span)
         .add_optional_service(main_health)
         .add_optional_service(serve_reflection.then_some(reflection_v1))
