@@ -1018,3 +1018,71 @@ async fn history_older_than_the_retention_is_pruned_on_write() {
     assert_eq!(logged, 2);
     server.stop().await;
 }
+
+/// The caps on what a target stores (`store::prune::bound`: 256 recommendations, 256 scale
+/// events per direction), through the API: 650 Recommends one second apart on two targets.
+/// One keeps every recommendation (a downscale window of 3000 s), the other every scale event
+/// (the usage alternates, so the count moves 1 <-> 2 every call, and the policies' period is
+/// 1800 s). Every call is answered and recorded, and the history keeps no more than the caps.
+#[tokio::test]
+async fn stored_recommendations_and_scale_events_stay_bounded_through_the_api() {
+    const CALLS: i64 = 650;
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(&dir);
+    c.trust_request_time = true;
+    let server = TestServer::start(c).await;
+    let mut client = server.horizontal().await;
+    let rules = |window: i32| pb::ScalingRules {
+        stabilization_window_seconds: Some(window),
+        policies: vec![pb::ScalingPolicy {
+            r#type: pb::ScalingPolicyType::Percent as i32,
+            value: 1000,
+            period_seconds: 1800,
+        }],
+        policies_set: true,
+        ..Default::default()
+    };
+    let t0 = now_secs() - CALLS - 60;
+    for (key, down_window) in [("bounded/recommendations", 3000), ("bounded/events", 0)] {
+        let behavior = pb::Behavior {
+            scale_up: Some(rules(0)),
+            scale_down: Some(rules(down_window)),
+        };
+        let mut current = 1;
+        for i in 0..CALLS {
+            let usage = if i % 2 == 0 { 900 } else { 100 };
+            let request = fixtures::recommend(key)
+                .pods(usize::try_from(current).unwrap())
+                .behavior(behavior.clone())
+                .cpu_usage_milli(usage)
+                .at(t0 + i)
+                .build();
+            let response = client.recommend(request).await.unwrap().into_inner();
+            assert!(response.recorded, "{key}: call {i}");
+            current = response.desired_replicas;
+        }
+    }
+    let history = |key: &str| pb::GetHistoryRequest {
+        target_key: key.into(),
+        ..Default::default()
+    };
+    let recs = client
+        .get_history(history("bounded/recommendations"))
+        .await
+        .unwrap()
+        .into_inner()
+        .recommendations
+        .len();
+    let events = client
+        .get_history(history("bounded/events"))
+        .await
+        .unwrap()
+        .into_inner();
+    let (up, down) = (events.scale_up_events.len(), events.scale_down_events.len());
+    println!("after {CALLS} calls each: {recs} recommendations; {up} + {down} scale events");
+    // Without the caps: 650 recommendations and about 325 events per direction.
+    assert!((100..=256).contains(&recs), "{recs} recommendations");
+    assert!((100..=256).contains(&up), "{up} scale-up events");
+    assert!((100..=256).contains(&down), "{down} scale-down events");
+    server.stop().await;
+}
