@@ -450,6 +450,79 @@ fn within_limits(spec: &HorizontalSpec, e: &Evaluation) -> Result<(), TestCaseEr
     Ok(())
 }
 
+// === reference model of the behavior's rate limits ===
+
+/// The Kubernetes defaults of one direction's policies (`GenerateHPAScaleUpRules`,
+/// `GenerateHPAScaleDownRules`): up, 4 pods or 100 % per 15 s (the larger); down, 100 % per
+/// 15 s.
+fn default_policies(up: bool) -> Vec<ScalingPolicy> {
+    let policy = |policy_type, value| ScalingPolicy {
+        policy_type,
+        value,
+        period_seconds: 15,
+    };
+    if up {
+        vec![
+            policy(ScalingPolicyType::Pods, 4),
+            policy(ScalingPolicyType::Percent, 100),
+        ]
+    } else {
+        vec![policy(ScalingPolicyType::Percent, 100)]
+    }
+}
+
+/// `getReplicasChangePerPeriod`: the magnitudes of the events strictly after `now - period`.
+fn change_in_period(events: &[ScaleEvent], period_seconds: i32) -> i64 {
+    let cutoff = NOW.plus_secs(-i64::from(period_seconds));
+    events
+        .iter()
+        .filter(|e| e.time > cutoff)
+        .map(|e| i64::from(e.replica_change))
+        .sum()
+}
+
+/// `calculateScaleUpLimitWithScalingRules` (up) or `calculateScaleDownLimitWithBehaviors`
+/// (down), written from the algorithm document, section 5, with nothing of the engine.
+fn reference_limit(rules: Option<&ScalingRules>, up: bool, current: i32, h: &History) -> i64 {
+    let select = rules.and_then(|r| r.select_policy).unwrap_or_default();
+    if select == SelectPolicy::Disabled {
+        return i64::from(current);
+    }
+    let policies = rules
+        .and_then(|r| r.policies.clone())
+        .unwrap_or_else(|| default_policies(up));
+    // "Max" picks the largest change: the highest ceiling up, the lowest floor down.
+    let pick_max_change = select == SelectPolicy::Max;
+    let mut result: Option<i64> = None;
+    for p in &policies {
+        let added = change_in_period(&h.scale_up_events, p.period_seconds);
+        let removed = change_in_period(&h.scale_down_events, p.period_seconds);
+        let start = i64::from(current) - added + removed;
+        let value = i64::from(p.value);
+        let proposal = match (p.policy_type, up) {
+            (ScalingPolicyType::Pods, true) => start + value,
+            (ScalingPolicyType::Pods, false) => start - value,
+            (ScalingPolicyType::Percent, true) => {
+                (start as f64 * (1.0 + value as f64 / 100.0)).ceil() as i32 as i64
+            }
+            (ScalingPolicyType::Percent, false) => {
+                (start as f64 * (1.0 - value as f64 / 100.0)) as i32 as i64
+            }
+        };
+        let wider = if up == pick_max_change {
+            proposal.max(result.unwrap_or(i64::MIN))
+        } else {
+            proposal.min(result.unwrap_or(i64::MAX))
+        };
+        result = Some(wider);
+    }
+    result.unwrap_or(if up == pick_max_change {
+        i64::from(i32::MIN)
+    } else {
+        i64::from(i32::MAX)
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
@@ -545,7 +618,8 @@ proptest! {
     }
 
     /// With a behavior, a scale-up never exceeds the policy limit in force and a scale-down
-    /// never goes below it, whatever the stored events.
+    /// never goes below it, whatever the stored events. The limits are computed here, from
+    /// the policies and the events ([`reference_limit`]), not taken from the engine's report.
     #[test]
     fn policy_limits_hold_with_history(
         spec in arb_valid_spec(),
@@ -560,5 +634,22 @@ proptest! {
             .expect("valid input");
         within_bounds(&spec, &e)?;
         within_limits(&spec, &e)?;
+        let d = &e.decision;
+        if d.path == DecisionPath::Behavior {
+            let b = spec.behavior.as_ref().unwrap();
+            let up = reference_limit(b.scale_up.as_ref(), true, current, &history);
+            let down = reference_limit(b.scale_down.as_ref(), false, current, &history);
+            let stabilized = d.stabilized_replicas.expect("behavior reports it");
+            let desired = i64::from(d.desired_replicas);
+            let current = i64::from(current);
+            let (min, max) = (i64::from(spec.min_replicas.unwrap_or(1)), i64::from(spec.max_replicas));
+            if stabilized > d.current_replicas {
+                prop_assert_eq!(desired, i64::from(stabilized).min(max).min(up.max(current)).max(min),
+                    "scale-up: reference limit {}", up);
+            } else if stabilized < d.current_replicas {
+                prop_assert_eq!(desired, i64::from(stabilized).max(min).max(down.min(current)).min(max),
+                    "scale-down: reference limit {}", down);
+            }
+        }
     }
 }
