@@ -83,11 +83,16 @@ fn every_hpa_case_that_travels_over_the_wire_passes() {
     println!("{rendered}");
     assert!(report.outcomes.len() >= 173, "{rendered}");
     assert_eq!(report.failed(), 0, "\n{rendered}");
-    assert!(
-        report.passed() >= 100,
-        "only {} passed\n{rendered}",
-        report.passed()
-    );
+    // Pinned for the 173 shared cases this suite was written against (a larger folder, with
+    // cases added upstream, is held to the rules below instead: none fails, every skip has a
+    // documented reason).
+    if report.outcomes.len() == 173 {
+        assert_eq!(
+            (report.passed(), report.skipped()),
+            (101, 72),
+            "\n{rendered}"
+        );
+    }
     // Every skip carries one of the documented reasons.
     for (file, why) in grpc::skipped(&report) {
         assert!(
