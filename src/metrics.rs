@@ -35,6 +35,8 @@ pub(crate) const STORE_CONFLICTS_TOTAL: &str = "autoscaled_store_conflicts_total
 
 /// Calls refused with PERMISSION_DENIED by the authorization file, by `verb` (or `unmapped`).
 pub(crate) const AUTHZ_DENIED_TOTAL: &str = "autoscaled_authz_denied_total";
+/// Decisions replayed by Simulate (its cost: each is one engine evaluation).
+pub(crate) const SIMULATE_STEPS_TOTAL: &str = "autoscaled_simulate_steps_total";
 /// Calls refused with UNAUTHENTICATED, by `reason` (`missing`, `bad_token`, `malformed`).
 pub(crate) const AUTHN_FAILURES_TOTAL: &str = "autoscaled_authn_failures_total";
 /// TLS handshakes that failed (plaintext clients, unknown CAs, missing client certificates).
@@ -78,6 +80,11 @@ pub(crate) fn install(listen: SocketAddr) -> Result<(), BuildError> {
 
 fn describe() {
     describe_counter!(REQUESTS_TOTAL, Unit::Count, "gRPC requests answered");
+    describe_counter!(
+        SIMULATE_STEPS_TOTAL,
+        Unit::Count,
+        "Decisions replayed by Simulate, each one engine evaluation"
+    );
     describe_counter!(
         STORE_CONFLICTS_TOTAL,
         Unit::Count,
@@ -194,6 +201,14 @@ pub(crate) fn store_flush(batch: u64, elapsed: Duration) {
     histogram!(STORE_FLUSH_DURATION).record(elapsed.as_secs_f64());
     // Precision loss above 2^53 writes in one flush is irrelevant for a histogram.
     histogram!(STORE_FLUSH_BATCH_SIZE).record(batch as f64);
+}
+
+/// `steps` decisions replayed by one Simulate.
+pub(crate) fn simulate_steps(steps: u64) {
+    if !installed() {
+        return;
+    }
+    counter!(SIMULATE_STEPS_TOTAL).increment(steps);
 }
 
 /// One call refused by the authorization file; `verb` is one of the four verbs or `unmapped`.

@@ -228,11 +228,16 @@ impl HorizontalService {
             history_retention: self.options.history_retention,
         };
         let store = Arc::clone(&self.store);
-        tokio::task::spawn_blocking(move || {
+        let response = tokio::task::spawn_blocking(move || {
             super::simulate::simulate(&req, &options, |key| Ok(store.decisions(key)?))
         })
         .await
-        .map_err(|_| ApiError::Internal("the simulation panicked".to_owned()))?
+        .map_err(|_| ApiError::Internal("the simulation panicked".to_owned()))??;
+        // Its cost, counted: every replayed step, shown or omitted, was one evaluation.
+        let steps =
+            response.steps.len() as u64 + u64::try_from(response.omitted_steps).unwrap_or(0);
+        crate::metrics::simulate_steps(steps);
+        Ok(response)
     }
 }
 
