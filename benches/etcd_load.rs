@@ -44,6 +44,9 @@ use tonic::transport::Channel;
 
 const KEYS: usize = 256;
 const CHANNELS: usize = 4;
+/// The bound on each call (sent as `grpc-timeout` too): a stuck server makes calls count as
+/// errors (timeouts) instead of hanging the bench.
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -54,7 +57,10 @@ fn env_u64(name: &str, default: u64) -> u64 {
 
 struct Figures {
     ok: u64,
+    /// Every failed call, timeouts included.
     errors: u64,
+    /// Calls without an answer within [`CALL_TIMEOUT`] (also in `errors`).
+    timeouts: u64,
     secs: f64,
     latency: Histogram<u64>,
 }
@@ -63,10 +69,10 @@ async fn load(addrs: &[SocketAddr], prefix: &str, in_flight: usize, measure: Dur
     let mut clients = Vec::new();
     for i in 0..CHANNELS {
         let addr = addrs[i % addrs.len()];
-        let channel = Channel::from_shared(format!("http://{addr}"))
-            .unwrap()
-            .connect()
+        let endpoint = Channel::from_shared(format!("http://{addr}")).unwrap();
+        let channel = tokio::time::timeout(CALL_TIMEOUT, endpoint.connect())
             .await
+            .unwrap_or_else(|_| panic!("no connection to {addr} within {CALL_TIMEOUT:?}"))
             .unwrap();
         clients.push(HorizontalAutoscalerClient::new(channel));
     }
@@ -82,6 +88,7 @@ async fn load(addrs: &[SocketAddr], prefix: &str, in_flight: usize, measure: Dur
         tasks.push(tokio::spawn(async move {
             let mut ok = 0;
             let mut errors = 0;
+            let mut timeouts = 0;
             let mut latency = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
             loop {
                 let mut request = (*template).clone();
@@ -91,32 +98,55 @@ async fn load(addrs: &[SocketAddr], prefix: &str, in_flight: usize, measure: Dur
                 if sent >= deadline {
                     break;
                 }
-                let outcome = client.recommend(request).await;
+                let mut request = tonic::Request::new(request);
+                request.set_timeout(CALL_TIMEOUT);
+                let outcome = tokio::time::timeout(CALL_TIMEOUT, client.recommend(request)).await;
                 let done = Instant::now();
-                if sent < measure_from || done > deadline {
+                if sent < measure_from {
+                    continue;
+                }
+                // A timeout counts even if it ends after the measured window: a stuck server
+                // would otherwise show no calls at all.
+                let timed_out = match &outcome {
+                    Err(_) => true,
+                    // The server's deadline answer, or tonic's own timer (CANCELLED).
+                    Ok(Err(status)) => matches!(
+                        status.code(),
+                        tonic::Code::DeadlineExceeded | tonic::Code::Cancelled
+                    ),
+                    Ok(Ok(_)) => false,
+                };
+                if timed_out {
+                    timeouts += 1;
+                    errors += 1;
+                    continue;
+                }
+                if done > deadline {
                     continue;
                 }
                 match outcome {
-                    Ok(_) => {
+                    Ok(Ok(_)) => {
                         ok += 1;
                         latency.saturating_record(done.duration_since(sent).as_micros() as u64);
                     }
-                    Err(_) => errors += 1,
+                    _ => errors += 1,
                 }
             }
-            (ok, errors, latency)
+            (ok, errors, timeouts, latency)
         }));
     }
     let mut figures = Figures {
         ok: 0,
         errors: 0,
+        timeouts: 0,
         secs: measure.as_secs_f64(),
         latency: Histogram::new_with_bounds(1, 60_000_000, 3).unwrap(),
     };
     for t in tasks {
-        let (ok, errors, latency) = t.await.unwrap();
+        let (ok, errors, timeouts, latency) = t.await.unwrap();
         figures.ok += ok;
         figures.errors += errors;
+        figures.timeouts += timeouts;
         figures.latency.add(&latency).unwrap();
     }
     figures
@@ -125,10 +155,12 @@ async fn load(addrs: &[SocketAddr], prefix: &str, in_flight: usize, measure: Dur
 fn print(name: &str, f: &Figures, noop: Option<f64>) {
     let rate = f.ok as f64 / f.secs;
     println!(
-        "{name:<14} {rate:>9.0} decisions/s  p50 {:>6} µs  p99 {:>6} µs  errors {}{}",
+        "{name:<14} {rate:>9.0} decisions/s  p50 {:>6} µs  p99 {:>6} µs  errors {} ({} timeouts of {} ms){}",
         f.latency.value_at_quantile(0.5),
         f.latency.value_at_quantile(0.99),
         f.errors,
+        f.timeouts,
+        CALL_TIMEOUT.as_millis(),
         noop.map_or(String::new(), |n| format!(
             "  ({:.1}% of no-op)",
             100.0 * rate / n
@@ -217,17 +249,20 @@ fn main() {
         })
         .unwrap();
         runtime.block_on(async {
+            let endpoint = Channel::from_shared(format!("http://{}", replica.addr)).unwrap();
             let mut client = HorizontalAutoscalerClient::new(
-                Channel::from_shared(format!("http://{}", replica.addr))
-                    .unwrap()
-                    .connect()
+                tokio::time::timeout(CALL_TIMEOUT, endpoint.connect())
                     .await
+                    .expect("no connection to the replica within the call timeout")
                     .unwrap(),
             );
             for n in 1..=100 {
-                client
-                    .recommend(steady_state::recommend_request("ns/web".to_owned()))
+                let mut request =
+                    tonic::Request::new(steady_state::recommend_request("ns/web".to_owned()));
+                request.set_timeout(CALL_TIMEOUT);
+                tokio::time::timeout(CALL_TIMEOUT, client.recommend(request))
                     .await
+                    .unwrap_or_else(|_| panic!("decision {n}: no answer within {CALL_TIMEOUT:?}"))
                     .unwrap();
                 if n == 1 || n == 100 {
                     let bytes =

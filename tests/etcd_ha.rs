@@ -65,13 +65,31 @@ impl Replica {
     }
 }
 
-async fn client(addr: SocketAddr) -> HorizontalAutoscalerClient<Channel> {
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
+/// The bound on every call to a replica (each one etcd request or a few), and on every other
+/// etcd request of these tests: a store that never answers (a compare-and-swap that retries
+/// forever, a lost wake-up) fails the test with a message instead of hanging CI. Generous: a
+/// call takes milliseconds, a few seconds while etcd elects a leader.
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `call`, or a panic naming `what` if it has not finished within [`CALL_TIMEOUT`].
+async fn bounded<T>(what: impl std::fmt::Display, call: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(CALL_TIMEOUT, call).await {
+        Ok(out) => out,
+        Err(_) => panic!(
+            "{what}: no answer within {CALL_TIMEOUT:?} (a store that never commits or never answers?)"
+        ),
+    }
+}
+
+async fn channel(addr: SocketAddr) -> Channel {
+    let endpoint = Channel::from_shared(format!("http://{addr}")).unwrap();
+    bounded(format!("connecting to {addr}"), endpoint.connect())
         .await
-        .unwrap();
-    HorizontalAutoscalerClient::new(channel)
+        .unwrap()
+}
+
+async fn client(addr: SocketAddr) -> HorizontalAutoscalerClient<Channel> {
+    HorizontalAutoscalerClient::new(channel(addr).await)
 }
 
 fn epoch_millis() -> i64 {
@@ -107,11 +125,11 @@ async fn check_history(addr: SocketAddr, acks: &BTreeMap<String, Vec<i64>>, exac
     let mut c = client(addr).await;
     let mut total = 0;
     for (target, times) in acks {
-        let h = c
-            .get_history(GetHistoryRequest {
-                target_key: target.clone(),
-                ..Default::default()
-            })
+        let call = c.get_history(GetHistoryRequest {
+            target_key: target.clone(),
+            ..Default::default()
+        });
+        let h = bounded(format!("GetHistory {target}"), call)
             .await
             .unwrap()
             .into_inner();
@@ -201,7 +219,8 @@ async fn concurrent_load(
                 let millis = base + n as i64;
                 let len = conns.len();
                 let conn = &mut conns[(c + i) % len];
-                conn.recommend(request(&target, millis))
+                let call = conn.recommend(request(&target, millis));
+                bounded(format!("Recommend {target}"), call)
                     .await
                     .unwrap_or_else(|e| panic!("{target}: {e}"));
                 acks.lock().unwrap().entry(target).or_default().push(millis);
@@ -209,6 +228,7 @@ async fn concurrent_load(
         }));
     }
     for t in tasks {
+        // Every call in a task is bounded (`bounded`), so every task ends.
         t.await.unwrap();
     }
     Arc::try_unwrap(acks).unwrap().into_inner().unwrap()
@@ -242,9 +262,25 @@ fn the_conformance_cases_pass_through_a_server_on_etcd() {
     }
     let etcd = Etcd::start(1);
     let replica = Replica::start(&etcd.endpoints(), "conformance/", &[]);
-    let mut runner = grpc::GrpcRunner::connect(&replica.addr().to_string()).unwrap();
     let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance/hpa");
-    let report = runner.run_dir(&shared);
+    // The runner's calls have no timeout of their own: the run is bounded as a whole (a few
+    // seconds here), on a thread, so that a store that never answers fails the test instead
+    // of hanging it. The replica is SIGKILLed when the test ends, which ends the thread's call.
+    let (done, result) = std::sync::mpsc::channel();
+    let (addr, dir) = (replica.addr().to_string(), shared.clone());
+    std::thread::spawn(move || {
+        let mut runner = grpc::GrpcRunner::connect(&addr).unwrap();
+        let _ = done.send(runner.run_dir(&dir));
+    });
+    let report = match result.recv_timeout(Duration::from_secs(300)) {
+        Ok(report) => report,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("the conformance cases through the etcd replica did not finish within 300 s")
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            panic!("the conformance runner panicked (its message is above)")
+        }
+    };
     let rendered = grpc::render(&report);
     assert!(report.outcomes.len() >= 173, "{rendered}");
     assert_eq!(report.failed(), 0, "\n{rendered}");
@@ -257,21 +293,29 @@ fn the_conformance_cases_pass_through_a_server_on_etcd() {
     assert_eq!(rendered, on_sled);
 }
 
+/// The replica's health; `None` if it cannot be read (no answer within [`CALL_TIMEOUT`]
+/// included: the caller polls again).
 async fn health(addr: SocketAddr) -> Option<ServingStatus> {
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .ok()?
-        .connect()
+    let check = async {
+        let channel = Channel::from_shared(format!("http://{addr}"))
+            .ok()?
+            .connect()
+            .await
+            .ok()?;
+        let status = HealthClient::new(channel)
+            .check(HealthCheckRequest {
+                service: String::new(),
+            })
+            .await
+            .ok()?
+            .into_inner()
+            .status;
+        ServingStatus::try_from(status).ok()
+    };
+    tokio::time::timeout(CALL_TIMEOUT, check)
         .await
-        .ok()?;
-    let status = HealthClient::new(channel)
-        .check(HealthCheckRequest {
-            service: String::new(),
-        })
-        .await
-        .ok()?
-        .into_inner()
-        .status;
-    ServingStatus::try_from(status).ok()
+        .ok()
+        .flatten()
 }
 
 /// Polls health until it is `want` (the probe runs every second); gives up after 60 s.
@@ -301,11 +345,9 @@ async fn not_serving_while_etcd_is_down_and_a_clean_restart_after_all_of_etcd_re
         etcd.kill(i);
     }
     wait_health(addr, ServingStatus::NotServing).await;
-    let err = client(addr)
-        .await
-        .recommend(request("before-t0", epoch_millis() + 1_000_000))
-        .await
-        .unwrap_err();
+    let mut c = client(addr).await;
+    let call = c.recommend(request("before-t0", epoch_millis() + 1_000_000));
+    let err = bounded("Recommend with etcd down", call).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::Unavailable, "{err}");
 
     for i in 0..3 {
@@ -323,6 +365,37 @@ async fn not_serving_while_etcd_is_down_and_a_clean_restart_after_all_of_etcd_re
     // A new replica reads the same history.
     let fresh = Replica::start(&etcd.endpoints(), "restart/", &[]);
     check_history(fresh.addr(), &all, false).await;
+}
+
+/// Decisions acknowledged in each phase of the failover test before the next one starts.
+const ACKS_PER_PHASE: usize = 20;
+
+/// Polls until `ACKS_PER_PHASE` calls were acknowledged after `since` (a time since `start`,
+/// as `ack_times` holds them); returns how long that took after `since`. Gives up after 60 s
+/// (no failover, not a slow one).
+async fn wait_for_acks(
+    ack_times: &Mutex<Vec<Duration>>,
+    start: Instant,
+    since: Duration,
+    phase: &str,
+) -> Duration {
+    loop {
+        let acked = ack_times
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|t| **t > since)
+            .count();
+        let waited = start.elapsed().saturating_sub(since);
+        if acked >= ACKS_PER_PHASE {
+            return waited;
+        }
+        assert!(
+            waited < Duration::from_secs(60),
+            "{acked} of {ACKS_PER_PHASE} decisions acknowledged in 60 s {phase}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -384,20 +457,41 @@ async fn failover_kill_a_replica_then_the_etcd_leader_under_load() {
             failed
         }));
     }
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // No fixed windows: each phase lasts until the service has acknowledged decisions again
+    // (`ACKS_PER_PHASE` of them), within a generous bound. How long that took is printed.
+    let under_load = wait_for_acks(&ack_times, start, Duration::ZERO, "under load").await;
     alive[0].store(false, Ordering::SeqCst);
     replicas[0].kill();
     let replica_killed = start.elapsed();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let after_replica_kill = wait_for_acks(
+        &ack_times,
+        start,
+        replica_killed,
+        "after the replica SIGKILL",
+    )
+    .await;
     let leader = etcd.leader();
     etcd.kill(leader);
     let leader_killed = start.elapsed();
-    tokio::time::sleep(Duration::from_millis(4000)).await;
+    let after_leader_kill = wait_for_acks(
+        &ack_times,
+        start,
+        leader_killed,
+        "after the etcd leader SIGKILL",
+    )
+    .await;
     stop.store(true, Ordering::SeqCst);
     let mut failed = 0;
     for t in tasks {
-        failed += t.await.unwrap();
+        // Every call in a task is bounded (10 s), so a task ends soon after `stop`.
+        failed += tokio::time::timeout(Duration::from_secs(60), t)
+            .await
+            .expect("a load task did not stop within 60 s")
+            .unwrap();
     }
+    println!(
+        "failover: {ACKS_PER_PHASE} decisions acknowledged {under_load:?} after the start, {after_replica_kill:?} after the replica SIGKILL, {after_leader_kill:?} after the etcd leader SIGKILL"
+    );
     let times = ack_times.lock().unwrap().clone();
     let after_leader: Vec<&Duration> = times.iter().filter(|t| **t > leader_killed).collect();
     assert!(
@@ -456,9 +550,9 @@ async fn tls_to_etcd_with_client_certificates() {
     // Without the client certificate etcd refuses the connection: not serving, no decision.
     let refused = Replica::start(&etcd.endpoints(), "tls/", &["--etcd-ca", &ca]);
     wait_health(refused.addr(), ServingStatus::NotServing).await;
-    let err = client(refused.addr())
-        .await
-        .recommend(request("tls-t0", epoch_millis() + 1_000_000))
+    let mut c = client(refused.addr()).await;
+    let call = c.recommend(request("tls-t0", epoch_millis() + 1_000_000));
+    let err = bounded("Recommend without a client certificate", call)
         .await
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::Unavailable, "{err}");
@@ -499,12 +593,7 @@ async fn record_usage_from_two_replicas_on_one_target_loses_no_acknowledged_samp
     for c in 0..CLIENTS {
         let mut conns = Vec::new();
         for addr in &addrs {
-            let channel = Channel::from_shared(format!("http://{addr}"))
-                .unwrap()
-                .connect()
-                .await
-                .unwrap();
-            conns.push(VerticalAutoscalerClient::new(channel));
+            conns.push(VerticalAutoscalerClient::new(channel(*addr).await));
         }
         tasks.push(tokio::spawn(async move {
             let mut accepted = 0u64;
@@ -522,12 +611,12 @@ async fn record_usage_from_two_replicas_on_one_target_loses_no_acknowledged_samp
                     })
                     .collect();
                 let conn = &mut conns[(c + b) % 2];
-                let response = conn
-                    .record_usage(RecordUsageRequest {
-                        target_key: "shared".into(),
-                        samples,
-                        ..Default::default()
-                    })
+                let call = conn.record_usage(RecordUsageRequest {
+                    target_key: "shared".into(),
+                    samples,
+                    ..Default::default()
+                });
+                let response = bounded(format!("RecordUsage client {c} batch {b}"), call)
                     .await
                     .unwrap_or_else(|e| panic!("client {c} batch {b}: {e}"))
                     .into_inner();
@@ -544,10 +633,13 @@ async fn record_usage_from_two_replicas_on_one_target_loses_no_acknowledged_samp
         acknowledged.insert(format!("c{c}"), accepted);
     }
     let endpoints = etcd.endpoints();
-    let counted = tokio::task::spawn_blocking(move || {
+    // Each etcd request of the store is bounded by `request_timeout` per member (and tried on
+    // each member at most twice); the whole read is bounded too.
+    let read = tokio::task::spawn_blocking(move || {
         let store = EtcdStore::connect(EtcdOptions {
             endpoints: endpoints.split(',').map(str::to_owned).collect(),
             prefix: prefix.to_owned(),
+            request_timeout: Duration::from_secs(5),
             ..EtcdOptions::default()
         })
         .unwrap();
@@ -558,8 +650,9 @@ async fn record_usage_from_two_replicas_on_one_target_loses_no_acknowledged_samp
             .iter()
             .map(|(name, a)| (name.clone(), a.total_samples_count))
             .collect::<BTreeMap<_, _>>()
-    })
-    .await
-    .unwrap();
+    });
+    let counted = bounded("reading the VPA record from etcd", read)
+        .await
+        .unwrap();
     assert_eq!(counted, acknowledged);
 }

@@ -97,6 +97,11 @@ pub const MAX_BATCH_OPS: usize = 120;
 pub const MAX_BATCH_BYTES: usize = 1024 * 1024;
 /// Sends of one commit before its error is returned (transport failures, leader changes).
 pub const MAX_ATTEMPTS: u32 = 4;
+/// Sends of one commit whose own guard held in a batch that failed on another target's guard
+/// (a conflict of that target) before it is answered with a conflict (the API re-reads and
+/// decides again). Never reached in practice; it keeps a guard that can never hold (a wrong
+/// compare) from re-sending one commit forever.
+pub const MAX_RESENDS: u32 = 32;
 
 /// TLS to etcd: a CA to verify the members, and a client certificate and key if etcd
 /// requires client authentication (`--client-cert-auth`).
@@ -154,6 +159,8 @@ struct Pending {
     bytes: usize,
     target: String,
     attempts: u32,
+    /// Sends again after a batch failed on another target's guard (at most [`MAX_RESENDS`]).
+    resends: u32,
     done: oneshot::Sender<Result<(), StoreError>>,
 }
 
@@ -663,7 +670,7 @@ async fn send_batch(members: &Members, batch: Vec<Pending>) -> Vec<Pending> {
         }
         Ok(response) => {
             // Some guard failed: the failure branch read every state key's revision.
-            for (p, r) in batch.into_iter().zip(
+            for (mut p, r) in batch.into_iter().zip(
                 response
                     .responses
                     .into_iter()
@@ -676,7 +683,8 @@ async fn send_batch(members: &Members, batch: Vec<Pending>) -> Vec<Pending> {
                     }
                     _ => -1,
                 };
-                if now == p.expected {
+                if now == p.expected && p.resends + 1 < MAX_RESENDS {
+                    p.resends += 1;
                     again.push(p);
                 } else {
                     let _ = p.done.send(Err(StoreError::Conflict { key: p.target }));
@@ -919,12 +927,14 @@ impl HistoryStore for EtcdStore {
             bytes,
             target: key.to_owned(),
             attempts: 0,
+            resends: 0,
             done,
         };
         self.commits
             .send(pending)
             .map_err(|_| StoreError::Etcd("the etcd batcher stopped".to_owned()))?;
-        // No timeout here: the batcher bounds each send, and sends at most MAX_ATTEMPTS times.
+        // No timeout here: the batcher bounds each send, and sends at most MAX_ATTEMPTS times
+        // after transport failures and MAX_RESENDS times after other targets' conflicts.
         let wait = async move {
             result
                 .await

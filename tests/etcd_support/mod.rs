@@ -42,6 +42,9 @@ pub fn available() -> bool {
     found
 }
 
+/// The bound on one `etcdctl` run (its own request timeout is 2 s).
+const ETCDCTL_TIMEOUT: Duration = Duration::from_secs(10);
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -288,16 +291,43 @@ impl Etcd {
                 .arg("--key")
                 .arg(&tls.client_key);
         }
-        let out = command
+        let mut child = command
             .env("ETCDCTL_API", "3")
-            .args(["--endpoints", endpoints, "--command-timeout", "2s"])
+            .args(["--endpoints", endpoints])
+            .args(["--dial-timeout", "2s", "--command-timeout", "2s"])
             .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
-            .output()
+            .spawn()
             .ok()?;
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+        // etcdctl bounds its own request (`--command-timeout`); the process is bounded too, so
+        // that a request can never hang a caller: after `ETCDCTL_TIMEOUT` it is killed and
+        // the call counts as failed (the callers poll again, within their own bound).
+        let mut stdout = child.stdout.take()?;
+        let reader = std::thread::spawn(move || {
+            let mut out = String::new();
+            std::io::Read::read_to_string(&mut stdout, &mut out).map(|_| out)
+        });
+        let started = Instant::now();
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break Some(status),
+                Ok(None) if started.elapsed() < ETCDCTL_TIMEOUT => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                _ => {
+                    eprintln!(
+                        "etcdctl {args:?} on {endpoints}: no answer within {ETCDCTL_TIMEOUT:?}, killed"
+                    );
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break None;
+                }
+            }
+        };
+        let out = reader.join().ok()?.ok()?;
+        status?.success().then_some(out)
     }
 
     /// Waits until a write through the running members succeeds (a quorum and a leader).
