@@ -1,0 +1,342 @@
+//! The history store's contract, one body run against each backend: sled (a temporary
+//! folder) and etcd (a real etcd process, `tests/etcd_support`). Through the public
+//! `HistoryStore` API, as the server calls it (`load_for_update`, `prune`, `commit_after`,
+//! `flush`):
+//!
+//! * the decision log is bounded: after N + k runs only the newest N are kept (also N = 1),
+//!   and the surplus is deleted, not merely hidden (a store reopened with a larger bound
+//!   still sees only N);
+//! * consecutive decisions that say the same thing are one run, with its count, first time
+//!   and the last decision;
+//! * closed runs that ended more than `decision_retention` before the newest decision are
+//!   dropped (by their end, not their start);
+//! * the stored recommendations and scale events stay within `prune`'s caps
+//!   (`MAX_RECOMMENDATIONS`, `MAX_SCALE_EVENTS`) however many calls a target gets.
+//!
+//! Without etcd installed the etcd run prints `SKIPPED` and returns, except under `CI=true`
+//! where it fails (`etcd_support::available`; `scripts/etcd-ci.sh` installs etcd).
+
+mod etcd_support;
+
+use std::time::Duration;
+
+use autoscaled::{
+    engine::{
+        condition::{Condition, ConditionReason, ConditionType},
+        history::{History, Recommendation, ScaleEvent},
+        hpa::{Decision, DecisionPath},
+        settings::Settings,
+        spec::HorizontalSpec,
+        time::Time,
+    },
+    store::{
+        DecisionEntry, HistoryStore, SledStore,
+        etcd::{EtcdOptions, EtcdStore},
+        prune::{self, MAX_RECOMMENDATIONS, MAX_SCALE_EVENTS},
+        sled::SledOptions,
+    },
+};
+
+const T0: i64 = 1_767_225_600;
+
+/// Large enough that neither bound nor retention trims anything in a check.
+const UNBOUNDED: usize = 10_000;
+const FOREVER: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// Opens the backend on the same data each time, with this decision-log bound and retention.
+/// A handle must be dropped before the next is opened (sled's folder lock).
+type Open<'a> = &'a dyn Fn(usize, Duration) -> Box<dyn HistoryStore>;
+
+fn spec() -> HorizontalSpec {
+    HorizontalSpec {
+        min_replicas: Some(1),
+        max_replicas: 1000,
+        metrics: vec![],
+        behavior: None,
+        extensions: None,
+    }
+}
+
+/// A decision for `desired` replicas; decisions with the same `desired` say the same thing
+/// (the message, which differs per call, is not part of the outcome).
+fn entry(secs: i64, desired: i32) -> DecisionEntry {
+    let decision = Decision {
+        current_replicas: 1,
+        desired_replicas: desired,
+        conditions: vec![Condition {
+            condition_type: ConditionType::AbleToScale,
+            status: true,
+            reason: ConditionReason::ReadyForNewScale,
+            message: format!("decided at {secs}"),
+        }],
+        metrics: vec![],
+        path: DecisionPath::Legacy,
+        prenormalized_replicas: Some(desired),
+        stabilized_replicas: None,
+        scale_up_limit: None,
+        scale_down_limit: None,
+        error: None,
+        rescale_reason: None,
+        extensions: None,
+    };
+    DecisionEntry::single(
+        Time::from_unix_secs(T0 + secs),
+        decision,
+        &spec(),
+        &Settings::default(),
+    )
+}
+
+/// One call as the server makes it: read for update, add this evaluation's recommendation
+/// and scale events to the stored history, prune, commit; returns the committed history.
+fn decide(store: &dyn HistoryStore, key: &str, secs: i64, desired: i32) -> History {
+    decide_with(store, key, secs, desired, desired)
+}
+
+/// [`decide`], the evaluation proposing `proposal` (its recommendation) for `desired`.
+fn decide_with(
+    store: &dyn HistoryStore,
+    key: &str,
+    secs: i64,
+    desired: i32,
+    proposal: i32,
+) -> History {
+    let now = Time::from_unix_secs(T0 + secs);
+    let (state, seen) = store.load_for_update(key).unwrap();
+    let mut history = state.map(|s| s.history).unwrap_or_default();
+    history
+        .recommendations
+        .get_or_insert_with(Vec::new)
+        .push(Recommendation {
+            replicas: proposal,
+            time: now,
+        });
+    for events in [&mut history.scale_up_events, &mut history.scale_down_events] {
+        events.push(ScaleEvent {
+            replica_change: 1,
+            time: now,
+            outdated: false,
+        });
+    }
+    prune::prune(&mut history, now, Duration::from_secs(3600));
+    store
+        .commit_after(key, seen, &history, &entry(secs, desired))
+        .unwrap();
+    history
+}
+
+/// The target's runs as (desired, count, first second, last second).
+fn runs(store: &dyn HistoryStore, key: &str) -> Vec<(i32, u64, i64, i64)> {
+    let runs = store.decisions(key).unwrap();
+    let seqs: Vec<u64> = runs.iter().map(|r| r.seq).collect();
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "{key}: runs not oldest first: {seqs:?}"
+    );
+    runs.iter()
+        .map(|r| {
+            (
+                r.decision.desired_replicas,
+                r.run.count,
+                r.run.first_time.unix_millis() / 1000 - T0,
+                r.time.unix_millis() / 1000 - T0,
+            )
+        })
+        .collect()
+}
+
+fn desired(store: &dyn HistoryStore, key: &str) -> Vec<i32> {
+    runs(store, key).iter().map(|r| r.0).collect()
+}
+
+/// The contract, on a backend whose data starts empty.
+fn contract(open: Open) {
+    log_bound(open, "bound/4", 4, 3);
+    log_bound(open, "bound/1", 1, 3);
+    runs_of_identical_decisions(open);
+    retention_by_age(open);
+    bounded_history(open);
+}
+
+/// N + k distinct decisions under a bound of N: the newest N stay, and the older ones are
+/// deleted (a reader with a larger bound does not find them).
+fn log_bound(open: Open, key: &str, n: usize, k: usize) {
+    let total = i32::try_from(n + k).unwrap();
+    let newest: Vec<i32> = (1..=total).skip(k).collect();
+    {
+        let store = open(n, FOREVER);
+        for i in 1..=total {
+            decide(&*store, key, i64::from(i) * 15, i);
+            assert!(
+                store.decisions(key).unwrap().len() <= n,
+                "{key}: over the bound"
+            );
+        }
+        assert_eq!(desired(&*store, key), newest, "{key}");
+        assert_eq!(store.load(key).unwrap().unwrap().next_seq, (n + k) as u64);
+        store.flush().unwrap();
+    }
+    let reader = open(UNBOUNDED, FOREVER);
+    assert_eq!(
+        desired(&*reader, key),
+        newest,
+        "{key}: runs beyond the bound of {n} were left in the store (only hidden on read)"
+    );
+}
+
+/// Consecutive decisions that say the same thing are one run: its count, the first one's
+/// time, the last one's time and decision. A run counts once against the bound.
+fn runs_of_identical_decisions(open: Open) {
+    let key = "runs/a";
+    let store = open(3, FOREVER);
+    for s in [0, 15, 30, 45] {
+        decide(&*store, key, s, 5);
+    }
+    for s in [60, 75] {
+        decide(&*store, key, s, 6);
+    }
+    decide(&*store, key, 90, 5);
+    assert_eq!(
+        runs(&*store, key),
+        vec![(5, 4, 0, 45), (6, 2, 60, 75), (5, 1, 90, 90)]
+    );
+    let all = store.decisions(key).unwrap();
+    assert_eq!(
+        all[0].decision.conditions[0].message, "decided at 45",
+        "a run holds its last decision"
+    );
+    // Seven decisions, three runs: within the bound of 3. A fourth run pushes out the first.
+    decide(&*store, key, 105, 5);
+    decide(&*store, key, 120, 7);
+    assert_eq!(
+        runs(&*store, key),
+        vec![(6, 2, 60, 75), (5, 2, 90, 105), (7, 1, 120, 120)]
+    );
+    assert_eq!(store.load(key).unwrap().unwrap().next_seq, 4);
+}
+
+/// With a retention of 100 s, a closed run is dropped once the newest decision is more than
+/// 100 s after the run ENDED (when its successor began), however long ago it began.
+fn retention_by_age(open: Open) {
+    let key = "retention/a";
+    let retention = Duration::from_secs(100);
+    {
+        let store = open(UNBOUNDED, retention);
+        // Run 1: from 0 to 150, closed when run 2 begins at 160.
+        for s in (0..=150).step_by(10) {
+            decide(&*store, key, s, 1);
+        }
+        decide(&*store, key, 160, 2);
+        decide(&*store, key, 170, 3);
+        // 255 - 100 = 155 < 160: run 1 ended within the retention; it stays, although it
+        // began 255 s ago.
+        decide(&*store, key, 255, 4);
+        assert_eq!(
+            runs(&*store, key),
+            vec![
+                (1, 16, 0, 150),
+                (2, 1, 160, 160),
+                (3, 1, 170, 170),
+                (4, 1, 255, 255)
+            ]
+        );
+        // 265 - 100 = 165 >= 160: run 1 ended too long ago; run 2 (ended at 170) stays.
+        decide(&*store, key, 265, 5);
+        assert_eq!(desired(&*store, key), vec![2, 3, 4, 5]);
+        // Much later: every run but the one just closed (it ended now) and the new one is
+        // old.
+        decide(&*store, key, 5_000, 6);
+        assert_eq!(desired(&*store, key), vec![5, 6]);
+        decide(&*store, key, 10_000, 7);
+        assert_eq!(desired(&*store, key), vec![6, 7]);
+        store.flush().unwrap();
+    }
+    let reader = open(UNBOUNDED, FOREVER);
+    assert_eq!(desired(&*reader, key), vec![6, 7], "old runs were deleted");
+}
+
+/// Far more calls within the retention hour than the caps: what is stored stays within
+/// `MAX_RECOMMENDATIONS` and `MAX_SCALE_EVENTS` per direction, and is what was committed.
+fn bounded_history(open: Open) {
+    let key = "history/a";
+    let calls = 2 * MAX_RECOMMENDATIONS.max(MAX_SCALE_EVENTS) + 50;
+    let store = open(UNBOUNDED, FOREVER);
+    let mut committed = History::default();
+    for i in 0..calls {
+        let i = i32::try_from(i).unwrap();
+        // Falling proposals: each is above every newer one, so none is redundant and
+        // only the cap (bucketing) can shrink the list.
+        committed = decide_with(&*store, key, i64::from(i), 5, 10_000 - i);
+    }
+    let stored = store.load(key).unwrap().unwrap().history;
+    assert_eq!(stored, committed, "the store returns what was committed");
+    let recommendations = stored.recommendations.as_ref().unwrap();
+    assert!(
+        recommendations.len() <= MAX_RECOMMENDATIONS,
+        "{} recommendations stored after {calls} calls",
+        recommendations.len()
+    );
+    assert!(
+        recommendations.contains(&Recommendation {
+            replicas: 10_000 - i32::try_from(calls - 1).unwrap(),
+            time: Time::from_unix_secs(T0 + i64::try_from(calls - 1).unwrap()),
+        }),
+        "the newest recommendation is kept"
+    );
+    for (direction, events) in [
+        ("up", &stored.scale_up_events),
+        ("down", &stored.scale_down_events),
+    ] {
+        assert!(
+            events.len() <= MAX_SCALE_EVENTS,
+            "{} scale-{direction} events stored after {calls} calls",
+            events.len()
+        );
+        // Merged, not dropped: the changes still sum to one per call.
+        let sum: i64 = events.iter().map(|e| i64::from(e.replica_change)).sum();
+        assert_eq!(sum, i64::try_from(calls).unwrap(), "scale-{direction}");
+    }
+    // All the same decision: one run.
+    let last = i64::try_from(calls - 1).unwrap();
+    assert_eq!(runs(&*store, key), vec![(5, calls as u64, 0, last)]);
+}
+
+#[test]
+fn sled_keeps_the_store_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("data");
+    contract(&|decision_log_len, decision_retention| {
+        Box::new(
+            SledStore::open(
+                &path,
+                SledOptions {
+                    decision_log_len,
+                    decision_retention,
+                    ..SledOptions::default()
+                },
+            )
+            .unwrap(),
+        )
+    });
+}
+
+#[test]
+fn etcd_keeps_the_store_contract() {
+    if !etcd_support::available() {
+        return;
+    }
+    let etcd = etcd_support::Etcd::start(1);
+    let endpoints: Vec<String> = etcd.endpoints().split(',').map(str::to_owned).collect();
+    contract(&|decision_log_len, decision_retention| {
+        Box::new(
+            EtcdStore::connect(EtcdOptions {
+                endpoints: endpoints.clone(),
+                prefix: "contract/".to_owned(),
+                decision_log_len,
+                decision_retention,
+                ..EtcdOptions::default()
+            })
+            .unwrap(),
+        )
+    });
+}
