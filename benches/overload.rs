@@ -12,6 +12,10 @@
 //!    Goodput = calls answered OK within their deadline, per second of the overload phase.
 //!    The server's peak RSS (`VmHWM`) is read before and after.
 //!
+//! 3. for `default` (and `baseline`, another build given by `OVERLOAD_BASELINE_BIN`): 100, 200 and 1,000 closed-loop streams over 4 HTTP/2 connections
+//!    that retry at once whatever the answer (clients without backoff), 30 s deadlines, for
+//!    `OVERLOAD_SECS` each: goodput (OK within the phase) against the capacity of step 1.
+//!
 //! Configurations: `unlimited` (`--max-concurrent-requests 1000000 --max-queued-requests 0`,
 //! i.e. no limit, the server before issue 8) and `default` (the shipped limits).
 //!
@@ -67,7 +71,10 @@ fn main() -> anyhow::Result<()> {
         bodies[0].len() / 1024,
         DEADLINE.as_secs()
     );
-    for (name, args) in [
+    // `OVERLOAD_BASELINE_BIN`: another build of the server (e.g. the previous release), run
+    // with its default limits after ours, for a comparison within one run.
+    let baseline = std::env::var_os("OVERLOAD_BASELINE_BIN");
+    let mut configs: Vec<(&str, &[&str], Option<std::ffi::OsString>)> = vec![
         (
             "unlimited",
             &[
@@ -76,11 +83,31 @@ fn main() -> anyhow::Result<()> {
                 "--max-queued-requests",
                 "0",
             ][..],
+            None,
         ),
-        ("default", &[][..]),
-    ] {
+        ("default", &[][..], None),
+    ];
+    if let Some(bin) = baseline {
+        configs.push(("baseline", &[][..], Some(bin)));
+    }
+    for (name, args, bin) in configs {
         let dir = tempfile::tempdir()?;
         let mut command = binary::command(dir.path());
+        if let Some(bin) = bin {
+            // The same arguments and environment, another executable.
+            let mut other = std::process::Command::new(bin);
+            other.args(command.get_args());
+            for (k, v) in command.get_envs() {
+                if let Some(v) = v {
+                    other.env(k, v);
+                }
+            }
+            other
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            command = other;
+        }
         command.args(args);
         let server = binary::spawn(command);
         let pid = server.child.id();
@@ -102,6 +129,30 @@ fn main() -> anyhow::Result<()> {
                 result.late,
                 result.other,
             );
+            if name != "unlimited" {
+                // Closed-loop streams that retry at once, with no backoff, over 4 HTTP/2
+                // connections (the stall of issue 28 took goodput to ~1 call/s here).
+                let mut channels = vec![channel.clone()];
+                for _ in 1..4 {
+                    channels.push(
+                        tonic::transport::Endpoint::from_shared(format!("http://{}", server.addr))?
+                            .connect()
+                            .await?,
+                    );
+                }
+                for streams in [100, 200, 1000] {
+                    let r = no_backoff(&channels, &bodies, streams, phase).await;
+                    let goodput = r.ok as f64 / phase.as_secs_f64();
+                    println!(
+                        "{name:>9}: {streams} streams retrying without backoff: goodput {goodput:.1} calls/s = {:.0} % of capacity; shed {}, late {}, other {}; peak RSS {} MiB",
+                        100.0 * goodput / capacity.max(f64::MIN_POSITIVE),
+                        r.shed,
+                        r.late,
+                        r.other,
+                        peak_rss_mib(pid),
+                    );
+                }
+            }
             anyhow::Ok(())
         })?;
         drop(server);
@@ -140,6 +191,51 @@ async fn closed_loop(channel: &Channel, bodies: &Arc<Vec<Bytes>>, phase: Duratio
         let _ = task.await;
     }
     ok.load(Ordering::Relaxed) as f64 / phase.as_secs_f64()
+}
+
+/// `streams` closed loops over `channels` for `phase`, each call with a 30 s deadline and
+/// retried at once whatever the answer (clients that do not back off).
+async fn no_backoff(
+    channels: &[Channel],
+    bodies: &Arc<Vec<Bytes>>,
+    streams: usize,
+    phase: Duration,
+) -> Counts {
+    let end = Instant::now() + phase;
+    let deadline = Duration::from_secs(30);
+    let tasks: Vec<_> = (0..streams)
+        .map(|t| {
+            let (channel, bodies) = (channels[t % channels.len()].clone(), Arc::clone(bodies));
+            tokio::spawn(async move {
+                let mut counts = Counts::default();
+                let mut i = t;
+                while Instant::now() < end {
+                    counts.sent += 1;
+                    match call(&channel, bodies[i % KEYS].clone(), Some(deadline)).await {
+                        // Only what completes within the phase counts as its goodput.
+                        Some(Code::Ok) if Instant::now() <= end => counts.ok += 1,
+                        Some(Code::Ok) => {}
+                        Some(Code::ResourceExhausted) => counts.shed += 1,
+                        Some(Code::DeadlineExceeded | Code::Cancelled) | None => counts.late += 1,
+                        Some(_) => counts.other += 1,
+                    }
+                    i += streams;
+                }
+                counts
+            })
+        })
+        .collect();
+    let mut total = Counts::default();
+    for task in tasks {
+        if let Ok(c) = task.await {
+            total.sent += c.sent;
+            total.ok += c.ok;
+            total.shed += c.shed;
+            total.late += c.late;
+            total.other += c.other;
+        }
+    }
+    total
 }
 
 /// Calls at `rate` per second for `phase`, each with [`DEADLINE`].
