@@ -85,6 +85,100 @@ fn message_too_large_is_resource_exhausted<B>(mut response: HttpResponse<B>) -> 
 
 /// HTTP/2 streams one connection to the health-only listener may have open.
 const HEALTH_STREAMS_PER_CONNECTION: u32 = 16;
+/// Connections the health-only listener keeps open at once; one more is closed as soon as it
+/// is accepted. Probes open one connection each, and close it.
+const HEALTH_CONNECTIONS: usize = 256;
+
+/// The connections of `listener`, at most `max` open at once: a connection accepted beyond
+/// is closed at once (a flood of connections cannot grow memory; a probe that finds the
+/// listener full fails fast rather than hanging in the accept queue).
+fn limited_connections(
+    listener: TcpListener,
+    max: usize,
+) -> tokio_stream::wrappers::ReceiverStream<Result<LimitedConn, std::io::Error>> {
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    tokio::spawn(async move {
+        let open = Arc::new(tokio::sync::Semaphore::new(max));
+        loop {
+            let accepted = tokio::select! {
+                () = tx.closed() => break,
+                accepted = listener.accept() => accepted,
+            };
+            let stream = match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "health listener: accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let Ok(permit) = Arc::clone(&open).try_acquire_owned() else {
+                drop(stream);
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            if tx
+                .send(Ok(LimitedConn {
+                    stream,
+                    _permit: permit,
+                }))
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(rx)
+}
+
+/// A connection counted against [`limited_connections`]' bound until it is dropped.
+struct LimitedConn {
+    stream: tokio::net::TcpStream,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl tonic::transport::server::Connected for LimitedConn {
+    type ConnectInfo = tonic::transport::server::TcpConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.stream.connect_info()
+    }
+}
+
+impl tokio::io::AsyncRead for LimitedConn {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for LimitedConn {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
 
 /// Counts and times every gRPC request by method and code ([`crate::metrics::grpc_request`]).
 /// The code is the response's `grpc-status` header: tonic puts it there for every error
@@ -377,9 +471,10 @@ pub async fn serve_secured<S: HistoryStore + VerticalStore>(
     // probes see NOT_SERVING during the drain rather than a refused connection.
     let (health_stop_tx, health_stop_rx) = tokio::sync::oneshot::channel::<()>();
     let health_task = health_listener.map(|health_listener| {
-        let incoming = TcpIncoming::from(health_listener).with_nodelay(Some(true));
-        // No credentials are asked here: bound what one connection can hold open (the Watch
-        // streams are bounded over every listener by the health service itself).
+        let incoming = limited_connections(health_listener, HEALTH_CONNECTIONS);
+        // No credentials are asked here: bound the connections, and what one connection can
+        // hold open (the Watch streams are bounded over every listener by the health service
+        // itself).
         let router = tonic::transport::Server::builder()
             .max_concurrent_streams(Some(HEALTH_STREAMS_PER_CONNECTION))
             .concurrency_limit_per_connection(HEALTH_STREAMS_PER_CONNECTION as usize)

@@ -755,3 +755,43 @@ async fn health_watch_streams_are_bounded_on_the_open_health_listener() {
     drop(open);
     server.stop().await;
 }
+
+/// Connections to the health-only listener are bounded as well (256): one more is closed as
+/// soon as it is accepted, and a probe is answered again once connections close.
+#[tokio::test]
+async fn health_listener_connections_are_bounded() {
+    use tokio::io::AsyncReadExt;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("test CA");
+    let server = Secure::start(&dir.path().join("data"), mtls(dir.path(), &ca, None), true).await;
+    let addr = server.health.unwrap();
+    let mut held = Vec::new();
+    for _ in 0..256 {
+        held.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    // Eventually (once the 256 are accepted) a new connection is closed at once.
+    let mut closed = false;
+    for _ in 0..200 {
+        let mut extra = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut byte = [0u8; 1];
+        match tokio::time::timeout(Duration::from_millis(500), extra.read(&mut byte)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                closed = true;
+                break;
+            }
+            _ => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    assert!(closed, "a connection beyond the bound was kept open");
+    drop(held);
+    let mut answered = None;
+    for _ in 0..200 {
+        answered = health(addr, None).await.ok();
+        if answered.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(answered, Some(1));
+    server.stop().await;
+}
