@@ -352,7 +352,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "AUTOSCALED_TLS_KEY", value_name = "FILE")]
     pub(crate) tls_key: Option<PathBuf>,
     /// mTLS: clients present a certificate signed by a CA of this PEM bundle; the caller's
-    /// identity is its URI SAN (SPIFFE ID), else its DNS SAN, else its CN. [default: off]
+    /// identity is its URI SAN (SPIFFE ID), else its DNS SAN as dns:NAME, else its CN as cn:NAME. [default: off]
     #[arg(long, env = "AUTOSCALED_TLS_CLIENT_CA", value_name = "FILE")]
     pub(crate) tls_client_ca: Option<PathBuf>,
     /// With --tls-client-ca: `require` a client certificate in the handshake, or accept
