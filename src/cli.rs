@@ -44,7 +44,7 @@ pub(crate) enum Command {
 #[derive(Debug, clap::Args)]
 pub(crate) struct RecommendArgs {
     /// Server address (`host:port` or `http://host:port`).
-    #[arg(long, value_name = "ADDR", default_value = crate::config::DEFAULT_LISTEN)]
+    #[arg(long, value_name = "ADDR", env = "AUTOSCALED_ADDR", default_value = crate::config::DEFAULT_LISTEN)]
     pub(crate) addr: String,
     /// The request in the proto3 JSON mapping (see examples/recommend.json); quantities may
     /// be written the Kubernetes way (`"requests": {"cpu": "500m"}`).
@@ -64,7 +64,7 @@ pub(crate) struct RecommendArgs {
 #[derive(Debug, clap::Args)]
 pub(crate) struct HistoryArgs {
     /// Server address (`host:port` or `http://host:port`).
-    #[arg(long, value_name = "ADDR", default_value = crate::config::DEFAULT_LISTEN)]
+    #[arg(long, value_name = "ADDR", env = "AUTOSCALED_ADDR", default_value = crate::config::DEFAULT_LISTEN)]
     pub(crate) addr: String,
     pub(crate) target_key: String,
     #[arg(long, value_enum, default_value_t)]

@@ -101,6 +101,28 @@ fn recommend_and_history_print_the_decision() {
             .any(|l| words(l) == ["Desired", "replicas:", "5"]),
         "{text:?}"
     );
+    // AUTOSCALED_ADDR stands for --addr in every client subcommand (history, and simulate and
+    // report, which default to it as recommend does).
+    let with_env = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_autoscaled"))
+            .args(args)
+            .env("AUTOSCALED_ADDR", &addr)
+            .output()
+            .expect("the binary runs")
+    };
+    let text = with_env(&["history", "examples/web"]);
+    assert!(stdout(&text).contains("Desired replicas"), "{text:?}");
+    let text = with_env(&["simulate", "--target", "examples/web"]);
+    assert!(text.status.success(), "{text:?}");
+    let page = dir.path().join("report.html");
+    let text = with_env(&[
+        "report",
+        "--target",
+        "examples/web",
+        "--out",
+        page.to_str().unwrap(),
+    ]);
+    assert!(text.status.success() && page.exists(), "{text:?}");
 
     // Errors: exit 1 and a message naming the problem.
     let missing = autoscaled(&["history", "--addr", &addr, "no/such/target"]);

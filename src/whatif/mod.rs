@@ -30,12 +30,12 @@ pub(crate) struct SimulateArgs {
     /// Replay this trace offline, without a server (one RecommendRequest per line, proto3 JSON).
     #[arg(long, value_name = "FILE.jsonl", conflicts_with_all = ["addr", "target"])]
     pub(crate) trace: Option<PathBuf>,
-    /// Server to ask (`host:port` or `http://host:port`); with --target, replays its stored
-    /// decision log.
+    /// Server to ask (`host:port` or `http://host:port`) with --target, which replays its
+    /// stored decision log. [default: $AUTOSCALED_ADDR, else 127.0.0.1:50051]
     #[arg(long, value_name = "ADDR", requires = "target")]
     pub(crate) addr: Option<String>,
-    /// The target whose stored decisions to replay (needs --addr and --spec).
-    #[arg(long, value_name = "KEY", requires = "addr")]
+    /// The target whose stored decisions to replay, through the server at --addr.
+    #[arg(long, value_name = "KEY", conflicts_with = "trace")]
     pub(crate) target: Option<String>,
     /// A HorizontalSpec in proto3 JSON replacing the recorded spec.
     #[arg(long, value_name = "SPEC.json")]
@@ -109,7 +109,14 @@ pub(crate) async fn simulate_command(args: SimulateArgs) -> Result<String, Clien
         to: timestamp("to", args.to.as_deref())?,
         ..Default::default()
     };
-    let (response, title) = match (&args.trace, &args.addr, &args.target) {
+    // `recommend`'s default: the environment, else the local server.
+    let addr = args.addr.clone().or_else(|| {
+        args.target.as_ref().map(|_| {
+            std::env::var("AUTOSCALED_ADDR")
+                .unwrap_or_else(|_| crate::config::DEFAULT_LISTEN.to_owned())
+        })
+    });
+    let (response, title) = match (&args.trace, &addr, &args.target) {
         (Some(path), _, _) => {
             request.trace = trace::read_trace(path)?;
             let response =

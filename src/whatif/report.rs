@@ -12,7 +12,7 @@ use crate::{client::ClientError, pb::v1 as api};
 #[derive(Debug, clap::Args)]
 pub(crate) struct ReportArgs {
     /// Server address (`host:port` or `http://host:port`).
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", env = "AUTOSCALED_ADDR", default_value = crate::config::DEFAULT_LISTEN)]
     pub(crate) addr: String,
     /// The target to report on.
     #[arg(long, value_name = "KEY")]
