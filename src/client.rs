@@ -49,6 +49,9 @@ pub enum ClientError {
         /// The decoder's complaint.
         detail: String,
     },
+    /// A command-line argument that cannot be used (e.g. `--plot` with an unknown extension).
+    #[error("{0}")]
+    Usage(String),
     /// The `--hpa` manifest cannot be used as the spec.
     #[error("{path}: {detail}")]
     Manifest {

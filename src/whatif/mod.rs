@@ -57,11 +57,7 @@ const SIMULATE_RESPONSE: &str = "autoscaled.v1.SimulateResponse";
 const HORIZONTAL_SPEC: &str = "autoscaled.v1.HorizontalSpec";
 
 fn usage(detail: impl Into<String>) -> ClientError {
-    ClientError::Json {
-        path: "command line".to_owned(),
-        message: "argument",
-        detail: detail.into(),
-    }
+    ClientError::Usage(detail.into())
 }
 
 fn read(path: &Path) -> Result<String, ClientError> {
