@@ -77,7 +77,7 @@ pub enum ClientError {
         source: tonic::transport::Error,
     },
     /// The server answered with a non-OK status.
-    #[error("{rpc} failed: {code:?}: {message}")]
+    #[error("{rpc} failed: {code:?}: {message}{}", plaintext_hint(*code, message))]
     Rpc {
         /// The method, e.g. `Recommend`.
         rpc: &'static str,
@@ -197,6 +197,18 @@ pub async fn connect(addr: &str) -> Result<HorizontalAutoscalerClient<Channel>, 
             source,
         })?;
     Ok(HorizontalAutoscalerClient::new(channel))
+}
+
+/// A plaintext client talking to a TLS port sees only an HTTP/2 protocol error or a broken
+/// transport (the TLS record it reads back is no HTTP/2 frame): say what is likely wrong.
+fn plaintext_hint(code: tonic::Code, message: &str) -> &'static str {
+    let broken = (code == tonic::Code::Internal && message.contains("h2 protocol error"))
+        || (code == tonic::Code::Unknown && message == "transport error");
+    if broken {
+        " (is the server using TLS? pass --ca FILE, or set AUTOSCALED_CA)"
+    } else {
+        ""
+    }
 }
 
 fn rpc_error(rpc: &'static str) -> impl FnOnce(tonic::Status) -> ClientError {

@@ -635,9 +635,11 @@ fn the_cli_speaks_tls_mtls_and_tokens() {
     ];
     let out = run(&[&ca_pem, &cert, &key], &recommend);
     assert!(out.status.success(), "{out:?}");
-    // Plaintext against the TLS port fails.
+    // Plaintext against the TLS port fails, and the message says why.
     let out = run(&[], &recommend);
     assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("is the server using TLS?"), "{stderr}");
     // TLS without a certificate nor a token: UNAUTHENTICATED.
     let out = run(&[&ca_pem], &recommend);
     let stderr = String::from_utf8_lossy(&out.stderr);
