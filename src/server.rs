@@ -16,7 +16,7 @@ use std::{
 
 use thiserror::Error;
 use tokio::{net::TcpListener, sync::watch};
-use tonic::codegen::http::{HeaderValue, Request as HttpRequest, Response as HttpResponse};
+use tonic::codegen::http::{Request as HttpRequest, Response as HttpResponse};
 use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 
@@ -69,18 +69,30 @@ pub(crate) const SERVICE_NAMES: &[&str] = &[
 /// tonic rejects a request above `max_decoding_message_size` with OUT_OF_RANGE ("decoded
 /// message length too large"); gRPC's convention (grpc-go, grpc-java) for a message over the
 /// receive limit is RESOURCE_EXHAUSTED, which clients treat as "do not retry as is". The
-/// message, naming both sizes, is kept.
-fn message_too_large_is_resource_exhausted<B>(mut response: HttpResponse<B>) -> HttpResponse<B> {
-    let headers = response.headers_mut();
+/// answer keeps tonic's message (both sizes), names the setting, and carries a BadRequest
+/// violation on `request`, as every other limit does.
+fn message_too_large_is_resource_exhausted(
+    response: HttpResponse<tonic::body::Body>,
+) -> HttpResponse<tonic::body::Body> {
+    let headers = response.headers();
     let too_large = headers.get("grpc-status").is_some_and(|s| s == "11")
         && headers
             .get("grpc-message")
             .and_then(|m| m.to_str().ok())
             .is_some_and(|m| m.contains("length%20too%20large") || m.contains("length too large"));
-    if too_large {
-        headers.insert("grpc-status", HeaderValue::from_static("8"));
+    if !too_large {
+        return response;
     }
-    response
+    let said = tonic::Status::from_header_map(headers)
+        .map(|s| s.message().to_owned())
+        .unwrap_or_default();
+    let error = crate::api::status::ApiError::ResourceExhausted {
+        field: "request".to_owned(),
+        message: format!(
+            "{said} (the server's max_message_bytes, --max-message-bytes / AUTOSCALED_MAX_MESSAGE_BYTES)"
+        ),
+    };
+    tonic::Status::from(error).into_http()
 }
 
 /// HTTP/2 streams one connection to the health-only listener may have open.

@@ -713,9 +713,16 @@ async fn an_oversized_request_is_resource_exhausted() {
     let status = client.recommend(req).await.unwrap_err();
     assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
     assert!(
-        status.message().contains("limit is: 4096 bytes"),
+        status.message().contains("limit is: 4096 bytes")
+            && status.message().contains("--max-message-bytes"),
         "{status:?}"
     );
+    // A BadRequest violation, as every other limit has.
+    let violations = status
+        .get_details_bad_request()
+        .expect("a BadRequest detail")
+        .field_violations;
+    assert_eq!(violations[0].field, "request", "{violations:?}");
     // A request under the limit still works on the same server.
     let ok = client.recommend(scale_up_request("ns/big")).await.unwrap();
     assert!(ok.into_inner().recorded);
