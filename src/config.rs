@@ -239,7 +239,7 @@ pub(crate) struct ServeArgs {
     /// the totals are always kept. [default: 50]
     #[arg(long, env = "AUTOSCALED_MAX_POD_NAMES", value_name = "N")]
     pub(crate) max_pod_names: Option<usize>,
-    /// sled's page cache in MiB; keep it well under the memory limit (the chart's 512 Mi
+    /// sled's page cache in MiB; keep it well under the memory limit (the chart's 384 Mi
     /// limit fits the default). [default: 64]
     #[arg(long, env = "AUTOSCALED_CACHE_MB", value_name = "MIB")]
     pub(crate) cache_mb: Option<u64>,
