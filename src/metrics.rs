@@ -35,6 +35,8 @@ pub(crate) const STORE_CONFLICTS_TOTAL: &str = "autoscaled_store_conflicts_total
 
 /// Calls refused with PERMISSION_DENIED by the authorization file, by `verb` (or `unmapped`).
 pub(crate) const AUTHZ_DENIED_TOTAL: &str = "autoscaled_authz_denied_total";
+/// 1, labelled with the version and the Kubernetes version whose defaults the server follows.
+pub(crate) const BUILD_INFO: &str = "autoscaled_build_info";
 /// Decisions replayed by Simulate (its cost: each is one engine evaluation).
 pub(crate) const SIMULATE_STEPS_TOTAL: &str = "autoscaled_simulate_steps_total";
 /// Calls refused with UNAUTHENTICATED, by `reason` (`missing`, `bad_token`, `malformed`).
@@ -75,6 +77,14 @@ pub(crate) fn install(listen: SocketAddr) -> Result<(), BuildError> {
         .install()?;
     INSTALLED.store(true, Ordering::Relaxed);
     describe();
+    // Present from the start, so that /metrics is never empty and dashboards can tell
+    // versions apart.
+    metrics::gauge!(
+        BUILD_INFO,
+        "version" => env!("CARGO_PKG_VERSION"),
+        "kubernetes_defaults" => "1.37"
+    )
+    .set(1.0);
     Ok(())
 }
 

@@ -219,6 +219,16 @@ where
 
     fn call(&mut self, request: HttpRequest<B>) -> Self::Future {
         let path = request.uri().path().to_owned();
+        let peer = request
+            .extensions()
+            .get::<tonic::transport::server::TcpConnectInfo>()
+            .and_then(tonic::transport::server::TcpConnectInfo::remote_addr)
+            .or_else(|| {
+                request
+                    .extensions()
+                    .get::<crate::auth::Peer>()
+                    .and_then(|p| p.remote)
+            });
         let started = Instant::now();
         let response = self.inner.call(request);
         Box::pin(async move {
@@ -235,10 +245,59 @@ where
                     "unknown"
                 };
                 crate::metrics::grpc_request(method, code, started.elapsed());
+                if code != "0" {
+                    log_refusal(method, code, peer, response.headers());
+                }
             }
             result
         })
     }
+}
+
+/// Refused calls logged per second at most; the others are counted and the count is said
+/// on the next line (a flood of bad requests must not flood the log).
+const REFUSALS_LOGGED_PER_SECOND: u64 = 10;
+
+/// One line for a call answered with an error: the peer, the method (from the served set),
+/// the code and the start of the message (which names the first field violation), so an
+/// operator can find which caller sends bad requests. Rate-limited.
+fn log_refusal(
+    method: &str,
+    code: &str,
+    peer: Option<std::net::SocketAddr>,
+    headers: &tonic::codegen::http::HeaderMap,
+) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static WINDOW: AtomicU64 = AtomicU64::new(0);
+    static IN_WINDOW: AtomicU64 = AtomicU64::new(0);
+    static SUPPRESSED: AtomicU64 = AtomicU64::new(0);
+    let second = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    if WINDOW.swap(second, Ordering::Relaxed) != second {
+        IN_WINDOW.store(0, Ordering::Relaxed);
+    }
+    if IN_WINDOW.fetch_add(1, Ordering::Relaxed) >= REFUSALS_LOGGED_PER_SECOND {
+        SUPPRESSED.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    let message = tonic::Status::from_header_map(headers)
+        .map(|s| s.message().chars().take(200).collect::<String>())
+        .unwrap_or_default();
+    let code_name = code
+        .parse::<i32>()
+        .map(|c| format!("{:?}", tonic::Code::from_i32(c)))
+        .unwrap_or_else(|_| code.to_owned());
+    let suppressed = SUPPRESSED.swap(0, Ordering::Relaxed);
+    tracing::info!(
+        target: "autoscaled::refused",
+        peer = ?peer,
+        method,
+        code = %code_name,
+        detail = ?message,
+        suppressed_before = suppressed,
+        "call refused"
+    );
 }
 
 /// Server reflection over our services, health, and the `google.rpc` error model our error
@@ -482,6 +541,7 @@ pub async fn serve_secured<S: HistoryStore + VerticalStore>(
     // The plaintext health-only listener answers until the main server has drained, so
     // probes see NOT_SERVING during the drain rather than a refused connection.
     let (health_stop_tx, health_stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let health_local = health_listener.as_ref().and_then(|l| l.local_addr().ok());
     let health_task = health_listener.map(|health_listener| {
         let incoming = limited_connections(health_listener, HEALTH_CONNECTIONS);
         // No credentials are asked here: bound the connections, and what one connection can
@@ -508,6 +568,13 @@ pub async fn serve_secured<S: HistoryStore + VerticalStore>(
         tracing::warn!(%local, "listening beyond loopback without TLS: requests, responses and any bearer tokens travel in plaintext (set --tls-cert and --tls-key)");
     }
     tracing::info!(%local, security = mode, store = ?config.store, durability = %config.durability, trust_request_time = config.trust_request_time, data_dir = %config.data_dir.display(), "serving");
+    // One line per listener, so an operator sees each one that is up.
+    if let Some(health) = health_local {
+        tracing::info!(local = %health, "health listener up (grpc.health.v1.Health, plaintext, no credentials)");
+    }
+    if let Some(metrics) = config.metrics_listen {
+        tracing::info!(local = %metrics, "metrics listener up (GET /metrics)");
+    }
 
     let mut triggered = false;
     let mut drain_deadline = stop_rx.clone();

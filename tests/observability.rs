@@ -370,26 +370,6 @@ async fn refusals_are_audited_escaped_and_unknown_methods_do_not_grow_metrics() 
     let bearer = format!("Bearer {token}");
     let auth = [("authorization", bearer.as_str())];
 
-    for i in 0..200 {
-        let path = format!("/autoscaled.v1.HorizontalAutoscaler/Probe{i}x");
-        assert_eq!(raw_status(&channel, &path, &[], &[]).await, 16, "{path}");
-    }
-    let basic = raw_status(
-        &channel,
-        "/autoscaled.v1.HorizontalAutoscaler/GetHistory",
-        &[("authorization", "Basic eA==")],
-        &[],
-    )
-    .await;
-    assert_eq!(basic, 16);
-    let unmapped = raw_status(
-        &channel,
-        "/autoscaled.v1.HorizontalAutoscaler/Nope",
-        &auth,
-        &[],
-    )
-    .await;
-    assert_eq!(unmapped, 7);
     for (path, key) in [
         (
             "/autoscaled.v1.HorizontalAutoscaler/GetHistory",
@@ -412,6 +392,26 @@ async fn refusals_are_audited_escaped_and_unknown_methods_do_not_grow_metrics() 
         );
     }
 
+    for i in 0..200 {
+        let path = format!("/autoscaled.v1.HorizontalAutoscaler/Probe{i}x");
+        assert_eq!(raw_status(&channel, &path, &[], &[]).await, 16, "{path}");
+    }
+    let basic = raw_status(
+        &channel,
+        "/autoscaled.v1.HorizontalAutoscaler/GetHistory",
+        &[("authorization", "Basic eA==")],
+        &[],
+    )
+    .await;
+    assert_eq!(basic, 16);
+    let unmapped = raw_status(
+        &channel,
+        "/autoscaled.v1.HorizontalAutoscaler/Nope",
+        &auth,
+        &[],
+    )
+    .await;
+    assert_eq!(unmapped, 7);
     let body = scrape(metrics_addr);
     assert!(!body.contains("Probe"), "made-up methods became labels");
     assert!(
@@ -447,6 +447,21 @@ async fn refusals_are_audited_escaped_and_unknown_methods_do_not_grow_metrics() 
             .all(|l| !l.starts_with("FORGED") && !l.contains('\0')),
         "{text}"
     );
+    // Refused calls leave a line (rate-limited: 10 a second, the rest counted), naming the
+    // method from the served set, the code and the start of the message.
+    let refused: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("autoscaled::refused"))
+        .collect();
+    assert!(
+        refused
+            .iter()
+            .any(|l| l.contains("InvalidArgument") && l.contains("target_key")),
+        "{text}"
+    );
+    assert!(refused.len() < 200, "{} refusal lines", refused.len());
+    assert!(text.contains("metrics listener up"), "{text}");
+    assert!(body.contains("autoscaled_build_info{"), "{body}");
 }
 
 /// Every RPC of the descriptor set, generated: team-a's token on a key of team-b's is
