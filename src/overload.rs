@@ -188,6 +188,12 @@ impl Shared {
         }
         let position =
             self.queued.load(Ordering::Relaxed) + self.reading.load(Ordering::Relaxed) + 1;
+        self.queue_place(position, deadline)
+    }
+
+    /// Whether the `position`-th waiting call may wait: within the count bound, the longest
+    /// queue wait and its deadline (the "deadline-aware admission" of the module docs).
+    fn queue_place(&self, position: usize, deadline: Option<Instant>) -> Result<(), ApiError> {
         if position > self.max_queued {
             return Err(self.overloaded("queue full", position));
         }
@@ -211,19 +217,7 @@ impl Shared {
         }
         let position = self.queued.fetch_add(1, Ordering::Relaxed) + 1;
         let _queued = Dequeue(&self.queued);
-        if position > self.max_queued {
-            return Err(self.overloaded("queue full", position));
-        }
-        if self.expected_wait(position) > self.max_queue_wait {
-            return Err(
-                self.overloaded("the expected wait exceeds the longest queue wait", position)
-            );
-        }
-        if let Some(deadline) = deadline
-            && Instant::now() + self.expected_wait(position) + self.mean_service() > deadline
-        {
-            return Err(self.overloaded("the expected wait exceeds the call's deadline", position));
-        }
+        self.queue_place(position, deadline)?;
         let permit = Arc::clone(&self.slots)
             .acquire_owned()
             .await

@@ -333,6 +333,35 @@ async fn raw_call(
     (code, data)
 }
 
+/// The real binary with `--authz authz` and `--metrics-listen`, logging at `info` to a file:
+/// the server, a channel to it, the metrics address and the log file.
+async fn start_with_authz(
+    dir: &std::path::Path,
+    authz: &std::path::Path,
+) -> (
+    common::Server,
+    tonic::transport::Channel,
+    SocketAddr,
+    std::path::PathBuf,
+) {
+    let log = dir.join("server.log");
+    let metrics_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut command = common::command(&dir.join("data"));
+    command
+        .args(["--metrics-listen", &metrics_addr.to_string(), "--authz"])
+        .arg(authz)
+        .env("AUTOSCALED_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stderr(std::fs::File::create(&log).unwrap());
+    let server = common::spawn(command);
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    (server, channel, metrics_addr, log)
+}
+
 /// With an authorization file (the security review's probes): calls to made-up methods are
 /// counted under `method="unknown"`, so 200 of them do not grow `/metrics`; every refusal of
 /// the authentication layer is audited (a `Basic` value, a method without a verb called with
@@ -352,21 +381,7 @@ async fn refusals_are_audited_escaped_and_unknown_methods_do_not_grow_metrics() 
         ),
     )
     .unwrap();
-    let log = dir.path().join("server.log");
-    let metrics_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let mut command = common::command(&dir.path().join("data"));
-    command
-        .args(["--metrics-listen", &metrics_addr.to_string(), "--authz"])
-        .arg(&authz)
-        .env("AUTOSCALED_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stderr(std::fs::File::create(&log).unwrap());
-    let mut server = common::spawn(command);
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.addr))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let (mut server, channel, metrics_addr, log) = start_with_authz(dir.path(), &authz).await;
     let bearer = format!("Bearer {token}");
     let auth = [("authorization", bearer.as_str())];
 
@@ -488,21 +503,7 @@ async fn every_rpc_of_the_descriptor_set_denies_another_tenants_key() {
         ),
     )
     .unwrap();
-    let log = dir.path().join("server.log");
-    let metrics_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let mut command = common::command(&dir.path().join("data"));
-    command
-        .args(["--metrics-listen", &metrics_addr.to_string(), "--authz"])
-        .arg(&authz)
-        .env("AUTOSCALED_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stderr(std::fs::File::create(&log).unwrap());
-    let mut server = common::spawn(command);
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.addr))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let (mut server, channel, metrics_addr, log) = start_with_authz(dir.path(), &authz).await;
     let as_a = [("authorization", "Bearer token-a")];
     let as_b = [("authorization", "Bearer token-b")];
     const H: &str = "/autoscaled.v1.HorizontalAutoscaler/";
