@@ -369,24 +369,13 @@ pub(crate) fn decision_from_response(
 
 /// The migration extensions' report of a response (the inverse of `migration::report`).
 fn extension_report(r: &pb::ExtensionReport) -> Result<ExtensionReport, String> {
-    use crate::engine::hpa::extensions::removal::RemovalReason as R;
     let removal_candidates = r
         .removal_candidates
         .iter()
         .map(|c| {
-            let reason = [
-                R::NotReady,
-                R::Pending,
-                R::MissingMetrics,
-                R::LowestUsage,
-                R::Youngest,
-            ]
-            .into_iter()
-            .find(|x| x.as_str() == c.reason)
-            .ok_or_else(|| format!("removal reason {:?}", c.reason))?;
             Ok(RemovalCandidate {
                 pod: c.pod.clone(),
-                reason,
+                reason: named("removal reason", &c.reason)?,
                 usage_ratio: c.usage_ratio,
             })
         })

@@ -131,15 +131,12 @@ pub fn min_replicas_violation(
     if min_replicas != Some(0) {
         return None;
     }
-    let has_object_or_external = metrics
-        .iter()
-        .any(|m| matches!(m, MetricSpec::Object { .. } | MetricSpec::External { .. }));
     if !scale_to_zero {
         Some(err(
             "min_replicas",
             "must be greater than or equal to 1 (0 needs the HPAScaleToZero feature gate)",
         ))
-    } else if !has_object_or_external {
+    } else if !has_object_or_external(metrics) {
         Some(err(
             "min_replicas",
             "may be 0 only when at least one Object or External metric is configured",
@@ -147,6 +144,14 @@ pub fn min_replicas_violation(
     } else {
         None
     }
+}
+
+/// Whether any metric is Object or External: the metrics that can wake a target at zero
+/// (`hasObjectOrExternalMetrics`).
+pub(crate) fn has_object_or_external(metrics: &[MetricSpec]) -> bool {
+    metrics
+        .iter()
+        .any(|m| matches!(m, MetricSpec::Object { .. } | MetricSpec::External { .. }))
 }
 
 /// One metric, at `metrics[index]`: name, container, the target's values (each set one must

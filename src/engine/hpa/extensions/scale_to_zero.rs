@@ -17,7 +17,7 @@ use crate::engine::{
     condition::{Condition, ConditionReason, ConditionType},
     error::InvalidInput,
     history::History,
-    hpa::{DecisionPath, Evaluation, Reconciliation, messages},
+    hpa::{DecisionPath, Evaluation, Reconciliation, messages, validate as rules},
     settings::Settings,
     spec::{HorizontalSpec, MetricSpec},
     time::Time,
@@ -27,24 +27,13 @@ use crate::engine::{
 /// with at least one Object or External metric. Checked under the controller's rules too,
 /// as it was before the gate was on by default.
 pub(crate) fn validate(spec: &HorizontalSpec) -> Result<(), InvalidInput> {
-    match crate::engine::hpa::validate::min_replicas_violation(
-        spec.min_replicas,
-        &spec.metrics,
-        true,
-    ) {
+    match rules::min_replicas_violation(spec.min_replicas, &spec.metrics, true) {
         None => Ok(()),
         Some(v) => Err(InvalidInput::new(
             format!("spec.{}", v.field),
             v.description,
         )),
     }
-}
-
-/// Whether any metric is Object or External.
-pub(crate) fn has_object_or_external(metrics: &[MetricSpec]) -> bool {
-    metrics
-        .iter()
-        .any(|m| matches!(m, MetricSpec::Object { .. } | MetricSpec::External { .. }))
 }
 
 /// A target at 0 that we did not scale to zero: left alone, as upstream's disabled rule.
@@ -90,7 +79,7 @@ pub(crate) fn track(
     let (current, desired) = (d.current_replicas, d.desired_replicas);
     // Without the gate the HPA sets no ScaledToZero condition; KEDA's steps still do.
     let hpa_sets = d.path != DecisionPath::Activation && settings.scale_to_zero;
-    let eligible = min == 0 && (has_object_or_external(metrics) || ext.activation.is_some());
+    let eligible = min == 0 && (rules::has_object_or_external(metrics) || ext.activation.is_some());
     // The condition this evaluation sets: True, False, or nothing.
     let set = if current > 0 && desired == 0 && eligible {
         state.scaled_to_zero = true;
