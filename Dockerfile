@@ -1,14 +1,17 @@
 # syntax=docker/dockerfile:1
 # Build: docker build -t autoscaled:dev .   (context trimmed by .dockerignore)
 # The build stage needs nothing but cargo: protos compile with protox (no protoc). The release
-# profile carries no debug info and the binary is stripped (about 15 MB).
+# profile carries no debug info and the binary is stripped. Only the server package is built
+# (`-p autoscaled`): `autoscalectl` and its plotting, conformance and recording code stay out
+# of the image (scripts/check-server-binary.sh checks the binary for them).
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock build.rs ./
 COPY proto ./proto
 COPY src ./src
 COPY benches ./benches
-RUN cargo build --release --locked --bin autoscaled \
+COPY crates ./crates
+RUN cargo build --release --locked -p autoscaled --bin autoscaled \
     && strip target/release/autoscaled
 
 FROM debian:bookworm-slim

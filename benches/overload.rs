@@ -32,8 +32,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use autoscaled::fixtures;
 use autoscaled::pb::v1 as pb;
+use autoscaled_fixtures as fixtures;
 use http_body_util::{BodyExt, Full};
 use prost::{Message, bytes::Bytes};
 use tonic::{Code, codegen::http, transport::Channel};

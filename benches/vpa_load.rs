@@ -13,7 +13,8 @@ use std::{
 };
 
 use autoscaled::{
-    engine::vpa::{Observation, Resource, Timestamp, UsageSample, VpaSettings},
+    engine::time::Time,
+    engine::vpa::{Observation, Resource, UsageSample, VpaSettings},
     pb::v1::{self as pb, vertical_autoscaler_client::VerticalAutoscalerClient},
     store::{Db, SledStore, VerticalState, VerticalStore, sled::SledOptions},
 };
@@ -152,7 +153,7 @@ fn stored_size() {
     let mut state = VerticalState::new();
     let obs: Vec<Observation> = (0..week)
         .flat_map(|i: i64| {
-            let at = Timestamp::from_unix_seconds(T0 + i * 60);
+            let at = Time::from_unix_seconds(T0 + i * 60);
             [
                 Observation::Usage(UsageSample {
                     pod: "pod-0".into(),
@@ -171,10 +172,9 @@ fn stored_size() {
             ]
         })
         .collect();
-    let report =
-        state
-            .target
-            .record_samples(&obs, None, &settings, Timestamp::from_unix_seconds(T0));
+    let report = state
+        .target
+        .record_samples(&obs, None, &settings, Time::from_unix_seconds(T0));
     store.put_vertical("bench/one", &state).expect("stored");
     store.flush().expect("flushed");
     let bytes = store

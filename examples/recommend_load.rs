@@ -7,11 +7,11 @@
 
 use std::time::{Duration, Instant};
 
-use autoscaled::fixtures;
 use autoscaled::{
     config::{Config, Durability},
     pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient},
 };
+use autoscaled_fixtures as fixtures;
 
 fn request(key: String) -> pb::RecommendRequest {
     fixtures::recommend(key)

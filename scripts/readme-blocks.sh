@@ -152,8 +152,8 @@ prelude_etcd() {
 epilogue_etcd() {
   # Both replicas serve, and a decision taken by one is in the other's history.
   serving 127.0.0.1:50051 && serving 127.0.0.1:50052 || return 1
-  autoscaled recommend --addr 127.0.0.1:50051 --file examples/recommend.json >/dev/null &&
-    autoscaled history --addr 127.0.0.1:50052 examples/web >/dev/null ||
+  autoscalectl recommend --addr 127.0.0.1:50051 --file examples/recommend.json >/dev/null &&
+    autoscalectl history --addr 127.0.0.1:50052 examples/web >/dev/null ||
     { echo "a decision made on 50051 is not in 50052's history"; return 1; }
 }
 
@@ -168,7 +168,7 @@ epilogue_whatif() {
   grep -q '<svg' whatif.svg && grep -q '<svg' report.html ||
     { echo "whatif.svg or report.html lacks its picture"; return 1; }
   # The recording proxy writes what goes through it.
-  autoscaled recommend --addr 127.0.0.1:50052 --file examples/recommend.json >/dev/null &&
+  autoscalectl recommend --addr 127.0.0.1:50052 --file examples/recommend.json >/dev/null &&
     grep -q '"targetKey"' web.jsonl || { echo "the proxy recorded nothing in web.jsonl"; return 1; }
 }
 
@@ -243,7 +243,7 @@ while IFS=$'\t' read -r line mark s _; do
     run) [[ " ${SESSIONS[*]} " == *" $s "* ]] || { echo "FAIL README.md:$line: unknown session '$s'"; failed=$((failed + 1)); } ;;
   esac
 done < <(blocks)
-command -v autoscaled >/dev/null || { echo "autoscaled not on PATH"; exit 2; }
+for b in autoscaled autoscalectl; do command -v $b >/dev/null || { echo "$b not on PATH"; exit 2; }; done
 # A user namespace (-r) where the kernel allows one; as root, plain network and PID namespaces.
 ns=(unshare -rnpf --mount-proc)
 "${ns[@]}" true 2>/dev/null || ns=(unshare -npf --mount-proc)

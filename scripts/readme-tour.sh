@@ -25,7 +25,7 @@ step() {
 step "Ask for a decision: three pods at 80% of a 50% CPU target" 0 \
 "\`examples/recommend.json\` is a \`RecommendRequest\` in proto3 JSON (the file grpcurl or Go's
 \`protojson\` read). The answer reads like \`kubectl describe hpa\`: ceil(3 × 80 / 50) = 5." <<'EOF'
-autoscaled recommend --addr "$ADDR" --file examples/recommend.json
+autoscalectl recommend --addr "$ADDR" --file examples/recommend.json
 EOF
 
 step "Bring your HorizontalPodAutoscaler: the spec from a manifest, quantities as in Kubernetes" 0 \
@@ -34,30 +34,30 @@ step "Bring your HorizontalPodAutoscaler: the spec from a manifest, quantities a
 Kubernetes way (\`\"requests\": {\"cpu\": \"200m\"}\`, \`\"value\": \"450m\"\`). The target key defaults
 to the manifest's \`namespace/name\`. 225% of a 50% target asks for 9 replicas; the legacy
 scale-up limit (twice the current, at least 4) holds it at 4." <<'EOF'
-autoscaled recommend --addr "$ADDR" --hpa examples/hpa.yaml --file examples/observations.json
+autoscalectl recommend --addr "$ADDR" --hpa examples/hpa.yaml --file examples/observations.json
 EOF
 
 step "A typo in a quantity names the field" 1 \
 "Nothing is sent: the client reports the field and exits 1." <<'EOF'
-autoscaled recommend --addr "$ADDR" --file examples/bad-quantity.json
+autoscalectl recommend --addr "$ADDR" --file examples/bad-quantity.json
 EOF
 
 step "The stored history as JSON, piped" 0 \
 "\`--output json\` prints proto3 JSON and, like grpcurl, leaves out fields at their default. A
 reader that stops early (\`head\`) ends the command quietly." <<'EOF'
-autoscaled history --addr "$ADDR" examples/web --output json | head -n 8
+autoscalectl history --addr "$ADDR" examples/web --output json | head -n 8
 EOF
 
 step "Exactly Kubernetes: the conformance cases through the engine" 0 \
 "The cases of \`../shared/conformance\` were translated from the upstream controller tests." <<'EOF'
-autoscaled conformance ../shared/conformance/hpa | tail -n 1
-autoscaled conformance ../shared/conformance/vpa | tail -n 1
+autoscalectl conformance ../shared/conformance/hpa | tail -n 1
+autoscalectl conformance ../shared/conformance/vpa | tail -n 1
 EOF
 
 step "The same cases through a server: it must trust request times" 1 \
 "\`conformance --grpc\` sends each step's time, which a server on its own clock (the default)
 refuses; the command checks that first and says how to start the server." <<'EOF'
-autoscaled conformance --grpc "$ADDR" ../shared/conformance/hpa
+autoscalectl conformance --grpc "$ADDR" ../shared/conformance/hpa
 EOF
 
 markdown() {
@@ -100,7 +100,7 @@ case "${1:-}" in
 esac
 ADDR="${1:?usage: scripts/readme-tour.sh [--record] ADDR | --markdown}"
 export ADDR
-command -v autoscaled >/dev/null || { echo "autoscaled not on PATH (cargo install --path . --locked)" >&2; exit 2; }
+for b in autoscaled autoscalectl; do command -v $b >/dev/null || { echo "$b not on PATH (cargo install --path . --locked; cargo install --path crates/ctl --locked)" >&2; exit 2; }; done
 cd "$root" || exit 2
 
 failed=0

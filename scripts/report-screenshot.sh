@@ -4,9 +4,9 @@
 #   scripts/report-screenshot.sh [OUT_DIR]     (default: target/report-screenshot)
 #
 # Starts `autoscaled serve --trust-request-time` on 127.0.0.1 (port 0), sends the behavior
-# demo trace (examples/whatif/behavior-demo.jsonl) through `autoscaled record`, writes
-# `autoscaled report` (with a what-if under examples/whatif/default-behavior-spec.json) and
-# `autoscaled simulate --plot`, then runs Chromium headless on the report and checks that the
+# demo trace (examples/whatif/behavior-demo.jsonl) through `autoscalectl record`, writes
+# `autoscalectl report` (with a what-if under examples/whatif/default-behavior-spec.json) and
+# `autoscalectl simulate --plot`, then runs Chromium headless on the report and checks that the
 # PNG exists and is not tiny. Installs Debian's `chromium` with apt-get when missing; if it
 # cannot be installed, says so and exits 0 (skipped), everything else failing exits non-zero.
 set -euo pipefail
@@ -25,8 +25,9 @@ if ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 
-cargo build --quiet --bin autoscaled
+cargo build --quiet --bin autoscaled --bin autoscalectl
 BIN=target/debug/autoscaled
+CTL=target/debug/autoscalectl
 WORK=$(mktemp -d)
 # `start` runs inside $(...), a subshell: the pids go to a file, not to a variable, or the
 # cleanup would find none and leave the servers running.
@@ -51,20 +52,20 @@ start() { # name, then the command
 
 line=$(start server "$BIN" serve --listen 127.0.0.1:0 --trust-request-time --data-dir "$WORK/data")
 SERVER=${line#autoscaled listening on }
-line=$(start proxy "$BIN" record --listen 127.0.0.1:0 --upstream "$SERVER" --trace "$OUT/recorded.jsonl")
-PROXY=${line#autoscaled record listening on }
+line=$(start proxy "$CTL" record --listen 127.0.0.1:0 --upstream "$SERVER" --trace "$OUT/recorded.jsonl")
+PROXY=${line#autoscalectl record listening on }
 PROXY=${PROXY%%,*}
 
 rm -f "$OUT/recorded.jsonl"
 # Send the demo trace through the proxy, one request at a time.
 grep -v '^#' examples/whatif/behavior-demo.jsonl | while IFS= read -r req; do
   printf '%s\n' "$req" >"$WORK/req.json"
-  "$BIN" recommend --addr "$PROXY" --file "$WORK/req.json" --output json >/dev/null
+  "$CTL" recommend --addr "$PROXY" --file "$WORK/req.json" --output json >/dev/null
 done
 
-"$BIN" report --addr "$SERVER" --target demo/behavior \
+"$CTL" report --addr "$SERVER" --target demo/behavior \
   --spec examples/whatif/default-behavior-spec.json --out "$OUT/report.html"
-"$BIN" simulate --addr "$SERVER" --target demo/behavior \
+"$CTL" simulate --addr "$SERVER" --target demo/behavior \
   --spec examples/whatif/default-behavior-spec.json --plot "$OUT/whatif.svg" >"$OUT/simulate.txt"
 
 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \

@@ -17,20 +17,22 @@ if [[ ! -d ../shared/conformance/hpa || ! -d ../shared/conformance/vpa ]]; then
 fi
 
 step "cargo fmt --check"
-cargo fmt --check
+cargo fmt --all --check
 step "cargo clippy"
-cargo clippy --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets --locked -- -D warnings
 step "etcd (installs etcd-server for tests/etcd_ha.rs)"
 bash scripts/etcd-ci.sh install
-step "cargo test"
-cargo test --locked
-step "cargo build --release"
-cargo build --release --locked
+step "cargo test (every member: engine, server, autoscalectl)"
+cargo test --workspace --locked
+step "cargo build --release (autoscaled and autoscalectl)"
+cargo build --release --locked --workspace
+step "the server binary holds only what serves"
+bash scripts/check-server-binary.sh target/release/autoscaled
 step "conformance runner"
-target/release/autoscaled conformance ../shared/conformance/hpa
-target/release/autoscaled conformance ../shared/conformance/vpa
+target/release/autoscalectl conformance ../shared/conformance/hpa
+target/release/autoscalectl conformance ../shared/conformance/vpa
 # The project's own cases with the HPAScaleToZero gate on (Kubernetes 1.37).
-target/release/autoscaled conformance tests/conformance/hpa-1.37
+target/release/autoscalectl conformance tests/conformance/hpa-1.37
 step "packaging (Dockerfile, Helm chart)"
 bash scripts/check-packaging.sh
 step "clients (Go, grpcurl, Python) against the real server"

@@ -18,10 +18,10 @@ use clap::{Args, ValueEnum};
 use serde::Deserialize;
 use thiserror::Error;
 
-use crate::engine::settings::Settings;
+use crate::engine::hpa::settings::Settings;
 
 /// Default listen address: loopback only, the usual gRPC port.
-pub(crate) const DEFAULT_LISTEN: &str = "127.0.0.1:50051";
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:50051";
 /// Default data folder, relative to the working directory.
 pub(crate) const DEFAULT_DATA_DIR: &str = "./data";
 /// Default relaxed-mode flush period.
@@ -63,7 +63,7 @@ pub(crate) const DEFAULT_LOG: &str = "info";
 /// Default period of the check for changed TLS and authorization files.
 pub(crate) const DEFAULT_SECURITY_RELOAD_SECS: u64 = 10;
 /// Exit status for bad configuration (`EX_USAGE` of sysexits.h).
-pub(crate) const EX_USAGE: i32 = 64;
+pub const EX_USAGE: i32 = 64;
 
 /// Whether text logs are coloured: only when stderr is a terminal and `NO_COLOR` is unset or
 /// empty (<https://no-color.org>), so a log file or a collector never gets ANSI escapes.

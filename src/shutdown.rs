@@ -7,7 +7,7 @@
 
 /// Installed SIGTERM and SIGINT handlers.
 #[derive(Debug)]
-pub(crate) struct Signals {
+pub struct Signals {
     #[cfg(unix)]
     term: tokio::signal::unix::Signal,
     #[cfg(unix)]
@@ -16,7 +16,7 @@ pub(crate) struct Signals {
 
 impl Signals {
     /// Installs the handlers; must run inside a tokio runtime.
-    pub(crate) fn install() -> std::io::Result<Self> {
+    pub fn install() -> std::io::Result<Self> {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
@@ -32,7 +32,7 @@ impl Signals {
     }
 
     /// Completes on the first SIGTERM or SIGINT.
-    pub(crate) async fn recv(mut self) {
+    pub async fn recv(mut self) {
         #[cfg(unix)]
         tokio::select! {
             _ = self.term.recv() => tracing::info!("SIGTERM received"),

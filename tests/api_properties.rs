@@ -10,7 +10,7 @@ use autoscaled::{
         status::ApiError,
     },
     config::Limits,
-    engine::{history::History, hpa, settings::Settings, time::Time},
+    engine::{hpa, hpa::history::History, hpa::settings::Settings, time::Time},
     pb::v1 as pb,
 };
 use proptest::prelude::*;

@@ -19,13 +19,10 @@ use std::{
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
-use autoscaled::{
-    conformance::grpc,
-    pb::v1::{
-        GetHistoryRequest, RecommendRequest,
-        horizontal_autoscaler_client::HorizontalAutoscalerClient,
-    },
+use autoscaled::pb::v1::{
+    GetHistoryRequest, RecommendRequest, horizontal_autoscaler_client::HorizontalAutoscalerClient,
 };
+use autoscaled_ctl::conformance::grpc;
 use etcd_support::Etcd;
 use tonic::transport::Channel;
 use tonic_health::pb::{

@@ -12,8 +12,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use autoscaled::fixtures;
 use autoscaled::pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient};
+use autoscaled_fixtures as fixtures;
 use tonic::{Code, transport::Channel};
 use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,

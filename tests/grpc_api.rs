@@ -4,11 +4,11 @@
 
 use std::collections::BTreeMap;
 
-use autoscaled::fixtures::{self, cpu_utilization};
 use autoscaled::{
     config::Config,
     pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient},
 };
+use autoscaled_fixtures::{self as fixtures, cpu_utilization};
 use prost_types::{Duration as PbDuration, Timestamp};
 use tonic::{Code, transport::Channel};
 use tonic_health::pb::{

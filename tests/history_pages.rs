@@ -2,8 +2,8 @@
 //! the same thing come back as one run with its count and first time; pages in both orders
 //! with tokens; pod names capped per group with the totals.
 
-use autoscaled::fixtures;
 use autoscaled::pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient};
+use autoscaled_fixtures as fixtures;
 use tonic::{Code, transport::Channel};
 
 mod common;

@@ -4,11 +4,11 @@
 
 use std::collections::BTreeMap;
 
-use autoscaled::fixtures::cpu_utilization;
 use autoscaled::{
     config::Config,
     pb::v1::{self as pb},
 };
+use autoscaled_fixtures::cpu_utilization;
 use prost_types::{Duration as PbDuration, Timestamp};
 
 mod common;

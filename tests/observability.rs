@@ -11,8 +11,8 @@ use std::{
     time::Duration,
 };
 
-use autoscaled::fixtures;
 use autoscaled::pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient};
+use autoscaled_fixtures as fixtures;
 use opentelemetry_proto::tonic::{
     collector::trace::v1::{
         ExportTraceServiceRequest, ExportTraceServiceResponse,

@@ -11,8 +11,8 @@ mod common;
 
 use std::process::Command;
 
-use autoscaled::fixtures;
 use autoscaled::pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient};
+use autoscaled_fixtures as fixtures;
 use common::{Server, command, spawn, start};
 use http_body_util::{BodyExt, Full};
 use proptest::{prelude::*, test_runner::TestRunner};

@@ -10,8 +10,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use autoscaled::fixtures;
 use autoscaled::pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient};
+use autoscaled_fixtures as fixtures;
 use tonic::transport::Channel;
 
 /// 2026-01-01T00:00:00Z: the evaluation times are this plus the step's offset.

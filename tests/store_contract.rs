@@ -22,11 +22,11 @@ use std::time::Duration;
 
 use autoscaled::{
     engine::{
-        condition::{Condition, ConditionReason, ConditionType},
-        history::{History, Recommendation, ScaleEvent},
+        hpa::condition::{Condition, ConditionReason, ConditionType},
+        hpa::history::{History, Recommendation, ScaleEvent},
+        hpa::settings::Settings,
+        hpa::spec::HorizontalSpec,
         hpa::{Decision, DecisionPath},
-        settings::Settings,
-        spec::HorizontalSpec,
         time::Time,
     },
     store::{

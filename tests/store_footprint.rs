@@ -13,11 +13,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use autoscaled::fixtures;
 use autoscaled::pb::v1::{
     self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient,
     vertical_autoscaler_client::VerticalAutoscalerClient,
 };
+use autoscaled_fixtures as fixtures;
 use prost_types::Timestamp;
 
 mod common;

@@ -7,9 +7,8 @@ use std::time::Duration;
 
 use autoscaled::{
     config::Config,
-    engine::vpa::{
-        Observation, OomEvent, Resource, UsageSample, VpaSettings, VpaTarget, time::Timestamp,
-    },
+    engine::time::Time,
+    engine::vpa::{Observation, OomEvent, Resource, UsageSample, VpaSettings, VpaTarget},
     pb::v1 as pb,
 };
 use prost_types::{Duration as PbDuration, Timestamp as PbTimestamp};
@@ -55,7 +54,7 @@ fn sample(
         container: container.into(),
         resource,
         usage: value,
-        at: Timestamp::from_unix_seconds(at),
+        at: Time::from_unix_seconds(at),
     });
     (wire, engine)
 }
@@ -109,7 +108,7 @@ async fn a_day_of_samples_gives_the_pure_engines_recommendation() {
         memory_histogram_decay_half_life: Duration::from_secs(12 * 3600),
         ..VpaSettings::default()
     };
-    let now = Timestamp::from_unix_seconds(T0);
+    let now = Time::from_unix_seconds(T0);
     let mut engine = VpaTarget::default();
 
     let samples = day_of_samples();
@@ -128,7 +127,7 @@ async fn a_day_of_samples_gives_the_pure_engines_recommendation() {
             observations.push(Observation::Oom(OomEvent {
                 pod: "web-0".into(),
                 container: "app".into(),
-                at: Timestamp::from_unix_seconds(T0 - 1800),
+                at: Time::from_unix_seconds(T0 - 1800),
                 memory_bytes: 700 * MIB,
             }));
         }

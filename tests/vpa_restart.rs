@@ -4,8 +4,8 @@
 
 use std::net::SocketAddr;
 
-use autoscaled::fixtures;
 use autoscaled::pb::v1::{self as pb, vertical_autoscaler_client::VerticalAutoscalerClient};
+use autoscaled_fixtures as fixtures;
 use tonic::transport::Channel;
 
 /// 2026-01-01T00:00:00Z: the evaluation time (the test binary trusts request times).

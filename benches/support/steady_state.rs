@@ -2,8 +2,8 @@
 //! `examples/recommend_fixed.rs` both send, so their figures describe the same work.
 //! Included with `#[path]` (a bench and an example cannot share a library module).
 
-use autoscaled::fixtures;
 use autoscaled::pb::v1 as pb;
+use autoscaled_fixtures as fixtures;
 
 /// Pods per request.
 pub const PODS: usize = 10;

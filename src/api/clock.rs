@@ -4,7 +4,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::engine::{time::Time, vpa::time::Timestamp};
+use crate::engine::time::Time;
 
 /// Nanoseconds since the Unix epoch (negative before it), saturating.
 pub(crate) fn unix_nanos() -> i64 {
@@ -21,6 +21,6 @@ pub(crate) fn hpa_now() -> Time {
 }
 
 /// The clock in the VPA engine's nanoseconds.
-pub(crate) fn vpa_now() -> Timestamp {
-    Timestamp::from_unix_nanos(unix_nanos())
+pub(crate) fn vpa_now() -> Time {
+    Time::from_unix_nanos(unix_nanos())
 }

@@ -18,7 +18,7 @@ use std::{sync::Arc, time::Instant};
 
 use super::{locks::KeyLocks, status::ApiError};
 use crate::{
-    engine::history::History,
+    engine::hpa::history::History,
     store::{
         DecisionEntry, HistoryStore, Seen, StoreError, TargetState, VerticalState, VerticalStore,
         durability::Durability,

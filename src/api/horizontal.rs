@@ -30,8 +30,9 @@ use super::{
 use crate::{
     config::Limits,
     engine::{
-        condition::ConditionType, error::InvalidInput, history::History, hpa::Evaluation,
-        observation::Observation, settings::Settings, spec::HorizontalSpec, time::Time,
+        error::InvalidInput, hpa::Evaluation, hpa::condition::ConditionType, hpa::history::History,
+        hpa::observation::Observation, hpa::settings::Settings, hpa::spec::HorizontalSpec,
+        time::Time,
     },
     pb::v1::{
         DeleteTargetRequest, GetHistoryRequest, ListTargetsRequest, ListTargetsResponse,

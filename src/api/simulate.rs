@@ -27,12 +27,12 @@ use super::{
 use crate::{
     config::Limits,
     engine::{
-        condition::{ConditionReason, ConditionType},
         error::InvalidInput,
-        history::History,
+        hpa::condition::{ConditionReason, ConditionType},
+        hpa::history::History,
+        hpa::settings::Settings,
+        hpa::spec::{HorizontalSpec, MetricSpec, MetricTarget, MetricTargetType},
         hpa::{self, Decision, DecisionPath, MetricOutcome, MetricProposal},
-        settings::Settings,
-        spec::{HorizontalSpec, MetricSpec, MetricTarget, MetricTargetType},
         time::Time,
     },
     pb::v1 as pb,
@@ -103,7 +103,7 @@ fn time(field: &str, t: &prost_types::Timestamp) -> Result<Time, ApiError> {
 
 /// The `Simulate` call: checks the request's shape, then replays the trace or the stored log
 /// (`load_decisions` is only called for a `target_key`).
-pub(crate) fn simulate(
+pub fn simulate(
     req: &pb::SimulateRequest,
     options: &SimulateOptions,
     load_decisions: impl FnOnce(&str) -> Result<Vec<DecisionEntry>, ApiError>,
@@ -452,7 +452,7 @@ fn replay_step(
     let max = s.defaulted.max_replicas;
     if (current == 0 && min != 0) || current > max || current < min {
         // The shortcuts run before any metric: the engine with no pods decides them exactly.
-        let observation = crate::engine::observation::Observation {
+        let observation = crate::engine::hpa::observation::Observation {
             current_replicas: current,
             ..Default::default()
         };
@@ -479,7 +479,7 @@ fn replay_step(
             // initial recommendation.
             let mut after = history.clone();
             if after.recommendations.is_none() {
-                after.recommendations = Some(vec![crate::engine::history::Recommendation {
+                after.recommendations = Some(vec![crate::engine::hpa::history::Recommendation {
                     replicas: current,
                     time: now,
                 }]);

@@ -72,7 +72,7 @@ use super::{
     record::{self, hpa},
     vpa,
 };
-use crate::engine::{history::History, time::Time};
+use crate::engine::{hpa::history::History, time::Time};
 
 /// The generated client of `proto/etcd/kv.proto`.
 #[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]

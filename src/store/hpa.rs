@@ -44,7 +44,7 @@ use super::{
     keys,
     record::{self, Versioned, hpa, pb},
 };
-use crate::engine::{history::History, time::Time};
+use crate::engine::{hpa::history::History, time::Time};
 
 /// The state tree's name.
 pub(crate) const STATE_TREE: &str = "hpa_state";

@@ -35,10 +35,10 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::engine::{
-    history::History,
     hpa::Decision,
-    settings::Settings,
-    spec::{Behavior, HorizontalSpec, MetricSpec},
+    hpa::history::History,
+    hpa::settings::Settings,
+    hpa::spec::{Behavior, HorizontalSpec, MetricSpec},
     time::Time,
 };
 

@@ -83,7 +83,7 @@
 use std::time::Duration;
 
 use crate::engine::{
-    history::{History, Recommendation, ScaleEvent},
+    hpa::history::{History, Recommendation, ScaleEvent},
     time::Time,
 };
 
@@ -307,9 +307,9 @@ mod bounded_tests {
     use super::*;
     use crate::engine::{
         hpa,
-        observation::{Observation, Pod, PodPhase},
-        settings::Settings,
-        spec::{
+        hpa::observation::{Observation, Pod, PodPhase},
+        hpa::settings::Settings,
+        hpa::spec::{
             Behavior, HorizontalSpec, MetricSpec, MetricTarget, MetricTargetType, ScalingPolicy,
             ScalingPolicyType, ScalingRules, SelectPolicy,
         },

@@ -16,7 +16,7 @@ use super::{
     hpa::{self, HpaTrees, LogOptions, StoredState},
     vpa,
 };
-use crate::engine::history::History;
+use crate::engine::hpa::history::History;
 
 /// Default time a closed decision run is kept (issue 9 item 3).
 pub const DEFAULT_DECISION_RETENTION: Duration = Duration::from_secs(24 * 3600);
@@ -239,11 +239,11 @@ mod tests {
 
     use super::*;
     use crate::engine::{
-        condition::{Condition, ConditionReason, ConditionType},
-        history::Recommendation,
+        hpa::condition::{Condition, ConditionReason, ConditionType},
+        hpa::history::Recommendation,
+        hpa::settings::Settings,
+        hpa::spec::HorizontalSpec,
         hpa::{Decision, DecisionPath, MetricOutcome, MetricProposal, PodGroups},
-        settings::Settings,
-        spec::HorizontalSpec,
         time::Time,
     };
     use crate::store::{
@@ -333,7 +333,7 @@ mod tests {
         #[serde(with = "crate::engine::time::serde_millis")]
         time: Time,
         decision: &'a Decision,
-        metrics: Vec<crate::engine::spec::MetricSpec>,
+        metrics: Vec<crate::engine::hpa::spec::MetricSpec>,
     }
 
     fn old_entry(secs: i64, desired: i32) -> Vec<u8> {

@@ -221,11 +221,11 @@ pub(crate) fn decode_vertical(key: &str, bytes: &[u8]) -> Result<VerticalState, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::time::Time;
     use crate::engine::vpa::{
         amount::{Resource, Resources},
         settings::VpaSettings,
         target::{Observation, UsageSample},
-        time::Timestamp,
     };
     use crate::store::{Db, HistoryStore, SledStore, db::Records, sled::SledOptions};
 
@@ -242,7 +242,7 @@ mod tests {
                     container: "c".into(),
                     resource: Resource::Cpu,
                     usage: 100 + i,
-                    at: Timestamp::from_unix_seconds(1_700_000_000 + i * 60),
+                    at: Time::from_unix_seconds(1_700_000_000 + i * 60),
                 })
             })
             .collect();
@@ -250,7 +250,7 @@ mod tests {
             &obs,
             None,
             &settings,
-            Timestamp::from_unix_seconds(1_700_000_000),
+            Time::from_unix_seconds(1_700_000_000),
         );
         {
             let s = SledStore::open(dir.path(), SledOptions::default()).unwrap();
@@ -307,7 +307,7 @@ mod tests {
             cpu: Some(2000),
             memory: None,
         });
-        let at = Timestamp::from_unix_seconds(1_700_000_000);
+        let at = Time::from_unix_seconds(1_700_000_000);
         let obs = [
             Observation::Usage(UsageSample {
                 pod: "p".into(),
@@ -374,7 +374,7 @@ mod tests {
     /// Minute `i` after `t0` of one container: a CPU and a memory sample (the values
     /// `benches/vpa_load` uses).
     fn minute(t0: i64, i: i64) -> [Observation; 2] {
-        let at = Timestamp::from_unix_seconds(t0 + i * 60);
+        let at = Time::from_unix_seconds(t0 + i * 60);
         let sample = |resource, usage| {
             Observation::Usage(UsageSample {
                 pod: "pod-0".into(),
@@ -402,7 +402,7 @@ mod tests {
         let mut state = VerticalState::new();
         state
             .target
-            .record_samples(&obs, None, &settings, Timestamp::from_unix_seconds(t0));
+            .record_samples(&obs, None, &settings, Time::from_unix_seconds(t0));
         state
     }
 
@@ -438,7 +438,7 @@ mod tests {
             let t0 = 1_767_225_600;
             let mut state = VerticalState::new();
             for i in 0..7 * 24 * 60_i64 {
-                let at = Timestamp::from_unix_seconds(t0 + i * 60);
+                let at = Time::from_unix_seconds(t0 + i * 60);
                 state
                     .target
                     .record_samples(&minute(t0, i), None, &settings, at);

@@ -1,14 +1,34 @@
 //! Helpers that start the real `autoscaled` binary and read its `autoscaled listening on ADDR`
-//! line. Shared by the tests (through `tests/common`) and the benchmarks (through
+//! line. Shared by the tests (through `tests/common`, also `crates/ctl/tests/common`) and the
+//! benchmarks (through
 //! `#[path = "../tests/common/binary.rs"] mod binary;`), which cannot import `tests/common`.
 #![allow(dead_code)]
 
 use std::{
     io::{BufRead, BufReader, Read},
     net::SocketAddr,
-    path::Path,
+    path::{Path, PathBuf},
     process::{Child, Command, Stdio},
 };
+
+/// The server binary: Cargo's own path in the server package's tests and benchmarks, and the
+/// one beside `autoscalectl` in `crates/ctl`'s tests (one target folder; `cargo test
+/// --workspace` builds both before it runs any test).
+pub fn server_binary() -> PathBuf {
+    if let Some(path) = option_env!("CARGO_BIN_EXE_autoscaled") {
+        return path.into();
+    }
+    let Some(ctl) = option_env!("CARGO_BIN_EXE_autoscalectl") else {
+        panic!("built as a test of the server package or of crates/ctl");
+    };
+    let path = Path::new(ctl).with_file_name("autoscaled");
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo test --workspace`, or `cargo build --bin autoscaled` first",
+        path.display()
+    );
+    path
+}
 
 /// A running `autoscaled serve`, killed with SIGKILL when dropped.
 pub struct Server {
@@ -37,7 +57,7 @@ impl Drop for Server {
 }
 
 pub fn command(data_dir: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_autoscaled"));
+    let mut command = Command::new(server_binary());
     command
         .args([
             "serve",

@@ -6,7 +6,7 @@ use prost::Message;
 use super::{decision_record, target_history};
 use crate::{
     api::status::ApiError,
-    engine::history::History,
+    engine::hpa::history::History,
     pb::v1 as pb,
     store::{DecisionPage, DecisionPageRequest},
 };

@@ -20,13 +20,13 @@ use crate::{
     api::status::ApiError,
     config::Limits,
     engine::{
-        hpa::validate::{self, Rules},
-        observation::{Container, MetricSample, Observation, Pod, PodPhase},
-        settings::Settings,
-        spec::{
+        hpa::observation::{Container, MetricSample, Observation, Pod, PodPhase},
+        hpa::settings::Settings,
+        hpa::spec::{
             Behavior, HorizontalSpec, MetricSpec, MetricTarget, MetricTargetType, ScalingPolicy,
             ScalingPolicyType, ScalingRules, SelectPolicy,
         },
+        hpa::validate::{self, Rules},
         time::Time,
     },
     pb::v1 as pb,

@@ -6,10 +6,10 @@ use prost_types::Timestamp;
 use super::migration;
 use crate::{
     engine::{
-        condition::{Condition, ConditionType},
-        history::{History, Recommendation, ScaleEvent},
+        hpa::condition::{Condition, ConditionType},
+        hpa::history::{History, Recommendation, ScaleEvent},
+        hpa::spec::MetricSpec,
         hpa::{Decision, MetricOutcome, PodGroups},
-        spec::MetricSpec,
         time::Time,
     },
     pb::v1 as pb,
@@ -17,7 +17,7 @@ use crate::{
 };
 
 /// `Time` as a protobuf `Timestamp`.
-pub(crate) fn to_timestamp(t: Time) -> Timestamp {
+pub fn to_timestamp(t: Time) -> Timestamp {
     let ms = t.unix_millis();
     Timestamp {
         seconds: ms.div_euclid(1000),
@@ -54,7 +54,7 @@ impl From<&PodGroups> for pb::PodGroups {
 
 /// The source type, name and container of the metric an outcome refers to. An empty spec
 /// means Kubernetes' default metric (cpu at 80% utilization).
-pub(crate) fn metric_identity(
+pub fn metric_identity(
     metrics: &[MetricSpec],
     index: usize,
 ) -> (pb::MetricSourceType, String, String) {
@@ -195,7 +195,7 @@ impl From<&ScaleEvent> for pb::ScaleEventRecord {
 }
 
 /// A target's history and logged decisions.
-pub(crate) fn target_history(
+pub fn target_history(
     key: &str,
     history: &History,
     decisions: &[DecisionEntry],

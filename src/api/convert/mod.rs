@@ -21,9 +21,11 @@
 //!   `vertical`.
 //! * `page`: `List*` page sizes and tokens.
 //!
+//! The inverse directions (engine → request, response → engine) are `autoscalectl`'s, in its
+//! `conformance::convert`, beside their one user.
+//!
 //! Every name other modules use stays at `api::convert::<name>` through the re-exports below.
 
-pub(crate) mod conformance;
 pub(crate) mod history;
 pub(crate) mod horizontal_request;
 pub(crate) mod horizontal_response;
@@ -34,11 +36,12 @@ pub(crate) mod vertical_request;
 pub(crate) mod vertical_response;
 pub(crate) mod wire;
 
-// Public: `tests/api_properties.rs` drives one Recommend through both conversions.
+// Public: `tests/api_properties.rs` drives one Recommend through both conversions, and
+// `autoscalectl`'s gRPC conformance executor inverts them (its `conformance::convert`).
 pub use horizontal_request::{Context, RecommendInput, SettingsOverride, recommend_request};
-pub use horizontal_response::recommend_response;
-pub(crate) use horizontal_response::{decision_record, target_history, to_timestamp};
+pub(crate) use horizontal_response::decision_record;
+pub use horizontal_response::{metric_identity, recommend_response, target_history, to_timestamp};
 pub(crate) use page::{next_page_token, page_request, page_token};
-pub(crate) use wire::Violations;
 use wire::duration;
+pub use wire::{Violations, timestamp};
 pub(crate) use wire::{engine_invalid, target_key};

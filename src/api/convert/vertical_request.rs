@@ -13,6 +13,7 @@ use super::wire::{Violations, check_target_key, duration};
 use crate::{
     api::status::ApiError,
     config::Limits,
+    engine::time::{Time, go::NANOS_PER_SECOND},
     engine::vpa::{
         amount::{MAX_RESOURCE_AMOUNT, Resource, Resources, resource_amount_from_float},
         policy::{ContainerResourcePolicy, ContainerScalingMode, PodResourcePolicy},
@@ -21,7 +22,6 @@ use crate::{
             non_negative_violation, percentile_violation,
         },
         target::{Observation, OomEvent, UsageSample},
-        time::{NANOS_PER_SECOND, Timestamp},
     },
     pb::v1 as pb,
     store::VerticalOverrides,
@@ -34,7 +34,7 @@ pub(crate) struct VerticalContext<'a> {
     /// Accept `evaluation_time` from the request.
     pub trust_request_time: bool,
     /// The server clock, read once by the handler.
-    pub server_now: Timestamp,
+    pub server_now: Time,
     /// Sample and OOM times may be at most this far ahead of the evaluation time.
     pub max_clock_skew: Duration,
     /// The server's settings, under the request's overrides.
@@ -51,7 +51,7 @@ pub(crate) struct RecordUsageInput {
     /// Present: replaces the target's stored overrides.
     pub settings: Option<VerticalOverrides>,
     /// The ingestion instant.
-    pub now: Timestamp,
+    pub now: Time,
 }
 
 /// A validated GetRecommendation.
@@ -232,7 +232,7 @@ fn resource(v: &mut Violations, path: &str, value: i32) -> Option<Resource> {
 }
 
 /// A protobuf `Timestamp` as engine nanoseconds (1677-09-21 … 2262-04-11, the `i64` range).
-fn vpa_timestamp(v: &mut Violations, path: &str, t: &PbTimestamp) -> Option<Timestamp> {
+fn vpa_timestamp(v: &mut Violations, path: &str, t: &PbTimestamp) -> Option<Time> {
     if !(0..1_000_000_000).contains(&t.nanos) {
         v.add(path, "nanos must be between 0 and 999999999");
         return None;
@@ -242,7 +242,7 @@ fn vpa_timestamp(v: &mut Violations, path: &str, t: &PbTimestamp) -> Option<Time
         .checked_mul(NANOS_PER_SECOND)
         .and_then(|n| n.checked_add(i64::from(t.nanos)))
     {
-        Some(n) => Some(Timestamp::from_unix_nanos(n)),
+        Some(n) => Some(Time::from_unix_nanos(n)),
         None => {
             v.add(
                 path,
@@ -258,9 +258,9 @@ fn sample_time(
     v: &mut Violations,
     path: &str,
     t: Option<&PbTimestamp>,
-    now: Timestamp,
-    latest: Timestamp,
-) -> Option<Timestamp> {
+    now: Time,
+    latest: Time,
+) -> Option<Time> {
     let Some(t) = t else {
         v.add(path, "must be set");
         return None;
@@ -530,7 +530,7 @@ mod tests {
         VerticalContext {
             limits,
             trust_request_time: false,
-            server_now: Timestamp::from_unix_seconds(1_800_000_000),
+            server_now: Time::from_unix_seconds(1_800_000_000),
             max_clock_skew: Duration::from_secs(300),
             defaults: &DEFAULTS,
         }

@@ -18,7 +18,7 @@ const MAX_TIMESTAMP_SECONDS: i64 = 253_402_300_799;
 
 /// Collects field violations.
 #[derive(Debug, Default)]
-pub(crate) struct Violations(pub(crate) Vec<InvalidInput>);
+pub struct Violations(pub(crate) Vec<InvalidInput>);
 
 impl Violations {
     pub(crate) fn add(&mut self, field: impl Into<String>, description: impl Into<String>) {
@@ -119,11 +119,7 @@ pub(crate) fn check_target_key(v: &mut Violations, key: &str, limits: &Limits) {
 }
 
 /// A protobuf `Timestamp` within 0001-01-01 … 9999-12-31 with nanos in range, as milliseconds.
-pub(crate) fn timestamp(
-    v: &mut Violations,
-    path: impl fmt::Display,
-    t: &Timestamp,
-) -> Option<Time> {
+pub fn timestamp(v: &mut Violations, path: impl fmt::Display, t: &Timestamp) -> Option<Time> {
     if !(0..1_000_000_000).contains(&t.nanos) {
         v.add(path.to_string(), "nanos must be between 0 and 999999999");
         return None;

@@ -3,9 +3,9 @@
 //! A code this build does not know is a corrupt record (named by key), never a default.
 
 use crate::engine::{
-    condition::{ConditionReason, ConditionType},
+    hpa::condition::{ConditionReason, ConditionType},
+    hpa::spec::{MetricTargetType, ScalingPolicyType, SelectPolicy},
     hpa::{DecisionPath, extensions::removal::RemovalReason},
-    spec::{MetricTargetType, ScalingPolicyType, SelectPolicy},
 };
 
 /// Both directions of one enum's table.

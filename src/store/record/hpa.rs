@@ -11,16 +11,16 @@ use std::time::Duration;
 use super::{codes, pb};
 use crate::{
     engine::{
-        condition::Condition,
-        history::{History, Recommendation, ScaleEvent},
+        hpa::condition::Condition,
+        hpa::history::{History, Recommendation, ScaleEvent},
+        hpa::settings::Settings,
+        hpa::spec::{Behavior, MetricSpec, MetricTarget, ScalingPolicy, ScalingRules},
         hpa::{
             Decision, MetricFailure, MetricOutcome, MetricProposal, PodGroups,
             extensions::{
                 ExtensionReport, ExtensionState, FiredRule, MetricHealth, removal::RemovalCandidate,
             },
         },
-        settings::Settings,
-        spec::{Behavior, MetricSpec, MetricTarget, ScalingPolicy, ScalingRules},
         time::Time,
     },
     store::{DecisionEntry, DecisionInputs, PodTotals, Run},
@@ -697,9 +697,9 @@ mod tests {
     use super::*;
     use crate::{
         engine::{
-            condition::{ConditionReason, ConditionType},
             hpa::DecisionPath,
-            spec::{MetricTargetType, ScalingPolicyType, SelectPolicy},
+            hpa::condition::{ConditionReason, ConditionType},
+            hpa::spec::{MetricTargetType, ScalingPolicyType, SelectPolicy},
         },
         store::record::{self, VERSION_BINARY},
     };

@@ -92,7 +92,7 @@ mod tests {
 mod golden {
     use crate::{
         engine::{
-            history::{History, Recommendation},
+            hpa::history::{History, Recommendation},
             time::Time,
         },
         store::TargetState,

@@ -11,6 +11,7 @@ use std::{collections::BTreeMap, time::Duration};
 
 use super::pb;
 use crate::{
+    engine::time::Time,
     engine::vpa::{
         aggregate::AggregateContainerState,
         amount::Resources,
@@ -18,7 +19,6 @@ use crate::{
         decaying::DecayingHistogram,
         histogram::{Histogram, HistogramOptions},
         target::VpaTarget,
-        time::Timestamp,
     },
     store::vpa::{VerticalOverrides, VerticalState},
 };
@@ -41,8 +41,8 @@ pub(crate) fn state_to_record(state: &VerticalState) -> pb::VpaState {
                 container: name.clone(),
                 cpu: Some(histogram_to_record(&a.cpu)),
                 memory: Some(histogram_to_record(&a.memory)),
-                first_sample_start: a.first_sample_start.map(Timestamp::unix_nanos),
-                last_sample_start: a.last_sample_start.map(Timestamp::unix_nanos),
+                first_sample_start: a.first_sample_start.map(Time::unix_nanos),
+                last_sample_start: a.last_sample_start.map(Time::unix_nanos),
                 total_samples_count: a.total_samples_count,
                 creation_time: a.creation_time.unix_nanos(),
             })
@@ -57,13 +57,11 @@ pub(crate) fn state_to_record(state: &VerticalState) -> pb::VpaState {
                     .iter()
                     .map(|(name, c)| pb::VpaContainer {
                         container: name.clone(),
-                        last_cpu_sample_start: c.last_cpu_sample_start.map(Timestamp::unix_nanos),
+                        last_cpu_sample_start: c.last_cpu_sample_start.map(Time::unix_nanos),
                         memory_peak: c.memory_peak,
                         oom_peak: c.oom_peak,
-                        window_end: c.window_end.map(Timestamp::unix_nanos),
-                        last_memory_sample_start: c
-                            .last_memory_sample_start
-                            .map(Timestamp::unix_nanos),
+                        window_end: c.window_end.map(Time::unix_nanos),
+                        last_memory_sample_start: c.last_memory_sample_start.map(Time::unix_nanos),
                     })
                     .collect(),
             })
@@ -86,10 +84,10 @@ pub(crate) fn state_from_record(r: &pb::VpaState) -> Result<VerticalState, Strin
             AggregateContainerState {
                 cpu: histogram(&a.cpu, "cpu")?,
                 memory: histogram(&a.memory, "memory")?,
-                first_sample_start: a.first_sample_start.map(Timestamp::from_unix_nanos),
-                last_sample_start: a.last_sample_start.map(Timestamp::from_unix_nanos),
+                first_sample_start: a.first_sample_start.map(Time::from_unix_nanos),
+                last_sample_start: a.last_sample_start.map(Time::from_unix_nanos),
                 total_samples_count: a.total_samples_count,
-                creation_time: Timestamp::from_unix_nanos(a.creation_time),
+                creation_time: Time::from_unix_nanos(a.creation_time),
             },
         );
     }
@@ -106,13 +104,13 @@ pub(crate) fn state_from_record(r: &pb::VpaState) -> Result<VerticalState, Strin
                         ContainerState {
                             last_cpu_sample_start: c
                                 .last_cpu_sample_start
-                                .map(Timestamp::from_unix_nanos),
+                                .map(Time::from_unix_nanos),
                             memory_peak: c.memory_peak,
                             oom_peak: c.oom_peak,
-                            window_end: c.window_end.map(Timestamp::from_unix_nanos),
+                            window_end: c.window_end.map(Time::from_unix_nanos),
                             last_memory_sample_start: c
                                 .last_memory_sample_start
-                                .map(Timestamp::from_unix_nanos),
+                                .map(Time::from_unix_nanos),
                         },
                     )
                 })
@@ -137,7 +135,7 @@ fn histogram_to_record(d: &DecayingHistogram) -> pb::VpaHistogram {
         min_bucket: u32::try_from(h.min_bucket()).unwrap_or(u32::MAX),
         max_bucket: u32::try_from(h.max_bucket()).unwrap_or(u32::MAX),
         half_life_ns: d.half_life_ns(),
-        reference: d.reference().map(Timestamp::unix_nanos),
+        reference: d.reference().map(Time::unix_nanos),
         ..Default::default()
     };
     let options = *h.options();
@@ -219,7 +217,7 @@ fn histogram_from_record(r: &pb::VpaHistogram) -> Result<DecayingHistogram, Stri
     Ok(DecayingHistogram::from_parts(
         histogram,
         r.half_life_ns,
-        r.reference.map(Timestamp::from_unix_nanos),
+        r.reference.map(Time::from_unix_nanos),
     ))
 }
 

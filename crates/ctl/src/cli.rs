@@ -1,0 +1,128 @@
+//! The command line of `autoscalectl` (clap structs) and what each subcommand runs; `main.rs`
+//! only parses and dispatches.
+
+use std::{path::PathBuf, process::ExitCode};
+
+use clap::{Parser, Subcommand};
+
+/// Exit status for bad usage (BSD `EX_USAGE`), as `autoscaled` uses.
+const EX_USAGE: u8 = autoscaled::config::EX_USAGE as u8;
+
+/// autoscalectl: talk to an autoscaled server, replay its decisions, run the conformance cases.
+#[derive(Debug, Parser)]
+#[command(name = "autoscalectl", version = autoscaled::config::VERSION, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run the conformance cases of a folder through the engine; exit 1 on failures.
+    Conformance(ConformanceArgs),
+    /// Send a RecommendRequest (proto3 JSON file) to a server and print the decision.
+    Recommend(RecommendArgs),
+    /// Print the stored history of a target.
+    History(HistoryArgs),
+    /// What-if: replay a trace (offline) or a target's stored decisions (through a server)
+    /// under another spec; print both runs side by side, optionally draw them (docs/whatif.md).
+    Simulate(crate::whatif::SimulateArgs),
+    /// Run a recording proxy: forward every call to a server and append each Recommend
+    /// request to a trace file.
+    Record(crate::whatif::record::RecordArgs),
+    /// Write a self-contained HTML report of a target's history.
+    Report(crate::whatif::report::ReportArgs),
+}
+
+/// `autoscalectl recommend --addr ADDR --file REQUEST.json`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RecommendArgs {
+    /// Server address (`host:port` or `http://host:port`).
+    #[arg(long, value_name = "ADDR", env = "AUTOSCALED_ADDR", default_value = autoscaled::config::DEFAULT_LISTEN)]
+    pub(crate) addr: String,
+    /// The request in the proto3 JSON mapping (see examples/recommend.json); quantities may
+    /// be written the Kubernetes way (`"requests": {"cpu": "500m"}`).
+    #[arg(long, value_name = "REQUEST.json")]
+    pub(crate) file: PathBuf,
+    /// Take the spec from this autoscaling/v2 HorizontalPodAutoscaler manifest (YAML, as
+    /// `kubectl get hpa NAME -o yaml` prints it); the request file then carries no spec.
+    #[arg(long, value_name = "HPA.yaml")]
+    pub(crate) hpa: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t)]
+    pub(crate) output: crate::client::OutputFormat,
+    #[command(flatten)]
+    pub(crate) security: crate::client::security::ClientSecurity,
+}
+
+/// `autoscalectl history --addr ADDR TARGET_KEY`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct HistoryArgs {
+    /// Server address (`host:port` or `http://host:port`).
+    #[arg(long, value_name = "ADDR", env = "AUTOSCALED_ADDR", default_value = autoscaled::config::DEFAULT_LISTEN)]
+    pub(crate) addr: String,
+    pub(crate) target_key: String,
+    #[arg(long, value_enum, default_value_t)]
+    pub(crate) output: crate::client::OutputFormat,
+    #[command(flatten)]
+    pub(crate) security: crate::client::security::ClientSecurity,
+}
+
+/// `autoscalectl conformance DIR`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ConformanceArgs {
+    /// Folder of conformance case files (e.g. conformance/hpa).
+    pub(crate) dir: PathBuf,
+    /// Send the HPA cases through the server at ADDR (started with --trust-request-time)
+    /// instead of the engine.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) grpc: Option<String>,
+}
+
+/// Parses the command line; bad usage exits 64 (`EX_USAGE`), `--help`/`--version` exit 0.
+pub fn parse() -> Result<Cli, ExitCode> {
+    Cli::try_parse().map_err(|e| {
+        let _ = e.print();
+        if e.use_stderr() {
+            ExitCode::from(EX_USAGE)
+        } else {
+            ExitCode::SUCCESS
+        }
+    })
+}
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> ExitCode {
+    match cli.command {
+        Command::Conformance(args) => conformance(args),
+        Command::Recommend(args) => crate::client::run(crate::client::recommend(
+            &args.addr,
+            &args.security,
+            &args.file,
+            args.hpa.as_deref(),
+            args.output,
+        )),
+        Command::History(args) => crate::client::run(crate::client::history(
+            &args.addr,
+            &args.security,
+            &args.target_key,
+            args.output,
+        )),
+        Command::Simulate(args) => crate::client::run(crate::whatif::simulate_command(args)),
+        Command::Record(args) => crate::whatif::record::run(args),
+        Command::Report(args) => crate::client::run(crate::whatif::report::report_command(args)),
+    }
+}
+
+fn conformance(args: ConformanceArgs) -> ExitCode {
+    if let Some(addr) = &args.grpc {
+        return crate::conformance::grpc::run_command(addr, &args.dir);
+    }
+    let report = crate::conformance::run_dir(&args.dir);
+    let printed = crate::client::print_stdout(&report.to_string());
+    if report.success() {
+        printed
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,188 @@
+//! `autoscalectl record`: a recording proxy. Adapters point at it instead of the server; it
+//! forwards every HorizontalAutoscaler call to the upstream server unchanged and appends each
+//! answered `Recommend` request to a trace file, with the `evaluation_time` the server decided
+//! at (so that `autoscalectl simulate --trace` replays it at the same instant). Failed calls are
+//! not recorded: the server stored nothing for them either.
+
+use std::{
+    fs::File,
+    io::{BufWriter, Write},
+    path::PathBuf,
+    sync::Mutex,
+};
+
+use tonic::{Request, Response, Status, transport::Channel};
+
+use autoscaled::pb::v1::{
+    self as api,
+    horizontal_autoscaler_client::HorizontalAutoscalerClient,
+    horizontal_autoscaler_server::{HorizontalAutoscaler, HorizontalAutoscalerServer},
+};
+
+/// `autoscalectl record`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RecordArgs {
+    /// Where adapters connect (e.g. 127.0.0.1:50052; port 0 picks one, printed on stdout).
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) listen: std::net::SocketAddr,
+    /// The autoscaled server every call is forwarded to.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) upstream: String,
+    /// The trace file the Recommend requests are appended to (created if missing).
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub(crate) trace: PathBuf,
+    /// Record only this target (default: every target).
+    #[arg(long, value_name = "KEY")]
+    pub(crate) target: Option<String>,
+}
+
+/// The proxy.
+pub(crate) struct Recorder {
+    upstream: HorizontalAutoscalerClient<Channel>,
+    trace: Mutex<BufWriter<File>>,
+    target: Option<String>,
+}
+
+impl Recorder {
+    fn record(&self, mut request: api::RecommendRequest, response: &api::RecommendResponse) {
+        if self
+            .target
+            .as_ref()
+            .is_some_and(|t| *t != request.target_key)
+        {
+            return;
+        }
+        if request.evaluation_time.is_none() {
+            request.evaluation_time = response.evaluation_time;
+        }
+        let line = match super::trace::to_line(&request) {
+            Ok(line) => line,
+            Err(e) => {
+                eprintln!("autoscalectl record: cannot encode a trace line: {e}");
+                return;
+            }
+        };
+        let mut out = match self.trace.lock() {
+            Ok(out) => out,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        // One flush per line: a killed proxy loses at most the line being written.
+        if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
+            eprintln!("autoscalectl record: cannot append to the trace: {e}");
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl HorizontalAutoscaler for Recorder {
+    async fn recommend(
+        &self,
+        request: Request<api::RecommendRequest>,
+    ) -> Result<Response<api::RecommendResponse>, Status> {
+        let request = request.into_inner();
+        let response = self
+            .upstream
+            .clone()
+            .recommend(request.clone())
+            .await?
+            .into_inner();
+        self.record(request, &response);
+        Ok(Response::new(response))
+    }
+
+    async fn get_history(
+        &self,
+        request: Request<api::GetHistoryRequest>,
+    ) -> Result<Response<api::TargetHistory>, Status> {
+        self.upstream
+            .clone()
+            .get_history(request.into_inner())
+            .await
+    }
+
+    async fn list_targets(
+        &self,
+        request: Request<api::ListTargetsRequest>,
+    ) -> Result<Response<api::ListTargetsResponse>, Status> {
+        self.upstream
+            .clone()
+            .list_targets(request.into_inner())
+            .await
+    }
+
+    async fn delete_target(
+        &self,
+        request: Request<api::DeleteTargetRequest>,
+    ) -> Result<Response<()>, Status> {
+        self.upstream
+            .clone()
+            .delete_target(request.into_inner())
+            .await
+    }
+
+    async fn simulate(
+        &self,
+        request: Request<api::SimulateRequest>,
+    ) -> Result<Response<api::SimulateResponse>, Status> {
+        self.upstream.clone().simulate(request.into_inner()).await
+    }
+}
+
+/// Runs the proxy until SIGTERM / SIGINT.
+pub(crate) fn run(args: RecordArgs) -> std::process::ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("autoscaled: cannot start the runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result: anyhow::Result<()> = runtime.block_on(async {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&args.trace)
+            .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", args.trace.display()))?;
+        let upstream = crate::client::connect(&args.upstream).await?;
+        let signals = autoscaled::shutdown::Signals::install()
+            .map_err(|e| anyhow::anyhow!("cannot install the signal handlers: {e}"))?;
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
+        let addr = listener.local_addr()?;
+        {
+            let mut out = std::io::stdout().lock();
+            writeln!(
+                out,
+                "autoscalectl record listening on {addr}, forwarding to {}, writing {}",
+                args.upstream,
+                args.trace.display()
+            )?;
+            out.flush()?;
+        }
+        let recorder = Recorder {
+            upstream,
+            trace: Mutex::new(BufWriter::new(file)),
+            target: args.target,
+        };
+        tonic::transport::Server::builder()
+            .add_service(HorizontalAutoscalerServer::new(recorder))
+            .serve_with_incoming_shutdown(
+                tokio_stream::wrappers::TcpListenerStream::new(listener),
+                signals.recv(),
+            )
+            .await?;
+        Ok(())
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("autoscaled: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

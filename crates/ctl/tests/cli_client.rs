@@ -1,0 +1,331 @@
+//! The client subcommands of the real binary against the real binary: `recommend` (text and
+//! JSON), `history`, and `conformance --grpc` with its summary line and exit status.
+
+mod common;
+
+use std::{path::Path, process::Output};
+
+fn autoscaled(args: &[&str]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_autoscalectl"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
+#[test]
+fn recommend_and_history_print_the_decision() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(&dir.path().join("data"));
+    let addr = server.addr.to_string();
+    let example =
+        Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("examples/recommend.json");
+    let example = example.to_str().unwrap();
+
+    // 3 pods at 80% of a 50% target: ceil(3 × 1.6) = 5.
+    let text = autoscaled(&["recommend", "--addr", &addr, "--file", example]);
+    assert!(text.status.success(), "{text:?}");
+    let out = stdout(&text);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| words(l) == ["Desired", "replicas:", "5"]),
+        "{out}"
+    );
+    assert!(
+        lines.iter().any(
+            |l| l.contains("resource cpu on pods  (as a percentage of request):")
+                && l.ends_with("80% (400m) / 50%")
+        ),
+        "{out}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| words(l).starts_with(&["AbleToScale", "True", "SucceededRescale"])),
+        "{out}"
+    );
+
+    let json = autoscaled(&[
+        "recommend",
+        "--addr",
+        &addr,
+        "--file",
+        example,
+        "--output",
+        "json",
+    ]);
+    assert!(json.status.success(), "{json:?}");
+    let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(value["desiredReplicas"], 5);
+    assert_eq!(value["recorded"], true);
+    assert_eq!(value["metrics"][0]["currentAverageUtilization"], 80);
+
+    let history = autoscaled(&[
+        "history",
+        "--addr",
+        &addr,
+        "examples/web",
+        "--output",
+        "json",
+    ]);
+    assert!(history.status.success(), "{history:?}");
+    let value: serde_json::Value = serde_json::from_slice(&history.stdout).unwrap();
+    // Two calls that decided the same: one run of two decisions.
+    assert_eq!(value["decisions"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        value["decisions"][0]["runCount"]
+            .to_string()
+            .trim_matches('"'),
+        "2"
+    );
+    // The initial recommendation (3), then one proposal (5) per call.
+    let replicas: Vec<i64> = value["recommendations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["replicas"].as_i64().unwrap())
+        .collect();
+    assert_eq!(replicas, [3, 5, 5]);
+    let text = autoscaled(&["history", "--addr", &addr, "examples/web"]);
+    assert!(
+        stdout(&text)
+            .lines()
+            .any(|l| words(l) == ["Desired", "replicas:", "5"]),
+        "{text:?}"
+    );
+    // AUTOSCALED_ADDR stands for --addr in every client subcommand (history, and simulate and
+    // report, which default to it as recommend does).
+    let with_env = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_autoscalectl"))
+            .args(args)
+            .env("AUTOSCALED_ADDR", &addr)
+            .output()
+            .expect("the binary runs")
+    };
+    let text = with_env(&["history", "examples/web"]);
+    assert!(stdout(&text).contains("Desired replicas"), "{text:?}");
+    let text = with_env(&["simulate", "--target", "examples/web"]);
+    assert!(text.status.success(), "{text:?}");
+    let page = dir.path().join("report.html");
+    let text = with_env(&[
+        "report",
+        "--target",
+        "examples/web",
+        "--out",
+        page.to_str().unwrap(),
+    ]);
+    assert!(text.status.success() && page.exists(), "{text:?}");
+
+    // Errors: exit 1 and a message naming the problem.
+    let missing = autoscaled(&["history", "--addr", &addr, "no/such/target"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("NotFound"),
+        "{missing:?}"
+    );
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, r#"{"targetKey": "a", "currentReplica": 1}"#).unwrap();
+    let bad = autoscaled(&[
+        "recommend",
+        "--addr",
+        &addr,
+        "--file",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("currentReplica"),
+        "{bad:?}"
+    );
+}
+
+#[test]
+fn conformance_grpc_prints_the_summary_last_and_exits_1_on_a_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(&dir.path().join("data"));
+    let addr = server.addr.to_string();
+    let shared =
+        Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("../shared/conformance/hpa");
+    let cases = dir.path().join("cases");
+    std::fs::create_dir(&cases).unwrap();
+    for name in [
+        "controller-scale-up.json",
+        "behavior-prenormalized-desired-replicas-minreplicas.json",
+    ] {
+        std::fs::copy(shared.join(name), cases.join(name)).unwrap();
+    }
+    let run = autoscaled(&["conformance", "--grpc", &addr, cases.to_str().unwrap()]);
+    assert!(run.status.success(), "{run:?}");
+    let out = stdout(&run);
+    assert_eq!(
+        out.lines().last(),
+        Some("1 passed, 0 failed, 1 skipped"),
+        "{out}"
+    );
+    assert!(
+        out.contains("SKIP ") && out.contains("prenormalized_desired_replicas"),
+        "{out}"
+    );
+
+    let mut case: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(shared.join("controller-scale-up.json")).unwrap(),
+    )
+    .unwrap();
+    case["steps"][0]["expect"]["desired_replicas"] = 99.into();
+    std::fs::write(cases.join("controller-scale-up.json"), case.to_string()).unwrap();
+    let run = autoscaled(&["conformance", "--grpc", &addr, cases.to_str().unwrap()]);
+    assert_eq!(run.status.code(), Some(1), "{run:?}");
+    let out = stdout(&run);
+    assert_eq!(
+        out.lines().last(),
+        Some("0 passed, 1 failed, 1 skipped"),
+        "{out}"
+    );
+    assert!(
+        out.contains("FAIL ") && out.contains("desired_replicas: expected 99"),
+        "{out}"
+    );
+}
+
+/// The first-hour papercuts (issue 14): a closed pipe, quantities, an HPA manifest, JSON
+/// without defaults, and `conformance --grpc` against a server on its own clock.
+#[test]
+fn first_hour_client_behaviour() {
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(&dir.path().join("data"));
+    let addr = server.addr.to_string();
+    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+    let example = |name: &str| root.join("examples").join(name).display().to_string();
+
+    // The HPA walkthrough's manifest as the spec, pod samples with Kubernetes quantities:
+    // 450m of 200m is 225% of a 50% target (9 replicas); the legacy limit holds 2 at 4.
+    let run = autoscaled(&[
+        "recommend",
+        "--addr",
+        &addr,
+        "--hpa",
+        &example("hpa.yaml"),
+        "--file",
+        &example("observations.json"),
+    ]);
+    assert!(run.status.success(), "{run:?}");
+    let out = stdout(&run);
+    assert!(
+        out.lines()
+            .any(|l| words(l) == ["Name:", "default/php-apache"]),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| words(l) == ["Desired", "replicas:", "4"]),
+        "{out}"
+    );
+    assert!(out.contains("225% (450m) / 50%"), "{out}");
+
+    // JSON leaves out what grpcurl leaves out: empty strings, false, absent messages.
+    let json = autoscaled(&[
+        "history",
+        "--addr",
+        &addr,
+        "default/php-apache",
+        "--output",
+        "json",
+    ]);
+    assert!(json.status.success(), "{json:?}");
+    let text = stdout(&json);
+    for default in ["\"\"", "false", "\"container\"", "\"error\""] {
+        assert!(!text.contains(default), "{default} printed:\n{text}");
+    }
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(value["decisions"][0]["desiredReplicas"], 4);
+
+    // A reader that goes away: quiet, status 0, no panic (was "failed printing to stdout:
+    // Broken pipe", exit 101). The read end is closed before the client gets its answer.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_autoscalectl"))
+        .args([
+            "history",
+            "--addr",
+            &addr,
+            "default/php-apache",
+            "--output",
+            "json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let closed = child.wait_with_output().unwrap();
+    assert_eq!(closed.status.code(), Some(0), "{closed:?}");
+    assert!(closed.stderr.is_empty(), "{closed:?}");
+
+    // A bad quantity names the field; nothing is sent.
+    let bad = autoscaled(&[
+        "recommend",
+        "--addr",
+        &addr,
+        "--file",
+        &example("bad-quantity.json"),
+    ]);
+    assert_eq!(bad.status.code(), Some(1), "{bad:?}");
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("pods[0].requests.cpu") && err.contains("\"5OOm\""),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+
+    // --hpa with a file that has a spec of its own: refused, naming both.
+    let both = autoscaled(&[
+        "recommend",
+        "--addr",
+        &addr,
+        "--hpa",
+        &example("hpa.yaml"),
+        "--file",
+        &example("recommend.json"),
+    ]);
+    assert_eq!(both.status.code(), Some(1), "{both:?}");
+    assert!(
+        String::from_utf8_lossy(&both.stderr).contains("also has a spec"),
+        "{both:?}"
+    );
+}
+
+#[test]
+fn conformance_grpc_stops_at_once_against_a_server_on_its_own_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = std::process::Command::new(common::server_binary());
+    command
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .env("AUTOSCALED_LOG", "warn")
+        .env_remove("AUTOSCALED_TRUST_REQUEST_TIME")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let server = common::spawn(command);
+    let shared =
+        Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("../shared/conformance/hpa");
+    let run = autoscaled(&[
+        "conformance",
+        "--grpc",
+        &server.addr.to_string(),
+        shared.to_str().unwrap(),
+    ]);
+    assert_eq!(run.status.code(), Some(1), "{run:?}");
+    assert!(run.stdout.is_empty(), "no case is run: {}", stdout(&run));
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--trust-request-time"), "{err}");
+}

@@ -1,0 +1,1012 @@
+//! The HorizontalPodAutoscaler decision: `reconcileAutoscaler` of `horizontal.go` without the
+//! I/O. `evaluate(settings, spec, observation, history, now)` returns an [`Evaluation`]: the
+//! [`Decision`] (with its explanation as data) and the history to store.
+//!
+//! The decision record is part of the engine's API: the service stores and returns it, and a
+//! replay of stored history under another spec compares records.
+
+pub mod condition;
+pub mod defaults;
+pub mod extensions;
+pub mod history;
+pub mod normalize;
+pub mod observation;
+pub mod replicas;
+pub mod settings;
+pub mod spec;
+pub mod validate;
+
+use serde::{Deserialize, Serialize};
+
+use self::{condition::Condition, history::History};
+
+/// The result of one evaluation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Evaluation {
+    /// What the controller decided, with its conditions and per-metric outcomes.
+    pub decision: Decision,
+    /// The history after this evaluation, to be stored unless the call is a dry run.
+    pub history: History,
+}
+
+/// What the controller decided and why.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    /// The scale's current replica count the decision started from (`scale.Spec.Replicas`).
+    pub current_replicas: i32,
+    /// The count to apply. Equal to `current_replicas` when nothing changes.
+    pub desired_replicas: i32,
+    /// The conditions after the evaluation, one per type at most, in
+    /// AbleToScale, ScalingActive, ScalingLimited order.
+    pub conditions: Vec<Condition>,
+    /// One entry per spec metric, in spec order (empty on the shortcuts).
+    pub metrics: Vec<MetricOutcome>,
+    /// Which branch of `reconcileAutoscaler` decided.
+    pub path: DecisionPath,
+    /// The metric proposal (max over metrics) before normalization.
+    pub prenormalized_replicas: Option<i32>,
+    /// The value after the stabilization step.
+    pub stabilized_replicas: Option<i32>,
+    /// The scale-up limit in force for the current count, the stored scale events and the
+    /// defaulted rules, before this evaluation stores its own event (behavior:
+    /// `calculateScaleUpLimitWithScalingRules`; legacy: `calculateScaleUpLimit`). Reported
+    /// on every path, also where no normalization runs.
+    pub scale_up_limit: Option<i32>,
+    /// The scale-down limit in force (`calculateScaleDownLimitWithBehaviors`), behavior only.
+    pub scale_down_limit: Option<i32>,
+    /// The error Kubernetes' reconciliation returns, if any (scaling may still proceed when
+    /// only some metrics failed).
+    pub error: Option<String>,
+    /// Why the count changes, in the words of Kubernetes' `SuccessfulRescale` event
+    /// (`cpu resource utilization (percentage of request) above target`, `All metrics below
+    /// target`, `Current number of replicas above Spec.MaxReplicas`, ...); `None` when the
+    /// count stays.
+    pub rescale_reason: Option<String>,
+    /// What the migration extensions did (`spec.extensions`); `None` without them, so stored
+    /// decisions of targets without extensions read and compare as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extensions: Option<Box<extensions::ExtensionReport>>,
+}
+
+/// The branch of `reconcileAutoscaler` that produced the decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DecisionPath {
+    /// Current replicas 0 with a minimum above 0: scaling is disabled.
+    ScalingDisabled,
+    /// Current replicas above the maximum: desired = max, no metric evaluation.
+    AboveMaxReplicas,
+    /// Current replicas below the minimum: desired = min, no metric evaluation.
+    BelowMinReplicas,
+    /// Metric evaluation failed as a whole; no scaling.
+    MetricsFailed,
+    /// Normalized without behavior (`normalizeDesiredReplicas`).
+    Legacy,
+    /// Normalized with behavior (`normalizeDesiredReplicasWithBehaviors`).
+    Behavior,
+    /// Extensions: `pause.paused_replicas` set the count; no metric evaluation.
+    Paused,
+    /// Extensions: KEDA activation decided the 0↔1 (idle↔min) step.
+    Activation,
+    /// Extensions: the target is at 0 and zero was not our decision, so it is left alone.
+    PausedAtZero,
+}
+
+impl DecisionPath {
+    /// A stable name for the API and logs.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DecisionPath::ScalingDisabled => "ScalingDisabled",
+            DecisionPath::AboveMaxReplicas => "AboveMaxReplicas",
+            DecisionPath::BelowMinReplicas => "BelowMinReplicas",
+            DecisionPath::MetricsFailed => "MetricsFailed",
+            DecisionPath::Legacy => "Legacy",
+            DecisionPath::Behavior => "Behavior",
+            DecisionPath::Paused => "Paused",
+            DecisionPath::Activation => "Activation",
+            DecisionPath::PausedAtZero => "PausedAtZero",
+        }
+    }
+}
+
+/// The evaluation of one spec metric (`computeReplicasForMetric` and `computeStatusFor*Metric`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MetricOutcome {
+    /// Index in `spec.metrics`.
+    pub index: usize,
+    /// The proposal, or why there is none.
+    pub result: Result<MetricProposal, MetricFailure>,
+    /// How `groupPods` sorted the pods (pod-based metrics that got that far).
+    pub pod_groups: Option<PodGroups>,
+}
+
+/// A metric's proposal and the status Kubernetes reports for it (algorithm document, section 8).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MetricProposal {
+    /// The replica count this metric alone proposes (`computeReplicasForMetric`).
+    pub replicas: i32,
+    /// Integer percentage of the request (Utilization targets).
+    pub current_average_utilization: Option<i32>,
+    /// Milli-units per pod.
+    pub current_average_value: Option<i64>,
+    /// Milli-units in total (Object/External Value targets).
+    pub current_value: Option<i64>,
+    /// The usage ratio the proposal came from (current ÷ target), for explanations.
+    pub usage_ratio: Option<f64>,
+}
+
+/// Why a metric has no proposal.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MetricFailure {
+    /// The ScalingActive False reason for this metric type (e.g. `FailedGetResourceMetric`).
+    pub reason: condition::ConditionReason,
+    /// Kubernetes' error text.
+    pub message: String,
+}
+
+/// `groupPods`' result for one metric; name lists sorted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodGroups {
+    /// Pods with a sample that count as ready.
+    pub ready_count: i32,
+    /// Pods set aside as not yet ready (cpu only): counted at 0 % when scaling up.
+    pub unready: Vec<String>,
+    /// Pods without a sample: counted at 0 % (up) or 100 % (down) of the target.
+    pub missing: Vec<String>,
+    /// Pods being deleted or failed: left out entirely.
+    pub ignored: Vec<String>,
+}
+
+// === reconcileAutoscaler ===
+
+use self::{
+    condition::{ConditionReason, ConditionType},
+    observation::Observation,
+    settings::Settings,
+    spec::{HorizontalSpec, MetricSpec},
+};
+use crate::{error::InvalidInput, time::Time};
+use defaults::DefaultedSpec;
+use normalize::Bounds;
+
+/// Kubernetes' messages for the conditions `reconcileAutoscaler` and
+/// `computeReplicasForMetrics` set themselves.
+pub mod messages {
+    /// AbleToScale True, `SucceededGetScale`.
+    pub const SUCCEEDED_GET_SCALE: &str =
+        "the HPA controller was able to get the target's current scale";
+    /// ScalingActive False, `ScalingDisabled` (the target is at zero replicas).
+    pub const SCALING_DISABLED: &str =
+        "scaling is disabled since the replica count of the target is zero";
+    /// The desired count when the current count is above `maxReplicas`.
+    pub const ABOVE_MAX: &str = "Current number of replicas above Spec.MaxReplicas";
+    /// The desired count when the current count is below `minReplicas`.
+    pub const BELOW_MIN: &str = "Current number of replicas below Spec.MinReplicas";
+    /// The reason logged when every metric proposes fewer replicas than now.
+    pub const ALL_BELOW_TARGET: &str = "All metrics below target";
+}
+
+/// The conditions of one evaluation: one slot per type, the last write wins (`setCondition`).
+/// The three HPA types first, then the extensions' types.
+#[derive(Default)]
+struct Conditions([Option<Condition>; 8]);
+
+impl Conditions {
+    fn set(
+        &mut self,
+        condition_type: ConditionType,
+        status: bool,
+        reason: ConditionReason,
+        message: impl Into<String>,
+    ) {
+        self.put(Condition {
+            condition_type,
+            status,
+            reason,
+            message: message.into(),
+        });
+    }
+
+    fn put(&mut self, condition: Condition) {
+        let slot = match condition.condition_type {
+            ConditionType::AbleToScale => 0,
+            ConditionType::ScalingActive => 1,
+            ConditionType::ScalingLimited => 2,
+            ConditionType::ScaledToZero => 3,
+            ConditionType::Active => 4,
+            ConditionType::Fallback => 5,
+            ConditionType::ExternalMetricFallbackActive => 6,
+            ConditionType::Paused => 7,
+        };
+        self.0[slot] = Some(condition);
+    }
+
+    fn into_vec(self) -> Vec<Condition> {
+        self.0.into_iter().flatten().collect()
+    }
+}
+
+/// The state of one evaluation as it moves through `reconcileAutoscaler`.
+struct Reconciliation<'a> {
+    settings: &'a Settings,
+    spec: DefaultedSpec,
+    history: History,
+    now: Time,
+    conditions: Conditions,
+    decision: Decision,
+}
+
+impl<'a> Reconciliation<'a> {
+    /// The start of `reconcileAutoscaler` once the scale was read: AbleToScale True /
+    /// SucceededGetScale and `recordInitialRecommendation`.
+    fn start(
+        settings: &'a Settings,
+        spec: &HorizontalSpec,
+        current: i32,
+        history: &History,
+        now: Time,
+    ) -> Self {
+        let mut conditions = Conditions::default();
+        conditions.set(
+            ConditionType::AbleToScale,
+            true,
+            ConditionReason::SucceededGetScale,
+            messages::SUCCEEDED_GET_SCALE,
+        );
+        let mut history = history.clone();
+        record_initial_recommendation(&mut history, current, now);
+        let spec = defaults::set_defaults(spec, settings);
+        let (path, scale_up_limit, scale_down_limit) = match &spec.behavior {
+            Some(b) => (
+                DecisionPath::Behavior,
+                normalize::calculate_scale_up_limit_with_scaling_rules(
+                    current,
+                    &history.scale_up_events,
+                    &history.scale_down_events,
+                    &b.scale_up,
+                    now,
+                ),
+                Some(normalize::calculate_scale_down_limit_with_behaviors(
+                    current,
+                    &history.scale_up_events,
+                    &history.scale_down_events,
+                    &b.scale_down,
+                    now,
+                )),
+            ),
+            None => (
+                DecisionPath::Legacy,
+                normalize::calculate_scale_up_limit(settings, current),
+                None,
+            ),
+        };
+        Reconciliation {
+            settings,
+            spec,
+            history,
+            now,
+            conditions,
+            decision: Decision {
+                current_replicas: current,
+                desired_replicas: current,
+                conditions: Vec::new(),
+                metrics: Vec::new(),
+                path,
+                prenormalized_replicas: None,
+                stabilized_replicas: None,
+                scale_up_limit: Some(scale_up_limit),
+                scale_down_limit,
+                error: None,
+                rescale_reason: None,
+                extensions: None,
+            },
+        }
+    }
+
+    fn bounds(&self) -> Bounds {
+        Bounds {
+            current: self.decision.current_replicas,
+            min: self.spec.min_replicas,
+            max: self.spec.max_replicas,
+        }
+    }
+
+    /// `normalizeDesiredReplicas` or `normalizeDesiredReplicasWithBehaviors`; returns the
+    /// normalized count.
+    fn normalize(&mut self, prenormalized: i32) -> i32 {
+        let bounds = self.bounds();
+        self.decision.prenormalized_replicas = Some(prenormalized);
+        let normalized = match &self.spec.behavior {
+            None => normalize::normalize_desired_replicas(
+                self.settings,
+                self.history.recommendations.get_or_insert_with(Vec::new),
+                self.now,
+                bounds,
+                prenormalized,
+            ),
+            Some(behavior) => normalize::normalize_desired_replicas_with_behaviors(
+                behavior,
+                &mut self.history,
+                self.now,
+                bounds,
+                prenormalized,
+            ),
+        };
+        self.decision.stabilized_replicas = Some(normalized.stabilized);
+        self.decision.scale_up_limit = Some(normalized.scale_up_limit);
+        self.decision.scale_down_limit = normalized.scale_down_limit;
+        self.conditions.put(normalized.able_to_scale);
+        self.conditions.put(normalized.scaling_limited);
+        normalized.desired
+    }
+
+    /// The end of `reconcileAutoscaler`: apply the rescale (AbleToScale True /
+    /// SucceededRescale, `storeScaleEvent`) or keep the current count.
+    fn finish(mut self, desired: i32, rescale: bool, rescale_reason: Option<String>) -> Evaluation {
+        let current = self.decision.current_replicas;
+        if rescale {
+            self.conditions.set(
+                ConditionType::AbleToScale,
+                true,
+                ConditionReason::SucceededRescale,
+                format!("the HPA controller was able to update the target scale to {desired}"),
+            );
+            // A count set by KEDA's executor (activation) is not an HPA rescale: no scale
+            // event, as `storeScaleEvent` runs only after the HPA's own update.
+            let by_activation = self.decision.path == DecisionPath::Activation;
+            if let Some(behavior) = self.spec.behavior.as_ref().filter(|_| !by_activation) {
+                normalize::store_scale_event(
+                    behavior,
+                    &mut self.history,
+                    self.now,
+                    current,
+                    desired,
+                );
+            }
+            self.decision.desired_replicas = desired;
+            self.decision.rescale_reason = rescale_reason;
+        } else {
+            self.decision.desired_replicas = current;
+        }
+        self.decision.conditions = self.conditions.into_vec();
+        Evaluation {
+            decision: self.decision,
+            history: self.history,
+        }
+    }
+}
+
+/// `recordInitialRecommendation`: a target without a recommendation list starts one with the
+/// current count. An existing but empty list stays empty.
+fn record_initial_recommendation(history: &mut History, current: i32, now: Time) {
+    if history.recommendations.is_none() {
+        history.recommendations = Some(vec![history::Recommendation {
+            replicas: current,
+            time: now,
+        }]);
+    }
+}
+
+/// Decides the replica count for one snapshot: `reconcileAutoscaler` without the I/O.
+///
+/// Input that makes no sense is rejected before anything is computed; everything else,
+/// including metrics that cannot be computed, is part of the decision. The returned history
+/// holds what Kubernetes would have recorded (the recommendation whenever a normalization ran,
+/// a scale event after a rescale with a behavior).
+pub fn evaluate(
+    settings: &Settings,
+    spec: &HorizontalSpec,
+    observation: &Observation,
+    history: &History,
+    now: Time,
+) -> Result<Evaluation, InvalidInput> {
+    validate::validate(settings, spec, observation, history)?;
+    if spec.extensions.is_some() || settings.scale_to_zero {
+        // The gate's rules (ScaledToZero, a zero that is not ours left alone) need the
+        // extensions' state even when the spec has no extension of its own.
+        return extensions::evaluate(
+            settings,
+            spec,
+            spec.extensions.as_ref(),
+            observation,
+            history,
+            now,
+        );
+    }
+    Ok(reconcile(
+        settings,
+        spec,
+        observation,
+        history,
+        now,
+        Hooks::default(),
+    ))
+}
+
+/// What the extensions change inside one reconciliation (`Hooks::default()`: nothing).
+#[derive(Default)]
+struct Hooks {
+    /// The metric outcomes, computed (and adjusted by fallback) before the reconciliation.
+    outcomes: Option<Vec<MetricOutcome>>,
+    /// The target is at zero because the controller scaled it there (`ScaledToZero` True,
+    /// scale to zero with 1.37 semantics): its metrics are computed even when `min_replicas`
+    /// is above 0 (`shouldComputeMetricsForZeroReplicas`), and the result is raised to min.
+    scaled_to_zero: bool,
+}
+
+/// The body of [`evaluate`] on validated input.
+fn reconcile(
+    settings: &Settings,
+    spec: &HorizontalSpec,
+    observation: &Observation,
+    history: &History,
+    now: Time,
+    hooks: Hooks,
+) -> Evaluation {
+    let current = observation.current_replicas;
+    let mut r = Reconciliation::start(settings, spec, current, history, now);
+    let min = r.spec.min_replicas;
+    let max = r.spec.max_replicas;
+    let from_zero = current == 0 && hooks.scaled_to_zero;
+
+    if current == 0 && min != 0 && !from_zero {
+        // "Autoscaling is disabled for this resource"
+        r.decision.path = DecisionPath::ScalingDisabled;
+        r.conditions.set(
+            ConditionType::ScalingActive,
+            false,
+            ConditionReason::ScalingDisabled,
+            messages::SCALING_DISABLED,
+        );
+        return r.finish(0, false, None);
+    }
+    if current > max {
+        r.decision.path = DecisionPath::AboveMaxReplicas;
+        return r.finish(max, true, Some(messages::ABOVE_MAX.to_string()));
+    }
+    if current < min && !from_zero {
+        r.decision.path = DecisionPath::BelowMinReplicas;
+        return r.finish(min, true, Some(messages::BELOW_MIN.to_string()));
+    }
+
+    let tolerances = defaults::tolerances_for_hpa(&r.spec, settings);
+    let outcomes: Vec<MetricOutcome> = match hooks.outcomes {
+        Some(outcomes) => outcomes,
+        None => r
+            .spec
+            .metrics
+            .iter()
+            .enumerate()
+            .map(|(i, metric)| {
+                replicas::replicas_for_metric(i, metric, observation, settings, tolerances, now)
+            })
+            .collect(),
+    };
+    let combined = compute_replicas_for_metrics(&r.spec.metrics, &outcomes, current);
+    r.decision.metrics = outcomes;
+    let combined = match combined {
+        Err(failure) => {
+            // No scaling; status keeps the statuses computed so far; the error is returned.
+            r.decision.path = DecisionPath::MetricsFailed;
+            r.conditions.put(failure.condition);
+            r.decision.error = Some(format!(
+                "failed to compute desired number of replicas based on listed metrics: {}",
+                failure.error
+            ));
+            return r.finish(current, false, None);
+        }
+        Ok(combined) => combined,
+    };
+    r.conditions.set(
+        ConditionType::ScalingActive,
+        true,
+        ConditionReason::ValidMetricFound,
+        format!(
+            "the HPA was able to successfully calculate a replica count from {}",
+            combined.metric
+        ),
+    );
+    r.decision.error = combined.error;
+
+    let prenormalized = combined.replicas.max(0);
+    let mut rescale_reason = if prenormalized > current {
+        Some(format!("{} above target", combined.metric))
+    } else if prenormalized < current {
+        Some(messages::ALL_BELOW_TARGET.to_string())
+    } else {
+        None
+    };
+    let mut desired = r.normalize(prenormalized);
+    if from_zero && desired < min {
+        // `reconcileAutoscaler`: a target woken from zero gets at least min.
+        desired = min;
+        rescale_reason.get_or_insert_with(|| messages::BELOW_MIN.to_string());
+    }
+    r.finish(desired, desired != current, rescale_reason)
+}
+
+/// Normalizes a given proposal as if the metrics had produced it: for callers (and the
+/// conformance cases) that exercise `normalizeDesiredReplicas*` directly. Skips the metric
+/// evaluation and the disabled / above-max / below-min shortcuts, then rescales and records
+/// state as [`evaluate`] does.
+pub fn normalize_only(
+    settings: &Settings,
+    spec: &HorizontalSpec,
+    current_replicas: i32,
+    prenormalized: i32,
+    history: &History,
+    now: Time,
+) -> Result<Evaluation, InvalidInput> {
+    validate::validate_settings(settings)?;
+    validate::validate_spec(spec)?;
+    validate::validate_history(history)?;
+    if current_replicas < 0 {
+        return Err(InvalidInput::new(
+            "current_replicas",
+            "must not be negative",
+        ));
+    }
+    if prenormalized < 0 {
+        return Err(InvalidInput::new(
+            "prenormalized_desired_replicas",
+            "must not be negative",
+        ));
+    }
+    let mut r = Reconciliation::start(settings, spec, current_replicas, history, now);
+    let rescale_reason = match prenormalized.cmp(&current_replicas) {
+        std::cmp::Ordering::Greater => Some("prenormalized proposal above target".to_string()),
+        std::cmp::Ordering::Less => Some(messages::ALL_BELOW_TARGET.to_string()),
+        std::cmp::Ordering::Equal => None,
+    };
+    let desired = r.normalize(prenormalized);
+    Ok(r.finish(desired, desired != current_replicas, rescale_reason))
+}
+
+/// The proposal of `computeReplicasForMetrics` when at least one metric counts.
+struct Combined {
+    replicas: i32,
+    /// The description of the metric that gave the proposal.
+    metric: String,
+    /// Set when some metrics failed but scaling proceeds.
+    error: Option<String>,
+}
+
+/// `computeReplicasForMetrics` failing as a whole.
+struct MetricsFailure {
+    condition: Condition,
+    error: String,
+}
+
+/// `computeReplicasForMetrics`: the largest proposal (the first valid metric, then any larger
+/// one). Fails when every metric failed, or when some failed and the others would scale down:
+/// an invalid metric never blocks a scale-up or a steady state, but blocks every scale-down.
+fn compute_replicas_for_metrics(
+    specs: &[MetricSpec],
+    outcomes: &[MetricOutcome],
+    spec_replicas: i32,
+) -> Result<Combined, MetricsFailure> {
+    let mut replicas = 0;
+    let mut metric = String::new();
+    let mut invalid = 0usize;
+    let mut first_invalid: Option<(&MetricFailure, String)> = None;
+    for outcome in outcomes {
+        match &outcome.result {
+            Err(failure) => {
+                if invalid == 0 {
+                    let error = match specs.get(outcome.index) {
+                        Some(spec) => replicas::metric_error(spec, failure),
+                        None => failure.message.clone(),
+                    };
+                    first_invalid = Some((failure, error));
+                }
+                invalid += 1;
+            }
+            Ok(proposal) => {
+                if replicas == 0 || proposal.replicas > replicas {
+                    replicas = proposal.replicas;
+                    metric = specs
+                        .get(outcome.index)
+                        .map(metric_description)
+                        .unwrap_or_default();
+                }
+            }
+        }
+    }
+    let error = first_invalid.as_ref().map(|(_, error)| {
+        format!(
+            "invalid metrics ({invalid} invalid out of {}), first error is: {error}",
+            specs.len(),
+        )
+    });
+    if invalid >= specs.len() || (invalid > 0 && replicas < spec_replicas) {
+        let (reason, message) = match &first_invalid {
+            Some((f, _)) => (f.reason, f.message.as_str()),
+            // Only reachable without metrics, which the defaults rule out.
+            None => (
+                ConditionReason::InvalidMetricSourceType,
+                "no metrics to compute a replica count from",
+            ),
+        };
+        return Err(MetricsFailure {
+            condition: Condition {
+                condition_type: ConditionType::ScalingActive,
+                status: false,
+                reason,
+                message: format!("the HPA was unable to compute the replica count: {message}"),
+            },
+            error: error.unwrap_or_else(|| message.to_string()),
+        });
+    }
+    Ok(Combined {
+        replicas,
+        metric,
+        error,
+    })
+}
+
+/// How Kubernetes names a metric in ValidMetricFound and the rescale event
+/// (`computeStatusFor*Metric`). Object and External metrics carry no selector here, which Go
+/// prints as `nil`.
+pub fn metric_description(metric: &MetricSpec) -> String {
+    match metric {
+        MetricSpec::Resource { name, target } => {
+            if target.average_value.is_some() {
+                format!("{name} resource")
+            } else {
+                format!("{name} resource utilization (percentage of request)")
+            }
+        }
+        MetricSpec::ContainerResource { name, target, .. } => {
+            if target.average_value.is_some() {
+                format!("{name} resource")
+            } else {
+                format!("{name} container resource utilization (percentage of request)")
+            }
+        }
+        MetricSpec::Pods { name, .. } => format!("pods metric {name}"),
+        MetricSpec::Object { name, target } => {
+            if target.target_type == spec::MetricTargetType::Value && target.value.is_some() {
+                format!("Object metric {name}")
+            } else {
+                // sic: upstream names Object AverageValue metrics "external metric".
+                format!("external metric {name}(nil)")
+            }
+        }
+        MetricSpec::External { name, .. } => format!("external metric {name}(nil)"),
+        MetricSpec::Unknown { type_name } => format!("unknown metric source type {type_name:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::{
+        hpa::history::Recommendation,
+        hpa::observation::{MetricSample, Pod},
+        hpa::spec::{Behavior, MetricTarget, MetricTargetType},
+    };
+
+    const NOW: Time = Time::from_unix_secs(1_800_000_000);
+
+    fn cpu(target: i32) -> MetricSpec {
+        MetricSpec::Resource {
+            name: "cpu".into(),
+            target: MetricTarget {
+                target_type: MetricTargetType::Utilization,
+                average_utilization: Some(target),
+                ..MetricTarget::default()
+            },
+        }
+    }
+
+    fn spec(min: i32, max: i32, behavior: Option<Behavior>) -> HorizontalSpec {
+        HorizontalSpec {
+            min_replicas: Some(min),
+            max_replicas: max,
+            metrics: vec![cpu(50)],
+            behavior,
+            extensions: None,
+        }
+    }
+
+    /// `n` ready pods requesting 1000m cpu and using `usage` each.
+    fn observation(current: i32, n: usize, usage: i64) -> Observation {
+        Observation {
+            current_replicas: current,
+            pods: (0..n)
+                .map(|i| Pod {
+                    name: format!("p{i}"),
+                    ready: Some(true),
+                    ready_transition: Some(NOW.plus_secs(-1000)),
+                    start_time: Some(NOW.plus_secs(-1000)),
+                    requests: BTreeMap::from([("cpu".into(), 1000)]),
+                    metrics: BTreeMap::from([(
+                        "cpu".into(),
+                        MetricSample {
+                            value: Some(usage),
+                            timestamp: NOW,
+                            window: Duration::from_secs(60),
+                        },
+                    )]),
+                    ..Pod::default()
+                })
+                .collect(),
+            ..Observation::default()
+        }
+    }
+
+    fn reason(e: &Evaluation, t: ConditionType) -> Option<ConditionReason> {
+        e.decision
+            .conditions
+            .iter()
+            .find(|c| c.condition_type == t)
+            .map(|c| c.reason)
+    }
+
+    #[test]
+    fn above_max_shortcut_stores_an_event_with_behavior_but_no_recommendation() {
+        let s = spec(1, 4, Some(Behavior::default()));
+        let history = History {
+            recommendations: Some(vec![]),
+            ..History::default()
+        };
+        let e = evaluate(
+            &Settings::default(),
+            &s,
+            &observation(6, 6, 500),
+            &history,
+            NOW,
+        )
+        .unwrap();
+        assert_eq!(e.decision.desired_replicas, 4);
+        assert_eq!(e.decision.path, DecisionPath::AboveMaxReplicas);
+        assert_eq!(e.history.recommendations, Some(vec![]));
+        assert_eq!(e.history.scale_down_events.len(), 1);
+        assert_eq!(e.history.scale_down_events[0].replica_change, 2);
+        assert_eq!(
+            reason(&e, ConditionType::AbleToScale),
+            Some(ConditionReason::SucceededRescale)
+        );
+        assert_eq!(reason(&e, ConditionType::ScalingActive), None);
+        assert_eq!(reason(&e, ConditionType::ScalingLimited), None);
+        assert_eq!(
+            e.decision.rescale_reason.as_deref(),
+            Some(messages::ABOVE_MAX)
+        );
+    }
+
+    #[test]
+    fn legacy_path_records_the_prenormalized_value_and_no_event() {
+        // 3 pods at 100% of a 50% target: proposal 6.
+        let e = evaluate(
+            &Settings::default(),
+            &spec(1, 10, None),
+            &observation(3, 3, 1000),
+            &History::default(),
+            NOW,
+        )
+        .unwrap();
+        assert_eq!(e.decision.desired_replicas, 6);
+        assert_eq!(e.decision.prenormalized_replicas, Some(6));
+        let recs = e.history.recommendations.unwrap();
+        // recordInitialRecommendation (3), then the proposal appended (nothing expired).
+        assert_eq!(
+            recs,
+            vec![
+                Recommendation {
+                    replicas: 3,
+                    time: NOW
+                },
+                Recommendation {
+                    replicas: 6,
+                    time: NOW
+                }
+            ]
+        );
+        assert!(e.history.scale_up_events.is_empty());
+        assert_eq!(
+            e.decision.rescale_reason.as_deref(),
+            Some("cpu resource utilization (percentage of request) above target")
+        );
+    }
+
+    /// Algorithm document, section 10: without behavior, with a downscale stabilization of 0
+    /// and no stored recommendations, the `(current, now)` entry that
+    /// `recordInitialRecommendation` stores is strictly before `stabilizeRecommendation`'s
+    /// cutoff upstream, so it does not hold the count: the scale-down happens at once and the
+    /// initial entry's slot is reused.
+    #[test]
+    fn legacy_zero_downscale_window_ignores_the_initial_recommendation() {
+        let settings = Settings {
+            downscale_stabilization: Duration::ZERO,
+            ..Settings::default()
+        };
+        // 4 pods at 10% of a 50% target: proposal 1.
+        let e = evaluate(
+            &settings,
+            &spec(1, 10, None),
+            &observation(4, 4, 100),
+            &History::default(),
+            NOW,
+        )
+        .unwrap();
+        assert_eq!(e.decision.prenormalized_replicas, Some(1));
+        assert_eq!(e.decision.stabilized_replicas, Some(1));
+        assert_eq!(e.decision.desired_replicas, 1);
+        assert_eq!(
+            reason(&e, ConditionType::AbleToScale),
+            Some(ConditionReason::SucceededRescale)
+        );
+        assert_eq!(
+            e.history.recommendations,
+            Some(vec![Recommendation {
+                replicas: 1,
+                time: NOW
+            }])
+        );
+        // With a window of 1 s the initial entry counts and holds the count, as upstream.
+        let one_second = Settings {
+            downscale_stabilization: Duration::from_secs(1),
+            ..Settings::default()
+        };
+        let held = evaluate(
+            &one_second,
+            &spec(1, 10, None),
+            &observation(4, 4, 100),
+            &History::default(),
+            NOW,
+        )
+        .unwrap();
+        assert_eq!(held.decision.stabilized_replicas, Some(4));
+        assert_eq!(held.decision.desired_replicas, 4);
+        assert_eq!(
+            reason(&held, ConditionType::AbleToScale),
+            Some(ConditionReason::ScaleDownStabilized)
+        );
+    }
+
+    /// The same with behavior and both windows at 0: the initial entry is older than both
+    /// zero-width cutoffs (`stabilizeRecommendationWithBehaviors`' `Before`), so its slot is
+    /// reused instead of a stale 4 staying in the list for later, wider windows.
+    #[test]
+    fn behavior_zero_windows_reuse_the_initial_recommendation() {
+        let zero = crate::hpa::spec::ScalingRules {
+            stabilization_window_seconds: Some(0),
+            ..crate::hpa::spec::ScalingRules::default()
+        };
+        let behavior = Behavior {
+            scale_up: Some(zero.clone()),
+            scale_down: Some(zero),
+        };
+        let e = evaluate(
+            &Settings::default(),
+            &spec(1, 10, Some(behavior)),
+            &observation(4, 4, 100),
+            &History::default(),
+            NOW,
+        )
+        .unwrap();
+        assert_eq!(e.decision.desired_replicas, 1);
+        assert_eq!(
+            e.history.recommendations,
+            Some(vec![Recommendation {
+                replicas: 1,
+                time: NOW
+            }])
+        );
+    }
+
+    #[test]
+    fn metrics_failure_records_nothing_and_keeps_the_count() {
+        let mut obs = observation(3, 3, 1000);
+        obs.unavailable_metrics.insert("cpu".into());
+        let history = History {
+            recommendations: Some(vec![]),
+            ..History::default()
+        };
+        let e = evaluate(
+            &Settings::default(),
+            &spec(1, 10, None),
+            &obs,
+            &history,
+            NOW,
+        )
+        .unwrap();
+        assert_eq!(e.decision.path, DecisionPath::MetricsFailed);
+        assert_eq!(e.decision.desired_replicas, 3);
+        assert!(e.decision.error.is_some());
+        assert_eq!(e.history, history);
+        assert_eq!(
+            reason(&e, ConditionType::ScalingActive),
+            Some(ConditionReason::FailedGetResourceMetric)
+        );
+    }
+
+    #[test]
+    fn one_invalid_metric_blocks_a_scale_down_but_not_a_scale_up() {
+        let mut s = spec(1, 10, None);
+        s.metrics.push(MetricSpec::Unknown {
+            type_name: "CheddarCheese".into(),
+        });
+        let history = History {
+            recommendations: Some(vec![]),
+            ..History::default()
+        };
+        let down = evaluate(
+            &Settings::default(),
+            &s,
+            &observation(4, 4, 100),
+            &history,
+            NOW,
+        )
+        .unwrap();
+        assert_eq!(down.decision.path, DecisionPath::MetricsFailed);
+        assert_eq!(down.decision.desired_replicas, 4);
+        let up = evaluate(
+            &Settings::default(),
+            &s,
+            &observation(4, 4, 1000),
+            &history,
+            NOW,
+        )
+        .unwrap();
+        assert_eq!(up.decision.desired_replicas, 8);
+        assert!(
+            up.decision
+                .error
+                .as_deref()
+                .unwrap()
+                .starts_with("invalid metrics (1 invalid out of 2), first error is: ")
+        );
+        assert_eq!(
+            reason(&up, ConditionType::ScalingActive),
+            Some(ConditionReason::ValidMetricFound)
+        );
+    }
+
+    #[test]
+    fn disabled_when_scaled_to_zero_with_min_above_zero() {
+        let e = evaluate(
+            &Settings::default(),
+            &spec(1, 10, Some(Behavior::default())),
+            &observation(0, 0, 0),
+            &History::default(),
+            NOW,
+        )
+        .unwrap();
+        assert_eq!(e.decision.path, DecisionPath::ScalingDisabled);
+        assert_eq!(e.decision.desired_replicas, 0);
+        assert_eq!(
+            reason(&e, ConditionType::ScalingActive),
+            Some(ConditionReason::ScalingDisabled)
+        );
+        // recordInitialRecommendation still ran.
+        assert_eq!(e.history.recommendations.map(|r| r.len()), Some(1));
+        assert!(e.history.scale_down_events.is_empty());
+    }
+
+    #[test]
+    fn invalid_input_is_rejected_with_its_field() {
+        let e = evaluate(
+            &Settings::default(),
+            &spec(1, 10, None),
+            &observation(-1, 0, 0),
+            &History::default(),
+            NOW,
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), "current_replicas: must not be negative");
+        let e = normalize_only(
+            &Settings::default(),
+            &spec(5, 3, None),
+            3,
+            3,
+            &History::default(),
+            NOW,
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "spec.max_replicas");
+    }
+}
