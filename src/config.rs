@@ -33,8 +33,6 @@ pub(crate) const DEFAULT_COMMIT_DELAY_US: u64 = 1_000;
 const MAX_COMMIT_DELAY_US: u64 = 100_000;
 /// Default bound on the drain at shutdown.
 pub(crate) const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 10;
-/// Default number of decisions kept per target.
-pub(crate) const DEFAULT_DECISION_LOG_LEN: usize = 100;
 /// Default history retention. Kubernetes' API caps stabilization windows at 3600 s and policy
 /// periods at 1800 s, so one hour reaches every window a valid spec can ask for.
 pub(crate) const DEFAULT_HISTORY_RETENTION_SECS: u64 = 3600;
@@ -809,7 +807,7 @@ impl ServeArgs {
             decision_log_len: self
                 .decision_log_len
                 .or(file.decision_log_len)
-                .unwrap_or(DEFAULT_DECISION_LOG_LEN),
+                .unwrap_or(crate::store::DEFAULT_DECISION_LOG_LEN),
             history_retention: secs(
                 self.history_retention_secs.or(file.history_retention_secs),
                 Duration::from_secs(DEFAULT_HISTORY_RETENTION_SECS),

@@ -141,7 +141,7 @@ impl Default for EtcdOptions {
             endpoints: vec!["http://127.0.0.1:2379".to_owned()],
             prefix: "autoscaled/".to_owned(),
             tls: EtcdTls::default(),
-            decision_log_len: crate::config::DEFAULT_DECISION_LOG_LEN,
+            decision_log_len: super::DEFAULT_DECISION_LOG_LEN,
             decision_retention: super::sled::DEFAULT_DECISION_RETENTION,
             max_pod_names: super::sled::DEFAULT_MAX_POD_NAMES,
             request_timeout: Duration::from_secs(2),

@@ -46,6 +46,9 @@ pub use self::db::Db;
 pub use self::sled::SledStore;
 pub use self::vpa::{VerticalOverrides, VerticalState, VerticalStore};
 
+/// Default number of decision runs kept per target (`--decision-log-len`).
+pub const DEFAULT_DECISION_LOG_LEN: usize = 100;
+
 /// What is kept per target between evaluations.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TargetState {

@@ -45,7 +45,7 @@ pub struct SledOptions {
 impl Default for SledOptions {
     fn default() -> Self {
         SledOptions {
-            decision_log_len: crate::config::DEFAULT_DECISION_LOG_LEN,
+            decision_log_len: super::DEFAULT_DECISION_LOG_LEN,
             decision_retention: DEFAULT_DECISION_RETENTION,
             max_pod_names: DEFAULT_MAX_POD_NAMES,
             cache_bytes: DEFAULT_CACHE_BYTES,
