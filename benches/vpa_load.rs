@@ -16,7 +16,7 @@ use autoscaled::{
     engine::time::Time,
     engine::vpa::{Observation, Resource, UsageSample, VpaSettings},
     pb::v1::{self as pb, vertical_autoscaler_client::VerticalAutoscalerClient},
-    store::{Db, SledStore, VerticalState, VerticalStore, sled::SledOptions},
+    store::{Db, SledStore, VpaState, VpaStore, sled::SledOptions},
 };
 use prost_types::Timestamp as PbTimestamp;
 
@@ -150,7 +150,7 @@ fn stored_size() {
     let store = SledStore::open(dir.path(), SledOptions::default()).expect("store");
     let settings = VpaSettings::default();
     let week = 7 * 24 * 60;
-    let mut state = VerticalState::new();
+    let mut state = VpaState::new();
     let obs: Vec<Observation> = (0..week)
         .flat_map(|i: i64| {
             let at = Time::from_unix_seconds(T0 + i * 60);

@@ -22,7 +22,7 @@ use tonic_health::ServingStatus;
 
 use crate::{
     api::{
-        HorizontalService, ServiceOptions, VerticalOptions, VerticalService, authorized::Authorized,
+        HorizontalService, HpaOptions, VpaOptions, VerticalService, authorized::Authorized,
     },
     config::{Config, Durability as DurabilityMode, StoreKind},
     pb::{
@@ -33,7 +33,7 @@ use crate::{
         },
     },
     store::{
-        HistoryStore, SledStore, StoreError, VerticalStore,
+        HpaStore, SledStore, StoreError, VpaStore,
         durability::{Durability, Mode},
         etcd::{EtcdOptions, EtcdStore, EtcdTls},
         sled::SledOptions,
@@ -386,7 +386,7 @@ pub async fn serve(
 /// most `config.shutdown_grace` and flushes the store. The store holds both the horizontal
 /// history and the vertical state; one flush (group commit) covers both. The TLS and
 /// authorization files of `config.security` are loaded here, and its `health_listen` bound.
-pub(crate) async fn serve_with_store<S: HistoryStore + VerticalStore>(
+pub(crate) async fn serve_with_store<S: HpaStore + VpaStore>(
     listener: TcpListener,
     config: Config,
     store: Arc<S>,
@@ -416,7 +416,7 @@ pub(crate) async fn bind_health(config: &Config) -> std::io::Result<Option<TcpLi
 /// [`serve_with_store`] with the security material already loaded and the plaintext health
 /// listener (`--health-listen`) already bound, so that the caller can report both addresses
 /// and fail on bad files before anything listens.
-pub async fn serve_secured<S: HistoryStore + VerticalStore>(
+pub async fn serve_secured<S: HpaStore + VpaStore>(
     listener: TcpListener,
     health_listener: Option<TcpListener>,
     config: Config,
@@ -424,8 +424,8 @@ pub async fn serve_secured<S: HistoryStore + VerticalStore>(
     security: Arc<crate::security::Security>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
-    let vertical_store: Arc<dyn VerticalStore> = store.clone();
-    let store: Arc<dyn HistoryStore> = store;
+    let vertical_store: Arc<dyn VpaStore> = store.clone();
+    let store: Arc<dyn HpaStore> = store;
     let local: SocketAddr = listener.local_addr()?;
     let mode = match config.durability {
         DurabilityMode::Strict => Mode::Strict,
@@ -441,7 +441,7 @@ pub async fn serve_secured<S: HistoryStore + VerticalStore>(
     let service = HorizontalService::new(
         Arc::clone(&store),
         Arc::clone(&durability),
-        ServiceOptions {
+        HpaOptions {
             defaults: config.hpa.clone(),
             limits: config.limits.clone(),
             trust_request_time: config.trust_request_time,
@@ -452,7 +452,7 @@ pub async fn serve_secured<S: HistoryStore + VerticalStore>(
     let vertical = VerticalService::new(
         vertical_store,
         Arc::clone(&durability),
-        VerticalOptions {
+        VpaOptions {
             defaults: crate::engine::vpa::VpaSettings::default(),
             limits: config.limits.clone(),
             trust_request_time: config.trust_request_time,

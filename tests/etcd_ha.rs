@@ -569,7 +569,7 @@ async fn record_usage_from_two_replicas_on_one_target_loses_no_acknowledged_samp
             vertical_autoscaler_client::VerticalAutoscalerClient,
         },
         store::{
-            VerticalStore,
+            VpaStore,
             etcd::{EtcdOptions, EtcdStore},
         },
     };

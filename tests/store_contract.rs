@@ -1,6 +1,6 @@
 //! The history store's contract, one body run against each backend: sled (a temporary
 //! folder) and etcd (a real etcd process, `tests/etcd_support`). Through the public
-//! `HistoryStore` API, as the server calls it (`load_for_update`, `prune`, `commit_after`,
+//! `HpaStore` API, as the server calls it (`load_for_update`, `prune`, `commit_after`,
 //! `flush`):
 //!
 //! * the decision log is bounded: after N + k runs only the newest N are kept (also N = 1),
@@ -30,7 +30,7 @@ use autoscaled::{
         time::Time,
     },
     store::{
-        DecisionEntry, HistoryStore, SledStore,
+        DecisionEntry, HpaStore, SledStore,
         etcd::{EtcdOptions, EtcdStore},
         prune::{self, MAX_RECOMMENDATIONS, MAX_SCALE_EVENTS},
         sled::SledOptions,
@@ -45,7 +45,7 @@ const FOREVER: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
 /// Opens the backend on the same data each time, with this decision-log bound and retention.
 /// A handle must be dropped before the next is opened (sled's folder lock).
-type Open<'a> = &'a dyn Fn(usize, Duration) -> Box<dyn HistoryStore>;
+type Open<'a> = &'a dyn Fn(usize, Duration) -> Box<dyn HpaStore>;
 
 fn spec() -> HorizontalSpec {
     HorizontalSpec {
@@ -89,13 +89,13 @@ fn entry(secs: i64, desired: i32) -> DecisionEntry {
 
 /// One call as the server makes it: read for update, add this evaluation's recommendation
 /// and scale events to the stored history, prune, commit; returns the committed history.
-fn decide(store: &dyn HistoryStore, key: &str, secs: i64, desired: i32) -> History {
+fn decide(store: &dyn HpaStore, key: &str, secs: i64, desired: i32) -> History {
     decide_with(store, key, secs, desired, desired)
 }
 
 /// [`decide`], the evaluation proposing `proposal` (its recommendation) for `desired`.
 fn decide_with(
-    store: &dyn HistoryStore,
+    store: &dyn HpaStore,
     key: &str,
     secs: i64,
     desired: i32,
@@ -126,7 +126,7 @@ fn decide_with(
 }
 
 /// The target's runs as (desired, count, first second, last second).
-fn runs(store: &dyn HistoryStore, key: &str) -> Vec<(i32, u64, i64, i64)> {
+fn runs(store: &dyn HpaStore, key: &str) -> Vec<(i32, u64, i64, i64)> {
     let runs = store.decisions(key).unwrap();
     let seqs: Vec<u64> = runs.iter().map(|r| r.seq).collect();
     assert!(
@@ -145,7 +145,7 @@ fn runs(store: &dyn HistoryStore, key: &str) -> Vec<(i32, u64, i64, i64)> {
         .collect()
 }
 
-fn desired(store: &dyn HistoryStore, key: &str) -> Vec<i32> {
+fn desired(store: &dyn HpaStore, key: &str) -> Vec<i32> {
     runs(store, key).iter().map(|r| r.0).collect()
 }
 

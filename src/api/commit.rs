@@ -20,7 +20,7 @@ use super::{locks::KeyLocks, status::ApiError};
 use crate::{
     engine::hpa::history::History,
     store::{
-        DecisionEntry, HistoryStore, Seen, StoreError, TargetState, VerticalState, VerticalStore,
+        DecisionEntry, HpaStore, Seen, StoreError, HpaState, VpaState, VpaStore,
         durability::Durability,
     },
 };
@@ -46,13 +46,13 @@ pub(crate) trait Kind {
 }
 
 /// The HPA kind: the history, and the new history with the decision's log entry.
-pub(crate) struct Horizontal<'a>(pub &'a dyn HistoryStore);
+pub(crate) struct Horizontal<'a>(pub &'a dyn HpaStore);
 
 impl Kind for Horizontal<'_> {
-    type State = TargetState;
+    type State = HpaState;
     type Write = (History, DecisionEntry);
     const TIMED: bool = true;
-    fn load(&self, key: &str) -> Result<(Option<TargetState>, Seen), StoreError> {
+    fn load(&self, key: &str) -> Result<(Option<HpaState>, Seen), StoreError> {
         self.0.load_for_update(key)
     }
     fn write(
@@ -66,15 +66,15 @@ impl Kind for Horizontal<'_> {
 }
 
 /// The VPA kind: the target's whole record.
-pub(crate) struct Vertical<'a>(pub &'a dyn VerticalStore);
+pub(crate) struct Vertical<'a>(pub &'a dyn VpaStore);
 
 impl Kind for Vertical<'_> {
-    type State = VerticalState;
-    type Write = VerticalState;
-    fn load(&self, key: &str) -> Result<(Option<VerticalState>, Seen), StoreError> {
+    type State = VpaState;
+    type Write = VpaState;
+    fn load(&self, key: &str) -> Result<(Option<VpaState>, Seen), StoreError> {
         self.0.load_vertical_for_update(key)
     }
-    fn write(&self, key: &str, seen: Seen, state: &VerticalState) -> Result<(), StoreError> {
+    fn write(&self, key: &str, seen: Seen, state: &VpaState) -> Result<(), StoreError> {
         self.0.put_vertical_after(key, seen, state)
     }
 }

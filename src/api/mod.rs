@@ -3,8 +3,8 @@
 //! * `authorized`: the per-key authorization check in front of both services;
 //! * [`convert`]: proto ↔ engine, validating every field with its proto path;
 //! * [`status`]: the one error → `tonic::Status` table;
-//! * `horizontal`: the `HorizontalAutoscaler` service;
-//! * `vertical`: the `VerticalAutoscaler` service (conversion in `convert::vertical`);
+//! * `hpa`: the `HorizontalAutoscaler` service;
+//! * `vpa`: the `VerticalAutoscaler` service (conversion in `convert::vpa`);
 //! * `commit`: the one write path of both (lock → load → decide → write → wait for the
 //!   flush), with `locks` (per-target async locks) and `clock` (the one request clock);
 //! * `overrides`: how the VPA settings layers combine (server, target, call);
@@ -21,13 +21,13 @@ pub(crate) mod codec;
 pub(crate) mod commit;
 pub(crate) mod context;
 pub mod convert;
-pub(crate) mod horizontal;
+pub(crate) mod hpa;
 pub(crate) mod locks;
 pub(crate) mod overrides;
 pub mod simulate;
 pub mod status;
-pub(crate) mod vertical;
+pub(crate) mod vpa;
 pub(crate) mod wire_limits;
 
-pub use horizontal::{HorizontalService, ServiceOptions};
-pub(crate) use vertical::{VerticalOptions, VerticalService};
+pub use hpa::{HorizontalService, HpaOptions};
+pub(crate) use vpa::{VpaOptions, VerticalService};

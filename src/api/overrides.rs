@@ -1,10 +1,10 @@
 //! The per-target settings policy of the vertical service: how the recommender's flags are
 //! layered. Server defaults (the VPA's own flags), then the target's stored overrides (the
 //! last RecordUsage that carried settings), then a GetRecommendation's own overrides, field by
-//! field. The overrides are stored with the target ([`VerticalOverrides`], a plain record in
+//! field. The overrides are stored with the target ([`VpaOverrides`], a plain record in
 //! `store::vpa`); combining them is API policy, so it lives here.
 
-use crate::{engine::vpa::settings::VpaSettings, store::VerticalOverrides};
+use crate::{engine::vpa::settings::VpaSettings, store::VpaOverrides};
 
 macro_rules! each_override {
     ($m:ident) => {
@@ -34,7 +34,7 @@ macro_rules! each_override {
     };
 }
 
-impl VerticalOverrides {
+impl VpaOverrides {
     /// `base` with every present override applied.
     pub fn apply(&self, base: &VpaSettings) -> VpaSettings {
         let mut out = base.clone();
@@ -46,7 +46,7 @@ impl VerticalOverrides {
     }
 
     /// These overrides on top of `lower`, field by field (a per-call layer over the stored one).
-    pub fn over(&self, lower: &VerticalOverrides) -> VerticalOverrides {
+    pub fn over(&self, lower: &VpaOverrides) -> VpaOverrides {
         let mut out = lower.clone();
         macro_rules! set {
             ($($f:ident),*) => { $( if self.$f.is_some() { out.$f = self.$f; } )* };
@@ -62,12 +62,12 @@ mod tests {
 
     #[test]
     fn overrides_layer_field_by_field() {
-        let stored = VerticalOverrides {
+        let stored = VpaOverrides {
             target_cpu_percentile: Some(0.8),
             safety_margin_fraction: Some(0.3),
             ..Default::default()
         };
-        let call = VerticalOverrides {
+        let call = VpaOverrides {
             target_cpu_percentile: Some(0.99),
             ..Default::default()
         };

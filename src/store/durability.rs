@@ -48,13 +48,13 @@ impl IntoDb for Arc<dyn Db> {
     }
 }
 
-impl IntoDb for Arc<dyn super::HistoryStore> {
+impl IntoDb for Arc<dyn super::HpaStore> {
     fn into_db(self) -> Arc<dyn Db> {
         self
     }
 }
 
-impl IntoDb for Arc<dyn super::VerticalStore> {
+impl IntoDb for Arc<dyn super::VpaStore> {
     fn into_db(self) -> Arc<dyn Db> {
         self
     }
@@ -103,7 +103,7 @@ impl std::fmt::Debug for Durability {
 
 impl Durability {
     /// Starts the flusher for `store` (any handle on the database: the store itself, or a
-    /// `dyn HistoryStore` / `dyn VerticalStore` over it). Must be called within a tokio
+    /// `dyn HpaStore` / `dyn VpaStore` over it). Must be called within a tokio
     /// runtime.
     pub fn start(store: impl IntoDb, mode: Mode) -> Self {
         Self::start_with_delay(store, mode, Duration::ZERO)

@@ -4,7 +4,7 @@
 //!
 //! # Layout (under the configured prefix, default `autoscaled/`)
 //!
-//! * `hpa/s/<target_key>` → the [`TargetState`] record (the same `record` encoding as sled);
+//! * `hpa/s/<target_key>` → the [`HpaState`] record (the same `record` encoding as sled);
 //! * `hpa/d/<target_key> 0x00 be(seq)` → one [`DecisionEntry`] record per logged decision;
 //!   `seq` is the state's `next_seq` at commit, so the oldest entries beyond the log bound are
 //!   one contiguous range and are trimmed with a single `DeleteRange`, without a read;
@@ -14,13 +14,13 @@
 //!
 //! # Concurrency between replicas
 //!
-//! A Recommend reads the state with [`HistoryStore::load_for_update`] (a linearizable `Range`,
+//! A Recommend reads the state with [`HpaStore::load_for_update`] (a linearizable `Range`,
 //! which returns the key's `mod_revision`), decides, and commits with
-//! [`HistoryStore::commit_after`]: one etcd transaction whose guard is
+//! [`HpaStore::commit_after`]: one etcd transaction whose guard is
 //! `mod_revision(state key) == seen` (0 when absent: etcd compares a missing key's revisions
 //! as 0), and whose success branch puts the state, puts the decision and trims the log. If
 //! another replica committed in between the guard fails, nothing is written, and the API
-//! re-reads and decides again (`api::horizontal`), so two replicas never both append from the
+//! re-reads and decides again (`api::hpa`), so two replicas never both append from the
 //! same previous state. No global lock, no lease.
 //!
 //! # Group commit
@@ -65,7 +65,7 @@ use tokio::{
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use super::{
-    Db, DecisionEntry, HistoryStore, KeyPage, Run, Seen, StoreError, TargetState,
+    Db, DecisionEntry, HpaStore, KeyPage, Run, Seen, StoreError, HpaState,
     db::{Records, Space, Versioned},
     hpa::{StoredState, runs_with_pending},
     keys,
@@ -756,17 +756,17 @@ async fn resolve(members: &Members, p: &Pending) -> Result<Resolved, StoreError>
 /// What `load_for_update` read, for `commit_after` ([`Seen::token`]).
 struct Loaded(Option<StoredState>);
 
-impl HistoryStore for EtcdStore {
-    fn load(&self, key: &str) -> Result<Option<TargetState>, StoreError> {
-        Ok(self.read_state(key)?.0.map(|s| TargetState {
+impl HpaStore for EtcdStore {
+    fn load(&self, key: &str) -> Result<Option<HpaState>, StoreError> {
+        Ok(self.read_state(key)?.0.map(|s| HpaState {
             history: s.history,
             next_seq: s.next_seq,
         }))
     }
 
-    fn load_for_update(&self, key: &str) -> Result<(Option<TargetState>, Seen), StoreError> {
+    fn load_for_update(&self, key: &str) -> Result<(Option<HpaState>, Seen), StoreError> {
         let (stored, revision) = self.read_state(key)?;
-        let state = stored.as_ref().map(|s| TargetState {
+        let state = stored.as_ref().map(|s| HpaState {
             history: s.history.clone(),
             next_seq: s.next_seq,
         });
@@ -779,7 +779,7 @@ impl HistoryStore for EtcdStore {
     }
 
     /// Without a [`Seen`], the state is read first; only for callers that serialize writers
-    /// themselves (the API uses [`HistoryStore::commit_after`]).
+    /// themselves (the API uses [`HpaStore::commit_after`]).
     fn commit(
         &self,
         key: &str,

@@ -39,7 +39,7 @@ use serde::Deserialize;
 use sled::{Transactional, transaction::TransactionError};
 
 use super::{
-    DecisionEntry, KeyPage, Run, StoreError, TargetState,
+    DecisionEntry, KeyPage, Run, StoreError, HpaState,
     db::{Open, SledDb, list_tree},
     keys,
     record::{self, Versioned, hpa, pb},
@@ -318,8 +318,8 @@ fn tx_error(e: TransactionError<StoreError>) -> StoreError {
 }
 
 impl HpaTrees {
-    pub(super) fn load(&self, key: &str) -> Result<Option<TargetState>, StoreError> {
-        Ok(self.read_state(key)?.map(|s| TargetState {
+    pub(super) fn load(&self, key: &str) -> Result<Option<HpaState>, StoreError> {
+        Ok(self.read_state(key)?.map(|s| HpaState {
             history: s.history,
             next_seq: s.next_seq,
         }))

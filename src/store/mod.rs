@@ -7,8 +7,8 @@
 //!   of one namespace) and its sled implementation `db::SledDb` (folder lock, start-up
 //!   checks, reopening after a storage failure).
 //! * `hpa`: the HPA records (state and decision log) on sled, and their codec, which the
-//!   etcd backend shares; [`HistoryStore`] (below) is the trait the API codes against.
-//! * `vpa`: the VPA record of a target ([`VerticalStore`]), over any `db::Records`.
+//!   etcd backend shares; [`HpaStore`] (below) is the trait the API codes against.
+//! * `vpa`: the VPA record of a target ([`VpaStore`]), over any `db::Records`.
 //! * [`sled`]: [`SledStore`], the default backend (one folder, both kinds);
 //!   [`etcd`]: [`etcd::EtcdStore`], several replicas sharing one history.
 //! * `record`: the versioned value encoding; `keys`: big-endian, order-preserving keys.
@@ -44,14 +44,14 @@ use crate::engine::{
 
 pub use self::db::Db;
 pub use self::sled::SledStore;
-pub use self::vpa::{VerticalOverrides, VerticalState, VerticalStore};
+pub use self::vpa::{VpaOverrides, VpaState, VpaStore};
 
 /// Default number of decision runs kept per target (`--decision-log-len`).
 pub const DEFAULT_DECISION_LOG_LEN: usize = 100;
 
 /// What is kept per target between evaluations.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct TargetState {
+pub struct HpaState {
     /// The controller's memory (recommendations, scale events), after pruning.
     pub history: History,
     /// Sequence number of the next decision record; keeps log keys unique even when two
@@ -65,7 +65,7 @@ pub struct TargetState {
 /// [`run`](Self::run) are the LAST decision's of the run (its time, outcome and inputs), so a
 /// replay of the run's last step is exact.
 ///
-/// A fresh decision (as the API hands it to [`HistoryStore::commit`]) is a run of one:
+/// A fresh decision (as the API hands it to [`HpaStore::commit`]) is a run of one:
 /// [`DecisionEntry::single`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DecisionEntry {
@@ -233,8 +233,8 @@ pub struct DecisionPage {
     pub more: bool,
 }
 
-/// Cuts `all` (oldest first, as [`HistoryStore::decisions`] returns it) into the page that
-/// `request` asks for: the default [`HistoryStore::decision_page`].
+/// Cuts `all` (oldest first, as [`HpaStore::decisions`] returns it) into the page that
+/// `request` asks for: the default [`HpaStore::decision_page`].
 pub fn page_of(all: Vec<DecisionEntry>, request: &DecisionPageRequest) -> DecisionPage {
     let mut ordered = all;
     if request.newest_first {
@@ -259,7 +259,7 @@ pub fn page_of(all: Vec<DecisionEntry>, request: &DecisionPageRequest) -> Decisi
     DecisionPage { entries, more }
 }
 
-/// What [`HistoryStore::load_for_update`] saw: handed back to [`HistoryStore::commit_after`],
+/// What [`HpaStore::load_for_update`] saw: handed back to [`HpaStore::commit_after`],
 /// which fails with [`StoreError::Conflict`] if the target changed since (optimistic
 /// concurrency between replicas sharing one store; see [`etcd`]). Meaningless for a store
 /// with a single writer (sled), whose defaults ignore it.
@@ -298,9 +298,9 @@ pub struct KeyPage {
 /// Writers of one target must be serialized by the caller (the API's per-key locks): `commit`
 /// reads the previous state and trims the decision log from a scan made before its writes.
 /// Durability and health are the database's ([`Db`]).
-pub trait HistoryStore: Db {
+pub trait HpaStore: Db {
     /// The target's state, `None` if it has none.
-    fn load(&self, key: &str) -> Result<Option<TargetState>, StoreError>;
+    fn load(&self, key: &str) -> Result<Option<HpaState>, StoreError>;
     /// Atomically replaces the target's history and appends `decision` to its log, dropping
     /// the oldest entries beyond the log bound. Not durable until a later `flush` returns.
     fn commit(
@@ -326,7 +326,7 @@ pub trait HistoryStore: Db {
 
     /// [`Self::load`] for a read-modify-write: also returns what [`Self::commit_after`] needs
     /// to detect that another writer (another replica) committed in between.
-    fn load_for_update(&self, key: &str) -> Result<(Option<TargetState>, Seen), StoreError> {
+    fn load_for_update(&self, key: &str) -> Result<(Option<HpaState>, Seen), StoreError> {
         let state = self.load(key)?;
         let next_seq = state.as_ref().map_or(0, |s| s.next_seq);
         Ok((

@@ -10,8 +10,8 @@
 use std::{path::Path, sync::Arc, time::Duration};
 
 use super::{
-    Db, DecisionEntry, DecisionPage, DecisionPageRequest, HistoryStore, KeyPage, Seen, StoreError,
-    TargetState,
+    Db, DecisionEntry, DecisionPage, DecisionPageRequest, HpaStore, KeyPage, Seen, StoreError,
+    HpaState,
     db::{Records, SledDb, Space, Versioned},
     hpa::{self, HpaTrees, LogOptions, StoredState},
     vpa,
@@ -158,14 +158,14 @@ struct Loaded {
     state: Option<StoredState>,
 }
 
-impl HistoryStore for SledStore {
-    fn load(&self, key: &str) -> Result<Option<TargetState>, StoreError> {
+impl HpaStore for SledStore {
+    fn load(&self, key: &str) -> Result<Option<HpaState>, StoreError> {
         self.hpa(|t| t.load(key))
     }
 
-    fn load_for_update(&self, key: &str) -> Result<(Option<TargetState>, Seen), StoreError> {
+    fn load_for_update(&self, key: &str) -> Result<(Option<HpaState>, Seen), StoreError> {
         let (generation, mut stored) = self.hpa(|t| Ok((t.generation, t.read_state(key)?)))?;
-        let state = stored.as_mut().map(|s| TargetState {
+        let state = stored.as_mut().map(|s| HpaState {
             history: std::mem::take(&mut s.history),
             next_seq: s.next_seq,
         });
@@ -845,7 +845,7 @@ mod tests {
         let old = record::encode(
             "state",
             "a",
-            &TargetState {
+            &HpaState {
                 history: history(2, 2),
                 next_seq: 3,
             },

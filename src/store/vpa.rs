@@ -40,7 +40,7 @@ pub(crate) const VERTICAL_TREE: &str = "vpa_state";
 /// policy (`api::overrides`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub struct VerticalOverrides {
+pub struct VpaOverrides {
     /// Overrides `--target-cpu-percentile`.
     pub target_cpu_percentile: Option<f64>,
     /// Overrides `--target-memory-percentile`.
@@ -87,21 +87,21 @@ pub struct VerticalOverrides {
 
 /// What is kept per target on the vertical side.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct VerticalState {
+pub struct VpaState {
     /// [`VPA_TARGET_FORMAT_VERSION`] of the engine that wrote `target`.
     pub format: u32,
     /// The target's stored overrides (the last RecordUsage that carried settings).
-    pub overrides: VerticalOverrides,
+    pub overrides: VpaOverrides,
     /// The recommender's state.
     pub target: VpaTarget,
 }
 
-impl VerticalState {
+impl VpaState {
     /// An empty state in the current format.
     pub fn new() -> Self {
-        VerticalState {
+        VpaState {
             format: VPA_TARGET_FORMAT_VERSION,
-            ..VerticalState::default()
+            ..VpaState::default()
         }
     }
 }
@@ -109,9 +109,9 @@ impl VerticalState {
 /// The vertical side of the store. Writers of one target must be serialized by the caller
 /// (the API's per-key locks); durability comes from the database's flush
 /// ([`Db::flush`](super::Db::flush), the same database as the HPA records).
-pub trait VerticalStore: super::Db {
+pub trait VpaStore: super::Db {
     /// The target's vertical state, `None` if it has none.
-    fn load_vertical(&self, key: &str) -> Result<Option<VerticalState>, StoreError> {
+    fn load_vertical(&self, key: &str) -> Result<Option<VpaState>, StoreError> {
         Ok(self.load_vertical_for_update(key)?.0)
     }
     /// [`Self::load_vertical`] for a read-modify-write: also what [`Self::put_vertical_after`]
@@ -119,17 +119,17 @@ pub trait VerticalStore: super::Db {
     fn load_vertical_for_update(
         &self,
         key: &str,
-    ) -> Result<(Option<VerticalState>, Seen), StoreError>;
+    ) -> Result<(Option<VpaState>, Seen), StoreError>;
     /// Replaces the target's vertical state if it is still as `seen`, else
     /// [`StoreError::Conflict`] and nothing is written. Not durable until a later flush.
     fn put_vertical_after(
         &self,
         key: &str,
         seen: Seen,
-        state: &VerticalState,
+        state: &VpaState,
     ) -> Result<(), StoreError>;
     /// Replaces the target's vertical state unconditionally. Not durable until a later flush.
-    fn put_vertical(&self, key: &str, state: &VerticalState) -> Result<(), StoreError>;
+    fn put_vertical(&self, key: &str, state: &VpaState) -> Result<(), StoreError>;
     /// Removes the target's vertical state; false if it had none.
     fn delete_vertical(&self, key: &str) -> Result<bool, StoreError>;
     /// The encoded size of the target's record in bytes (benchmarks and capacity planning).
@@ -140,11 +140,11 @@ pub trait VerticalStore: super::Db {
 }
 
 /// Every backend with single-key records holds VPA records.
-impl<R: Records + ?Sized> VerticalStore for R {
+impl<R: Records + ?Sized> VpaStore for R {
     fn load_vertical_for_update(
         &self,
         key: &str,
-    ) -> Result<(Option<VerticalState>, Seen), StoreError> {
+    ) -> Result<(Option<VpaState>, Seen), StoreError> {
         match self.get_record(&SPACE, key)? {
             None => Ok((None, Seen::default())),
             Some(r) => Ok((
@@ -161,7 +161,7 @@ impl<R: Records + ?Sized> VerticalStore for R {
         &self,
         key: &str,
         seen: Seen,
-        state: &VerticalState,
+        state: &VpaState,
     ) -> Result<(), StoreError> {
         self.put_record(
             &SPACE,
@@ -171,7 +171,7 @@ impl<R: Records + ?Sized> VerticalStore for R {
         )
     }
 
-    fn put_vertical(&self, key: &str, state: &VerticalState) -> Result<(), StoreError> {
+    fn put_vertical(&self, key: &str, state: &VpaState) -> Result<(), StoreError> {
         self.put_record(&SPACE, key, None, encode_vertical(key, state)?)
     }
 
@@ -192,15 +192,15 @@ const KIND: &str = "vpa_state";
 
 /// Encodes a target's vertical state as stored (version 2: [`record::vpa`]; the sled and
 /// etcd stores write the same bytes).
-pub(crate) fn encode_vertical(key: &str, state: &VerticalState) -> Result<Vec<u8>, StoreError> {
+pub(crate) fn encode_vertical(key: &str, state: &VpaState) -> Result<Vec<u8>, StoreError> {
     let _ = key;
     Ok(record::encode_binary(&record::vpa::state_to_record(state)))
 }
 
 /// Decodes a record of either version (version 1: the JSON of builds before the VPA records
 /// of our own; migrated by the target's next write), refusing another engine format.
-pub(crate) fn decode_vertical(key: &str, bytes: &[u8]) -> Result<VerticalState, StoreError> {
-    let state: VerticalState = match record::versioned(KIND, key, bytes, record::VERSION_BINARY)? {
+pub(crate) fn decode_vertical(key: &str, bytes: &[u8]) -> Result<VpaState, StoreError> {
+    let state: VpaState = match record::versioned(KIND, key, bytes, record::VERSION_BINARY)? {
         record::Versioned::Binary(body) => {
             let r: record::pb::VpaState = record::decode_binary(KIND, key, body)?;
             record::vpa::state_from_record(&r).map_err(|m| record::corrupt(KIND, key, &m))?
@@ -227,13 +227,13 @@ mod tests {
         settings::VpaSettings,
         target::{Observation, UsageSample},
     };
-    use crate::store::{Db, HistoryStore, SledStore, db::Records, sled::SledOptions};
+    use crate::store::{Db, HpaStore, SledStore, db::Records, sled::SledOptions};
 
     #[test]
     fn state_survives_reopen_and_delete_removes_it() {
         let dir = tempfile::tempdir().unwrap();
         let settings = VpaSettings::default();
-        let mut state = VerticalState::new();
+        let mut state = VpaState::new();
         state.overrides.target_cpu_percentile = Some(0.5);
         let obs: Vec<Observation> = (0..10)
             .map(|i| {
@@ -262,8 +262,8 @@ mod tests {
         assert_eq!(s.load_vertical("b").unwrap(), None);
         // The HPA side does not see vertical targets.
         assert!(s.list_keys(None, 10).unwrap().keys.is_empty());
-        s.put_vertical("b/x", &VerticalState::new()).unwrap();
-        s.put_vertical("c", &VerticalState::new()).unwrap();
+        s.put_vertical("b/x", &VpaState::new()).unwrap();
+        s.put_vertical("c", &VpaState::new()).unwrap();
         let page = s.list_vertical_keys(None, 2).unwrap();
         assert_eq!(
             (page.keys.as_slice(), page.more),
@@ -284,7 +284,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let s = SledStore::open(dir.path(), SledOptions::default()).unwrap();
-            let mut state = VerticalState::new();
+            let mut state = VpaState::new();
             state.format = VPA_TARGET_FORMAT_VERSION + 1;
             s.put_vertical("a", &state).unwrap();
             s.flush().unwrap();
@@ -298,9 +298,9 @@ mod tests {
 
     /// A small state with one sample of each kind and some overrides: what version 2 stores
     /// for it, byte for byte. A change here changes the disk format.
-    fn golden_state() -> VerticalState {
+    fn golden_state() -> VpaState {
         let settings = VpaSettings::default();
-        let mut state = VerticalState::new();
+        let mut state = VpaState::new();
         state.overrides.target_cpu_percentile = Some(0.5);
         state.overrides.memory_aggregation_interval = Some(Duration::from_secs(3600));
         state.overrides.container_recommendation_max_allowed = Some(Resources {
@@ -395,11 +395,11 @@ mod tests {
 
     /// One container after a week of per-minute CPU and memory samples (as `benches/vpa_load`
     /// measures the record size).
-    fn week_state() -> VerticalState {
+    fn week_state() -> VpaState {
         let settings = VpaSettings::default();
         let t0 = 1_767_225_600;
         let obs: Vec<Observation> = (0..7 * 24 * 60).flat_map(|i| minute(t0, i)).collect();
-        let mut state = VerticalState::new();
+        let mut state = VpaState::new();
         state
             .target
             .record_samples(&obs, None, &settings, Time::from_unix_seconds(t0));
@@ -436,7 +436,7 @@ mod tests {
             let before = folder_bytes(dir.path());
             let settings = VpaSettings::default();
             let t0 = 1_767_225_600;
-            let mut state = VerticalState::new();
+            let mut state = VpaState::new();
             for i in 0..7 * 24 * 60_i64 {
                 let at = Time::from_unix_seconds(t0 + i * 60);
                 state

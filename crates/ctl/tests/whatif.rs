@@ -14,12 +14,12 @@ use std::{
 
 use autoscaled::{
     api::{
-        HorizontalService, ServiceOptions,
+        HorizontalService, HpaOptions,
         simulate::{SimulateOptions, Window, replay_trace},
     },
     config::Limits,
     pb::v1::{self as pb, horizontal_autoscaler_server::HorizontalAutoscaler},
-    store::{HistoryStore, SledStore, durability::Durability, durability::Mode, sled::SledOptions},
+    store::{HpaStore, SledStore, durability::Durability, durability::Mode, sled::SledOptions},
 };
 use autoscaled_ctl::whatif::{plot, trace};
 use autoscaled_engine::{hpa, hpa::settings::Settings};
@@ -361,12 +361,12 @@ proptest! {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         runtime.block_on(async {
             let dir = tempfile::tempdir().unwrap();
-            let store: Arc<dyn HistoryStore> = Arc::new(SledStore::open(dir.path(), SledOptions::default()).unwrap());
+            let store: Arc<dyn HpaStore> = Arc::new(SledStore::open(dir.path(), SledOptions::default()).unwrap());
             let durability = Arc::new(Durability::start(Arc::clone(&store), Mode::Relaxed { interval: Duration::from_secs(3600) }));
             let service = HorizontalService::new(
                 Arc::clone(&store),
                 durability,
-                ServiceOptions { defaults: Settings::default(), limits: Limits::default(), trust_request_time: true, history_retention: Duration::from_secs(3600) },
+                HpaOptions { defaults: Settings::default(), limits: Limits::default(), trust_request_time: true, history_retention: Duration::from_secs(3600) },
                 hpa::evaluate,
             );
             let mut t = T0;
@@ -421,13 +421,13 @@ proptest! {
 #[tokio::test]
 async fn bad_simulate_requests_are_invalid_argument_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn HistoryStore> =
+    let store: Arc<dyn HpaStore> =
         Arc::new(SledStore::open(dir.path(), SledOptions::default()).unwrap());
     let durability = Arc::new(Durability::start(Arc::clone(&store), Mode::Strict));
     let service = HorizontalService::new(
         Arc::clone(&store),
         durability,
-        ServiceOptions {
+        HpaOptions {
             defaults: Settings::default(),
             limits: Limits::default(),
             trust_request_time: false,

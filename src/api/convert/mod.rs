@@ -13,12 +13,11 @@
 //!
 //! * `wire`: the violation collector, lazy field paths, and the wire's scalars (target key,
 //!   timestamp, duration) shared by every RPC.
-//! * `horizontal_request`: `Recommend` proto → engine ([`RecommendInput`]).
-//! * `horizontal_response`: decisions, logged decisions and histories engine → proto.
+//! * `hpa_request`: `Recommend` proto → engine ([`RecommendInput`]).
+//! * `hpa_response`: decisions, logged decisions and histories engine → proto.
 //! * `history`: `GetHistory` paging over the decision log.
 //! * `migration`: the migration extensions, both directions.
-//! * `vertical_request` / `vertical_response`: the `VerticalAutoscaler` RPCs, also under
-//!   `vertical`.
+//! * `vpa_request` / `vpa_response`: the `VerticalAutoscaler` RPCs, also under `vpa`.
 //! * `page`: `List*` page sizes and tokens.
 //!
 //! The inverse directions (engine → request, response → engine) are `autoscalectl`'s, in its
@@ -27,20 +26,20 @@
 //! Every name other modules use stays at `api::convert::<name>` through the re-exports below.
 
 pub(crate) mod history;
-pub(crate) mod horizontal_request;
-pub(crate) mod horizontal_response;
+pub(crate) mod hpa_request;
+pub(crate) mod hpa_response;
 pub(crate) mod migration;
 pub(crate) mod page;
-pub(crate) mod vertical;
-pub(crate) mod vertical_request;
-pub(crate) mod vertical_response;
+pub(crate) mod vpa;
+pub(crate) mod vpa_request;
+pub(crate) mod vpa_response;
 pub(crate) mod wire;
 
 // Public: `tests/api_properties.rs` drives one Recommend through both conversions, and
 // `autoscalectl`'s gRPC conformance executor inverts them (its `conformance::convert`).
-pub use horizontal_request::{Context, RecommendInput, SettingsOverride, recommend_request};
-pub(crate) use horizontal_response::decision_record;
-pub use horizontal_response::{metric_identity, recommend_response, target_history, to_timestamp};
+pub use hpa_request::{Context, RecommendInput, SettingsOverride, recommend_request};
+pub(crate) use hpa_response::decision_record;
+pub use hpa_response::{metric_identity, recommend_response, target_history, to_timestamp};
 pub(crate) use page::{next_page_token, page_request, page_token};
 use wire::duration;
 pub use wire::{Violations, timestamp};

@@ -95,7 +95,7 @@ mod golden {
             hpa::history::{History, Recommendation},
             time::Time,
         },
-        store::TargetState,
+        store::HpaState,
     };
 
     /// A state record of format 1 exactly as builds before version 2 wrote it: it must keep
@@ -104,10 +104,10 @@ mod golden {
 
     #[test]
     fn version_1_golden_bytes_read() {
-        let state: TargetState = super::decode("state", "k", GOLDEN_V1_STATE).unwrap();
+        let state: HpaState = super::decode("state", "k", GOLDEN_V1_STATE).unwrap();
         assert_eq!(
             state,
-            TargetState {
+            HpaState {
                 history: History {
                     recommendations: Some(vec![Recommendation {
                         replicas: 4,

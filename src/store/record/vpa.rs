@@ -1,5 +1,5 @@
 //! The VPA record (version 2): explicit conversions between the engine's VPA model
-//! ([`VerticalState`]: [`VpaTarget`] and the stored overrides) and the storage-only messages
+//! ([`VpaState`]: [`VpaTarget`] and the stored overrides) and the storage-only messages
 //! of `proto/store/v1/records.proto` ([`pb::VpaState`]). Renaming an engine field changes
 //! nothing on disk; the conversions are the only place that knows both.
 //!
@@ -20,7 +20,7 @@ use crate::{
         histogram::{Histogram, HistogramOptions},
         target::VpaTarget,
     },
-    store::vpa::{VerticalOverrides, VerticalState},
+    store::vpa::{VpaOverrides, VpaState},
 };
 
 const SCHEME_CPU: u32 = 1;
@@ -29,7 +29,7 @@ const SCHEME_LINEAR: u32 = 3;
 const SCHEME_EXPONENTIAL: u32 = 4;
 
 /// The record of `state`.
-pub(crate) fn state_to_record(state: &VerticalState) -> pb::VpaState {
+pub(crate) fn state_to_record(state: &VpaState) -> pb::VpaState {
     pb::VpaState {
         engine_format: state.format,
         overrides: Some(overrides_to_record(&state.overrides)),
@@ -70,7 +70,7 @@ pub(crate) fn state_to_record(state: &VerticalState) -> pb::VpaState {
 }
 
 /// The state of a record; a message that no model could have produced is refused.
-pub(crate) fn state_from_record(r: &pb::VpaState) -> Result<VerticalState, String> {
+pub(crate) fn state_from_record(r: &pb::VpaState) -> Result<VpaState, String> {
     let mut aggregates = BTreeMap::new();
     for a in &r.aggregates {
         let histogram = |h: &Option<pb::VpaHistogram>, what: &str| {
@@ -118,7 +118,7 @@ pub(crate) fn state_from_record(r: &pb::VpaState) -> Result<VerticalState, Strin
             (p.pod.clone(), containers)
         })
         .collect();
-    Ok(VerticalState {
+    Ok(VpaState {
         format: r.engine_format,
         overrides: overrides_from_record(r.overrides.as_ref().unwrap_or(&Default::default()))?,
         target: VpaTarget {
@@ -225,7 +225,7 @@ fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-fn overrides_to_record(o: &VerticalOverrides) -> pb::VpaOverrides {
+fn overrides_to_record(o: &VpaOverrides) -> pb::VpaOverrides {
     pb::VpaOverrides {
         target_cpu_percentile: o.target_cpu_percentile,
         target_memory_percentile: o.target_memory_percentile,
@@ -256,9 +256,9 @@ fn overrides_to_record(o: &VerticalOverrides) -> pb::VpaOverrides {
     }
 }
 
-fn overrides_from_record(r: &pb::VpaOverrides) -> Result<VerticalOverrides, String> {
+fn overrides_from_record(r: &pb::VpaOverrides) -> Result<VpaOverrides, String> {
     let d = |n: Option<u64>| n.map(Duration::from_nanos);
-    Ok(VerticalOverrides {
+    Ok(VpaOverrides {
         target_cpu_percentile: r.target_cpu_percentile,
         target_memory_percentile: r.target_memory_percentile,
         lower_bound_cpu_percentile: r.lower_bound_cpu_percentile,

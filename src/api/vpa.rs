@@ -1,5 +1,5 @@
 //! The `VerticalAutoscaler` service: thin handlers over `engine::vpa::VpaTarget` and the
-//! store's `vpa_state` tree; conversion in `convert::vertical`, errors through the one table
+//! store's `vpa_state` tree; conversion in `convert::vpa`, errors through the one table
 //! in `status`.
 //!
 //! RecordUsage, step by step (the one write path of both services, `commit::CommitPath`):
@@ -30,7 +30,7 @@ use tracing::{Span, field::Empty};
 use super::{
     clock,
     commit::{CommitPath, Vertical},
-    convert::vertical::{self as convert, VerticalContext},
+    convert::vpa::{self as convert, VerticalContext},
     status::ApiError,
 };
 use crate::{
@@ -41,12 +41,12 @@ use crate::{
         ListVerticalTargetsResponse, RecordUsageRequest, RecordUsageResponse,
         VerticalRecommendation, vertical_autoscaler_server::VerticalAutoscaler,
     },
-    store::{VerticalState, VerticalStore, durability::Durability},
+    store::{VpaState, VpaStore, durability::Durability},
 };
 
 /// What the vertical service needs from the configuration.
 #[derive(Clone, Debug)]
-pub(crate) struct VerticalOptions {
+pub(crate) struct VpaOptions {
     /// Server defaults of the recommender flags (the VPA's own); targets override them.
     pub defaults: VpaSettings,
     /// The wire limits: requests beyond them get INVALID_ARGUMENT, responses stay bounded.
@@ -59,18 +59,18 @@ pub(crate) struct VerticalOptions {
 
 /// The VerticalAutoscaler service over a vertical store.
 pub(crate) struct VerticalService {
-    store: Arc<dyn VerticalStore>,
+    store: Arc<dyn VpaStore>,
     commit: CommitPath,
-    options: VerticalOptions,
+    options: VpaOptions,
 }
 
 impl VerticalService {
     /// A service storing in `store` and waiting for durability through `durability` (which
     /// flushes the same database).
     pub(crate) fn new(
-        store: Arc<dyn VerticalStore>,
+        store: Arc<dyn VpaStore>,
         durability: Arc<Durability>,
-        options: VerticalOptions,
+        options: VpaOptions,
     ) -> Self {
         VerticalService {
             store,
@@ -112,7 +112,7 @@ impl VerticalService {
                 true,
                 || input.now,
                 |state, &now| {
-                    let mut state = state.unwrap_or_else(VerticalState::new);
+                    let mut state = state.unwrap_or_else(VpaState::new);
                     if let Some(overrides) = &input.settings {
                         state.overrides = overrides.clone();
                     }
@@ -238,8 +238,8 @@ mod tests {
         store::{SledStore, durability::Mode, sled::SledOptions},
     };
 
-    fn options() -> VerticalOptions {
-        VerticalOptions {
+    fn options() -> VpaOptions {
+        VpaOptions {
             defaults: VpaSettings::default(),
             limits: Limits::default(),
             trust_request_time: true,

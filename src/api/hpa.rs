@@ -8,7 +8,7 @@
 //! 2. unless `dry_run`, run the one write path of both services (`commit::CommitPath`):
 //!    take the target's lock and read the server clock again for `now` (so that calls on one
 //!    target commit in time order), load the history, evaluate, prune (`store::prune`),
-//!    commit history + decision record atomically (`HistoryStore::commit_after`, re-deciding
+//!    commit history + decision record atomically (`HpaStore::commit_after`, re-deciding
 //!    on a conflict with another replica), release the lock and wait for the flush.
 
 use std::{
@@ -39,7 +39,7 @@ use crate::{
         RecommendRequest, RecommendResponse, SimulateRequest, SimulateResponse, TargetHistory,
         horizontal_autoscaler_server::HorizontalAutoscaler,
     },
-    store::{DecisionEntry, HistoryStore, durability::Durability, prune},
+    store::{DecisionEntry, HpaStore, durability::Durability, prune},
 };
 
 /// The HPA decision function (`engine::hpa::evaluate`'s signature). A parameter so that tests
@@ -54,7 +54,7 @@ pub(crate) type Evaluate = fn(
 
 /// What the service needs from the configuration.
 #[derive(Clone, Debug)]
-pub struct ServiceOptions {
+pub struct HpaOptions {
     /// Server defaults of the controller flags; `spec.settings` overrides them per target.
     pub defaults: Settings,
     /// The wire limits: requests beyond them get INVALID_ARGUMENT, responses stay bounded.
@@ -67,9 +67,9 @@ pub struct ServiceOptions {
 
 /// The HorizontalAutoscaler service over a history store.
 pub struct HorizontalService {
-    store: Arc<dyn HistoryStore>,
+    store: Arc<dyn HpaStore>,
     commit: CommitPath,
-    options: ServiceOptions,
+    options: HpaOptions,
     evaluate: Evaluate,
 }
 
@@ -77,9 +77,9 @@ impl HorizontalService {
     /// A service deciding with `evaluate`, storing in `store`, waiting for durability through
     /// `durability`.
     pub fn new(
-        store: Arc<dyn HistoryStore>,
+        store: Arc<dyn HpaStore>,
         durability: Arc<Durability>,
-        options: ServiceOptions,
+        options: HpaOptions,
         evaluate: Evaluate,
     ) -> Self {
         HorizontalService {
@@ -357,13 +357,13 @@ mod tests {
     async fn fifty_concurrent_recommends_on_one_target_lose_no_update() {
         const CALLS: usize = 50;
         let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn HistoryStore> =
+        let store: Arc<dyn HpaStore> =
             Arc::new(SledStore::open(dir.path(), SledOptions::default()).unwrap());
         let durability = Arc::new(Durability::start(Arc::clone(&store), Mode::Strict));
         let service = Arc::new(HorizontalService::new(
             Arc::clone(&store),
             Arc::clone(&durability),
-            ServiceOptions {
+            HpaOptions {
                 defaults: Settings::default(),
                 limits: Limits::default(),
                 trust_request_time: false,

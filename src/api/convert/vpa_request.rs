@@ -24,7 +24,7 @@ use crate::{
         target::{Observation, OomEvent, UsageSample},
     },
     pb::v1 as pb,
-    store::VerticalOverrides,
+    store::VpaOverrides,
 };
 
 /// What conversion of a vertical request needs besides the request.
@@ -49,7 +49,7 @@ pub(crate) struct RecordUsageInput {
     /// applies a loop's samples and OOMs in (`LoadRealTimeMetrics`, then the OOM channel).
     pub observations: Vec<Observation>,
     /// Present: replaces the target's stored overrides.
-    pub settings: Option<VerticalOverrides>,
+    pub settings: Option<VpaOverrides>,
     /// The ingestion instant.
     pub now: Time,
 }
@@ -61,7 +61,7 @@ pub(crate) struct GetRecommendationInput {
     pub policy: Option<PodResourcePolicy>,
     pub integer_cpu_containers: Vec<String>,
     /// Per-call overrides over the stored ones.
-    pub settings: VerticalOverrides,
+    pub settings: VpaOverrides,
 }
 
 /// Converts and validates a RecordUsage request.
@@ -164,7 +164,7 @@ pub(crate) fn record_usage_request(
     if v.0.is_empty()
         && let Some(overrides) = &settings
     {
-        effective_settings(overrides, &VerticalOverrides::default(), ctx.defaults)?;
+        effective_settings(overrides, &VpaOverrides::default(), ctx.defaults)?;
     }
     samples.sort_by_key(|s| s.at);
     ooms.sort_by_key(|o| o.at);
@@ -376,7 +376,7 @@ fn vertical_settings(
     v: &mut Violations,
     path: &str,
     s: &pb::VerticalSettings,
-) -> VerticalOverrides {
+) -> VpaOverrides {
     // The rules are the engine's (`engine::vpa::settings`), for a request's values.
     let mut percentile = |field: &str, x: Option<f64>| {
         if let Some(d) = x.and_then(|x| percentile_violation(x, Origin::Request)) {
@@ -468,7 +468,7 @@ fn vertical_settings(
                 Some(a),
             )
         });
-    VerticalOverrides {
+    VpaOverrides {
         target_cpu_percentile,
         target_memory_percentile,
         lower_bound_cpu_percentile,
@@ -496,8 +496,8 @@ fn vertical_settings(
 /// The settings a call runs with: `call` over `stored` over the server's `defaults`, checked
 /// by the engine (`VpaSettings::validate`), a rejection named by its proto path.
 pub(crate) fn effective_settings(
-    call: &VerticalOverrides,
-    stored: &VerticalOverrides,
+    call: &VpaOverrides,
+    stored: &VpaOverrides,
     defaults: &VpaSettings,
 ) -> Result<VpaSettings, ApiError> {
     let settings = call.over(stored).apply(defaults);
@@ -604,11 +604,11 @@ mod tests {
             }
             other => panic!("expected InvalidArgument, got {other:?}"),
         }
-        let stored = VerticalOverrides {
+        let stored = VpaOverrides {
             safety_margin_fraction: Some(0.1),
-            ..VerticalOverrides::default()
+            ..VpaOverrides::default()
         };
-        let ok = effective_settings(&VerticalOverrides::default(), &stored, &defaults).unwrap();
+        let ok = effective_settings(&VpaOverrides::default(), &stored, &defaults).unwrap();
         assert_eq!(ok.safety_margin_fraction, 0.1);
     }
 
