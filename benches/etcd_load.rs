@@ -242,13 +242,13 @@ fn main() {
 
         // Bytes per target.
         let replica = replica(&etcd.endpoints(), "bytes/", &tmp.path().join("bytes"));
-        let store = EtcdStore::connect(EtcdOptions {
-            endpoints: etcd.endpoints().split(',').map(str::to_owned).collect(),
-            prefix: "bytes/".to_owned(),
-            ..EtcdOptions::default()
-        })
-        .unwrap();
         runtime.block_on(async {
+            let store = EtcdStore::connect(EtcdOptions {
+                endpoints: etcd.endpoints().split(',').map(str::to_owned).collect(),
+                prefix: "bytes/".to_owned(),
+                ..EtcdOptions::default()
+            })
+            .unwrap();
             let endpoint = Channel::from_shared(format!("http://{}", replica.addr)).unwrap();
             let mut client = HorizontalAutoscalerClient::new(
                 tokio::time::timeout(CALL_TIMEOUT, endpoint.connect())
@@ -265,8 +265,7 @@ fn main() {
                     .unwrap_or_else(|_| panic!("decision {n}: no answer within {CALL_TIMEOUT:?}"))
                     .unwrap();
                 if n == 1 || n == 100 {
-                    let bytes =
-                        tokio::task::block_in_place(|| store.target_bytes("ns/web")).unwrap();
+                    let bytes = store.target_bytes("ns/web").await.unwrap();
                     println!("etcd bytes of one target after {n} decisions: {bytes}");
                 }
             }

@@ -175,10 +175,16 @@ fn stored_size() {
     let report = state
         .target
         .record_samples(&obs, None, &settings, Time::from_unix_seconds(T0));
-    store.put_vertical("bench/one", &state).expect("stored");
+    // The sled store's calls finish at once: a current-thread runtime drives them.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    runtime
+        .block_on(store.put_vertical("bench/one", &state))
+        .expect("stored");
     store.flush().expect("flushed");
-    let bytes = store
-        .vertical_record_bytes("bench/one")
+    let bytes = runtime
+        .block_on(store.vertical_record_bytes("bench/one"))
         .expect("readable")
         .expect("present");
     println!(

@@ -21,9 +21,7 @@ use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 
 use crate::{
-    api::{
-        HorizontalService, HpaOptions, VpaOptions, VerticalService, authorized::Authorized,
-    },
+    api::{HorizontalService, HpaOptions, VerticalService, VpaOptions, authorized::Authorized},
     config::{Config, Durability as DurabilityMode, StoreKind},
     pb::{
         self,

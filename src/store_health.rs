@@ -37,13 +37,10 @@ pub(crate) fn spawn(
                 _ = stop.wait_for(|s| *s) => return,
             }
             let mut probe_error = None;
-            if !store.healthy() || store.probe_while_healthy() {
-                let probe = Arc::clone(&store);
-                match tokio::task::spawn_blocking(move || probe.probe()).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => probe_error = Some(e.to_string()),
-                    Err(e) => probe_error = Some(format!("the probe task failed: {e}")),
-                }
+            if (!store.healthy() || store.probe_while_healthy())
+                && let Err(e) = store.probe().await
+            {
+                probe_error = Some(e.to_string());
             }
             if let Some(e) = &probe_error {
                 tracing::debug!(error = %e, "store probe failed");

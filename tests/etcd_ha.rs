@@ -632,7 +632,7 @@ async fn record_usage_from_two_replicas_on_one_target_loses_no_acknowledged_samp
     let endpoints = etcd.endpoints();
     // Each etcd request of the store is bounded by `request_timeout` per member (and tried on
     // each member at most twice); the whole read is bounded too.
-    let read = tokio::task::spawn_blocking(move || {
+    let read = tokio::spawn(async move {
         let store = EtcdStore::connect(EtcdOptions {
             endpoints: endpoints.split(',').map(str::to_owned).collect(),
             prefix: prefix.to_owned(),
@@ -640,7 +640,11 @@ async fn record_usage_from_two_replicas_on_one_target_loses_no_acknowledged_samp
             ..EtcdOptions::default()
         })
         .unwrap();
-        let state = store.load_vertical("shared").unwrap().expect("stored");
+        let state = store
+            .load_vertical("shared")
+            .await
+            .unwrap()
+            .expect("stored");
         state
             .target
             .aggregates

@@ -39,6 +39,24 @@ use autoscaled::{
 
 const T0: i64 = 1_767_225_600;
 
+/// The runtime the stores run on (the etcd store's batcher is a task of it); the contract
+/// itself is written as plain calls that wait for each store call.
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap()
+    })
+}
+
+/// Waits for one store call.
+fn wait<T>(call: impl std::future::Future<Output = T>) -> T {
+    runtime().block_on(call)
+}
+
 /// Large enough that neither bound nor retention trims anything in a check.
 const UNBOUNDED: usize = 10_000;
 const FOREVER: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
@@ -94,15 +112,9 @@ fn decide(store: &dyn HpaStore, key: &str, secs: i64, desired: i32) -> History {
 }
 
 /// [`decide`], the evaluation proposing `proposal` (its recommendation) for `desired`.
-fn decide_with(
-    store: &dyn HpaStore,
-    key: &str,
-    secs: i64,
-    desired: i32,
-    proposal: i32,
-) -> History {
+fn decide_with(store: &dyn HpaStore, key: &str, secs: i64, desired: i32, proposal: i32) -> History {
     let now = Time::from_unix_secs(T0 + secs);
-    let (state, seen) = store.load_for_update(key).unwrap();
+    let (state, seen) = wait(store.load_for_update(key)).unwrap();
     let mut history = state.map(|s| s.history).unwrap_or_default();
     history
         .recommendations
@@ -119,15 +131,13 @@ fn decide_with(
         });
     }
     prune::prune(&mut history, now, Duration::from_secs(3600));
-    store
-        .commit_after(key, seen, &history, &entry(secs, desired))
-        .unwrap();
+    wait(store.commit_after(key, seen, &history, &entry(secs, desired))).unwrap();
     history
 }
 
 /// The target's runs as (desired, count, first second, last second).
 fn runs(store: &dyn HpaStore, key: &str) -> Vec<(i32, u64, i64, i64)> {
-    let runs = store.decisions(key).unwrap();
+    let runs = wait(store.decisions(key)).unwrap();
     let seqs: Vec<u64> = runs.iter().map(|r| r.seq).collect();
     assert!(
         seqs.windows(2).all(|w| w[0] < w[1]),
@@ -168,12 +178,15 @@ fn log_bound(open: Open, key: &str, n: usize, k: usize) {
         for i in 1..=total {
             decide(&*store, key, i64::from(i) * 15, i);
             assert!(
-                store.decisions(key).unwrap().len() <= n,
+                wait(store.decisions(key)).unwrap().len() <= n,
                 "{key}: over the bound"
             );
         }
         assert_eq!(desired(&*store, key), newest, "{key}");
-        assert_eq!(store.load(key).unwrap().unwrap().next_seq, (n + k) as u64);
+        assert_eq!(
+            wait(store.load(key)).unwrap().unwrap().next_seq,
+            (n + k) as u64
+        );
         store.flush().unwrap();
     }
     let reader = open(UNBOUNDED, FOREVER);
@@ -200,7 +213,7 @@ fn runs_of_identical_decisions(open: Open) {
         runs(&*store, key),
         vec![(5, 4, 0, 45), (6, 2, 60, 75), (5, 1, 90, 90)]
     );
-    let all = store.decisions(key).unwrap();
+    let all = wait(store.decisions(key)).unwrap();
     assert_eq!(
         all[0].decision.conditions[0].message, "decided at 45",
         "a run holds its last decision"
@@ -212,7 +225,7 @@ fn runs_of_identical_decisions(open: Open) {
         runs(&*store, key),
         vec![(6, 2, 60, 75), (5, 2, 90, 105), (7, 1, 120, 120)]
     );
-    assert_eq!(store.load(key).unwrap().unwrap().next_seq, 4);
+    assert_eq!(wait(store.load(key)).unwrap().unwrap().next_seq, 4);
 }
 
 /// With a retention of 100 s, a closed run is dropped once the newest decision is more than
@@ -268,7 +281,7 @@ fn bounded_history(open: Open) {
         // only the cap (bucketing) can shrink the list.
         committed = decide_with(&*store, key, i64::from(i), 5, 10_000 - i);
     }
-    let stored = store.load(key).unwrap().unwrap().history;
+    let stored = wait(store.load(key)).unwrap().unwrap().history;
     assert_eq!(stored, committed, "the store returns what was committed");
     let recommendations = stored.recommendations.as_ref().unwrap();
     assert!(
@@ -328,6 +341,7 @@ fn etcd_keeps_the_store_contract() {
     let etcd = etcd_support::Etcd::start(1);
     let endpoints: Vec<String> = etcd.endpoints().split(',').map(str::to_owned).collect();
     contract(&|decision_log_len, decision_retention| {
+        let _runtime = runtime().enter();
         Box::new(
             EtcdStore::connect(EtcdOptions {
                 endpoints: endpoints.clone(),

@@ -14,13 +14,13 @@
 //!    flushes; a reader may therefore see a write whose flush is still running, never one
 //!    that is rolled back.
 
-use std::{sync::Arc, time::Instant};
+use std::{future::Future, sync::Arc, time::Instant};
 
 use super::{locks::KeyLocks, status::ApiError};
 use crate::{
     engine::hpa::history::History,
     store::{
-        DecisionEntry, HpaStore, Seen, StoreError, HpaState, VpaState, VpaStore,
+        DecisionEntry, HpaState, HpaStore, Seen, StoreError, VpaState, VpaStore,
         durability::Durability,
     },
 };
@@ -40,42 +40,42 @@ pub(crate) trait Kind {
     /// commits, as the metric is documented).
     const TIMED: bool = false;
     /// The state of `key` and what the store needs to detect a concurrent writer.
-    fn load(&self, key: &str) -> Result<(Option<Self::State>, Seen), StoreError>;
+    async fn load(&self, key: &str) -> Result<(Option<Self::State>, Seen), StoreError>;
     /// Writes `write` if the target is still as `seen`, else [`StoreError::Conflict`].
-    fn write(&self, key: &str, seen: Seen, write: &Self::Write) -> Result<(), StoreError>;
+    async fn write(&self, key: &str, seen: Seen, write: &Self::Write) -> Result<(), StoreError>;
 }
 
 /// The HPA kind: the history, and the new history with the decision's log entry.
-pub(crate) struct Horizontal<'a>(pub &'a dyn HpaStore);
+pub(crate) struct Hpa<'a>(pub &'a dyn HpaStore);
 
-impl Kind for Horizontal<'_> {
+impl Kind for Hpa<'_> {
     type State = HpaState;
     type Write = (History, DecisionEntry);
     const TIMED: bool = true;
-    fn load(&self, key: &str) -> Result<(Option<HpaState>, Seen), StoreError> {
-        self.0.load_for_update(key)
+    async fn load(&self, key: &str) -> Result<(Option<HpaState>, Seen), StoreError> {
+        self.0.load_for_update(key).await
     }
-    fn write(
+    async fn write(
         &self,
         key: &str,
         seen: Seen,
         (history, entry): &Self::Write,
     ) -> Result<(), StoreError> {
-        self.0.commit_after(key, seen, history, entry)
+        self.0.commit_after(key, seen, history, entry).await
     }
 }
 
 /// The VPA kind: the target's whole record.
-pub(crate) struct Vertical<'a>(pub &'a dyn VpaStore);
+pub(crate) struct Vpa<'a>(pub &'a dyn VpaStore);
 
-impl Kind for Vertical<'_> {
+impl Kind for Vpa<'_> {
     type State = VpaState;
     type Write = VpaState;
-    fn load(&self, key: &str) -> Result<(Option<VpaState>, Seen), StoreError> {
-        self.0.load_vertical_for_update(key)
+    async fn load(&self, key: &str) -> Result<(Option<VpaState>, Seen), StoreError> {
+        self.0.load_vertical_for_update(key).await
     }
-    fn write(&self, key: &str, seen: Seen, state: &VpaState) -> Result<(), StoreError> {
-        self.0.put_vertical_after(key, seen, state)
+    async fn write(&self, key: &str, seen: Seen, state: &VpaState) -> Result<(), StoreError> {
+        self.0.put_vertical_after(key, seen, state).await
     }
 }
 
@@ -121,12 +121,12 @@ impl CommitPath {
         let now = now();
         let mut conflicts = 0;
         loop {
-            let (state, seen) = kind.load(key)?;
+            let (state, seen) = kind.load(key).await?;
             let (write, output) = decide(state, &now)?;
             if record {
                 let started = Instant::now();
                 super::context::check_deadline()?;
-                match kind.write(key, seen, &write) {
+                match kind.write(key, seen, &write).await {
                     Err(StoreError::Conflict { .. }) if conflicts < MAX_CONFLICT_RETRIES => {
                         conflicts += 1;
                         crate::metrics::store_conflict();
@@ -150,10 +150,10 @@ impl CommitPath {
     pub(crate) async fn delete(
         &self,
         key: &str,
-        delete: impl FnOnce() -> Result<bool, StoreError>,
+        delete: impl Future<Output = Result<bool, StoreError>>,
     ) -> Result<bool, ApiError> {
         let guard = self.locks.lock(key).await;
-        let existed = delete()?;
+        let existed = delete.await?;
         let ticket = self.durability.written();
         drop(guard);
         if existed {

@@ -22,7 +22,7 @@ use tracing::{Span, field::Empty};
 
 use super::{
     clock,
-    commit::{CommitPath, Horizontal},
+    commit::{CommitPath, Hpa},
     convert::{self, Context},
     locks::KeyLocks,
     status::ApiError,
@@ -128,7 +128,7 @@ impl HorizontalService {
         let (now, (_, entry), ()) = self
             .commit
             .commit_decision(
-                &Horizontal(&*self.store),
+                &Hpa(&*self.store),
                 &input.target_key,
                 !input.dry_run,
                 now,
@@ -175,15 +175,16 @@ impl HorizontalService {
         ))
     }
 
-    fn do_get_history(&self, req: GetHistoryRequest) -> Result<TargetHistory, ApiError> {
+    async fn do_get_history(&self, req: GetHistoryRequest) -> Result<TargetHistory, ApiError> {
         convert::target_key(&req.target_key, &self.options.limits)?;
         Span::current().record("target.key", req.target_key.as_str());
         let state = self
             .store
-            .load(&req.target_key)?
+            .load(&req.target_key)
+            .await?
             .ok_or_else(|| ApiError::TargetNotFound(req.target_key.clone()))?;
         let request = convert::history::history_page_request(&req)?;
-        let page = self.store.decision_page(&req.target_key, &request)?;
+        let page = self.store.decision_page(&req.target_key, &request).await?;
         Ok(convert::history::target_history_page(
             &req.target_key,
             &state.history,
@@ -191,11 +192,15 @@ impl HorizontalService {
         ))
     }
 
-    fn do_list_targets(&self, req: ListTargetsRequest) -> Result<ListTargetsResponse, ApiError> {
+    async fn do_list_targets(
+        &self,
+        req: ListTargetsRequest,
+    ) -> Result<ListTargetsResponse, ApiError> {
         let request = convert::page_request(req.page_size, &req.page_token)?;
         let page = self
             .store
-            .list_keys(request.after.as_deref(), request.size)?;
+            .list_keys(request.after.as_deref(), request.size)
+            .await?;
         let next_page_token = convert::next_page_token(&page);
         Ok(ListTargetsResponse {
             target_keys: page.keys,
@@ -209,7 +214,7 @@ impl HorizontalService {
         let store = &self.store;
         if !self
             .commit
-            .delete(&req.target_key, || store.delete(&req.target_key))
+            .delete(&req.target_key, store.delete(&req.target_key))
             .await?
         {
             return Err(ApiError::TargetNotFound(req.target_key));
@@ -229,8 +234,13 @@ impl HorizontalService {
             history_retention: self.options.history_retention,
         };
         let store = Arc::clone(&self.store);
+        // The log is read on the blocking thread too, where the store's future is driven to
+        // completion on the server's runtime.
+        let runtime = tokio::runtime::Handle::current();
         let response = tokio::task::spawn_blocking(move || {
-            super::simulate::simulate(&req, &options, |key| Ok(store.decisions(key)?))
+            super::simulate::simulate(&req, &options, |key| {
+                Ok(runtime.block_on(store.decisions(key))?)
+            })
         })
         .await
         .map_err(|_| ApiError::Internal("the simulation panicked".to_owned()))??;
@@ -258,7 +268,9 @@ impl HorizontalAutoscaler for HorizontalService {
         &self,
         request: Request<GetHistoryRequest>,
     ) -> Result<Response<TargetHistory>, Status> {
-        Ok(Response::new(self.do_get_history(request.into_inner())?))
+        Ok(Response::new(
+            self.do_get_history(request.into_inner()).await?,
+        ))
     }
 
     #[tracing::instrument(name = "ListTargets", skip_all)]
@@ -266,7 +278,9 @@ impl HorizontalAutoscaler for HorizontalService {
         &self,
         request: Request<ListTargetsRequest>,
     ) -> Result<Response<ListTargetsResponse>, Status> {
-        Ok(Response::new(self.do_list_targets(request.into_inner())?))
+        Ok(Response::new(
+            self.do_list_targets(request.into_inner()).await?,
+        ))
     }
 
     #[tracing::instrument(name = "Simulate", skip_all, fields(target.key = Empty))]
@@ -390,23 +404,19 @@ mod tests {
             assert!(t.await.unwrap().recorded);
         }
         let hot_calls = CALLS - CALLS / 10;
-        let state = store.load("hot").unwrap().unwrap();
+        let state = store.load("hot").await.unwrap().unwrap();
         // recordInitialRecommendation + one proposal per call, all inside the window.
         assert_eq!(
             state.history.recommendations.as_ref().map(Vec::len),
             Some(hot_calls + 1)
         );
         // Consecutive decisions with the same outcome share a run: count the decisions.
-        let logged = |key: &str| -> u64 {
-            store
-                .decisions(key)
-                .unwrap()
-                .iter()
-                .map(|e| e.run.count)
-                .sum()
-        };
-        assert_eq!(logged("hot"), hot_calls as u64);
-        assert_eq!(logged("other"), (CALLS / 10) as u64);
+        let mut logged = Vec::new();
+        for key in ["hot", "other"] {
+            let runs = store.decisions(key).await.unwrap();
+            logged.push(runs.iter().map(|e| e.run.count).sum::<u64>());
+        }
+        assert_eq!(logged, [hot_calls as u64, (CALLS / 10) as u64]);
         // No lock entry outlives its requests.
         assert!(service.locks().is_empty());
         // Every write was covered by a flush (the count is the group-commit figure).

@@ -30,4 +30,4 @@ pub(crate) mod vpa;
 pub(crate) mod wire_limits;
 
 pub use hpa::{HorizontalService, HpaOptions};
-pub(crate) use vpa::{VpaOptions, VerticalService};
+pub(crate) use vpa::{VerticalService, VpaOptions};

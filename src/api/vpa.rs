@@ -29,7 +29,7 @@ use tracing::{Span, field::Empty};
 
 use super::{
     clock,
-    commit::{CommitPath, Vertical},
+    commit::{CommitPath, Vpa},
     convert::vpa::{self as convert, VerticalContext},
     status::ApiError,
 };
@@ -107,7 +107,7 @@ impl VerticalService {
         let (_, _, report) = self
             .commit
             .commit_decision(
-                &Vertical(&*self.store),
+                &Vpa(&*self.store),
                 &input.target_key,
                 true,
                 || input.now,
@@ -134,7 +134,7 @@ impl VerticalService {
         Ok(convert::record_usage_response(&report))
     }
 
-    fn do_get_recommendation(
+    async fn do_get_recommendation(
         &self,
         req: GetRecommendationRequest,
     ) -> Result<VerticalRecommendation, ApiError> {
@@ -142,7 +142,8 @@ impl VerticalService {
         Span::current().record("target.key", input.target_key.as_str());
         let state = self
             .store
-            .load_vertical(&input.target_key)?
+            .load_vertical(&input.target_key)
+            .await?
             .ok_or_else(|| ApiError::TargetNotFound(input.target_key.clone()))?;
         let settings =
             convert::effective_settings(&input.settings, &state.overrides, &self.options.defaults)?;
@@ -166,7 +167,7 @@ impl VerticalService {
         let store = &self.store;
         if !self
             .commit
-            .delete(&req.target_key, || store.delete_vertical(&req.target_key))
+            .delete(&req.target_key, store.delete_vertical(&req.target_key))
             .await?
         {
             return Err(ApiError::TargetNotFound(req.target_key));
@@ -174,14 +175,15 @@ impl VerticalService {
         Ok(())
     }
 
-    fn do_list(
+    async fn do_list(
         &self,
         req: ListVerticalTargetsRequest,
     ) -> Result<ListVerticalTargetsResponse, ApiError> {
         let request = super::convert::page_request(req.page_size, &req.page_token)?;
         let page = self
             .store
-            .list_vertical_keys(request.after.as_deref(), request.size)?;
+            .list_vertical_keys(request.after.as_deref(), request.size)
+            .await?;
         let next_page_token = super::convert::next_page_token(&page);
         Ok(ListVerticalTargetsResponse {
             target_keys: page.keys,
@@ -208,7 +210,7 @@ impl VerticalAutoscaler for VerticalService {
         request: Request<GetRecommendationRequest>,
     ) -> Result<Response<VerticalRecommendation>, Status> {
         Ok(Response::new(
-            self.do_get_recommendation(request.into_inner())?,
+            self.do_get_recommendation(request.into_inner()).await?,
         ))
     }
 
@@ -226,7 +228,7 @@ impl VerticalAutoscaler for VerticalService {
         &self,
         request: Request<ListVerticalTargetsRequest>,
     ) -> Result<Response<ListVerticalTargetsResponse>, Status> {
-        Ok(Response::new(self.do_list(request.into_inner())?))
+        Ok(Response::new(self.do_list(request.into_inner()).await?))
     }
 }
 
@@ -297,7 +299,7 @@ mod tests {
         for t in tasks {
             assert_eq!(t.await.unwrap().accepted_samples, 100);
         }
-        let state = store.load_vertical("hot").unwrap().unwrap();
+        let state = store.load_vertical("hot").await.unwrap().unwrap();
         assert_eq!(state.target.aggregates.len(), CALLS);
         assert!(
             state

@@ -38,8 +38,10 @@ const FORMAT: u8 = 1;
 
 /// The database every record kind of one store lives in: one flush makes every write of
 /// every kind durable (the group commit of [`durability`](super::durability) runs it).
+#[tonic::async_trait]
 pub trait Db: Send + Sync + 'static {
-    /// Makes every write that returned before this call durable. Blocking.
+    /// Makes every write that returned before this call durable. Blocking (an fsync): the
+    /// group commit runs it on a blocking thread.
     fn flush(&self) -> Result<(), StoreError>;
     /// False while the store cannot write (the last write or flush failed and no later one
     /// succeeded): health reports NOT_SERVING meanwhile.
@@ -50,9 +52,7 @@ pub trait Db: Send + Sync + 'static {
     /// succeed again (health keeps traffic away meanwhile, so no request would find out).
     /// A success makes the store healthy. The etcd store answers whether a quorum read
     /// succeeds. Called by the one store-health watcher (`store_health`).
-    fn probe(&self) -> Result<(), StoreError> {
-        self.flush()
-    }
+    async fn probe(&self) -> Result<(), StoreError>;
     /// Whether the health watcher probes even while [`healthy`](Self::healthy) (a remote
     /// store, whose failure no local write reports first), and serves only while the probe
     /// succeeds.
@@ -83,13 +83,14 @@ pub struct Versioned {
 
 /// Single-key records of one [`Space`]: what a record kind that keeps one record per target
 /// (the VPA state) needs from a backend.
+#[tonic::async_trait]
 pub trait Records: Db {
     /// The record of `key`, with its revision.
-    fn get_record(&self, space: &Space, key: &str) -> Result<Option<Versioned>, StoreError>;
+    async fn get_record(&self, space: &Space, key: &str) -> Result<Option<Versioned>, StoreError>;
     /// Writes the record of `key`: with `if_revision`, only if its revision is still that one
     /// (0: absent), else [`StoreError::Conflict`] and nothing is written. Not durable until a
     /// later flush.
-    fn put_record(
+    async fn put_record(
         &self,
         space: &Space,
         key: &str,
@@ -97,9 +98,9 @@ pub trait Records: Db {
         bytes: Vec<u8>,
     ) -> Result<(), StoreError>;
     /// Removes the record of `key`; false if there was none.
-    fn delete_record(&self, space: &Space, key: &str) -> Result<bool, StoreError>;
+    async fn delete_record(&self, space: &Space, key: &str) -> Result<bool, StoreError>;
     /// Up to `limit` keys after `after` (exclusive), in byte order.
-    fn list_records(
+    async fn list_records(
         &self,
         space: &Space,
         after: Option<&str>,
@@ -284,10 +285,13 @@ impl SledDb {
     }
 }
 
-impl Db for SledDb {
+/// What [`Db`] and [`Records`] ask of a sled folder, as plain blocking calls: sled's reads
+/// and writes are in-memory (the fsync is [`SledDb::flush`]'s), so the async store methods
+/// over them call them directly.
+impl SledDb {
     /// Clears the failed state only when the flush wrote something (an empty flush proves
     /// nothing about the disk).
-    fn flush(&self) -> Result<(), StoreError> {
+    pub(crate) fn flush(&self) -> Result<(), StoreError> {
         self.reopen_if_closed();
         let flushed = self.guarded(|o| Ok(o.db.flush()?))?;
         if flushed > 0 {
@@ -296,13 +300,13 @@ impl Db for SledDb {
         Ok(())
     }
 
-    fn healthy(&self) -> bool {
+    pub(crate) fn healthy(&self) -> bool {
         !self.failed.load(Ordering::Acquire)
     }
 
     /// A small durable write (a counter under `meta/probe`), so that a failed store finds
     /// out whether writes succeed again even while health keeps traffic away.
-    fn probe(&self) -> Result<(), StoreError> {
+    pub(crate) fn probe(&self) -> Result<(), StoreError> {
         self.reopen_if_closed();
         // Larger than a page, so that it cannot fit in the slack of pages the log already
         // has (a full disk fails it), and distinct each time.
@@ -320,13 +324,15 @@ impl Db for SledDb {
             Ok(())
         })
     }
-}
 
-/// One sled tree per [`Space`], keyed by the target key. sled has one writer per folder
-/// (the folder lock) and the API serializes writers of one key, so there is nothing to
-/// compare: every revision is 0.
-impl Records for SledDb {
-    fn get_record(&self, space: &Space, key: &str) -> Result<Option<Versioned>, StoreError> {
+    /// One sled tree per [`Space`], keyed by the target key. sled has one writer per folder
+    /// (the folder lock) and the API serializes writers of one key, so there is nothing to
+    /// compare: every revision is 0.
+    pub(crate) fn get_record(
+        &self,
+        space: &Space,
+        key: &str,
+    ) -> Result<Option<Versioned>, StoreError> {
         self.guarded(|o| {
             Ok(o.tree(space.tree)?.get(key.as_bytes())?.map(|v| Versioned {
                 bytes: v.to_vec(),
@@ -335,7 +341,7 @@ impl Records for SledDb {
         })
     }
 
-    fn put_record(
+    pub(crate) fn put_record(
         &self,
         space: &Space,
         key: &str,
@@ -348,11 +354,11 @@ impl Records for SledDb {
         })
     }
 
-    fn delete_record(&self, space: &Space, key: &str) -> Result<bool, StoreError> {
+    pub(crate) fn delete_record(&self, space: &Space, key: &str) -> Result<bool, StoreError> {
         self.guarded(|o| Ok(o.tree(space.tree)?.remove(key.as_bytes())?.is_some()))
     }
 
-    fn list_records(
+    pub(crate) fn list_records(
         &self,
         space: &Space,
         after: Option<&str>,

@@ -283,7 +283,12 @@ mod tests {
         release: Mutex<Receiver<Result<(), String>>>,
     }
 
+    #[tonic::async_trait]
     impl Db for GatedStore {
+        async fn probe(&self) -> Result<(), StoreError> {
+            Ok(())
+        }
+
         fn flush(&self) -> Result<(), StoreError> {
             self.started
                 .send(())
@@ -442,8 +447,13 @@ mod tests {
     /// A store whose flushes always succeed at once.
     struct InstantStore;
 
+    #[tonic::async_trait]
     impl Db for InstantStore {
         fn flush(&self) -> Result<(), StoreError> {
+            Ok(())
+        }
+
+        async fn probe(&self) -> Result<(), StoreError> {
             Ok(())
         }
     }

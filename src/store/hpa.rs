@@ -39,7 +39,7 @@ use serde::Deserialize;
 use sled::{Transactional, transaction::TransactionError};
 
 use super::{
-    DecisionEntry, KeyPage, Run, StoreError, HpaState,
+    DecisionEntry, HpaState, KeyPage, Run, StoreError,
     db::{Open, SledDb, list_tree},
     keys,
     record::{self, Versioned, hpa, pb},
@@ -117,7 +117,7 @@ impl HpaTrees {
 
 /// A stored state record, of any version, as the store needs it. Shared with the etcd
 /// store ([`super::etcd`]), which writes the same records.
-pub(super) struct StoredState {
+pub(crate) struct StoredState {
     pub(super) history: History,
     pub(super) next_seq: u64,
     /// Runs in `hpa_decisions` for the target, the newest (pending) run not counted even when
@@ -127,7 +127,7 @@ pub(super) struct StoredState {
     pub(super) pending: Option<DecisionEntry>,
     /// The newest run's body as logged in `hpa_decisions` when the record holds only the
     /// run's tail (version 3): what the next commit's tail is taken against. Boxed: this
-    /// record travels in [`super::Seen`]'s token, an allocation kept small.
+    /// record travels in [`super::Seen`], kept small.
     pub(super) logged_body: Option<Box<pb::DecisionRun>>,
 }
 

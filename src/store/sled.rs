@@ -10,10 +10,9 @@
 use std::{path::Path, sync::Arc, time::Duration};
 
 use super::{
-    Db, DecisionEntry, DecisionPage, DecisionPageRequest, HpaStore, KeyPage, Seen, StoreError,
-    HpaState,
+    Db, DecisionEntry, HpaState, HpaStore, KeyPage, Loaded, Seen, StoreError,
     db::{Records, SledDb, Space, Versioned},
-    hpa::{self, HpaTrees, LogOptions, StoredState},
+    hpa::{self, HpaTrees, LogOptions},
     vpa,
 };
 use crate::engine::hpa::history::History;
@@ -56,7 +55,8 @@ impl Default for SledOptions {
 /// History and VPA state in a sled database folder.
 #[derive(Debug)]
 pub struct SledStore {
-    db: SledDb,
+    /// Shared with the health probe's blocking task.
+    db: Arc<SledDb>,
     options: SledOptions,
 }
 
@@ -65,7 +65,7 @@ impl SledStore {
     /// [`StoreError::Open`] (or [`StoreError::InUse`]), and the folder is never replaced,
     /// moved or copied.
     pub fn open(path: &Path, options: SledOptions) -> Result<Self, StoreError> {
-        let db = SledDb::open(path, options.cache_bytes, TREES)?;
+        let db = Arc::new(SledDb::open(path, options.cache_bytes, TREES)?);
         Ok(SledStore { db, options })
     }
 
@@ -103,6 +103,7 @@ impl SledStore {
     }
 }
 
+#[tonic::async_trait]
 impl Db for SledStore {
     fn flush(&self) -> Result<(), StoreError> {
         self.db.flush()
@@ -112,21 +113,22 @@ impl Db for SledStore {
         self.db.healthy()
     }
 
-    fn probe(&self) -> Result<(), StoreError> {
-        self.db.probe()
-    }
-
-    fn probe_while_healthy(&self) -> bool {
-        self.db.probe_while_healthy()
+    /// A write and an fsync: on a blocking thread.
+    async fn probe(&self) -> Result<(), StoreError> {
+        let db = Arc::clone(&self.db);
+        tokio::task::spawn_blocking(move || db.probe())
+            .await
+            .map_err(|e| StoreError::Flush(format!("the probe task failed: {e}")))?
     }
 }
 
+#[tonic::async_trait]
 impl Records for SledStore {
-    fn get_record(&self, space: &Space, key: &str) -> Result<Option<Versioned>, StoreError> {
+    async fn get_record(&self, space: &Space, key: &str) -> Result<Option<Versioned>, StoreError> {
         self.db.get_record(space, key)
     }
 
-    fn put_record(
+    async fn put_record(
         &self,
         space: &Space,
         key: &str,
@@ -136,11 +138,11 @@ impl Records for SledStore {
         self.db.put_record(space, key, if_revision, bytes)
     }
 
-    fn delete_record(&self, space: &Space, key: &str) -> Result<bool, StoreError> {
+    async fn delete_record(&self, space: &Space, key: &str) -> Result<bool, StoreError> {
         self.db.delete_record(space, key)
     }
 
-    fn list_records(
+    async fn list_records(
         &self,
         space: &Space,
         after: Option<&str>,
@@ -150,20 +152,14 @@ impl Records for SledStore {
     }
 }
 
-/// What `load_for_update` read, for `commit_after` ([`Seen::token`]): the state record
-/// decoded once per call (its history moved out to the caller).
-struct Loaded {
-    /// The open it was read from ([`HpaTrees::generation`]).
-    generation: u64,
-    state: Option<StoredState>,
-}
-
+/// The sled store's reads and writes are in-memory: each method returns at once.
+#[tonic::async_trait]
 impl HpaStore for SledStore {
-    fn load(&self, key: &str) -> Result<Option<HpaState>, StoreError> {
+    async fn load(&self, key: &str) -> Result<Option<HpaState>, StoreError> {
         self.hpa(|t| t.load(key))
     }
 
-    fn load_for_update(&self, key: &str) -> Result<(Option<HpaState>, Seen), StoreError> {
+    async fn load_for_update(&self, key: &str) -> Result<(Option<HpaState>, Seen), StoreError> {
         let (generation, mut stored) = self.hpa(|t| Ok((t.generation, t.read_state(key)?)))?;
         let state = stored.as_mut().map(|s| HpaState {
             history: std::mem::take(&mut s.history),
@@ -171,30 +167,25 @@ impl HpaStore for SledStore {
         });
         let seen = Seen {
             revision: 0,
-            next_seq: stored.as_ref().map_or(0, |s| s.next_seq),
-            token: Some(Arc::new(Loaded {
+            loaded: Some(Loaded {
                 generation,
                 state: stored,
-            })),
+            }),
         };
         Ok((state, seen))
     }
 
     /// The commit on the state `load_for_update` read, unless the store reopened since (a
     /// storage failure dropped what was not durable): then the state is read again.
-    fn commit_after(
+    async fn commit_after(
         &self,
         key: &str,
         seen: Seen,
         history: &History,
         decision: &DecisionEntry,
     ) -> Result<(), StoreError> {
-        let loaded = seen
-            .token
-            .and_then(|t| t.downcast::<Loaded>().ok())
-            .and_then(|t| Arc::try_unwrap(t).ok());
         self.hpa(|t| {
-            let previous = match loaded {
+            let previous = match seen.loaded {
                 Some(l) if l.generation == t.generation => l.state,
                 _ => t.read_state(key)?,
             };
@@ -202,7 +193,7 @@ impl HpaStore for SledStore {
         })
     }
 
-    fn commit(
+    async fn commit(
         &self,
         key: &str,
         history: &History,
@@ -211,24 +202,15 @@ impl HpaStore for SledStore {
         self.hpa(|t| t.commit(key, history, decision))
     }
 
-    fn decisions(&self, key: &str) -> Result<Vec<DecisionEntry>, StoreError> {
+    async fn decisions(&self, key: &str) -> Result<Vec<DecisionEntry>, StoreError> {
         self.hpa(|t| t.decisions(key))
     }
 
-    fn decision_page(
-        &self,
-        key: &str,
-        request: &DecisionPageRequest,
-    ) -> Result<DecisionPage, StoreError> {
-        // At most `decision_log_len` runs per target: reading them all is bounded.
-        Ok(super::page_of(self.decisions(key)?, request))
-    }
-
-    fn list_keys(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError> {
+    async fn list_keys(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError> {
         self.hpa(|t| t.list_keys(after, limit))
     }
 
-    fn delete(&self, key: &str) -> Result<bool, StoreError> {
+    async fn delete(&self, key: &str) -> Result<bool, StoreError> {
         self.hpa(|t| t.delete(key))
     }
 }
@@ -247,7 +229,7 @@ mod tests {
         time::Time,
     };
     use crate::store::{
-        PodTotals, Run, keys,
+        DecisionPageRequest, PodTotals, Run, keys,
         record::{self, hpa},
     };
 
@@ -293,8 +275,9 @@ mod tests {
     }
 
     /// Commits the decision of `replicas` at `secs`, the history recommending the same.
-    fn decide(s: &SledStore, key: &str, replicas: i32, secs: i64) {
+    async fn decide(s: &SledStore, key: &str, replicas: i32, secs: i64) {
         s.commit(key, &history(replicas, secs), &entry(secs, replicas))
+            .await
             .unwrap();
     }
 
@@ -319,8 +302,9 @@ mod tests {
         SledStore::open(dir, options(len)).unwrap()
     }
 
-    fn desired(s: &SledStore, key: &str) -> Vec<i32> {
+    async fn desired(s: &SledStore, key: &str) -> Vec<i32> {
         s.decisions(key)
+            .await
             .unwrap()
             .iter()
             .map(|d| d.decision.desired_replicas)
@@ -349,40 +333,40 @@ mod tests {
         .unwrap()
     }
 
-    #[test]
-    fn reopen_preserves_state_and_log() {
+    #[tokio::test]
+    async fn reopen_preserves_state_and_log() {
         let dir = tempfile::tempdir().unwrap();
         {
             let s = open(dir.path(), 10);
-            decide(&s, "a", 3, 10);
-            decide(&s, "a", 4, 20);
+            decide(&s, "a", 3, 10).await;
+            decide(&s, "a", 4, 20).await;
             s.flush().unwrap();
         }
         let s = open(dir.path(), 10);
-        let state = s.load("a").unwrap().unwrap();
+        let state = s.load("a").await.unwrap().unwrap();
         assert_eq!(state.history, history(4, 20));
         assert_eq!(state.next_seq, 2);
-        let log = s.decisions("a").unwrap();
+        let log = s.decisions("a").await.unwrap();
         assert_eq!(log.len(), 2);
         assert_eq!(log[1], {
             let mut e = entry(20, 4);
             e.seq = 1;
             e
         });
-        assert_eq!(desired(&s, "a"), vec![3, 4]);
-        assert_eq!(s.load("b").unwrap(), None);
+        assert_eq!(desired(&s, "a").await, vec![3, 4]);
+        assert_eq!(s.load("b").await.unwrap(), None);
     }
 
-    #[test]
-    fn decisions_that_say_the_same_thing_are_one_run_with_count_and_times() {
+    #[tokio::test]
+    async fn decisions_that_say_the_same_thing_are_one_run_with_count_and_times() {
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 10);
         for t in 0..5 {
-            decide(&s, "a", 3, t * 15);
+            decide(&s, "a", 3, t * 15).await;
         }
-        decide(&s, "a", 4, 75);
-        decide(&s, "a", 4, 90);
-        let log = s.decisions("a").unwrap();
+        decide(&s, "a", 4, 75).await;
+        decide(&s, "a", 4, 90).await;
+        let log = s.decisions("a").await.unwrap();
         let runs: Vec<(i32, u64, i64, i64)> = log
             .iter()
             .map(|e| {
@@ -407,6 +391,7 @@ mod tests {
                     after_seq: None,
                 },
             )
+            .await
             .unwrap();
         assert!(page.more);
         assert_eq!(page.entries[0].decision.desired_replicas, 4);
@@ -419,6 +404,7 @@ mod tests {
                     after_seq: Some(page.entries[0].seq),
                 },
             )
+            .await
             .unwrap();
         assert!(!page.more);
         assert_eq!(page.entries[0].decision.desired_replicas, 3);
@@ -451,12 +437,12 @@ mod tests {
         s.trees().unwrap().state.get(key).unwrap().unwrap()[0]
     }
 
-    #[test]
-    fn an_extended_run_is_written_as_a_tail_and_read_back_whole() {
+    #[tokio::test]
+    async fn an_extended_run_is_written_as_a_tail_and_read_back_whole() {
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 10);
-        decide(&s, "a", 1, 0);
-        decide(&s, "a", 2, 15);
+        decide(&s, "a", 1, 0).await;
+        decide(&s, "a", 2, 15).await;
         let whole = s.state_record_bytes("a").unwrap().unwrap();
         assert_eq!(state_version(&s, "a"), record::VERSION_BINARY);
         for i in 2..6 {
@@ -465,6 +451,7 @@ mod tests {
                 &history(2, i * 15),
                 &entry_saying(i * 15, 2, &format!("m{i}")),
             )
+            .await
             .unwrap();
         }
         let tail = s.state_record_bytes("a").unwrap().unwrap();
@@ -477,7 +464,7 @@ mod tests {
             first_time: Time::from_unix_secs(15),
         };
         last.seq = 1;
-        let runs = s.decisions("a").unwrap();
+        let runs = s.decisions("a").await.unwrap();
         assert_eq!(runs.len(), 2);
         assert_eq!(runs[1], last);
         // The run's body in the log is its first decision's; the state's tail says the rest.
@@ -485,12 +472,12 @@ mod tests {
         assert_eq!(logged.len(), 2);
         drop(s);
         let s = open(dir.path(), 10);
-        assert_eq!(s.decisions("a").unwrap(), runs);
-        assert_eq!(s.load("a").unwrap().unwrap().history, history(2, 75));
+        assert_eq!(s.decisions("a").await.unwrap(), runs);
+        assert_eq!(s.load("a").await.unwrap().unwrap().history, history(2, 75));
         // Another outcome closes the run: the log holds it whole, the state a new run whole.
-        decide(&s, "a", 3, 90);
+        decide(&s, "a", 3, 90).await;
         assert_eq!(state_version(&s, "a"), record::VERSION_BINARY);
-        let closed = s.decisions("a").unwrap();
+        let closed = s.decisions("a").await.unwrap();
         assert_eq!(closed.len(), 3);
         assert_eq!(closed[1], last);
         let trees = s.trees().unwrap();
@@ -502,8 +489,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn commit_after_load_for_update_writes_what_commit_writes() {
+    #[tokio::test]
+    async fn commit_after_load_for_update_writes_what_commit_writes() {
         let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let (s1, s2) = (open(d1.path(), 3), open(d2.path(), 3));
         let steps = [
@@ -519,34 +506,37 @@ mod tests {
         for (i, &(secs, desired)) in steps.iter().enumerate() {
             let e = entry_saying(secs, desired, &format!("m{i}"));
             let h = history(desired, secs);
-            s1.commit("a", &h, &e).unwrap();
-            let (state, seen) = s2.load_for_update("a").unwrap();
+            s1.commit("a", &h, &e).await.unwrap();
+            let (state, seen) = s2.load_for_update("a").await.unwrap();
             assert_eq!(state.is_some(), i > 0);
-            assert_eq!(seen.next_seq, state.map_or(0, |s| s.next_seq));
-            s2.commit_after("a", seen, &h, &e).unwrap();
+            s2.commit_after("a", seen, &h, &e).await.unwrap();
             assert_eq!(
                 s1.trees().unwrap().state.get("a").unwrap(),
                 s2.trees().unwrap().state.get("a").unwrap()
             );
-            assert_eq!(s1.decisions("a").unwrap(), s2.decisions("a").unwrap());
+            assert_eq!(
+                s1.decisions("a").await.unwrap(),
+                s2.decisions("a").await.unwrap()
+            );
         }
-        assert_eq!(desired(&s2, "a"), vec![2, 3, 4]);
+        assert_eq!(desired(&s2, "a").await, vec![2, 3, 4]);
     }
 
-    #[test]
-    fn a_crash_between_the_body_copy_and_the_tail_write_shows_the_run_once() {
+    #[tokio::test]
+    async fn a_crash_between_the_body_copy_and_the_tail_write_shows_the_run_once() {
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 3);
-        decide(&s, "a", 1, 0);
-        decide(&s, "a", 2, 15);
+        decide(&s, "a", 1, 0).await;
+        decide(&s, "a", 2, 15).await;
         // The run's first extension: its body copied into the log, the state write lost.
         let pending = copy_pending_into_log(&s, "a");
-        let runs = s.decisions("a").unwrap();
+        let runs = s.decisions("a").await.unwrap();
         assert_eq!(runs.len(), 2);
         assert_eq!(runs[1], pending);
-        decide(&s, "a", 2, 30);
+        decide(&s, "a", 2, 30).await;
         let counts: Vec<u64> = s
             .decisions("a")
+            .await
             .unwrap()
             .iter()
             .map(|e| e.run.count)
@@ -558,92 +548,96 @@ mod tests {
                 &history(i, (i * 15).into()),
                 &entry((i * 15).into(), i),
             )
+            .await
             .unwrap();
         }
-        assert_eq!(desired(&s, "a"), vec![3, 4, 5]);
+        assert_eq!(desired(&s, "a").await, vec![3, 4, 5]);
         assert_eq!(s.trees().unwrap().decision_keys("a").unwrap().len(), 2);
     }
 
-    #[test]
-    fn a_crash_between_closing_a_tail_and_the_state_write_counts_the_run_once() {
+    #[tokio::test]
+    async fn a_crash_between_closing_a_tail_and_the_state_write_counts_the_run_once() {
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 3);
-        decide(&s, "a", 1, 0);
+        decide(&s, "a", 1, 0).await;
         for i in 1..4 {
             s.commit(
                 "a",
                 &history(2, i * 15),
                 &entry_saying(i * 15, 2, &format!("m{i}")),
             )
+            .await
             .unwrap();
         }
         assert_eq!(state_version(&s, "a"), record::VERSION_STATE_TAIL);
-        let before = s.decisions("a").unwrap();
+        let before = s.decisions("a").await.unwrap();
         // Step 1 of the closing commit done (the run complete over its body), step 3 lost.
         let pending = copy_pending_into_log(&s, "a");
         assert_eq!(pending.run.count, 3);
-        assert_eq!(s.decisions("a").unwrap(), before);
+        assert_eq!(s.decisions("a").await.unwrap(), before);
         for i in 4..7 {
             s.commit(
                 "a",
                 &history(i, (i * 15).into()),
                 &entry((i * 15).into(), i - 1),
             )
+            .await
             .unwrap();
         }
-        assert_eq!(desired(&s, "a"), vec![3, 4, 5]);
+        assert_eq!(desired(&s, "a").await, vec![3, 4, 5]);
         assert_eq!(s.trees().unwrap().decision_keys("a").unwrap().len(), 2);
     }
 
-    #[test]
-    fn a_tail_whose_logged_body_is_gone_fails_its_target_only() {
+    #[tokio::test]
+    async fn a_tail_whose_logged_body_is_gone_fails_its_target_only() {
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 3);
         for i in 0..3 {
-            decide(&s, "a", 1, i * 15);
+            decide(&s, "a", 1, i * 15).await;
         }
-        decide(&s, "b", 1, 0);
+        decide(&s, "b", 1, 0).await;
         let trees = s.trees().unwrap();
         for k in trees.decision_keys("a").unwrap() {
             trees.decisions.remove(k).unwrap();
         }
-        let err = s.decisions("a").unwrap_err();
+        let err = s.decisions("a").await.unwrap_err();
         assert!(
             matches!(&err, StoreError::Corrupt { key, .. } if key == "a"),
             "{err}"
         );
-        assert_eq!(desired(&s, "b"), vec![1]);
+        assert_eq!(desired(&s, "b").await, vec![1]);
     }
 
-    #[test]
-    fn a_different_reason_starts_a_new_run() {
+    #[tokio::test]
+    async fn a_different_reason_starts_a_new_run() {
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 10);
-        decide(&s, "a", 3, 0);
+        decide(&s, "a", 3, 0).await;
         let mut other = entry(15, 3);
         other.decision.conditions[0].reason = ConditionReason::ScaleDownStabilized;
-        s.commit("a", &history(3, 15), &other).unwrap();
+        s.commit("a", &history(3, 15), &other).await.unwrap();
         // A different message alone does not.
         let mut worded = entry(30, 3);
         worded.decision.conditions[0].reason = ConditionReason::ScaleDownStabilized;
         worded.decision.conditions[0].message = "other words".to_owned();
-        s.commit("a", &history(3, 30), &worded).unwrap();
+        s.commit("a", &history(3, 30), &worded).await.unwrap();
         let counts: Vec<u64> = s
             .decisions("a")
+            .await
             .unwrap()
             .iter()
             .map(|e| e.run.count)
             .collect();
         assert_eq!(counts, vec![1, 2]);
         assert_eq!(
-            s.decisions("a").unwrap()[1].decision.conditions[0].message,
+            s.decisions("a").await.unwrap()[1].decision.conditions[0].message,
             "other words",
             "a run keeps its last decision"
         );
     }
 
-    #[test]
-    fn closed_runs_older_than_the_retention_are_dropped() {
+    #[tokio::test]
+    async fn closed_runs_older_than_the_retention_are_dropped() {
         let dir = tempfile::tempdir().unwrap();
         let s = SledStore::open(
             dir.path(),
@@ -655,14 +649,14 @@ mod tests {
         .unwrap();
         // Runs beginning at 0, 50, 100, ..., each of one decision.
         for i in 0..6 {
-            decide(&s, "a", i, i64::from(i) * 50);
+            decide(&s, "a", i, i64::from(i) * 50).await;
         }
         // At 250 the cutoff is 150: runs that ended by 150 (began 0, 50, 100) are gone.
-        assert_eq!(desired(&s, "a"), vec![3, 4, 5]);
+        assert_eq!(desired(&s, "a").await, vec![3, 4, 5]);
     }
 
-    #[test]
-    fn pod_names_are_capped_per_group_with_the_totals_kept() {
+    #[tokio::test]
+    async fn pod_names_are_capped_per_group_with_the_totals_kept() {
         let dir = tempfile::tempdir().unwrap();
         let s = SledStore::open(
             dir.path(),
@@ -690,8 +684,8 @@ mod tests {
                 ignored: vec![],
             }),
         }];
-        s.commit("a", &history(3, 0), &e).unwrap();
-        let read = &s.decisions("a").unwrap()[0];
+        s.commit("a", &history(3, 0), &e).await.unwrap();
+        let read = &s.decisions("a").await.unwrap()[0];
         let groups = read.decision.metrics[0].pod_groups.as_ref().unwrap();
         assert_eq!(groups.unready, names(2));
         assert_eq!(groups.missing, names(1));
@@ -705,56 +699,61 @@ mod tests {
             }
         );
         // The next commit closes that run into the log: still capped with totals.
-        decide(&s, "a", 4, 15);
-        assert_eq!(s.decisions("a").unwrap()[0].pod_totals(0).unready, 5);
+        decide(&s, "a", 4, 15).await;
+        assert_eq!(s.decisions("a").await.unwrap()[0].pod_totals(0).unready, 5);
     }
 
-    #[test]
-    fn decision_log_keeps_the_last_n_in_time_order() {
+    #[tokio::test]
+    async fn decision_log_keeps_the_last_n_in_time_order() {
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 3);
         for i in 0..7 {
-            decide(&s, "a", i, i.into());
+            decide(&s, "a", i, i.into()).await;
         }
         // Same time twice: the sequence number keeps both.
-        s.commit("a", &history(7, 6), &entry(6, 70)).unwrap();
-        assert_eq!(desired(&s, "a"), vec![5, 6, 70]);
+        s.commit("a", &history(7, 6), &entry(6, 70)).await.unwrap();
+        assert_eq!(desired(&s, "a").await, vec![5, 6, 70]);
     }
 
-    #[test]
-    fn a_store_closed_and_opened_again_at_once_opens_every_time() {
+    #[tokio::test]
+    async fn a_store_closed_and_opened_again_at_once_opens_every_time() {
         // sled's background threads may hold its `db` lock for a moment after the handle
         // is dropped; the open waits for them (CI once failed a reopen under load).
         let dir = tempfile::tempdir().unwrap();
         for i in 0..30 {
             let s = open(dir.path(), 10);
-            decide(&s, "a", i, i.into());
+            decide(&s, "a", i, i.into()).await;
             s.flush().unwrap();
         }
         assert_eq!(
-            open(dir.path(), 10).load("a").unwrap().unwrap().next_seq,
+            open(dir.path(), 10)
+                .load("a")
+                .await
+                .unwrap()
+                .unwrap()
+                .next_seq,
             30
         );
     }
 
-    #[test]
-    fn a_shorter_log_bound_after_reopen_trims_the_surplus_on_the_next_write() {
+    #[tokio::test]
+    async fn a_shorter_log_bound_after_reopen_trims_the_surplus_on_the_next_write() {
         let dir = tempfile::tempdir().unwrap();
         {
             let s = open(dir.path(), 10);
             for i in 0..6 {
-                decide(&s, "a", i, i.into());
+                decide(&s, "a", i, i.into()).await;
             }
             s.flush().unwrap();
         }
         let s = open(dir.path(), 3);
-        decide(&s, "a", 6, 6);
-        assert_eq!(desired(&s, "a"), vec![4, 5, 6]);
-        assert_eq!(s.load("a").unwrap().unwrap().next_seq, 7);
+        decide(&s, "a", 6, 6).await;
+        assert_eq!(desired(&s, "a").await, vec![4, 5, 6]);
+        assert_eq!(s.load("a").await.unwrap().unwrap().next_seq, 7);
     }
 
-    #[test]
-    fn a_format_1_target_reads_and_migrates_on_its_next_write() {
+    #[tokio::test]
+    async fn a_format_1_target_reads_and_migrates_on_its_next_write() {
         // As format 1 left it: logged JSON entries, a JSON state with the newest pending.
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 3);
@@ -802,8 +801,8 @@ mod tests {
             .state
             .insert("a", record::encode("state", "a", &old).unwrap())
             .unwrap();
-        assert_eq!(s.load("a").unwrap().unwrap().history, history(4, 4));
-        let log = s.decisions("a").unwrap();
+        assert_eq!(s.load("a").await.unwrap().unwrap().history, history(4, 4));
+        let log = s.decisions("a").await.unwrap();
         assert_eq!(
             log.iter()
                 .map(|e| (e.decision.desired_replicas, e.seq, e.run.count))
@@ -812,8 +811,8 @@ mod tests {
         );
         assert_eq!(log[2].run.first_time, Time::from_unix_secs(4));
         assert_eq!(log[2].inputs, None);
-        decide(&s, "a", 5, 5);
-        assert_eq!(desired(&s, "a"), vec![3, 4, 5]);
+        decide(&s, "a", 5, 5).await;
+        assert_eq!(desired(&s, "a").await, vec![3, 4, 5]);
         assert_eq!(
             s.trees().unwrap().state.get("a").unwrap().unwrap()[0],
             record::VERSION_BINARY,
@@ -828,8 +827,8 @@ mod tests {
         assert_eq!(logged.unwrap().unwrap()[0], record::VERSION_BINARY);
     }
 
-    #[test]
-    fn a_format_1_state_without_the_log_length_is_counted_once() {
+    #[tokio::test]
+    async fn a_format_1_state_without_the_log_length_is_counted_once() {
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 3);
         for i in 0..3i32 {
@@ -852,53 +851,53 @@ mod tests {
         )
         .unwrap();
         s.trees().unwrap().state.insert("a", old).unwrap();
-        assert_eq!(desired(&s, "a"), vec![0, 1, 2]);
-        decide(&s, "a", 3, 3);
-        assert_eq!(desired(&s, "a"), vec![1, 2, 3]);
-        decide(&s, "a", 4, 4);
-        assert_eq!(desired(&s, "a"), vec![2, 3, 4]);
+        assert_eq!(desired(&s, "a").await, vec![0, 1, 2]);
+        decide(&s, "a", 3, 3).await;
+        assert_eq!(desired(&s, "a").await, vec![1, 2, 3]);
+        decide(&s, "a", 4, 4).await;
+        assert_eq!(desired(&s, "a").await, vec![2, 3, 4]);
         assert_eq!(s.trees().unwrap().decision_keys("a").unwrap().len(), 2);
     }
 
-    #[test]
-    fn a_crash_between_the_log_copy_and_the_state_write_counts_the_entry_once() {
+    #[tokio::test]
+    async fn a_crash_between_the_log_copy_and_the_state_write_counts_the_entry_once() {
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 3);
-        decide(&s, "a", 1, 1);
-        decide(&s, "a", 2, 2);
+        decide(&s, "a", 1, 1).await;
+        decide(&s, "a", 2, 2).await;
         // Step 1 of the next commit done (the pending run copied into the log), step 3 lost.
         copy_pending_into_log(&s, "a");
-        assert_eq!(desired(&s, "a"), vec![1, 2]);
+        assert_eq!(desired(&s, "a").await, vec![1, 2]);
         for i in 3..6 {
-            decide(&s, "a", i, i.into());
+            decide(&s, "a", i, i.into()).await;
         }
-        assert_eq!(desired(&s, "a"), vec![3, 4, 5]);
+        assert_eq!(desired(&s, "a").await, vec![3, 4, 5]);
         assert_eq!(s.trees().unwrap().decision_keys("a").unwrap().len(), 2);
     }
 
-    #[test]
-    fn entries_a_crash_kept_from_being_trimmed_are_not_shown() {
+    #[tokio::test]
+    async fn entries_a_crash_kept_from_being_trimmed_are_not_shown() {
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 2);
-        decide(&s, "a", 1, 1);
+        decide(&s, "a", 1, 1).await;
         let stale = keys::decision_key("a", Time::from_unix_secs(0), 99);
         s.trees()
             .unwrap()
             .decisions
             .insert(stale, old_entry(0, 0))
             .unwrap();
-        decide(&s, "a", 2, 2);
-        decide(&s, "a", 3, 3);
-        assert_eq!(desired(&s, "a"), vec![2, 3]);
+        decide(&s, "a", 2, 2).await;
+        decide(&s, "a", 3, 3).await;
+        assert_eq!(desired(&s, "a").await, vec![2, 3]);
     }
 
-    #[test]
-    fn a_damaged_record_fails_its_target_only_and_is_left_in_place() {
+    #[tokio::test]
+    async fn a_damaged_record_fails_its_target_only_and_is_left_in_place() {
         let dir = tempfile::tempdir().unwrap();
         {
             let s = open(dir.path(), 3);
-            decide(&s, "a", 1, 1);
-            decide(&s, "b", 2, 1);
+            decide(&s, "a", 1, 1).await;
+            decide(&s, "b", 2, 1).await;
             let mut bytes = s.trees().unwrap().state.get("a").unwrap().unwrap().to_vec();
             bytes.truncate(bytes.len() / 2);
             s.trees().unwrap().state.insert("a", bytes).unwrap();
@@ -911,31 +910,31 @@ mod tests {
         }
         // Opens: no scan of the records at start.
         let s = open(dir.path(), 3);
-        let err = s.load("a").unwrap_err();
+        let err = s.load("a").await.unwrap_err();
         assert!(
             matches!(&err, StoreError::Corrupt { key, .. } if key == "a"),
             "{err}"
         );
-        assert!(s.decisions("a").is_err());
-        let err = s.load("v").unwrap_err();
+        assert!(s.decisions("a").await.is_err());
+        let err = s.load("v").await.unwrap_err();
         assert!(err.to_string().contains("encoding version 9"), "{err}");
-        assert!(s.load("b").unwrap().is_some());
-        decide(&s, "b", 3, 2);
+        assert!(s.load("b").await.unwrap().is_some());
+        decide(&s, "b", 3, 2).await;
         // A write to the damaged target fails too: nothing silently replaced.
-        assert!(s.commit("a", &history(1, 2), &entry(2, 1)).is_err());
+        assert!(s.commit("a", &history(1, 2), &entry(2, 1)).await.is_err());
         assert_eq!(
             s.trees().unwrap().state.get("v").unwrap().unwrap().as_ref(),
             &[9u8, 1, 2]
         );
     }
 
-    #[test]
-    fn damaged_or_foreign_folders_are_refused_and_left_untouched() {
+    #[tokio::test]
+    async fn damaged_or_foreign_folders_are_refused_and_left_untouched() {
         let dir = tempfile::tempdir().unwrap();
         let good = dir.path().join("good");
         {
             let s = open(&good, 3);
-            decide(&s, "a", 1, 1);
+            decide(&s, "a", 1, 1).await;
             s.flush().unwrap();
         }
         let copy = |name: &str| {
@@ -1000,7 +999,7 @@ mod tests {
             assert_eq!(before, after, "{folder:?} was modified");
         }
         // The intact original still opens, with its data.
-        assert!(open(&good, 3).load("a").unwrap().is_some());
+        assert!(open(&good, 3).load("a").await.unwrap().is_some());
     }
 
     #[test]
@@ -1029,14 +1028,14 @@ mod tests {
         open(dir.path(), 3);
     }
 
-    #[test]
-    fn list_keys_paginates_in_byte_order() {
+    #[tokio::test]
+    async fn list_keys_paginates_in_byte_order() {
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 3);
         for k in ["c", "a", "b/x", "b", "d"] {
-            s.commit(k, &history(1, 1), &entry(1, 1)).unwrap();
+            s.commit(k, &history(1, 1), &entry(1, 1)).await.unwrap();
         }
-        let p1 = s.list_keys(None, 2).unwrap();
+        let p1 = s.list_keys(None, 2).await.unwrap();
         assert_eq!(
             p1,
             KeyPage {
@@ -1044,7 +1043,7 @@ mod tests {
                 more: true
             }
         );
-        let p2 = s.list_keys(Some("b"), 2).unwrap();
+        let p2 = s.list_keys(Some("b"), 2).await.unwrap();
         assert_eq!(
             p2,
             KeyPage {
@@ -1052,7 +1051,7 @@ mod tests {
                 more: true
             }
         );
-        let p3 = s.list_keys(Some("c"), 2).unwrap();
+        let p3 = s.list_keys(Some("c"), 2).await.unwrap();
         assert_eq!(
             p3,
             KeyPage {
@@ -1060,21 +1059,21 @@ mod tests {
                 more: false
             }
         );
-        assert_eq!(s.list_keys(None, 100).unwrap().keys.len(), 5);
+        assert_eq!(s.list_keys(None, 100).await.unwrap().keys.len(), 5);
     }
 
-    #[test]
-    fn delete_removes_state_and_log_of_that_target_only() {
+    #[tokio::test]
+    async fn delete_removes_state_and_log_of_that_target_only() {
         let dir = tempfile::tempdir().unwrap();
         let s = open(dir.path(), 3);
-        decide(&s, "a", 1, 1);
-        decide(&s, "a", 2, 2);
-        decide(&s, "ab", 2, 1);
-        assert!(s.delete("a").unwrap());
-        assert!(!s.delete("a").unwrap());
-        assert_eq!(s.load("a").unwrap(), None);
-        assert!(s.decisions("a").unwrap().is_empty());
-        assert_eq!(s.decisions("ab").unwrap().len(), 1);
-        assert!(s.load("ab").unwrap().is_some());
+        decide(&s, "a", 1, 1).await;
+        decide(&s, "a", 2, 2).await;
+        decide(&s, "ab", 2, 1).await;
+        assert!(s.delete("a").await.unwrap());
+        assert!(!s.delete("a").await.unwrap());
+        assert_eq!(s.load("a").await.unwrap(), None);
+        assert!(s.decisions("a").await.unwrap().is_empty());
+        assert_eq!(s.decisions("ab").await.unwrap().len(), 1);
+        assert!(s.load("ab").await.unwrap().is_some());
     }
 }

@@ -9,19 +9,12 @@
 //! the put compares the record's `mod_revision` with the one read ([`Seen`]), so two
 //! replicas cannot both build on the same previous state (the API re-reads on conflict).
 
-use std::time::Duration;
-
-use serde::{Deserialize, Serialize};
-
 use super::{
-    KeyPage, Seen, StoreError,
+    KeyPage, Seen, StoreError, VpaState,
     db::{Records, Space},
     record,
 };
-use crate::engine::vpa::{
-    amount::Resources,
-    target::{VPA_TARGET_FORMAT_VERSION, VpaTarget},
-};
+use crate::engine::vpa::target::VPA_TARGET_FORMAT_VERSION;
 
 /// Where the VPA records live.
 pub(crate) const SPACE: Space = Space {
@@ -33,119 +26,52 @@ pub(crate) const SPACE: Space = Space {
 /// The `vpa_state` tree's name.
 pub(crate) const VERTICAL_TREE: &str = "vpa_state";
 
-/// Overrides of the recommender's flags
-/// ([`VpaSettings`](crate::engine::vpa::settings::VpaSettings)); `None` keeps the lower layer's
-/// value (server default, or the stored override for a per-call layer). Stored with the
-/// target (the last RecordUsage that carried settings); how the layers combine is API
-/// policy (`api::overrides`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct VpaOverrides {
-    /// Overrides `--target-cpu-percentile`.
-    pub target_cpu_percentile: Option<f64>,
-    /// Overrides `--target-memory-percentile`.
-    pub target_memory_percentile: Option<f64>,
-    /// Overrides `--recommendation-lower-bound-cpu-percentile`.
-    pub lower_bound_cpu_percentile: Option<f64>,
-    /// Overrides `--recommendation-lower-bound-memory-percentile`.
-    pub lower_bound_memory_percentile: Option<f64>,
-    /// Overrides `--recommendation-upper-bound-cpu-percentile`.
-    pub upper_bound_cpu_percentile: Option<f64>,
-    /// Overrides `--recommendation-upper-bound-memory-percentile`.
-    pub upper_bound_memory_percentile: Option<f64>,
-    /// Overrides `--recommendation-margin-fraction`.
-    pub safety_margin_fraction: Option<f64>,
-    /// Overrides `--pod-recommendation-min-cpu-millicores`.
-    pub pod_min_cpu_millicores: Option<f64>,
-    /// Overrides `--pod-recommendation-min-memory-mb`.
-    pub pod_min_memory_mb: Option<f64>,
-    /// Overrides `--confidence-interval-cpu`.
-    pub confidence_interval_cpu: Option<Duration>,
-    /// Overrides `--confidence-interval-memory`.
-    pub confidence_interval_memory: Option<Duration>,
-    /// Overrides `--cpu-histogram-decay-half-life`.
-    pub cpu_histogram_decay_half_life: Option<Duration>,
-    /// Overrides `--memory-histogram-decay-half-life`.
-    pub memory_histogram_decay_half_life: Option<Duration>,
-    /// Overrides `--memory-aggregation-interval`.
-    pub memory_aggregation_interval: Option<Duration>,
-    /// Overrides `--memory-aggregation-interval-count`.
-    pub memory_aggregation_interval_count: Option<i64>,
-    /// Overrides `--oom-bump-up-ratio`.
-    pub oom_bump_up_ratio: Option<f64>,
-    /// Overrides `--oom-min-bump-up-bytes`.
-    pub oom_min_bump_up_bytes: Option<f64>,
-    /// Overrides `--round-cpu-millicores`.
-    pub round_cpu_millicores: Option<i64>,
-    /// Overrides `--round-memory-bytes`.
-    pub round_memory_bytes: Option<i64>,
-    /// Replaces the lower layer's maximum as a whole when set.
-    pub container_recommendation_max_allowed: Option<Resources>,
-    /// Overrides `--cpu-integer-post-processor-enabled`.
-    pub cpu_integer_post_processor_enabled: Option<bool>,
-}
-
-/// What is kept per target on the vertical side.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct VpaState {
-    /// [`VPA_TARGET_FORMAT_VERSION`] of the engine that wrote `target`.
-    pub format: u32,
-    /// The target's stored overrides (the last RecordUsage that carried settings).
-    pub overrides: VpaOverrides,
-    /// The recommender's state.
-    pub target: VpaTarget,
-}
-
-impl VpaState {
-    /// An empty state in the current format.
-    pub fn new() -> Self {
-        VpaState {
-            format: VPA_TARGET_FORMAT_VERSION,
-            ..VpaState::default()
-        }
-    }
-}
-
-/// The vertical side of the store. Writers of one target must be serialized by the caller
-/// (the API's per-key locks); durability comes from the database's flush
-/// ([`Db::flush`](super::Db::flush), the same database as the HPA records).
+/// The VPA side of a store: each target's recommender state. Writers of one target must be
+/// serialized by the caller (the API's per-key locks); durability comes from the database's
+/// flush ([`Db::flush`](super::Db::flush), the same database as the HPA records).
+#[tonic::async_trait]
 pub trait VpaStore: super::Db {
     /// The target's vertical state, `None` if it has none.
-    fn load_vertical(&self, key: &str) -> Result<Option<VpaState>, StoreError> {
-        Ok(self.load_vertical_for_update(key)?.0)
+    async fn load_vertical(&self, key: &str) -> Result<Option<VpaState>, StoreError> {
+        Ok(self.load_vertical_for_update(key).await?.0)
     }
     /// [`Self::load_vertical`] for a read-modify-write: also what [`Self::put_vertical_after`]
     /// needs to detect that another writer (another replica) wrote in between.
-    fn load_vertical_for_update(
+    async fn load_vertical_for_update(
         &self,
         key: &str,
     ) -> Result<(Option<VpaState>, Seen), StoreError>;
     /// Replaces the target's vertical state if it is still as `seen`, else
     /// [`StoreError::Conflict`] and nothing is written. Not durable until a later flush.
-    fn put_vertical_after(
+    async fn put_vertical_after(
         &self,
         key: &str,
         seen: Seen,
         state: &VpaState,
     ) -> Result<(), StoreError>;
     /// Replaces the target's vertical state unconditionally. Not durable until a later flush.
-    fn put_vertical(&self, key: &str, state: &VpaState) -> Result<(), StoreError>;
+    async fn put_vertical(&self, key: &str, state: &VpaState) -> Result<(), StoreError>;
     /// Removes the target's vertical state; false if it had none.
-    fn delete_vertical(&self, key: &str) -> Result<bool, StoreError>;
+    async fn delete_vertical(&self, key: &str) -> Result<bool, StoreError>;
     /// The encoded size of the target's record in bytes (benchmarks and capacity planning).
-    fn vertical_record_bytes(&self, key: &str) -> Result<Option<usize>, StoreError>;
+    async fn vertical_record_bytes(&self, key: &str) -> Result<Option<usize>, StoreError>;
     /// Up to `limit` keys of targets with vertical state after `after` (exclusive), in byte
     /// order.
-    fn list_vertical_keys(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError>;
+    async fn list_vertical_keys(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<KeyPage, StoreError>;
 }
 
 /// Every backend with single-key records holds VPA records.
+#[tonic::async_trait]
 impl<R: Records + ?Sized> VpaStore for R {
-    fn load_vertical_for_update(
+    async fn load_vertical_for_update(
         &self,
         key: &str,
     ) -> Result<(Option<VpaState>, Seen), StoreError> {
-        match self.get_record(&SPACE, key)? {
+        match self.get_record(&SPACE, key).await? {
             None => Ok((None, Seen::default())),
             Some(r) => Ok((
                 Some(decode_vertical(key, &r.bytes)?),
@@ -157,34 +83,36 @@ impl<R: Records + ?Sized> VpaStore for R {
         }
     }
 
-    fn put_vertical_after(
+    async fn put_vertical_after(
         &self,
         key: &str,
         seen: Seen,
         state: &VpaState,
     ) -> Result<(), StoreError> {
-        self.put_record(
-            &SPACE,
-            key,
-            Some(seen.revision),
-            encode_vertical(key, state)?,
-        )
+        let bytes = encode_vertical(key, state)?;
+        self.put_record(&SPACE, key, Some(seen.revision), bytes)
+            .await
     }
 
-    fn put_vertical(&self, key: &str, state: &VpaState) -> Result<(), StoreError> {
-        self.put_record(&SPACE, key, None, encode_vertical(key, state)?)
+    async fn put_vertical(&self, key: &str, state: &VpaState) -> Result<(), StoreError> {
+        let bytes = encode_vertical(key, state)?;
+        self.put_record(&SPACE, key, None, bytes).await
     }
 
-    fn delete_vertical(&self, key: &str) -> Result<bool, StoreError> {
-        self.delete_record(&SPACE, key)
+    async fn delete_vertical(&self, key: &str) -> Result<bool, StoreError> {
+        self.delete_record(&SPACE, key).await
     }
 
-    fn vertical_record_bytes(&self, key: &str) -> Result<Option<usize>, StoreError> {
-        Ok(self.get_record(&SPACE, key)?.map(|r| r.bytes.len()))
+    async fn vertical_record_bytes(&self, key: &str) -> Result<Option<usize>, StoreError> {
+        Ok(self.get_record(&SPACE, key).await?.map(|r| r.bytes.len()))
     }
 
-    fn list_vertical_keys(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError> {
-        self.list_records(&SPACE, after, limit)
+    async fn list_vertical_keys(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<KeyPage, StoreError> {
+        self.list_records(&SPACE, after, limit).await
     }
 }
 
@@ -220,6 +148,8 @@ pub(crate) fn decode_vertical(key: &str, bytes: &[u8]) -> Result<VpaState, Store
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use crate::engine::time::Time;
     use crate::engine::vpa::{
@@ -229,8 +159,8 @@ mod tests {
     };
     use crate::store::{Db, HpaStore, SledStore, db::Records, sled::SledOptions};
 
-    #[test]
-    fn state_survives_reopen_and_delete_removes_it() {
+    #[tokio::test]
+    async fn state_survives_reopen_and_delete_removes_it() {
         let dir = tempfile::tempdir().unwrap();
         let settings = VpaSettings::default();
         let mut state = VpaState::new();
@@ -254,44 +184,44 @@ mod tests {
         );
         {
             let s = SledStore::open(dir.path(), SledOptions::default()).unwrap();
-            s.put_vertical("a", &state).unwrap();
+            s.put_vertical("a", &state).await.unwrap();
             s.flush().unwrap();
         }
         let s = SledStore::open(dir.path(), SledOptions::default()).unwrap();
-        assert_eq!(s.load_vertical("a").unwrap(), Some(state.clone()));
-        assert_eq!(s.load_vertical("b").unwrap(), None);
+        assert_eq!(s.load_vertical("a").await.unwrap(), Some(state.clone()));
+        assert_eq!(s.load_vertical("b").await.unwrap(), None);
         // The HPA side does not see vertical targets.
-        assert!(s.list_keys(None, 10).unwrap().keys.is_empty());
-        s.put_vertical("b/x", &VpaState::new()).unwrap();
-        s.put_vertical("c", &VpaState::new()).unwrap();
-        let page = s.list_vertical_keys(None, 2).unwrap();
+        assert!(s.list_keys(None, 10).await.unwrap().keys.is_empty());
+        s.put_vertical("b/x", &VpaState::new()).await.unwrap();
+        s.put_vertical("c", &VpaState::new()).await.unwrap();
+        let page = s.list_vertical_keys(None, 2).await.unwrap();
         assert_eq!(
             (page.keys.as_slice(), page.more),
             (&["a".to_owned(), "b/x".to_owned()][..], true)
         );
-        let page = s.list_vertical_keys(Some("b/x"), 2).unwrap();
+        let page = s.list_vertical_keys(Some("b/x"), 2).await.unwrap();
         assert_eq!(
             (page.keys.as_slice(), page.more),
             (&["c".to_owned()][..], false)
         );
-        assert!(s.delete_vertical("a").unwrap());
-        assert!(!s.delete_vertical("a").unwrap());
-        assert_eq!(s.load_vertical("a").unwrap(), None);
+        assert!(s.delete_vertical("a").await.unwrap());
+        assert!(!s.delete_vertical("a").await.unwrap());
+        assert_eq!(s.load_vertical("a").await.unwrap(), None);
     }
 
-    #[test]
-    fn a_record_of_another_engine_format_is_refused_when_read() {
+    #[tokio::test]
+    async fn a_record_of_another_engine_format_is_refused_when_read() {
         let dir = tempfile::tempdir().unwrap();
         {
             let s = SledStore::open(dir.path(), SledOptions::default()).unwrap();
             let mut state = VpaState::new();
             state.format = VPA_TARGET_FORMAT_VERSION + 1;
-            s.put_vertical("a", &state).unwrap();
+            s.put_vertical("a", &state).await.unwrap();
             s.flush().unwrap();
         }
         // Start-up reads no records; the target's read reports it, naming the key.
         let s = SledStore::open(dir.path(), SledOptions::default()).unwrap();
-        let err = s.load_vertical("a").unwrap_err();
+        let err = s.load_vertical("a").await.unwrap_err();
         assert!(err.to_string().contains("vpa_state"), "{err}");
         assert!(err.to_string().contains("\"a\""), "{err}");
     }
@@ -345,25 +275,25 @@ mod tests {
 
     /// A version-1 record (the JSON that builds before these records wrote, through the same
     /// encoder) reads as the same state, and the next write stores version 2.
-    #[test]
-    fn a_version_1_record_reads_the_same_and_migrates_on_write() {
+    #[tokio::test]
+    async fn a_version_1_record_reads_the_same_and_migrates_on_write() {
         let dir = tempfile::tempdir().unwrap();
         let state = week_state();
         let json = record::encode(KIND, "a", &state).unwrap();
         assert_eq!(json[0], record::VERSION_JSON);
         let s = SledStore::open(dir.path(), SledOptions::default()).unwrap();
-        s.put_record(&SPACE, "a", None, json.clone()).unwrap();
-        let read = s.load_vertical("a").unwrap().unwrap();
+        s.put_record(&SPACE, "a", None, json.clone()).await.unwrap();
+        let read = s.load_vertical("a").await.unwrap().unwrap();
         assert_eq!(read, state);
         let settings = VpaSettings::default();
         assert_eq!(
             read.target.recommend(None, &[], &settings),
             state.target.recommend(None, &[], &settings)
         );
-        s.put_vertical("a", &read).unwrap();
-        let bytes = s.get_record(&SPACE, "a").unwrap().unwrap().bytes;
+        s.put_vertical("a", &read).await.unwrap();
+        let bytes = s.get_record(&SPACE, "a").await.unwrap().unwrap().bytes;
         assert_eq!(bytes[0], record::VERSION_BINARY);
-        assert_eq!(s.load_vertical("a").unwrap().unwrap(), state);
+        assert_eq!(s.load_vertical("a").await.unwrap().unwrap(), state);
         eprintln!(
             "one container, one week of 1/min CPU + memory samples: version 1 {} B, version 2 {} B",
             json.len(),
@@ -426,9 +356,9 @@ mod tests {
     /// as strict durability does; the data folder's growth and the final record, with the
     /// version-1 (JSON) and the version-2 (prost) records. Slow (10,080 flushes per encoding):
     /// `cargo test --lib week_of_per_minute -- --ignored --nocapture`.
-    #[test]
+    #[tokio::test]
     #[ignore = "a measurement (about a minute), not a check"]
-    fn week_of_per_minute_writes_folder_growth() {
+    async fn week_of_per_minute_writes_folder_growth() {
         for json in [true, false] {
             let dir = tempfile::tempdir().unwrap();
             let s = SledStore::open(dir.path(), SledOptions::default()).unwrap();
@@ -448,10 +378,10 @@ mod tests {
                 } else {
                     encode_vertical("a", &state).unwrap()
                 };
-                s.put_record(&SPACE, "a", None, bytes).unwrap();
+                s.put_record(&SPACE, "a", None, bytes).await.unwrap();
                 s.flush().unwrap();
             }
-            let record = s.vertical_record_bytes("a").unwrap().unwrap();
+            let record = s.vertical_record_bytes("a").await.unwrap().unwrap();
             drop(s);
             eprintln!(
                 "{}: record {record} B, folder growth {} B after a week of 1/min writes",

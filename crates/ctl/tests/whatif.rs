@@ -385,7 +385,7 @@ proptest! {
                 recorded.push((response.desired_replicas, s.dry_run));
                 if !s.dry_run { current = response.desired_replicas; }
             }
-            let logged = store.decisions("prop").unwrap().len();
+            let logged = store.decisions("prop").await.unwrap().len();
 
             // The trace, under its own spec given as an override (the closed-loop path runs).
             let r = service.simulate(Request::new(pb::SimulateRequest { trace: trace.clone(), spec: Some(spec.clone()), ..Default::default() })).await.unwrap().into_inner();
@@ -412,7 +412,7 @@ proptest! {
                 }
             }
             // Nothing was written.
-            prop_assert_eq!(store.decisions("prop").unwrap().len(), logged);
+            prop_assert_eq!(store.decisions("prop").await.unwrap().len(), logged);
             Ok(())
         })?;
     }
@@ -525,7 +525,7 @@ async fn bad_simulate_requests_are_invalid_argument_naming_the_field() {
         ["to"]
     );
     // Nothing was stored by any of it (the demo trace's key included).
-    assert!(store.decisions("demo/behavior").unwrap().is_empty());
+    assert!(store.decisions("demo/behavior").await.unwrap().is_empty());
 }
 
 // === the real binary: record through the proxy, simulate, report ===

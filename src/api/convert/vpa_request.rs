@@ -372,11 +372,7 @@ fn pod_policy(v: &mut Violations, p: &pb::VerticalPolicy) -> PodResourcePolicy {
 
 /// `VerticalSettings` → overrides, each present field held to the engine's rule for a
 /// request's value (`engine::vpa::settings`, `Origin::Request`).
-fn vertical_settings(
-    v: &mut Violations,
-    path: &str,
-    s: &pb::VerticalSettings,
-) -> VpaOverrides {
+fn vertical_settings(v: &mut Violations, path: &str, s: &pb::VerticalSettings) -> VpaOverrides {
     // The rules are the engine's (`engine::vpa::settings`), for a request's values.
     let mut percentile = |field: &str, x: Option<f64>| {
         if let Some(d) = x.and_then(|x| percentile_violation(x, Origin::Request)) {

@@ -20,7 +20,7 @@ use crate::{
         histogram::{Histogram, HistogramOptions},
         target::VpaTarget,
     },
-    store::vpa::{VpaOverrides, VpaState},
+    store::{VpaOverrides, VpaState},
 };
 
 const SCHEME_CPU: u32 = 1;

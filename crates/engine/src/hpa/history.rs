@@ -21,7 +21,7 @@ pub struct History {
     /// failure times, last active time, whether zero was our decision). `None` for targets
     /// without extensions; absent in records written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub extensions: Option<super::extensions::ExtensionState>,
+    pub extensions: Option<super::extensions::types::ExtensionState>,
 }
 
 /// `timestampedRecommendation`: a prenormalized proposal and when it was made.

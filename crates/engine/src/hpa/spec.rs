@@ -18,7 +18,7 @@ pub struct HorizontalSpec {
     /// The migration extensions (scale to zero, activation, fallback, pause, removal
     /// candidates, stale samples; `hpa::extensions`). `None`: exactly the HPA decision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub extensions: Option<super::extensions::Extensions>,
+    pub extensions: Option<super::extensions::types::Extensions>,
 }
 
 /// One metric of the spec: its source and its target.

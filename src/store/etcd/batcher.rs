@@ -1,0 +1,183 @@
+//! Group commit on etcd: commits of different targets that arrive while a transaction is in
+//! flight go together in the next one, within etcd's limits (`--max-txn-ops`,
+//! `--max-request-bytes`); after a transport failure each commit is read back to learn whether
+//! it was applied.
+
+use std::{collections::VecDeque, sync::Arc};
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::{
+    MAX_ATTEMPTS, MAX_BATCH_BYTES, MAX_BATCH_OPS, MAX_RESENDS,
+    members::{Members, etcd_error},
+    pb::{
+        Compare, RangeRequest, RequestOp, TxnRequest,
+        compare::{CompareResult, CompareTarget, TargetUnion},
+        request_op::Request as Op,
+        response_op::Response as OpResponse,
+    },
+};
+use crate::store::StoreError;
+
+/// One commit waiting for the batcher: its guard, its operations, and the state value it
+/// writes (to recognise it after a transport failure).
+pub(super) struct Pending {
+    pub(super) state_key: Vec<u8>,
+    pub(super) state_value: Vec<u8>,
+    pub(super) expected: i64,
+    pub(super) ops: Vec<RequestOp>,
+    pub(super) bytes: usize,
+    pub(super) target: String,
+    pub(super) attempts: u32,
+    /// Sends again after a batch failed on another target's guard (at most [`MAX_RESENDS`]).
+    pub(super) resends: u32,
+    pub(super) done: oneshot::Sender<Result<(), StoreError>>,
+}
+
+/// Sends the queued commits, batching those that arrive while a transaction is in flight.
+pub(super) async fn batcher(members: Arc<Members>, mut rx: mpsc::UnboundedReceiver<Pending>) {
+    let mut queue: VecDeque<Pending> = VecDeque::new();
+    loop {
+        if queue.is_empty() {
+            match rx.recv().await {
+                Some(p) => queue.push_back(p),
+                None => return,
+            }
+        }
+        while let Ok(p) = rx.try_recv() {
+            queue.push_back(p);
+        }
+        let mut batch = Vec::new();
+        let mut bytes = 0;
+        let mut ops = 0;
+        while let Some(p) = queue.front() {
+            if !batch.is_empty()
+                && (ops + p.ops.len() > MAX_BATCH_OPS || bytes + p.bytes > MAX_BATCH_BYTES)
+            {
+                break;
+            }
+            bytes += p.bytes;
+            ops += p.ops.len();
+            batch.extend(queue.pop_front());
+        }
+        let again = send_batch(&members, batch).await;
+        for p in again.into_iter().rev() {
+            queue.push_front(p);
+        }
+    }
+}
+
+/// Sends one batch; returns the commits to send again (not applied, not conflicting).
+async fn send_batch(members: &Members, batch: Vec<Pending>) -> Vec<Pending> {
+    let mut request = TxnRequest::default();
+    for p in &batch {
+        request.compare.push(Compare {
+            result: CompareResult::Equal as i32,
+            target: CompareTarget::Mod as i32,
+            key: p.state_key.clone(),
+            target_union: Some(TargetUnion::ModRevision(p.expected)),
+            range_end: vec![],
+        });
+        request.success.extend(p.ops.iter().cloned());
+        request.failure.push(RequestOp {
+            request: Some(Op::RequestRange(RangeRequest {
+                key: p.state_key.clone(),
+                keys_only: true,
+                ..Default::default()
+            })),
+        });
+    }
+    let result = members
+        .once(|mut kv| async move { kv.txn(request).await })
+        .await;
+    let mut again = Vec::new();
+    match result {
+        Ok(response) if response.succeeded => {
+            for p in batch {
+                let _ = p.done.send(Ok(()));
+            }
+        }
+        Ok(response) => {
+            // Some guard failed: the failure branch read every state key's revision.
+            for (mut p, r) in batch.into_iter().zip(
+                response
+                    .responses
+                    .into_iter()
+                    .map(Some)
+                    .chain(std::iter::repeat_with(|| None)),
+            ) {
+                let now = match r.and_then(|r| r.response) {
+                    Some(OpResponse::ResponseRange(range)) => {
+                        range.kvs.first().map_or(0, |kv| kv.mod_revision)
+                    }
+                    _ => -1,
+                };
+                if now == p.expected && p.resends + 1 < MAX_RESENDS {
+                    p.resends += 1;
+                    again.push(p);
+                } else {
+                    let _ = p.done.send(Err(StoreError::Conflict { key: p.target }));
+                }
+            }
+        }
+        Err(message) => {
+            // Applied or not? Read each target back.
+            for mut p in batch {
+                match resolve(members, &p).await {
+                    Ok(Resolved::Applied) => {
+                        let _ = p.done.send(Ok(()));
+                    }
+                    Ok(Resolved::NotApplied) if p.attempts + 1 < MAX_ATTEMPTS => {
+                        p.attempts += 1;
+                        again.push(p);
+                    }
+                    Ok(Resolved::NotApplied) => {
+                        let _ = p.done.send(Err(etcd_error("commit", &message)));
+                    }
+                    Ok(Resolved::Changed) => {
+                        let _ = p.done.send(Err(StoreError::Conflict { key: p.target }));
+                    }
+                    Err(e) => {
+                        let _ = p.done.send(Err(etcd_error(
+                            "commit (outcome unknown, not acknowledged)",
+                            format!("{message}; reading back: {e}"),
+                        )));
+                    }
+                }
+            }
+        }
+    }
+    again
+}
+
+enum Resolved {
+    Applied,
+    NotApplied,
+    Changed,
+}
+
+/// After a transport failure: was `p` applied?
+async fn resolve(members: &Members, p: &Pending) -> Result<Resolved, StoreError> {
+    let state = members
+        .call(|mut kv| {
+            let request = RangeRequest {
+                key: p.state_key.clone(),
+                ..Default::default()
+            };
+            async move { kv.range(request).await }
+        })
+        .await?
+        .kvs
+        .into_iter()
+        .next();
+    // The state value carries this commit's newest run (its time and decision): it is ours
+    // only if this transaction was applied, and then all of it was (a transaction is atomic).
+    let state_rev = state.as_ref().map_or(0, |kv| kv.mod_revision);
+    if state.is_some_and(|kv| kv.value == p.state_value) {
+        Ok(Resolved::Applied)
+    } else if state_rev == p.expected {
+        Ok(Resolved::NotApplied)
+    } else {
+        Ok(Resolved::Changed)
+    }
+}

@@ -1,0 +1,169 @@
+//! One commit on etcd: the sled store's run rules (`store::hpa`) as the operations of one
+//! transaction guarded by the state key's `mod_revision`, handed to the batcher.
+
+use tokio::sync::oneshot;
+
+use super::{
+    EtcdStore,
+    batcher::Pending,
+    keys,
+    pb::{DeleteRangeRequest, PutRequest, RequestOp, request_op::Request as Op},
+};
+use crate::{
+    engine::hpa::history::History,
+    store::{
+        DecisionEntry, Loaded, Run, Seen, StoreError,
+        hpa::StoredState,
+        record::{self, hpa},
+    },
+};
+
+impl EtcdStore {
+    /// The sled store's commit ([`SledStore`](crate::store::SledStore)'s, same records and run
+    /// rules) as one guarded etcd transaction: the state record with the new history and the
+    /// newest run as `pending`; when the decision closes the previous run, that run's record
+    /// under its final key and the deletes of runs beyond the count bound or the retention.
+    pub(super) async fn commit_guarded(
+        &self,
+        key: &str,
+        seen: Seen,
+        history: &History,
+        decision: &DecisionEntry,
+    ) -> Result<(), StoreError> {
+        let max_names = self.options.max_pod_names;
+        let previous = match seen.loaded {
+            Some(Loaded { state, .. }) => state,
+            None => {
+                let (state, revision) = self.read_state(key).await?;
+                if revision != seen.revision {
+                    return Err(StoreError::Conflict {
+                        key: key.to_owned(),
+                    });
+                }
+                state
+            }
+        };
+        let previous = previous.as_ref();
+        let state_key = self.state_key(key);
+        let mut ops = Vec::new();
+        let extends = previous
+            .and_then(|p| p.pending.as_ref())
+            .filter(|p| p.same_outcome(decision))
+            .filter(|_| previous.is_some_and(|p| p.log_len.is_some()));
+        let next = if let Some(run) = extends {
+            // The same outcome as the newest run: the run grows, nothing else is written.
+            let mut extended = decision.clone();
+            extended.run = Run {
+                count: run.run.count.saturating_add(1),
+                first_time: run.run.first_time,
+            };
+            extended.seq = run.seq;
+            StoredState {
+                history: History::default(),
+                next_seq: previous.map_or(0, |p| p.next_seq),
+                log_len: previous.and_then(|p| p.log_len),
+                pending: Some(extended),
+                logged_body: None,
+            }
+        } else {
+            let seq = previous.map_or(0, |p| p.next_seq);
+            let mut log = match previous.and_then(|p| p.log_len) {
+                Some(0) | None if previous.is_none() => Vec::new(),
+                _ => self.log_keys(key).await?,
+            };
+            if let Some(pending) = previous.and_then(|p| p.pending.as_ref()) {
+                let log_key = self.decision_key(key, pending.run.first_time, pending.seq);
+                ops.push(RequestOp {
+                    request: Some(Op::RequestPut(PutRequest {
+                        key: log_key.clone(),
+                        value: record::encode_binary(&hpa::run_to_record(pending, max_names)),
+                        ..Default::default()
+                    })),
+                });
+                if !log.contains(&log_key) {
+                    log.push(log_key);
+                }
+            }
+            // Trim as sled does: by count (the bound includes the new pending run) and by age
+            // (a closed run ended before its successor began).
+            let bound = self.options.decision_log_len.max(1);
+            let excess = (log.len() + 1).saturating_sub(bound);
+            let cutoff = decision.time.minus(self.options.decision_retention);
+            let mut removed = 0;
+            for (i, k) in log.iter().enumerate() {
+                let successor_began = match log.get(i + 1) {
+                    Some(next) => keys::decision_key_time(self.log_part(next)),
+                    None => Some(decision.time),
+                };
+                let old = successor_began.is_some_and(|t| t <= cutoff);
+                if removed < excess || old {
+                    removed += 1;
+                    // The run closed by this commit may go at once (log bound 1): then it is
+                    // not written either (etcd refuses a put and a delete of one key).
+                    ops.retain(|op: &RequestOp| {
+                        !matches!(&op.request, Some(Op::RequestPut(put)) if &put.key == k)
+                    });
+                    ops.push(RequestOp {
+                        request: Some(Op::RequestDeleteRange(DeleteRangeRequest {
+                            key: k.clone(),
+                            ..Default::default()
+                        })),
+                    });
+                } else {
+                    break;
+                }
+            }
+            let mut fresh = decision.clone();
+            fresh.run = Run {
+                count: 1,
+                first_time: decision.time,
+            };
+            fresh.seq = seq;
+            StoredState {
+                history: History::default(),
+                next_seq: seq.saturating_add(1),
+                log_len: Some((log.len() - removed) as u64),
+                pending: Some(fresh),
+                logged_body: None,
+            }
+        };
+        let state_value = next.encode(history, max_names);
+        ops.push(RequestOp {
+            request: Some(Op::RequestPut(PutRequest {
+                key: state_key.clone(),
+                value: state_value.clone(),
+                ..Default::default()
+            })),
+        });
+        let bytes = ops
+            .iter()
+            .map(|op| match &op.request {
+                Some(Op::RequestPut(p)) => p.key.len() + p.value.len() + 16,
+                Some(Op::RequestDeleteRange(d)) => d.key.len() + 16,
+                _ => 16,
+            })
+            .sum::<usize>()
+            + 2 * state_key.len()
+            + 32;
+        let (done, result) = oneshot::channel();
+        let pending = Pending {
+            state_key,
+            state_value,
+            expected: seen.revision,
+            ops,
+            bytes,
+            target: key.to_owned(),
+            attempts: 0,
+            resends: 0,
+            done,
+        };
+        self.commits
+            .send(pending)
+            .map_err(|_| StoreError::Etcd("the etcd batcher stopped".to_owned()))?;
+        // No timeout here: the batcher bounds each send, and sends at most MAX_ATTEMPTS times
+        // after transport failures and MAX_RESENDS times after other targets' conflicts.
+        result
+            .await
+            .map_err(|_| StoreError::Etcd("the etcd batcher stopped".to_owned()))?
+    }
+}

@@ -1,0 +1,261 @@
+//! What the store keeps per target, for both autoscalers: the HPA's state ([`HpaState`]) and
+//! decision log runs ([`DecisionEntry`]), the VPA's state ([`VpaState`], with its stored
+//! [`VpaOverrides`]). The record codecs (`record::hpa`, `record::vpa`) translate these to
+//! and from the versioned bytes; the record kinds (`hpa`, `vpa`) read and write them.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::{
+    hpa::Decision,
+    hpa::history::History,
+    hpa::settings::Settings,
+    hpa::spec::{Behavior, HorizontalSpec, MetricSpec},
+    time::Time,
+    vpa::{
+        amount::Resources,
+        target::{VPA_TARGET_FORMAT_VERSION, VpaTarget},
+    },
+};
+
+// === HPA ===
+
+/// What is kept per target between evaluations.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HpaState {
+    /// The controller's memory (recommendations, scale events), after pruning.
+    pub history: History,
+    /// Sequence number of the next decision record; keeps log keys unique even when two
+    /// decisions carry the same evaluation time.
+    pub next_seq: u64,
+}
+
+/// One run of the decision log: consecutive decisions that say the same thing
+/// ([`DecisionEntry::same_outcome`]) stored once, with how many there were and when the first
+/// was made; a decision that says something else starts a new run. The fields other than
+/// [`run`](Self::run) are the LAST decision's of the run (its time, outcome and inputs), so a
+/// replay of the run's last step is exact.
+///
+/// A fresh decision (as the API hands it to [`HpaStore::commit`]) is a run of one:
+/// [`DecisionEntry::single`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DecisionEntry {
+    /// The evaluation instant (`now`) of the run's last decision.
+    #[serde(with = "crate::engine::time::serde_millis")]
+    pub time: Time,
+    /// The run's last decision as the engine made it (replicas, metric outcomes, conditions).
+    pub decision: Decision,
+    /// The spec's metrics, so that a logged metric outcome (which carries only an index) can
+    /// be reported with its source type and name, and replayed.
+    #[serde(default)]
+    pub metrics: Vec<MetricSpec>,
+    /// The rest of the spec and the controller settings in force at the last decision;
+    /// `None` in records written before they were kept (format 1).
+    #[serde(default)]
+    pub inputs: Option<DecisionInputs>,
+    /// Per entry of `decision.metrics` (same order): how many pods each group had. The stored
+    /// record names at most `max_pod_names` pods per group (issue 8 item 6), so the name
+    /// lists may be shorter than these totals. Empty: the totals are the lists' lengths
+    /// (see [`DecisionEntry::pod_totals`]).
+    #[serde(default)]
+    pub pod_totals: Vec<PodTotals>,
+    /// How many decisions the run holds and when the first was made.
+    #[serde(default)]
+    pub run: Run,
+    /// The run's position in the target's log (assigned by the store; 0 in a fresh decision).
+    #[serde(default)]
+    pub seq: u64,
+}
+
+/// The spec (besides its metrics) and the controller settings of a decision: with the
+/// metric outcomes, what a replay of the decision needs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DecisionInputs {
+    /// The spec's `min_replicas`, as given (before defaulting).
+    pub min_replicas: Option<i32>,
+    /// The spec's `max_replicas`.
+    pub max_replicas: i32,
+    /// The spec's behavior; `None` chose the legacy normalization.
+    pub behavior: Option<Behavior>,
+    /// The server defaults with the target's overrides applied.
+    pub settings: Settings,
+}
+
+/// The size of each pod group of one metric outcome.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodTotals {
+    /// Pods whose sample counted (`groupPods`' ready count).
+    pub ready: i32,
+    /// Pods not yet ready (cpu only; counted at 0 % when scaling up).
+    pub unready: u32,
+    /// Pods without a sample (counted at 0 % of the target when scaling up, 100 % down).
+    pub missing: u32,
+    /// Pods left out entirely (being deleted, or failed).
+    pub ignored: u32,
+}
+
+/// A run's extent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Run {
+    /// Decisions in the run (at least 1).
+    pub count: u64,
+    /// The evaluation instant of the run's first decision.
+    #[serde(with = "crate::engine::time::serde_millis")]
+    pub first_time: Time,
+}
+
+impl Default for Run {
+    fn default() -> Self {
+        Run {
+            count: 1,
+            first_time: Time::default(),
+        }
+    }
+}
+
+impl DecisionEntry {
+    /// A fresh decision at `time`: a run of one.
+    pub fn single(
+        time: Time,
+        decision: Decision,
+        spec: &HorizontalSpec,
+        settings: &Settings,
+    ) -> Self {
+        DecisionEntry {
+            time,
+            decision,
+            metrics: spec.metrics.clone(),
+            inputs: Some(DecisionInputs {
+                min_replicas: spec.min_replicas,
+                max_replicas: spec.max_replicas,
+                behavior: spec.behavior.clone(),
+                settings: settings.clone(),
+            }),
+            pod_totals: Vec::new(),
+            run: Run {
+                count: 1,
+                first_time: time,
+            },
+            seq: 0,
+        }
+    }
+
+    /// The group sizes of `decision.metrics[i]` (zeros when it has no pod groups).
+    pub fn pod_totals(&self, i: usize) -> PodTotals {
+        if let Some(t) = self.pod_totals.get(i) {
+            return *t;
+        }
+        let count = |v: &Vec<String>| u32::try_from(v.len()).unwrap_or(u32::MAX);
+        self.decision
+            .metrics
+            .get(i)
+            .and_then(|m| m.pod_groups.as_ref())
+            .map_or_else(PodTotals::default, |g| PodTotals {
+                ready: g.ready_count,
+                unready: count(&g.unready),
+                missing: count(&g.missing),
+                ignored: count(&g.ignored),
+            })
+    }
+
+    /// Whether `other` says the same thing as this entry, so that it extends this entry's run
+    /// instead of starting a new one: same current and desired replicas, same path, same
+    /// conditions (type, status, reason) and the same per-metric proposals (replicas, or
+    /// failure reason). What differs otherwise (times, current values, pod names, messages,
+    /// inputs) is the last decision's in the run.
+    pub fn same_outcome(&self, other: &DecisionEntry) -> bool {
+        let (a, b) = (&self.decision, &other.decision);
+        a.current_replicas == b.current_replicas
+            && a.desired_replicas == b.desired_replicas
+            && a.path == b.path
+            && a.conditions.len() == b.conditions.len()
+            && a.conditions.iter().zip(&b.conditions).all(|(x, y)| {
+                x.condition_type == y.condition_type && x.status == y.status && x.reason == y.reason
+            })
+            && a.metrics.len() == b.metrics.len()
+            && a.metrics.iter().zip(&b.metrics).all(|(x, y)| {
+                x.index == y.index
+                    && match (&x.result, &y.result) {
+                        (Ok(p), Ok(q)) => p.replicas == q.replicas,
+                        (Err(e), Err(f)) => e.reason == f.reason,
+                        _ => false,
+                    }
+            })
+    }
+}
+
+// === VPA ===
+
+/// Overrides of the recommender's flags
+/// ([`VpaSettings`](crate::engine::vpa::settings::VpaSettings)); `None` keeps the lower layer's
+/// value (server default, or the stored override for a per-call layer). Stored with the
+/// target (the last RecordUsage that carried settings); how the layers combine is API
+/// policy (`api::overrides`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct VpaOverrides {
+    /// Overrides `--target-cpu-percentile`.
+    pub target_cpu_percentile: Option<f64>,
+    /// Overrides `--target-memory-percentile`.
+    pub target_memory_percentile: Option<f64>,
+    /// Overrides `--recommendation-lower-bound-cpu-percentile`.
+    pub lower_bound_cpu_percentile: Option<f64>,
+    /// Overrides `--recommendation-lower-bound-memory-percentile`.
+    pub lower_bound_memory_percentile: Option<f64>,
+    /// Overrides `--recommendation-upper-bound-cpu-percentile`.
+    pub upper_bound_cpu_percentile: Option<f64>,
+    /// Overrides `--recommendation-upper-bound-memory-percentile`.
+    pub upper_bound_memory_percentile: Option<f64>,
+    /// Overrides `--recommendation-margin-fraction`.
+    pub safety_margin_fraction: Option<f64>,
+    /// Overrides `--pod-recommendation-min-cpu-millicores`.
+    pub pod_min_cpu_millicores: Option<f64>,
+    /// Overrides `--pod-recommendation-min-memory-mb`.
+    pub pod_min_memory_mb: Option<f64>,
+    /// Overrides `--confidence-interval-cpu`.
+    pub confidence_interval_cpu: Option<Duration>,
+    /// Overrides `--confidence-interval-memory`.
+    pub confidence_interval_memory: Option<Duration>,
+    /// Overrides `--cpu-histogram-decay-half-life`.
+    pub cpu_histogram_decay_half_life: Option<Duration>,
+    /// Overrides `--memory-histogram-decay-half-life`.
+    pub memory_histogram_decay_half_life: Option<Duration>,
+    /// Overrides `--memory-aggregation-interval`.
+    pub memory_aggregation_interval: Option<Duration>,
+    /// Overrides `--memory-aggregation-interval-count`.
+    pub memory_aggregation_interval_count: Option<i64>,
+    /// Overrides `--oom-bump-up-ratio`.
+    pub oom_bump_up_ratio: Option<f64>,
+    /// Overrides `--oom-min-bump-up-bytes`.
+    pub oom_min_bump_up_bytes: Option<f64>,
+    /// Overrides `--round-cpu-millicores`.
+    pub round_cpu_millicores: Option<i64>,
+    /// Overrides `--round-memory-bytes`.
+    pub round_memory_bytes: Option<i64>,
+    /// Replaces the lower layer's maximum as a whole when set.
+    pub container_recommendation_max_allowed: Option<Resources>,
+    /// Overrides `--cpu-integer-post-processor-enabled`.
+    pub cpu_integer_post_processor_enabled: Option<bool>,
+}
+
+/// What is kept per target on the vertical side.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct VpaState {
+    /// [`VPA_TARGET_FORMAT_VERSION`] of the engine that wrote `target`.
+    pub format: u32,
+    /// The target's stored overrides (the last RecordUsage that carried settings).
+    pub overrides: VpaOverrides,
+    /// The recommender's state.
+    pub target: VpaTarget,
+}
+
+impl VpaState {
+    /// An empty state in the current format.
+    pub fn new() -> Self {
+        VpaState {
+            format: VPA_TARGET_FORMAT_VERSION,
+            ..VpaState::default()
+        }
+    }
+}
