@@ -2,10 +2,11 @@
 //! variables `AUTOSCALED_*`, then flags (a flag beats its variable; clap reads both). This is
 //! the only module that reads the environment.
 //!
-//! Every knob is documented with its unit and default, and `autoscaled serve --help` shows the
-//! same text. `ServeArgs::load` turns the three sources into one validated [`Config`]; any
-//! error is a `ConfigError`, which `main` reports and answers with exit status 64
-//! (`EX_USAGE`), as linkerd2-proxy does for bad configuration.
+//! Every knob is declared once, in the `knobs!` table below: its name, type, value name,
+//! default and documentation make the flag, the variable, the TOML key and the `--help` text
+//! (with its unit and default), so they cannot drift apart. `ServeArgs::load` turns the three
+//! sources into one validated [`Config`]; any error is a `ConfigError`, which `main` reports
+//! and answers with exit status 64 (`EX_USAGE`), as linkerd2-proxy does for bad configuration.
 
 use std::{
     fmt, fs,
@@ -22,17 +23,8 @@ use crate::engine::hpa::settings::Settings;
 
 /// Default listen address: loopback only, the usual gRPC port.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:50051";
-/// Default data folder, relative to the working directory.
-pub(crate) const DEFAULT_DATA_DIR: &str = "./data";
-/// Default relaxed-mode flush period.
-pub(crate) const DEFAULT_FLUSH_INTERVAL_MS: u64 = 100;
-/// Default gathering window of a strict group commit, microseconds (see
-/// `store::durability`: only taken when several writes are already waiting).
-pub(crate) const DEFAULT_COMMIT_DELAY_US: u64 = 1_000;
 /// Upper bound of `commit_delay_us`: it adds to the latency of every write under load.
 const MAX_COMMIT_DELAY_US: u64 = 100_000;
-/// Default bound on the drain at shutdown.
-pub(crate) const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 10;
 /// Default history retention. Kubernetes' API caps stabilization windows at 3600 s and policy
 /// periods at 1800 s, so one hour reaches every window a valid spec can ask for.
 pub(crate) const DEFAULT_HISTORY_RETENTION_SECS: u64 = 3600;
@@ -44,20 +36,10 @@ pub(crate) const DEFAULT_MAX_PODS: usize = 10_000;
 pub(crate) const DEFAULT_MAX_METRICS: usize = 64;
 /// Default maximum number of containers in one request (over all its pods).
 pub(crate) const DEFAULT_MAX_CONTAINERS: usize = 100_000;
-/// Default number of gRPC calls served at once (`crate::overload`).
-pub(crate) const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 32;
-/// Default number of calls waiting for a slot before new ones are refused.
-pub(crate) const DEFAULT_MAX_QUEUED_REQUESTS: usize = 1024;
-pub(crate) const DEFAULT_MAX_QUEUE_WAIT_MS: u64 = 1000;
-pub(crate) const DEFAULT_MAX_BUFFERED_REQUEST_BYTES: usize = 64 * 1024 * 1024;
 /// Default maximum number of VPA usage samples plus OOM events in one RecordUsage.
 pub(crate) const DEFAULT_MAX_SAMPLES: usize = 100_000;
 /// Default maximum length of a target key, in bytes.
 pub(crate) const DEFAULT_MAX_KEY_BYTES: usize = 512;
-/// Default bound on how far a VPA sample or OOM time may be ahead of the server clock.
-pub(crate) const DEFAULT_VPA_MAX_CLOCK_SKEW_SECS: u64 = 300;
-/// Default log filter (tracing-subscriber `EnvFilter` syntax).
-pub(crate) const DEFAULT_LOG: &str = "info";
 /// Default period of the check for changed TLS and authorization files.
 pub(crate) const DEFAULT_SECURITY_RELOAD_SECS: u64 = 10;
 /// Exit status for bad configuration (`EX_USAGE` of sysexits.h).
@@ -163,274 +145,338 @@ pub enum ClientAuth {
     Optional,
 }
 
-/// `autoscaled serve` options. Each is also a TOML key of the same name (with `_`) in the
-/// `--config` file and an `AUTOSCALED_*` variable. Absent everywhere: the documented default.
-#[derive(Clone, Debug, Default, Args)]
-pub(crate) struct ServeArgs {
-    /// TOML configuration file; unknown keys are an error.
-    #[arg(long, env = "AUTOSCALED_CONFIG", value_name = "FILE")]
-    pub(crate) config: Option<PathBuf>,
-    /// Address to listen on (port 0: any free port; the real one is printed). [default: 127.0.0.1:50051]
-    #[arg(long, env = "AUTOSCALED_LISTEN", value_name = "ADDR")]
-    pub(crate) listen: Option<SocketAddr>,
+/// `autoscaled serve`'s knobs. Each entry is one knob:
+///
+/// ```text
+/// /// Help text (its unit; no `[default: ...]`, that is added).
+/// name: Type, "VALUE_NAME", default EXPR;
+/// ```
+///
+/// The name makes the flag (`--name-with-dashes`), the TOML key of the `--config` file (`name`)
+/// and the variable (`AUTOSCALED_NAME`). After the merge a knob with a `default` is a `Type`,
+/// one without stays an `Option<Type>` (nothing set anywhere: `None`). The help text ends in
+/// `[default: ...]`, written from the default value; `shown EXPR` writes that text instead,
+/// for a knob whose default is no single value (decided after the merge, or off). `clap(...)`
+/// adds arguments to the flag. The derived values (`Settings`, `SecurityConfig`, `Limits`,
+/// durations) are built from the merged knobs in `ServeArgs::merge`.
+macro_rules! knobs {
+    ($(
+        $(#[doc = $doc:literal])*
+        $name:ident: $ty:ty, $value_name:literal
+        $(, default $default:expr)?
+        $(, shown $shown:expr)?
+        $(, clap($($clap:tt)*))?;
+    )*) => {
+        /// `autoscaled serve` options. Each is also a TOML key of the same name (with `_`) in
+        /// the `--config` file and an `AUTOSCALED_*` variable. Absent everywhere: the
+        /// documented default.
+        #[derive(Clone, Debug, Default, Args)]
+        pub(crate) struct ServeArgs {
+            /// TOML configuration file; unknown keys are an error.
+            #[arg(long, env = "AUTOSCALED_CONFIG", value_name = "FILE")]
+            pub(crate) config: Option<PathBuf>,
+            $(
+                #[arg(
+                    long,
+                    env = env_var!($name),
+                    value_name = $value_name,
+                    help = help_text(
+                        &[$($doc),*],
+                        knob_shown!($ty $(, default $default)? $(, shown $shown)?),
+                    )
+                    $(, $($clap)*)?
+                )]
+                pub(crate) $name: Option<$ty>,
+            )*
+        }
+
+        /// The `--config` file: the same keys as the flags, every one optional.
+        #[derive(Clone, Debug, Default, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct FileConfig {
+            $($name: Option<$ty>,)*
+        }
+
+        /// Every knob merged: the flag (or its variable), else the file, else the default.
+        struct Knobs {
+            $($name: knob_type!($ty $(, default $default)?),)*
+        }
+
+        impl ServeArgs {
+            /// Layers the flags (and variables) over the file and fills the defaults.
+            fn knobs(self, file: FileConfig) -> Knobs {
+                Knobs {
+                    $($name: knob_value!(self.$name.or(file.$name) $(, default $default)?),)*
+                }
+            }
+        }
+    };
+}
+
+/// A knob's type after the merge: with a default, the value; without, an `Option`.
+macro_rules! knob_type {
+    ($ty:ty) => { Option<$ty> };
+    ($ty:ty, default $default:expr) => { $ty };
+}
+
+/// A knob's value after the merge: the first of flag and file, else the default.
+macro_rules! knob_value {
+    ($given:expr) => {
+        $given
+    };
+    ($given:expr, default $default:expr) => {
+        match $given {
+            Some(value) => value,
+            None => $default,
+        }
+    };
+}
+
+/// The text of a knob's `[default: ...]`, if it has one.
+macro_rules! knob_shown {
+    ($ty:ty $(, default $default:expr)?, shown $shown:expr) => {
+        Some(Shown::shown(&$shown))
+    };
+    ($ty:ty, default $default:expr) => {{
+        let default: $ty = $default;
+        Some(default.shown())
+    }};
+    ($ty:ty) => {
+        None
+    };
+}
+
+/// A knob's variable, `AUTOSCALED_` and its name in capitals, made at compile time.
+macro_rules! env_var {
+    ($name:ident) => {{
+        const NAME: &str = concat!("AUTOSCALED_", stringify!($name));
+        const UPPER: [u8; NAME.len()] = ascii_uppercase(NAME);
+        const VAR: &str = match std::str::from_utf8(&UPPER) {
+            Ok(var) => var,
+            Err(_) => panic!("a knob's name is ASCII"),
+        };
+        VAR
+    }};
+}
+
+/// `name` in ASCII capitals, as an array of its length (`env_var!` makes a `&str` of it).
+const fn ascii_uppercase<const N: usize>(name: &str) -> [u8; N] {
+    let bytes = name.as_bytes();
+    let mut upper = [0; N];
+    let mut i = 0;
+    while i < N {
+        upper[i] = bytes[i].to_ascii_uppercase();
+        i += 1;
+    }
+    upper
+}
+
+/// A knob's help text: its doc comment as clap makes one of a single paragraph (lines trimmed
+/// and joined by spaces, one final period dropped), then `[default: ...]` if it has one.
+fn help_text(doc: &[&str], shown: Option<String>) -> String {
+    let mut help = doc
+        .iter()
+        .map(|line| line.trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    match shown {
+        Some(default) => {
+            help.push_str(" [default: ");
+            help.push_str(&default);
+            help.push(']');
+        }
+        None => {
+            if help.ends_with('.') && !help.ends_with("..") {
+                help.pop();
+            }
+        }
+    }
+    help
+}
+
+/// How a default reads in the help text's `[default: ...]`.
+trait Shown {
+    fn shown(&self) -> String;
+}
+
+macro_rules! shown_by_display {
+    ($($ty:ty),*) => {
+        $(impl Shown for $ty {
+            fn shown(&self) -> String {
+                self.to_string()
+            }
+        })*
+    };
+}
+shown_by_display!(&str, String, bool, u64, usize, SocketAddr);
+
+impl Shown for f64 {
+    /// With its decimal point (`2.0`, not `2`): a ratio reads as one.
+    fn shown(&self) -> String {
+        format!("{self:?}")
+    }
+}
+
+impl Shown for PathBuf {
+    fn shown(&self) -> String {
+        self.display().to_string()
+    }
+}
+
+macro_rules! shown_by_value_name {
+    ($($ty:ty),*) => {
+        $(impl Shown for $ty {
+            /// The name the flag takes.
+            fn shown(&self) -> String {
+                self.to_possible_value()
+                    .map(|value| value.get_name().to_owned())
+                    .unwrap_or_default()
+            }
+        })*
+    };
+}
+shown_by_value_name!(StoreKind, Durability, LogFormat, ClientAuth, Exposure);
+
+knobs! {
+    /// Address to listen on (port 0: any free port; the real one is printed).
+    listen: SocketAddr, "ADDR",
+        default DEFAULT_LISTEN.parse().expect("DEFAULT_LISTEN is an address");
     /// Where the history lives: sled (embedded, in --data-dir) or etcd (shared by several
-    /// replicas, see docs/ha.md). [default: sled]
-    #[arg(long, env = "AUTOSCALED_STORE", value_name = "STORE")]
-    pub(crate) store: Option<StoreKind>,
-    /// etcd client URLs, comma-separated (`http://` or `https://`). [default: http://127.0.0.1:2379]
-    #[arg(long, env = "AUTOSCALED_ETCD_ENDPOINTS", value_name = "URLS")]
-    pub(crate) etcd_endpoints: Option<String>,
-    /// Prefix of every etcd key written (several deployments can share a cluster). [default: autoscaled/]
-    #[arg(long, env = "AUTOSCALED_ETCD_PREFIX", value_name = "PREFIX")]
-    pub(crate) etcd_prefix: Option<String>,
-    /// PEM CA certificate that signed the etcd members' certificates (turns TLS on). [default: none]
-    #[arg(long, env = "AUTOSCALED_ETCD_CA", value_name = "FILE")]
-    pub(crate) etcd_ca: Option<PathBuf>,
-    /// PEM client certificate for etcd's client-cert-auth (with --etcd-key). [default: none]
-    #[arg(long, env = "AUTOSCALED_ETCD_CERT", value_name = "FILE")]
-    pub(crate) etcd_cert: Option<PathBuf>,
-    /// PEM private key of --etcd-cert. [default: none]
-    #[arg(long, env = "AUTOSCALED_ETCD_KEY", value_name = "FILE")]
-    pub(crate) etcd_key: Option<PathBuf>,
-    /// Folder of the sled history database; created if missing, never replaced. [default: ./data]
-    #[arg(long, env = "AUTOSCALED_DATA_DIR", value_name = "DIR")]
-    pub(crate) data_dir: Option<PathBuf>,
+    /// replicas, see docs/ha.md).
+    store: StoreKind, "STORE", default StoreKind::default();
+    /// etcd client URLs, comma-separated (`http://` or `https://`).
+    etcd_endpoints: String, "URLS", default DEFAULT_ETCD_ENDPOINT.to_owned();
+    /// Prefix of every etcd key written (several deployments can share a cluster).
+    etcd_prefix: String, "PREFIX", default DEFAULT_ETCD_PREFIX.to_owned();
+    /// PEM CA certificate that signed the etcd members' certificates (turns TLS on).
+    etcd_ca: PathBuf, "FILE", shown "none";
+    /// PEM client certificate for etcd's client-cert-auth (with --etcd-key).
+    etcd_cert: PathBuf, "FILE", shown "none";
+    /// PEM private key of --etcd-cert.
+    etcd_key: PathBuf, "FILE", shown "none";
+    /// Folder of the sled history database; created if missing, never replaced.
+    // Relative to the working directory.
+    data_dir: PathBuf, "DIR", default PathBuf::from("./data");
     /// strict: answer after the write is flushed to disk (group commit); relaxed: flush
-    /// periodically and risk losing the last --flush-interval-ms of decisions on a crash. [default: strict]
-    #[arg(long, env = "AUTOSCALED_DURABILITY", value_name = "MODE")]
-    pub(crate) durability: Option<Durability>,
-    /// Relaxed mode's flush period, in milliseconds. [default: 100]
-    #[arg(long, env = "AUTOSCALED_FLUSH_INTERVAL_MS", value_name = "MS")]
-    pub(crate) flush_interval_ms: Option<u64>,
+    /// periodically and risk losing the last --flush-interval-ms of decisions on a crash.
+    durability: Durability, "MODE", default Durability::default();
+    /// Relaxed mode's flush period, in milliseconds.
+    flush_interval_ms: u64, "MS", default 100;
     /// Strict mode: when a flush is due while other writes are already waiting for one, wait
     /// this long first so that the calls being decided join it (fewer flushes, fewer bytes
     /// written per call, at most this much more latency under load; 0: flush at once).
-    /// [default: 1000]
-    #[arg(long, env = "AUTOSCALED_COMMIT_DELAY_US", value_name = "MICROSECONDS")]
-    pub(crate) commit_delay_us: Option<u64>,
+    // See `store::durability`: the window is only taken when several writes already wait.
+    commit_delay_us: u64, "MICROSECONDS", default 1_000;
     /// Accept `evaluation_time` from requests (replays, tests); otherwise the server clock decides
-    /// and a request carrying it is rejected. [default: false]
-    #[arg(
-        long,
-        env = "AUTOSCALED_TRUST_REQUEST_TIME",
+    /// and a request carrying it is rejected.
+    trust_request_time: bool, "BOOL", default false, clap(
         num_args = 0..=1,
         default_missing_value = "true",
-        value_name = "BOOL",
         value_parser = clap::builder::BoolishValueParser::new()
-    )]
-    pub(crate) trust_request_time: Option<bool>,
-    /// Bound on the drain of in-flight requests at shutdown, in seconds. [default: 10]
-    #[arg(long, env = "AUTOSCALED_SHUTDOWN_GRACE_SECS", value_name = "SECS")]
-    pub(crate) shutdown_grace_secs: Option<u64>,
-    /// Decisions kept per target (older ones are dropped). [default: 100]
-    #[arg(long, env = "AUTOSCALED_DECISION_LOG_LEN", value_name = "N")]
-    pub(crate) decision_log_len: Option<usize>,
+    );
+    /// Bound on the drain of in-flight requests at shutdown, in seconds.
+    shutdown_grace_secs: u64, "SECS", default 10;
+    /// Decisions kept per target (older ones are dropped).
+    decision_log_len: usize, "N", default crate::store::DEFAULT_DECISION_LOG_LEN;
     /// Recommendations and scale events older than this are pruned; at least 3600 (the
-    /// longest stabilization window Kubernetes allows) and at least the downscale stabilization. [default: 3600]
-    #[arg(long, env = "AUTOSCALED_HISTORY_RETENTION_SECS", value_name = "SECS")]
-    pub(crate) history_retention_secs: Option<u64>,
+    /// longest stabilization window Kubernetes allows) and at least the downscale stabilization.
+    history_retention_secs: u64, "SECS", default DEFAULT_HISTORY_RETENTION_SECS;
     /// Decision runs that ended longer ago than this (before the target's newest decision)
-    /// are dropped from the decision log. [default: 86400]
-    #[arg(long, env = "AUTOSCALED_DECISION_RETENTION_SECS", value_name = "SECS")]
-    pub(crate) decision_retention_secs: Option<u64>,
+    /// are dropped from the decision log.
+    decision_retention_secs: u64, "SECS",
+        default crate::store::sled::DEFAULT_DECISION_RETENTION.as_secs();
     /// Pod names kept per group (unready, missing, ignored) and metric in a logged decision;
-    /// the totals are always kept. [default: 50]
-    #[arg(long, env = "AUTOSCALED_MAX_POD_NAMES", value_name = "N")]
-    pub(crate) max_pod_names: Option<usize>,
+    /// the totals are always kept.
+    max_pod_names: usize, "N", default crate::store::sled::DEFAULT_MAX_POD_NAMES;
     /// sled's page cache in MiB; keep it well under the memory limit (the chart's 384 Mi
-    /// limit fits the default). [default: 64]
-    #[arg(long, env = "AUTOSCALED_CACHE_MB", value_name = "MIB")]
-    pub(crate) cache_mb: Option<u64>,
-    /// Maximum decoded request size, in bytes. [default: 4194304]
-    #[arg(long, env = "AUTOSCALED_MAX_MESSAGE_BYTES", value_name = "BYTES")]
-    pub(crate) max_message_bytes: Option<usize>,
-    /// Maximum pods in one request. [default: 10000]
-    #[arg(long, env = "AUTOSCALED_MAX_PODS", value_name = "N")]
-    pub(crate) max_pods: Option<usize>,
-    /// Maximum metrics in one spec. [default: 64]
-    #[arg(long, env = "AUTOSCALED_MAX_METRICS", value_name = "N")]
-    pub(crate) max_metrics: Option<usize>,
-    /// Maximum target key length, in bytes. [default: 512]
-    #[arg(long, env = "AUTOSCALED_MAX_KEY_BYTES", value_name = "BYTES")]
-    pub(crate) max_key_bytes: Option<usize>,
+    /// limit fits the default).
+    cache_mb: u64, "MIB", default crate::store::sled::DEFAULT_CACHE_BYTES / (1024 * 1024);
+    /// Maximum decoded request size, in bytes.
+    max_message_bytes: usize, "BYTES", default DEFAULT_MAX_MESSAGE_BYTES;
+    /// Maximum pods in one request.
+    max_pods: usize, "N", default DEFAULT_MAX_PODS;
+    /// Maximum metrics in one spec.
+    max_metrics: usize, "N", default DEFAULT_MAX_METRICS;
+    /// Maximum target key length, in bytes.
+    max_key_bytes: usize, "BYTES", default DEFAULT_MAX_KEY_BYTES;
     /// Maximum VPA usage samples plus OOM events in one RecordUsage, and pod metric, request
-    /// and usage values in one Recommend. [default: 100000]
-    #[arg(long, env = "AUTOSCALED_MAX_SAMPLES", value_name = "N")]
-    pub(crate) max_samples: Option<usize>,
-    /// Maximum containers in one request, over all its pods (and VPA container policies). [default: 100000]
-    #[arg(long, env = "AUTOSCALED_MAX_CONTAINERS", value_name = "N")]
-    pub(crate) max_containers: Option<usize>,
-    /// gRPC calls served at once; more wait in a bounded queue. [default: 32]
-    #[arg(long, env = "AUTOSCALED_MAX_CONCURRENT_REQUESTS", value_name = "N")]
-    pub(crate) max_concurrent_requests: Option<usize>,
+    /// and usage values in one Recommend.
+    max_samples: usize, "N", default DEFAULT_MAX_SAMPLES;
+    /// Maximum containers in one request, over all its pods (and VPA container policies).
+    max_containers: usize, "N", default DEFAULT_MAX_CONTAINERS;
+    /// gRPC calls served at once; more wait in a bounded queue.
+    max_concurrent_requests: usize, "N", default 32;
     /// Calls waiting for a slot at most; beyond, a call is refused with RESOURCE_EXHAUSTED and
     /// a retry delay (0: refuse as soon as every slot is busy). The queue is bounded by time
-    /// first (--max-queue-wait-ms); this is a backstop. [default: 1024]
-    #[arg(long, env = "AUTOSCALED_MAX_QUEUED_REQUESTS", value_name = "N")]
-    pub(crate) max_queued_requests: Option<usize>,
+    /// first (--max-queue-wait-ms); this is a backstop.
+    max_queued_requests: usize, "N", default 1024;
     /// A call waits for a slot only while its expected wait (calls ahead × mean service time
-    /// / slots) is at most this; beyond, it is refused at once with a retry delay. [default: 1000]
-    #[arg(long, env = "AUTOSCALED_MAX_QUEUE_WAIT_MS", value_name = "MS")]
-    pub(crate) max_queue_wait_ms: Option<u64>,
+    /// / slots) is at most this; beyond, it is refused at once with a retry delay.
+    max_queue_wait_ms: u64, "MS", default 1000;
     /// Bytes of request bodies read ahead of their calls' slots, at most (a call's body is
     /// read whole before it queues, so that unread data never holds HTTP/2 flow control);
-    /// past it a call is refused at once. [default: 67108864]
-    #[arg(
-        long,
-        env = "AUTOSCALED_MAX_BUFFERED_REQUEST_BYTES",
-        value_name = "BYTES"
-    )]
-    pub(crate) max_buffered_request_bytes: Option<usize>,
+    /// past it a call is refused at once.
+    max_buffered_request_bytes: usize, "BYTES", default 64 * 1024 * 1024;
     /// VPA: how far a sample or OOM time may be ahead of the evaluation time (the server
-    /// clock, or the request's with --trust-request-time), in seconds. [default: 300]
-    #[arg(long, env = "AUTOSCALED_VPA_MAX_CLOCK_SKEW_SECS", value_name = "SECS")]
-    pub(crate) vpa_max_clock_skew_secs: Option<u64>,
-    /// Log filter, tracing `EnvFilter` syntax (e.g. `info,autoscaled=debug`). [default: info]
-    #[arg(long, env = "AUTOSCALED_LOG", value_name = "FILTER")]
-    pub(crate) log: Option<String>,
-    /// Log format: text (coloured only on a terminal without NO_COLOR) or json. [default: text]
-    #[arg(long, env = "AUTOSCALED_LOG_FORMAT", value_name = "FORMAT")]
-    pub(crate) log_format: Option<LogFormat>,
+    /// clock, or the request's with --trust-request-time), in seconds.
+    vpa_max_clock_skew_secs: u64, "SECS", default 300;
+    /// Log filter, tracing `EnvFilter` syntax (e.g. `info,autoscaled=debug`).
+    log: String, "FILTER", default "info".to_owned();
+    /// Log format: text (coloured only on a terminal without NO_COLOR) or json.
+    log_format: LogFormat, "FORMAT", default LogFormat::default();
     /// Export spans by OTLP/gRPC to this collector (e.g. `http://127.0.0.1:4317`), service name
-    /// `autoscaled`; a caller's W3C `traceparent` is continued. [default: off]
-    #[arg(long, env = "AUTOSCALED_OTLP_ENDPOINT", value_name = "URL")]
-    pub(crate) otlp_endpoint: Option<String>,
-    /// Serve Prometheus metrics on `http://ADDR/metrics` (e.g. `0.0.0.0:9090`). [default: off]
-    #[arg(long, env = "AUTOSCALED_METRICS_LISTEN", value_name = "ADDR")]
-    pub(crate) metrics_listen: Option<SocketAddr>,
-    /// Server default of `--horizontal-pod-autoscaler-tolerance`. [default: 0.1]
-    #[arg(long, env = "AUTOSCALED_HPA_TOLERANCE", value_name = "RATIO")]
-    pub(crate) hpa_tolerance: Option<f64>,
-    /// Server default of `--horizontal-pod-autoscaler-cpu-initialization-period`, seconds. [default: 300]
-    #[arg(
-        long,
-        env = "AUTOSCALED_HPA_CPU_INITIALIZATION_PERIOD_SECS",
-        value_name = "SECS"
-    )]
-    pub(crate) hpa_cpu_initialization_period_secs: Option<u64>,
-    /// Server default of `--horizontal-pod-autoscaler-initial-readiness-delay`, seconds. [default: 30]
-    #[arg(
-        long,
-        env = "AUTOSCALED_HPA_INITIAL_READINESS_DELAY_SECS",
-        value_name = "SECS"
-    )]
-    pub(crate) hpa_initial_readiness_delay_secs: Option<u64>,
-    /// Server default of `--horizontal-pod-autoscaler-downscale-stabilization`, seconds. [default: 300]
-    #[arg(
-        long,
-        env = "AUTOSCALED_HPA_DOWNSCALE_STABILIZATION_SECS",
-        value_name = "SECS"
-    )]
-    pub(crate) hpa_downscale_stabilization_secs: Option<u64>,
-    /// Legacy scale-up limit factor (`scaleUpLimitFactor`). [default: 2.0]
-    #[arg(
-        long,
-        env = "AUTOSCALED_HPA_SCALE_UP_LIMIT_FACTOR",
-        value_name = "FACTOR"
-    )]
-    pub(crate) hpa_scale_up_limit_factor: Option<f64>,
-    /// Legacy scale-up limit minimum (`scaleUpLimitMinimum`). [default: 4.0]
-    #[arg(
-        long,
-        env = "AUTOSCALED_HPA_SCALE_UP_LIMIT_MINIMUM",
-        value_name = "REPLICAS"
-    )]
-    pub(crate) hpa_scale_up_limit_minimum: Option<f64>,
+    /// `autoscaled`; a caller's W3C `traceparent` is continued.
+    otlp_endpoint: String, "URL", shown "off";
+    /// Serve Prometheus metrics on `http://ADDR/metrics` (e.g. `0.0.0.0:9090`).
+    metrics_listen: SocketAddr, "ADDR", shown "off";
+    /// Server default of `--horizontal-pod-autoscaler-tolerance`.
+    hpa_tolerance: f64, "RATIO", default Settings::default().tolerance;
+    /// Server default of `--horizontal-pod-autoscaler-cpu-initialization-period`, seconds.
+    hpa_cpu_initialization_period_secs: u64, "SECS",
+        default Settings::default().cpu_initialization_period.as_secs();
+    /// Server default of `--horizontal-pod-autoscaler-initial-readiness-delay`, seconds.
+    hpa_initial_readiness_delay_secs: u64, "SECS",
+        default Settings::default().initial_readiness_delay.as_secs();
+    /// Server default of `--horizontal-pod-autoscaler-downscale-stabilization`, seconds.
+    hpa_downscale_stabilization_secs: u64, "SECS",
+        default Settings::default().downscale_stabilization.as_secs();
+    /// Legacy scale-up limit factor (`scaleUpLimitFactor`).
+    hpa_scale_up_limit_factor: f64, "FACTOR", default Settings::default().scale_up_limit_factor;
+    /// Legacy scale-up limit minimum (`scaleUpLimitMinimum`).
+    hpa_scale_up_limit_minimum: f64, "REPLICAS",
+        default Settings::default().scale_up_limit_minimum;
     /// Kubernetes feature gates of the HPA controller, as kube-controller-manager takes them
     /// (`HPAScaleToZero=false`, comma-separated). Defaults are Kubernetes 1.37's:
     /// HPAScaleToZero (beta) on, HPAConfigurableTolerance (GA) locked on. A request's
-    /// `spec.scale_to_zero` overrides HPAScaleToZero for its target. [default: 1.37's]
-    #[arg(long, env = "AUTOSCALED_FEATURE_GATES", value_name = "GATE=BOOL,...")]
-    pub(crate) feature_gates: Option<String>,
+    /// `spec.scale_to_zero` overrides HPAScaleToZero for its target.
+    feature_gates: String, "GATE=BOOL,...", shown "1.37's";
     /// Serve TLS with this certificate chain (PEM, leaf first). Re-read when it changes and on
-    /// SIGHUP, without dropping the listener. Needs --tls-key. [default: off, plaintext]
-    #[arg(long, env = "AUTOSCALED_TLS_CERT", value_name = "FILE")]
-    pub(crate) tls_cert: Option<PathBuf>,
+    /// SIGHUP, without dropping the listener. Needs --tls-key.
+    tls_cert: PathBuf, "FILE", shown "off, plaintext";
     /// Private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
-    #[arg(long, env = "AUTOSCALED_TLS_KEY", value_name = "FILE")]
-    pub(crate) tls_key: Option<PathBuf>,
+    tls_key: PathBuf, "FILE";
     /// mTLS: clients present a certificate signed by a CA of this PEM bundle; the caller's
-    /// identity is its URI SAN (SPIFFE ID), else its DNS SAN as dns:NAME, else its CN as cn:NAME. [default: off]
-    #[arg(long, env = "AUTOSCALED_TLS_CLIENT_CA", value_name = "FILE")]
-    pub(crate) tls_client_ca: Option<PathBuf>,
+    /// identity is its URI SAN (SPIFFE ID), else its DNS SAN as dns:NAME, else its CN as cn:NAME.
+    tls_client_ca: PathBuf, "FILE", shown "off";
     /// With --tls-client-ca: `require` a client certificate in the handshake, or accept
-    /// callers without one (`optional`; they then need a bearer token under --authz). [default: require]
-    #[arg(long, env = "AUTOSCALED_TLS_CLIENT_AUTH", value_name = "MODE")]
-    pub(crate) tls_client_auth: Option<ClientAuth>,
+    /// callers without one (`optional`; they then need a bearer token under --authz).
+    // No default after the merge: only applies with --tls-client-ca, so whether it was given
+    // is checked.
+    tls_client_auth: ClientAuth, "MODE", shown ClientAuth::default();
     /// Authorization file (TOML): rules that give identities verbs on target-key prefixes,
     /// and SHA-256 hashes of bearer tokens; whatever no rule grants is denied. Re-read like
-    /// the certificate. [default: off, every call allowed]
-    #[arg(long, env = "AUTOSCALED_AUTHZ", value_name = "FILE")]
-    pub(crate) authz: Option<PathBuf>,
+    /// the certificate.
+    authz: PathBuf, "FILE", shown "off, every call allowed";
     /// Also serve the health service alone, in plaintext, on this address (Kubernetes `grpc:`
-    /// probes cannot do TLS or send credentials). [default: off]
-    #[arg(long, env = "AUTOSCALED_HEALTH_LISTEN", value_name = "ADDR")]
-    pub(crate) health_listen: Option<SocketAddr>,
-    /// Reflection on the main port: auth (callers with an identity), open, or off. [default: auth with --authz, else open]
-    #[arg(long, env = "AUTOSCALED_REFLECTION", value_name = "MODE")]
-    pub(crate) reflection: Option<Exposure>,
-    /// Health on the main port: auth (callers with an identity), open, or off. [default: auth with --authz, else open]
-    #[arg(long, env = "AUTOSCALED_HEALTH", value_name = "MODE")]
-    pub(crate) health: Option<Exposure>,
+    /// probes cannot do TLS or send credentials).
+    health_listen: SocketAddr, "ADDR", shown "off";
+    /// Reflection on the main port: auth (callers with an identity), open, or off.
+    reflection: Exposure, "MODE", shown "auth with --authz, else open";
+    /// Health on the main port: auth (callers with an identity), open, or off.
+    health: Exposure, "MODE", shown "auth with --authz, else open";
     /// How often the TLS files and the authorization file are checked for changes, in
-    /// seconds (0: only on SIGHUP). [default: 10]
-    #[arg(long, env = "AUTOSCALED_SECURITY_RELOAD_SECS", value_name = "SECS")]
-    pub(crate) security_reload_secs: Option<u64>,
-}
-
-/// The `--config` file: the same keys as the flags, every one optional.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileConfig {
-    listen: Option<SocketAddr>,
-    store: Option<StoreKind>,
-    etcd_endpoints: Option<String>,
-    etcd_prefix: Option<String>,
-    etcd_ca: Option<PathBuf>,
-    etcd_cert: Option<PathBuf>,
-    etcd_key: Option<PathBuf>,
-    data_dir: Option<PathBuf>,
-    durability: Option<Durability>,
-    flush_interval_ms: Option<u64>,
-    commit_delay_us: Option<u64>,
-    trust_request_time: Option<bool>,
-    shutdown_grace_secs: Option<u64>,
-    decision_log_len: Option<usize>,
-    history_retention_secs: Option<u64>,
-    decision_retention_secs: Option<u64>,
-    max_pod_names: Option<usize>,
-    cache_mb: Option<u64>,
-    max_message_bytes: Option<usize>,
-    max_pods: Option<usize>,
-    max_metrics: Option<usize>,
-    max_key_bytes: Option<usize>,
-    max_samples: Option<usize>,
-    max_containers: Option<usize>,
-    max_concurrent_requests: Option<usize>,
-    max_queued_requests: Option<usize>,
-    max_queue_wait_ms: Option<u64>,
-    max_buffered_request_bytes: Option<usize>,
-    vpa_max_clock_skew_secs: Option<u64>,
-    log: Option<String>,
-    log_format: Option<LogFormat>,
-    otlp_endpoint: Option<String>,
-    metrics_listen: Option<SocketAddr>,
-    hpa_tolerance: Option<f64>,
-    hpa_cpu_initialization_period_secs: Option<u64>,
-    hpa_initial_readiness_delay_secs: Option<u64>,
-    hpa_downscale_stabilization_secs: Option<u64>,
-    hpa_scale_up_limit_factor: Option<f64>,
-    hpa_scale_up_limit_minimum: Option<f64>,
-    feature_gates: Option<String>,
-    tls_cert: Option<PathBuf>,
-    tls_key: Option<PathBuf>,
-    tls_client_ca: Option<PathBuf>,
-    tls_client_auth: Option<ClientAuth>,
-    authz: Option<PathBuf>,
-    health_listen: Option<SocketAddr>,
-    reflection: Option<Exposure>,
-    health: Option<Exposure>,
-    security_reload_secs: Option<u64>,
+    /// seconds (0: only on SIGHUP).
+    security_reload_secs: u64, "SECS", default DEFAULT_SECURITY_RELOAD_SECS;
 }
 
 /// Request limits, enforced by `api::convert` (and the message size by tonic).
@@ -686,198 +732,84 @@ impl ServeArgs {
     }
 
     fn merge(self, file: FileConfig) -> Result<Config, ConfigError> {
-        let defaults = Settings::default();
-        let gates = FeatureGates::parse(
-            self.feature_gates
-                .as_deref()
-                .or(file.feature_gates.as_deref())
-                .unwrap_or(""),
-        )
-        .map_err(|message| invalid("feature_gates", message))?;
-        let secs =
-            |v: Option<u64>, default: Duration| v.map(Duration::from_secs).unwrap_or(default);
+        let knobs = self.knobs(file);
+        let gates = FeatureGates::parse(knobs.feature_gates.as_deref().unwrap_or(""))
+            .map_err(|message| invalid("feature_gates", message))?;
         let hpa = Settings {
-            tolerance: self
-                .hpa_tolerance
-                .or(file.hpa_tolerance)
-                .unwrap_or(defaults.tolerance),
-            cpu_initialization_period: secs(
-                self.hpa_cpu_initialization_period_secs
-                    .or(file.hpa_cpu_initialization_period_secs),
-                defaults.cpu_initialization_period,
+            tolerance: knobs.hpa_tolerance,
+            cpu_initialization_period: Duration::from_secs(
+                knobs.hpa_cpu_initialization_period_secs,
             ),
-            initial_readiness_delay: secs(
-                self.hpa_initial_readiness_delay_secs
-                    .or(file.hpa_initial_readiness_delay_secs),
-                defaults.initial_readiness_delay,
-            ),
-            downscale_stabilization: secs(
-                self.hpa_downscale_stabilization_secs
-                    .or(file.hpa_downscale_stabilization_secs),
-                defaults.downscale_stabilization,
-            ),
-            scale_up_limit_factor: self
-                .hpa_scale_up_limit_factor
-                .or(file.hpa_scale_up_limit_factor)
-                .unwrap_or(defaults.scale_up_limit_factor),
-            scale_up_limit_minimum: self
-                .hpa_scale_up_limit_minimum
-                .or(file.hpa_scale_up_limit_minimum)
-                .unwrap_or(defaults.scale_up_limit_minimum),
+            initial_readiness_delay: Duration::from_secs(knobs.hpa_initial_readiness_delay_secs),
+            downscale_stabilization: Duration::from_secs(knobs.hpa_downscale_stabilization_secs),
+            scale_up_limit_factor: knobs.hpa_scale_up_limit_factor,
+            scale_up_limit_minimum: knobs.hpa_scale_up_limit_minimum,
             scale_to_zero: gates.hpa_scale_to_zero,
         };
-        let authz = self.authz.or(file.authz);
         // With an authorization file, health and reflection need credentials unless opened.
-        let default_exposure = if authz.is_some() {
+        let default_exposure = if knobs.authz.is_some() {
             Exposure::Auth
         } else {
             Exposure::Open
         };
         let security = SecurityConfig {
-            tls_cert: self.tls_cert.or(file.tls_cert),
-            tls_key: self.tls_key.or(file.tls_key),
-            tls_client_ca: self.tls_client_ca.or(file.tls_client_ca),
-            tls_client_auth: self
-                .tls_client_auth
-                .or(file.tls_client_auth)
-                .unwrap_or_default(),
-            authz,
-            health_listen: self.health_listen.or(file.health_listen),
-            reflection: self
-                .reflection
-                .or(file.reflection)
-                .unwrap_or(default_exposure),
-            health: self.health.or(file.health).unwrap_or(default_exposure),
-            reload_interval: secs(
-                self.security_reload_secs.or(file.security_reload_secs),
-                Duration::from_secs(DEFAULT_SECURITY_RELOAD_SECS),
-            ),
+            tls_cert: knobs.tls_cert,
+            tls_key: knobs.tls_key,
+            tls_client_ca: knobs.tls_client_ca,
+            tls_client_auth: knobs.tls_client_auth.unwrap_or_default(),
+            authz: knobs.authz,
+            health_listen: knobs.health_listen,
+            reflection: knobs.reflection.unwrap_or(default_exposure),
+            health: knobs.health.unwrap_or(default_exposure),
+            reload_interval: Duration::from_secs(knobs.security_reload_secs),
         };
-        let client_auth_given = self.tls_client_auth.or(file.tls_client_auth).is_some();
+        let client_auth_given = knobs.tls_client_auth.is_some();
         let config = Config {
             security,
-            store: self.store.or(file.store).unwrap_or_default(),
+            store: knobs.store,
             etcd: EtcdConfig {
-                endpoints: self
+                endpoints: knobs
                     .etcd_endpoints
-                    .or(file.etcd_endpoints)
-                    .unwrap_or_else(|| DEFAULT_ETCD_ENDPOINT.to_owned())
                     .split(',')
                     .map(str::trim)
                     .filter(|e| !e.is_empty())
                     .map(str::to_owned)
                     .collect(),
-                prefix: self
-                    .etcd_prefix
-                    .or(file.etcd_prefix)
-                    .unwrap_or_else(|| DEFAULT_ETCD_PREFIX.to_owned()),
-                ca: self.etcd_ca.or(file.etcd_ca),
-                cert: self.etcd_cert.or(file.etcd_cert),
-                key: self.etcd_key.or(file.etcd_key),
+                prefix: knobs.etcd_prefix,
+                ca: knobs.etcd_ca,
+                cert: knobs.etcd_cert,
+                key: knobs.etcd_key,
             },
-            listen: match self.listen.or(file.listen) {
-                Some(addr) => addr,
-                None => DEFAULT_LISTEN
-                    .parse()
-                    .map_err(|_| invalid("listen", "bad built-in default"))?,
-            },
-            data_dir: self
-                .data_dir
-                .or(file.data_dir)
-                .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)),
-            durability: self.durability.or(file.durability).unwrap_or_default(),
-            flush_interval: Duration::from_millis(
-                self.flush_interval_ms
-                    .or(file.flush_interval_ms)
-                    .unwrap_or(DEFAULT_FLUSH_INTERVAL_MS),
-            ),
-            commit_delay: Duration::from_micros(
-                self.commit_delay_us
-                    .or(file.commit_delay_us)
-                    .unwrap_or(DEFAULT_COMMIT_DELAY_US),
-            ),
-            trust_request_time: self
-                .trust_request_time
-                .or(file.trust_request_time)
-                .unwrap_or(false),
-            shutdown_grace: secs(
-                self.shutdown_grace_secs.or(file.shutdown_grace_secs),
-                Duration::from_secs(DEFAULT_SHUTDOWN_GRACE_SECS),
-            ),
-            decision_log_len: self
-                .decision_log_len
-                .or(file.decision_log_len)
-                .unwrap_or(crate::store::DEFAULT_DECISION_LOG_LEN),
-            history_retention: secs(
-                self.history_retention_secs.or(file.history_retention_secs),
-                Duration::from_secs(DEFAULT_HISTORY_RETENTION_SECS),
-            ),
-            decision_retention: secs(
-                self.decision_retention_secs
-                    .or(file.decision_retention_secs),
-                crate::store::sled::DEFAULT_DECISION_RETENTION,
-            ),
-            max_pod_names: self
-                .max_pod_names
-                .or(file.max_pod_names)
-                .unwrap_or(crate::store::sled::DEFAULT_MAX_POD_NAMES),
-            cache_mb: self
-                .cache_mb
-                .or(file.cache_mb)
-                .unwrap_or(crate::store::sled::DEFAULT_CACHE_BYTES / (1024 * 1024)),
+            listen: knobs.listen,
+            data_dir: knobs.data_dir,
+            durability: knobs.durability,
+            flush_interval: Duration::from_millis(knobs.flush_interval_ms),
+            commit_delay: Duration::from_micros(knobs.commit_delay_us),
+            trust_request_time: knobs.trust_request_time,
+            shutdown_grace: Duration::from_secs(knobs.shutdown_grace_secs),
+            decision_log_len: knobs.decision_log_len,
+            history_retention: Duration::from_secs(knobs.history_retention_secs),
+            decision_retention: Duration::from_secs(knobs.decision_retention_secs),
+            max_pod_names: knobs.max_pod_names,
+            cache_mb: knobs.cache_mb,
             limits: Limits {
-                max_message_bytes: self
-                    .max_message_bytes
-                    .or(file.max_message_bytes)
-                    .unwrap_or(DEFAULT_MAX_MESSAGE_BYTES),
-                max_pods: self.max_pods.or(file.max_pods).unwrap_or(DEFAULT_MAX_PODS),
-                max_metrics: self
-                    .max_metrics
-                    .or(file.max_metrics)
-                    .unwrap_or(DEFAULT_MAX_METRICS),
-                max_key_bytes: self
-                    .max_key_bytes
-                    .or(file.max_key_bytes)
-                    .unwrap_or(DEFAULT_MAX_KEY_BYTES),
-                max_samples: self
-                    .max_samples
-                    .or(file.max_samples)
-                    .unwrap_or(DEFAULT_MAX_SAMPLES),
-                max_containers: self
-                    .max_containers
-                    .or(file.max_containers)
-                    .unwrap_or(DEFAULT_MAX_CONTAINERS),
+                max_message_bytes: knobs.max_message_bytes,
+                max_pods: knobs.max_pods,
+                max_metrics: knobs.max_metrics,
+                max_key_bytes: knobs.max_key_bytes,
+                max_samples: knobs.max_samples,
+                max_containers: knobs.max_containers,
             },
-            max_concurrent_requests: self
-                .max_concurrent_requests
-                .or(file.max_concurrent_requests)
-                .unwrap_or(DEFAULT_MAX_CONCURRENT_REQUESTS),
-            max_queued_requests: self
-                .max_queued_requests
-                .or(file.max_queued_requests)
-                .unwrap_or(DEFAULT_MAX_QUEUED_REQUESTS),
-            max_queue_wait: Duration::from_millis(
-                self.max_queue_wait_ms
-                    .or(file.max_queue_wait_ms)
-                    .unwrap_or(DEFAULT_MAX_QUEUE_WAIT_MS),
-            ),
-            max_buffered_request_bytes: self
-                .max_buffered_request_bytes
-                .or(file.max_buffered_request_bytes)
-                .unwrap_or(DEFAULT_MAX_BUFFERED_REQUEST_BYTES),
-            log: self
-                .log
-                .or(file.log)
-                .unwrap_or_else(|| DEFAULT_LOG.to_owned()),
-            log_format: self.log_format.or(file.log_format).unwrap_or_default(),
-            otlp_endpoint: self.otlp_endpoint.or(file.otlp_endpoint),
-            metrics_listen: self.metrics_listen.or(file.metrics_listen),
+            max_concurrent_requests: knobs.max_concurrent_requests,
+            max_queued_requests: knobs.max_queued_requests,
+            max_queue_wait: Duration::from_millis(knobs.max_queue_wait_ms),
+            max_buffered_request_bytes: knobs.max_buffered_request_bytes,
+            log: knobs.log,
+            log_format: knobs.log_format,
+            otlp_endpoint: knobs.otlp_endpoint,
+            metrics_listen: knobs.metrics_listen,
             hpa,
-            vpa_max_clock_skew: secs(
-                self.vpa_max_clock_skew_secs
-                    .or(file.vpa_max_clock_skew_secs),
-                Duration::from_secs(DEFAULT_VPA_MAX_CLOCK_SKEW_SECS),
-            ),
+            vpa_max_clock_skew: Duration::from_secs(knobs.vpa_max_clock_skew_secs),
         };
         config.validate()?;
         config.validate_security(client_auth_given)?;
@@ -1222,6 +1154,30 @@ mod tests {
                 "{text}: {err} does not name {key}"
             );
         }
+    }
+
+    #[test]
+    fn a_knob_s_variable_is_autoscaled_and_its_name_in_capitals() {
+        assert_eq!(env_var!(max_queue_wait_ms), "AUTOSCALED_MAX_QUEUE_WAIT_MS");
+        let command = ServeArgs::augment_args(clap::Command::new("serve"));
+        for arg in command.get_arguments() {
+            let long = arg.get_long().expect("every option has a long flag");
+            let env = arg.get_env().expect("every option has a variable");
+            let expected = format!("AUTOSCALED_{}", long.replace('-', "_").to_uppercase());
+            assert_eq!(env.to_str(), Some(expected.as_str()), "--{long}");
+        }
+    }
+
+    #[test]
+    fn help_text_joins_the_doc_lines_and_adds_the_default() {
+        assert_eq!(
+            help_text(&[" Bound on the drain,", " in seconds."], Some("10".into())),
+            "Bound on the drain, in seconds. [default: 10]"
+        );
+        // Without a default, the final period goes, as clap drops it from a doc comment.
+        assert_eq!(help_text(&[" Private key."], None), "Private key");
+        assert_eq!(2.0_f64.shown(), "2.0");
+        assert_eq!(StoreKind::Etcd.shown(), "etcd");
     }
 
     #[test]
