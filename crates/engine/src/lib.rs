@@ -9,7 +9,8 @@
 //! `vertical-pod-autoscaler/pkg/recommender` apart:
 //!
 //! * [`hpa`]: the HorizontalPodAutoscaler decision (`hpa::evaluate`), with `hpa::spec`,
-//!   `hpa::observation`, `hpa::settings`, `hpa::history`, `hpa::condition`;
+//!   `hpa::observation`, `hpa::settings`, `hpa::history` and `hpa::prune` (which of it can go),
+//!   `hpa::condition`;
 //! * [`vpa`]: the VerticalPodAutoscaler recommender model (`vpa::VpaTarget`), with
 //!   `vpa::target` (observations), `vpa::settings`, `vpa::aggregate` (its history);
 //! * [`whatif`]: a target's past run again under another spec (the replay behind `Simulate`);
@@ -21,3 +22,4 @@ pub mod error;
 pub mod hpa;
 pub mod time;
 pub mod vpa;
+pub mod whatif;

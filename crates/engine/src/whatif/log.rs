@@ -1,0 +1,504 @@
+//! The replay of a target's decision log: each logged decision's metric proposals, taken as
+//! recorded or recomputed from the recorded readings, normalized against the simulated run's
+//! own history. Exact for the changes `docs/whatif.md` lists, approximate otherwise.
+
+use std::time::Duration;
+
+use thiserror::Error;
+
+use super::{
+    Fidelity, Replay, Simulated, Stored, Window, closed_loop, identity, metric_specs, step,
+    target_of,
+};
+use crate::{
+    error::InvalidInput,
+    hpa::{
+        self, Decision, DecisionPath, MetricOutcome, MetricProposal,
+        condition::ConditionReason,
+        defaults::DefaultedSpec,
+        history::{History, Recommendation},
+        observation::Observation,
+        prune::prune,
+        replicas::Tolerances,
+        settings::Settings,
+        spec::{Behavior, HorizontalSpec, MetricSpec, MetricTargetType},
+    },
+    time::Time,
+};
+
+/// A logged run of more decisions than this is replayed as this many evenly spaced steps.
+pub const MAX_STEPS_PER_RUN: u64 = 1000;
+
+/// One run of a target's decision log: consecutive decisions with the same outcome, logged
+/// once with their count and the times of the first and the last. Everything but the count
+/// and the first time is the run's last decision's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoggedRun {
+    /// The evaluation instant of the run's last decision.
+    pub time: Time,
+    /// The evaluation instant of the run's first decision.
+    pub first_time: Time,
+    /// Decisions in the run (0 reads as 1).
+    pub count: u64,
+    /// The run's last decision as the engine made it.
+    pub decision: Decision,
+    /// The spec's metrics, which `decision.metrics` index.
+    pub metrics: Vec<MetricSpec>,
+    /// The rest of the spec and the settings in force; `None` for decisions logged before
+    /// they were kept (the replay then needs a spec).
+    pub inputs: Option<LoggedInputs>,
+    /// Per entry of `decision.metrics` (same order): the size of each pod group. A missing
+    /// entry reads as zeros.
+    pub pod_totals: Vec<PodTotals>,
+}
+
+/// The spec (besides its metrics) and the controller settings of a logged decision.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoggedInputs {
+    /// The spec's `min_replicas`, as given (before defaulting).
+    pub min_replicas: Option<i32>,
+    /// The spec's `max_replicas`.
+    pub max_replicas: i32,
+    /// The spec's behavior; `None` chose the legacy normalization.
+    pub behavior: Option<Behavior>,
+    /// The server defaults with the target's overrides applied.
+    pub settings: Settings,
+}
+
+/// The size of the pod groups (`groupPods`) of one logged metric outcome.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PodTotals {
+    /// Pods whose sample counted: the `ready` of `GetResourceReplicas`' `ceil(ratio × ready)`.
+    pub ready: i32,
+    /// Pods not yet ready (cpu only).
+    pub unready: u32,
+    /// Pods without a sample.
+    pub missing: u32,
+}
+
+/// Why a decision log could not be replayed.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum LogError {
+    /// No spec was given and a logged decision predates the recorded spec.
+    #[error("a spec must be given: the logged decisions predate the recorded spec")]
+    SpecRequired,
+    /// The engine refused the spec, the settings or a step.
+    #[error(transparent)]
+    Invalid(#[from] InvalidInput),
+}
+
+/// Replays a decision log (oldest run first, runs expanded) under `spec` and its settings, or
+/// under each decision's recorded spec when `spec` is absent. The simulated history starts
+/// empty and is pruned after every step with `retention`, as the server prunes it. Only the
+/// steps inside `window` are returned and summarized; all of them run.
+pub fn replay_log(
+    runs: &[LoggedRun],
+    spec: Option<(HorizontalSpec, Settings)>,
+    window: Window,
+    retention: Duration,
+) -> Result<Replay, LogError> {
+    let fixed = spec.map(|(spec, settings)| StepSpec::new(spec, settings));
+    let mut history = History::default();
+    let mut approximate: Vec<String> = Vec::new();
+    let mut note = |s: String| {
+        if !approximate.contains(&s) && approximate.len() < 8 {
+            approximate.push(s);
+        }
+    };
+    let mut steps = Vec::new();
+    // The last applied count of the log and of the simulated run.
+    let mut applied: Option<(i32, i32)> = None;
+    for run in runs {
+        let own = recorded_spec(run);
+        let step_spec = match (&fixed, &own) {
+            (Some(f), _) => f,
+            (None, Some(o)) => o,
+            (None, None) => return Err(LogError::SpecRequired),
+        };
+        // The per-metric proposals are reused unless the tolerance in force changes.
+        let tolerance_changed = match &own {
+            Some(o) => o.tolerances != step_spec.tolerances,
+            None => true,
+        };
+        if own.is_none() {
+            note("decisions stored without their spec (format 1) reuse or recompute proposals without knowing the tolerance in force".to_owned());
+        }
+        let (times, thinned) = expand(run);
+        if thinned {
+            note(format!(
+                "runs of more than {MAX_STEPS_PER_RUN} decisions are replayed as {MAX_STEPS_PER_RUN} evenly spaced steps"
+            ));
+        } else if run.count > 2 {
+            note("the decisions inside a stored run are replayed evenly spaced between its first and last time".to_owned());
+        }
+        for now in times {
+            let recorded_current = run.decision.current_replicas;
+            let current = match applied {
+                Some((base, own)) => closed_loop(recorded_current, base, own),
+                None => recorded_current,
+            };
+            let evaluation = replay_step(
+                run,
+                step_spec,
+                current,
+                now,
+                &history,
+                tolerance_changed,
+                &mut note,
+            )?;
+            history = evaluation.history;
+            prune(&mut history, now, retention);
+            applied = Some((
+                run.decision.desired_replicas,
+                evaluation.decision.desired_replicas,
+            ));
+            if !window.contains(now) {
+                continue;
+            }
+            let stored = Stored {
+                current: recorded_current,
+                decision: &run.decision,
+                metrics: &run.metrics,
+            };
+            let simulated = Simulated {
+                current,
+                decision: evaluation.decision,
+                metrics: &step_spec.defaulted.metrics,
+            };
+            steps.push(step(now, false, stored, simulated));
+        }
+    }
+    Ok(Replay::new(steps, Fidelity::Records(approximate)))
+}
+
+/// The spec and settings one logged step is replayed under.
+struct StepSpec {
+    spec: HorizontalSpec,
+    settings: Settings,
+    defaulted: DefaultedSpec,
+    tolerances: Tolerances,
+}
+
+impl StepSpec {
+    fn new(spec: HorizontalSpec, settings: Settings) -> Self {
+        let defaulted = hpa::defaults::set_defaults(&spec, &settings);
+        let tolerances = hpa::defaults::tolerances_for_hpa(&defaulted, &settings);
+        StepSpec {
+            spec,
+            settings,
+            defaulted,
+            tolerances,
+        }
+    }
+}
+
+/// The spec in force at a logged decision, from its recorded inputs (`None` for decisions
+/// logged before the inputs were kept).
+fn recorded_spec(run: &LoggedRun) -> Option<StepSpec> {
+    let inputs = run.inputs.as_ref()?;
+    Some(StepSpec::new(
+        HorizontalSpec {
+            min_replicas: inputs.min_replicas,
+            max_replicas: inputs.max_replicas,
+            metrics: run.metrics.clone(),
+            behavior: inputs.behavior.clone(),
+            // The migration extensions are not part of the recorded inputs: a replay of
+            // stored history runs the plain HPA rules (docs/whatif.md).
+            extensions: None,
+        },
+        inputs.settings.clone(),
+    ))
+}
+
+/// The decisions of a logged run: its count, evenly spaced from its first to its last time
+/// (exact when the adapter called at a fixed period), at most [`MAX_STEPS_PER_RUN`]. The
+/// second value says whether the run was thinned.
+fn expand(run: &LoggedRun) -> (Vec<Time>, bool) {
+    let count = run.count.max(1);
+    let first = run.first_time.unix_millis();
+    let last = run.time.unix_millis();
+    let n = count.min(MAX_STEPS_PER_RUN);
+    if n == 1 || first >= last {
+        // One decision, or several at one instant.
+        let n = usize::try_from(n).unwrap_or(1);
+        return (vec![run.time; n], count > MAX_STEPS_PER_RUN);
+    }
+    let span = i128::from(last - first);
+    let times = (0..n)
+        .map(|k| {
+            let offset = span * i128::from(k) / i128::from(n - 1);
+            Time::from_unix_millis(first + i64::try_from(offset).unwrap_or(0))
+        })
+        .collect();
+    (times, count > MAX_STEPS_PER_RUN)
+}
+
+/// One logged decision replayed under `s` from `current`: the shortcuts through
+/// [`hpa::evaluate`] itself, otherwise the metric proposals combined and normalized by
+/// [`hpa::normalize_only`].
+fn replay_step(
+    run: &LoggedRun,
+    s: &StepSpec,
+    current: i32,
+    now: Time,
+    history: &History,
+    tolerance_changed: bool,
+    note: &mut impl FnMut(String),
+) -> Result<hpa::Evaluation, InvalidInput> {
+    let min = s.defaulted.min_replicas;
+    let max = s.defaulted.max_replicas;
+    if (current == 0 && min != 0) || current > max || current < min {
+        // The shortcuts run before any metric: the engine with no pods decides them exactly.
+        let observation = Observation {
+            current_replicas: current,
+            ..Default::default()
+        };
+        return hpa::evaluate(&s.settings, &s.spec, &observation, history, now);
+    }
+    let outcomes: Vec<MetricOutcome> = s
+        .defaulted
+        .metrics
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let (outcome, why) = replay_metric(i, m, run, current, s.tolerances, tolerance_changed);
+            if let Some(why) = why {
+                note(why);
+            }
+            outcome
+        })
+        .collect();
+    match combine(&outcomes, current) {
+        None => {
+            // computeReplicasForMetrics failed: no normalization, nothing recorded but the
+            // initial recommendation.
+            let mut after = history.clone();
+            if after.recommendations.is_none() {
+                after.recommendations = Some(vec![Recommendation {
+                    replicas: current,
+                    time: now,
+                }]);
+            }
+            Ok(hpa::Evaluation {
+                decision: Decision {
+                    current_replicas: current,
+                    desired_replicas: current,
+                    conditions: Vec::new(),
+                    metrics: outcomes,
+                    path: DecisionPath::MetricsFailed,
+                    prenormalized_replicas: None,
+                    stabilized_replicas: None,
+                    scale_up_limit: None,
+                    scale_down_limit: None,
+                    error: Some("no metric could be replayed".to_owned()),
+                    rescale_reason: None,
+                    extensions: None,
+                },
+                history: after,
+            })
+        }
+        Some(prenormalized) => {
+            let mut e =
+                hpa::normalize_only(&s.settings, &s.spec, current, prenormalized, history, now)?;
+            e.decision.metrics = outcomes;
+            Ok(e)
+        }
+    }
+}
+
+/// `computeReplicasForMetrics`' combination (`pkg/controller/podautoscaler/horizontal.go`):
+/// the largest proposal; `None` when every metric failed, or when some failed and the others
+/// would scale down.
+fn combine(outcomes: &[MetricOutcome], current: i32) -> Option<i32> {
+    let mut best: Option<i32> = None;
+    let mut invalid = 0;
+    for o in outcomes {
+        match &o.result {
+            Ok(p) => best = Some(best.map_or(p.replicas, |b| b.max(p.replicas))),
+            Err(_) => invalid += 1,
+        }
+    }
+    let best = best?;
+    if invalid > 0 && best < current {
+        return None;
+    }
+    Some(best.max(0))
+}
+
+/// The recorded outcome of the metric with `m`'s identity, with its recorded spec and its
+/// position in `run.decision.metrics`.
+fn recorded<'a>(
+    run: &'a LoggedRun,
+    m: &MetricSpec,
+) -> Option<(&'a MetricOutcome, &'a MetricSpec, usize)> {
+    let index = metric_specs(&run.metrics)
+        .iter()
+        .position(|s| identity(s) == identity(m))?;
+    let position = run.decision.metrics.iter().position(|o| o.index == index)?;
+    let outcome = &run.decision.metrics[position];
+    match run.metrics.get(index) {
+        Some(s) => Some((outcome, s, position)),
+        None => {
+            // An empty recorded list is Kubernetes' default metric (cpu at 80%).
+            static DEFAULT: std::sync::OnceLock<MetricSpec> = std::sync::OnceLock::new();
+            Some((
+                outcome,
+                DEFAULT.get_or_init(hpa::defaults::default_metric),
+                position,
+            ))
+        }
+    }
+}
+
+/// One metric of a logged step under the simulated spec: the recorded outcome when the target
+/// and tolerance are unchanged, otherwise the proposal recomputed from the recorded reading
+/// (`GetResourceReplicas` / `GetMetricReplicas`' `ceil(ratio × ready)`, or `ceil(total /
+/// target)` for an Object or External AverageValue, in
+/// `pkg/controller/podautoscaler/replica_calculator.go`). The second value names why the
+/// result is approximate, if it is.
+fn replay_metric(
+    index: usize,
+    m: &MetricSpec,
+    run: &LoggedRun,
+    current: i32,
+    tolerances: Tolerances,
+    tolerance_changed: bool,
+) -> (MetricOutcome, Option<String>) {
+    let failed = |reason: ConditionReason, message: String| MetricOutcome {
+        index,
+        result: Err(hpa::MetricFailure { reason, message }),
+        pod_groups: None,
+    };
+    let Some((outcome, spec, position)) = recorded(run, m) else {
+        return (
+            failed(
+                ConditionReason::InvalidMetricSourceType,
+                "metric not in the recorded decision".to_owned(),
+            ),
+            Some(
+                "a simulated metric is not in the recorded decisions (counted as failed)"
+                    .to_owned(),
+            ),
+        );
+    };
+    let proposal = match &outcome.result {
+        Err(_) => {
+            return (
+                MetricOutcome {
+                    index,
+                    ..outcome.clone()
+                },
+                None,
+            );
+        }
+        Ok(p) => p,
+    };
+    let (Some(new_target), Some(old_target)) = (target_of(m), target_of(spec)) else {
+        return (
+            MetricOutcome {
+                index,
+                ..outcome.clone()
+            },
+            None,
+        );
+    };
+    if new_target == old_target && !tolerance_changed {
+        let mut reused = MetricOutcome {
+            index,
+            ..outcome.clone()
+        };
+        // Within tolerance the metric proposes the current count: the simulated run's own.
+        if let Ok(p) = &mut reused.result
+            && p.replicas == run.decision.current_replicas
+        {
+            p.replicas = current;
+        }
+        return (reused, None);
+    }
+    let totals = run.pod_totals.get(position).copied().unwrap_or_default();
+    let ready = totals.ready;
+    let mut why = None;
+    if totals.unready > 0 || totals.missing > 0 {
+        why = Some(
+            "steps with unready or missing pods recompute proposals without the per-pod rebalancing".to_owned(),
+        );
+    }
+    // The reading in the unit of the new target, and the target.
+    let (reading, target, per_pod) = match new_target.target_type {
+        MetricTargetType::Utilization => (
+            proposal.current_average_utilization.map(i64::from),
+            new_target.average_utilization.map(i64::from),
+            true,
+        ),
+        MetricTargetType::AverageValue => (
+            proposal.current_average_value,
+            new_target.average_value,
+            !matches!(m, MetricSpec::Object { .. } | MetricSpec::External { .. }),
+        ),
+        MetricTargetType::Value => (proposal.current_value, new_target.value, true),
+    };
+    let (Some(reading), Some(target)) = (reading, target) else {
+        return (
+            failed(
+                ConditionReason::InvalidMetricSourceType,
+                "the recorded reading has no value for the simulated target type".to_owned(),
+            ),
+            Some("a simulated target type has no recorded reading (counted as failed)".to_owned()),
+        );
+    };
+    if target <= 0 {
+        return (
+            MetricOutcome {
+                index,
+                ..outcome.clone()
+            },
+            why,
+        );
+    }
+    #[allow(clippy::cast_precision_loss)]
+    let ratio = reading as f64 / target as f64;
+    if matches!(new_target.target_type, MetricTargetType::Utilization) {
+        why.get_or_insert_with(|| {
+            "utilization targets recompute from the recorded whole-percent utilization".to_owned()
+        });
+    }
+    let replicas = if per_pod {
+        if tolerances.is_within(ratio) {
+            current
+        } else {
+            ceil_i32(ratio * f64::from(ready))
+        }
+    } else {
+        // Object / External AverageValue: ceil(total / target), total = average × current.
+        #[allow(clippy::cast_precision_loss)]
+        let total = reading as f64 * f64::from(current);
+        if tolerances.is_within(ratio) {
+            current
+        } else {
+            ceil_i32(total / target as f64)
+        }
+    };
+    (
+        MetricOutcome {
+            index,
+            result: Ok(MetricProposal {
+                replicas,
+                usage_ratio: Some(ratio),
+                ..proposal.clone()
+            }),
+            pod_groups: outcome.pod_groups.clone(),
+        },
+        why,
+    )
+}
+
+/// `ceil`, saturating into `i32` (NaN: 0).
+fn ceil_i32(x: f64) -> i32 {
+    let c = x.ceil();
+    if c.is_nan() {
+        0
+    } else {
+        // Saturating float → int conversion.
+        c as i32
+    }
+}
