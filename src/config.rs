@@ -582,7 +582,7 @@ pub struct Config {
     /// `--decision-log-len`: decisions kept per target, so a target's log cannot grow without
     /// bound.
     pub decision_log_len: usize,
-    /// Recommendations and scale events older than this are pruned (see `store::prune`).
+    /// Recommendations and scale events older than this are pruned (see `engine::hpa::prune`).
     pub history_retention: Duration,
     /// Closed decision runs older than this are dropped (see `store::sled`).
     pub decision_retention: Duration,

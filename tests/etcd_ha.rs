@@ -155,9 +155,9 @@ async fn check_history(addr: SocketAddr, acks: &BTreeMap<String, Vec<i64>>, exac
         let acked: BTreeSet<i64> = times.iter().copied().collect();
         assert_eq!(acked.len(), times.len(), "{target}: a time was used twice");
         // Up to `MAX_RECOMMENDATIONS` every proposal is kept as is; beyond that the store
-        // coalesces proposals that cannot change any window's max or min (store::prune), so
+        // coalesces proposals that cannot change any window's max or min (engine::hpa::prune), so
         // only the decision count below can show a lost update.
-        let lost: Vec<_> = if acked.len() < autoscaled::store::prune::MAX_RECOMMENDATIONS {
+        let lost: Vec<_> = if acked.len() < autoscaled::engine::hpa::prune::MAX_RECOMMENDATIONS {
             acked.difference(&recommended_set).collect()
         } else {
             Vec::new()

@@ -1026,7 +1026,7 @@ async fn history_older_than_the_retention_is_pruned_on_write() {
     server.stop().await;
 }
 
-/// The caps on what a target stores (`store::prune::bound`: 256 recommendations, 256 scale
+/// The caps on what a target stores (`engine::hpa::prune::bound`: 256 recommendations, 256 scale
 /// events per direction), through the API: 650 Recommends one second apart on two targets.
 /// One keeps every recommendation (a downscale window of 3000 s), the other every scale event
 /// (the usage alternates, so the count moves 1 <-> 2 every call, and the policies' period is

@@ -24,6 +24,7 @@ use autoscaled::{
     engine::{
         hpa::condition::{Condition, ConditionReason, ConditionType},
         hpa::history::{History, Recommendation, ScaleEvent},
+        hpa::prune::{self, MAX_RECOMMENDATIONS, MAX_SCALE_EVENTS},
         hpa::settings::Settings,
         hpa::spec::HorizontalSpec,
         hpa::{Decision, DecisionPath},
@@ -32,7 +33,6 @@ use autoscaled::{
     store::{
         DecisionEntry, HpaStore, SledStore,
         etcd::{EtcdOptions, EtcdStore},
-        prune::{self, MAX_RECOMMENDATIONS, MAX_SCALE_EVENTS},
         sled::SledOptions,
     },
 };

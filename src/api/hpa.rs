@@ -7,7 +7,7 @@
 //!    `--trust-request-time`), convert and validate: nothing is stored on any error;
 //! 2. unless `dry_run`, run the one write path of both services (`commit::CommitPath`):
 //!    take the target's lock and read the server clock again for `now` (so that calls on one
-//!    target commit in time order), load the history, evaluate, prune (`store::prune`),
+//!    target commit in time order), load the history, evaluate, prune (`engine::hpa::prune`),
 //!    commit history + decision record atomically (`HpaStore::commit_after`, re-deciding
 //!    on a conflict with another replica), release the lock and wait for the flush.
 
@@ -29,6 +29,7 @@ use super::{
 };
 use crate::{
     config::Limits,
+    engine::hpa::prune,
     engine::{
         error::InvalidInput, hpa::Evaluation, hpa::condition::ConditionType, hpa::history::History,
         hpa::observation::Observation, hpa::settings::Settings, hpa::spec::HorizontalSpec,
@@ -39,7 +40,7 @@ use crate::{
         RecommendRequest, RecommendResponse, SimulateRequest, SimulateResponse, TargetHistory,
         horizontal_autoscaler_server::HorizontalAutoscaler,
     },
-    store::{DecisionEntry, HpaStore, durability::Durability, prune},
+    store::{DecisionEntry, HpaStore, durability::Durability},
 };
 
 /// The HPA decision function (`engine::hpa::evaluate`'s signature). A parameter so that tests
@@ -61,7 +62,7 @@ pub struct HpaOptions {
     pub limits: Limits,
     /// Accept `evaluation_time` from requests.
     pub trust_request_time: bool,
-    /// Pruning horizon (see `store::prune`).
+    /// Pruning horizon (see `engine::hpa::prune`).
     pub history_retention: Duration,
 }
 

@@ -41,7 +41,7 @@ pub struct SimulateOptions {
     /// Server defaults of the controller flags (the trace's `spec.settings` override them).
     pub(crate) defaults: Settings,
     pub(crate) limits: Limits,
-    /// Pruning horizon, as `Recommend` prunes (see `store::prune`).
+    /// Pruning horizon, as `Recommend` prunes (see `engine::hpa::prune`).
     pub(crate) history_retention: Duration,
 }
 

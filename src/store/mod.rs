@@ -18,7 +18,6 @@
 //!   [`etcd`]: [`etcd::EtcdStore`], several replicas sharing one history (split by concern:
 //!   member failover, the batcher, one commit's transaction, single-key records, TLS).
 //! * `record`: the versioned value encoding; `keys`: big-endian, order-preserving keys.
-//! * [`prune`]: which recommendations and scale events can go, and why no decision changes.
 //! * [`durability`]: group commit (strict) or periodic flush (relaxed), over a [`Db`].
 //!
 //! Per-target locks and the per-target settings policy belong to the API (`api::locks`,
@@ -30,7 +29,6 @@ pub mod etcd;
 pub(crate) mod folder_lock;
 pub(crate) mod hpa;
 pub(crate) mod keys;
-pub mod prune;
 pub(crate) mod record;
 pub mod sled;
 mod state;

@@ -105,7 +105,7 @@ pub struct Context<'a> {
     pub trust_request_time: bool,
     /// The server clock, read once by the handler.
     pub server_now: Time,
-    /// Longest legacy downscale window accepted (the pruning horizon, see `store::prune`).
+    /// Longest legacy downscale window accepted (the pruning horizon, see `engine::hpa::prune`).
     pub history_retention: Duration,
     /// The server's `HPAScaleToZero` gate, which `spec.scale_to_zero` overrides: the
     /// admitted `min_replicas` depends on it.

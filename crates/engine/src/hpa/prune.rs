@@ -1,9 +1,8 @@
 //! Pruning of recommendations and scale events that no evaluation can reach any more.
 //!
 //! A pure function of the history, `now` and the retention, so it lives with the history it
-//! trims: the server's store applies it before every write (`store::prune` re-exports it),
-//! and the what-if replay ([`crate::whatif`]) applies it to the simulated run's history after
-//! every step, so that a replay carries exactly the history the server would have stored.
+//! trims: the server applies it before every write (`api::hpa`), and the what-if replay
+//! ([`crate::whatif`]) applies it to the simulated run's history after every step, so that a replay carries exactly the history the server would have stored.
 //!
 //! # The rule
 //!
