@@ -138,7 +138,10 @@ fn serve(args: ServeArgs) -> ExitCode {
     };
     if let Some(listen) = config.metrics_listen {
         let _runtime = runtime.enter();
-        if let Err(e) = crate::metrics::install(listen) {
+        let served = crate::metrics::install()
+            .map_err(|e| e.to_string())
+            .and_then(|metrics| crate::admin::serve(listen, metrics).map_err(|e| e.to_string()));
+        if let Err(e) = served {
             eprintln!("autoscaled: cannot serve metrics on {listen}: {e}");
             return ExitCode::FAILURE;
         }

@@ -427,7 +427,8 @@ knobs! {
     /// Export spans by OTLP/gRPC to this collector (e.g. `http://127.0.0.1:4317`), service name
     /// `autoscaled`; a caller's W3C `traceparent` is continued.
     otlp_endpoint: String, "URL", shown "off";
-    /// Serve Prometheus metrics on `http://ADDR/metrics` (e.g. `0.0.0.0:9090`).
+    /// Serve the admin HTTP listener here (e.g. `0.0.0.0:9090`): Prometheus metrics on
+    /// `/metrics`, probes on `/healthz` and `/readyz`.
     metrics_listen: SocketAddr, "ADDR", shown "off";
     /// Server default of `--horizontal-pod-autoscaler-tolerance`.
     hpa_tolerance: f64, "RATIO", default Settings::default().tolerance;

@@ -17,7 +17,8 @@
 //! * `auth` (authentication layer, authorization file, per-key check), `tls` (the TLS
 //!   acceptor and certificate reload), `security` (loading and reloading both).
 //! * `overload` (load shedding, deadlines), `drain` and `shutdown` (graceful stop),
-//!   `metrics`, `telemetry`: the server layers.
+//!   `metrics`, `telemetry`: the server layers; `admin`: the admin HTTP listener (`/metrics`,
+//!   `/healthz`, `/readyz`).
 //! * `config` (the only reader of the environment), `server`: wiring.
 //! * `cli`: the clap command line of `autoscaled` and what each subcommand runs; `main.rs`
 //!   stays thin.
@@ -32,6 +33,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
+pub(crate) mod admin;
 pub mod api;
 pub mod auth;
 pub mod cli;

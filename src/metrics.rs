@@ -8,13 +8,12 @@
 //! the crate, so the store and the API can both record into it.
 
 use std::{
-    net::SocketAddr,
     sync::atomic::{AtomicBool, Ordering},
     time::Duration,
 };
 
 use metrics::{Unit, counter, describe_counter, describe_histogram, histogram};
-use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder};
+use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 
 /// gRPC requests answered, by `method` (`/package.Service/Method`) and `code` (numeric).
 pub(crate) const REQUESTS_TOTAL: &str = "autoscaled_grpc_requests_total";
@@ -64,17 +63,16 @@ const SECONDS_BUCKETS: &[f64] = &[
 /// Batch size buckets, writes per flush.
 const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0];
 
-/// Installs the Prometheus recorder and serves `GET /metrics` on `listen`. Must be called
-/// within a Tokio runtime (the listener runs on it); fails if `listen` cannot be bound.
-pub(crate) fn install(listen: SocketAddr) -> Result<(), BuildError> {
-    PrometheusBuilder::new()
-        .with_http_listener(listen)
+/// Installs the Prometheus recorder and returns the handle that renders its exposition
+/// (served by `admin`, with the probe paths).
+pub(crate) fn install() -> Result<PrometheusHandle, BuildError> {
+    let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("_seconds".to_owned()), SECONDS_BUCKETS)?
         .set_buckets_for_metric(
             Matcher::Full(STORE_FLUSH_BATCH_SIZE.to_owned()),
             BATCH_BUCKETS,
         )?
-        .install()?;
+        .install_recorder()?;
     INSTALLED.store(true, Ordering::Relaxed);
     describe();
     // Present from the start, so that /metrics is never empty and dashboards can tell
@@ -85,7 +83,7 @@ pub(crate) fn install(listen: SocketAddr) -> Result<(), BuildError> {
         "kubernetes_defaults" => "1.37"
     )
     .set(1.0);
-    Ok(())
+    Ok(handle)
 }
 
 fn describe() {

@@ -467,6 +467,7 @@ pub async fn serve_secured<S: HpaStore + VpaStore>(
             .set_service_status(*name, ServingStatus::Serving)
             .await;
     }
+    crate::admin::set_ready(true);
     let reflection_v1 = reflection().build_v1()?;
     let reflection_v1alpha = reflection().build_v1alpha()?;
     let exposure = |e: crate::config::Exposure| e != crate::config::Exposure::Off;
@@ -571,7 +572,7 @@ pub async fn serve_secured<S: HpaStore + VpaStore>(
         tracing::info!(local = %health, "health listener up (grpc.health.v1.Health, plaintext, no credentials)");
     }
     if let Some(metrics) = config.metrics_listen {
-        tracing::info!(local = %metrics, "metrics listener up (GET /metrics)");
+        tracing::info!(local = %metrics, "admin listener up (GET /metrics, /healthz, /readyz)");
     }
 
     let mut triggered = false;
@@ -589,6 +590,7 @@ pub async fn serve_secured<S: HpaStore + VpaStore>(
                 triggered = true;
                 tracing::info!(grace_secs = grace.as_secs_f64(), "shutting down: NOT_SERVING, draining");
                 health_reporter.set_service_status("", ServingStatus::NotServing).await;
+                crate::admin::set_ready(false);
                 for name in SERVICE_NAMES {
                     health_reporter.set_service_status(*name, ServingStatus::NotServing).await;
                 }

@@ -61,6 +61,7 @@ pub(crate) fn spawn(
                 ServingStatus::NotServing
             };
             reporter.set_service_status("", status).await;
+            crate::admin::set_ready(healthy && !*stop.borrow());
             for name in names {
                 reporter.set_service_status(*name, status).await;
             }

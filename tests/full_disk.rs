@@ -158,8 +158,16 @@ fn a_full_disk_stores_nothing_of_failed_calls_turns_health_and_recovers() {
         return;
     };
     let data = mnt.join("data");
-    let server = start(&data);
+    let admin: std::net::SocketAddr = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap()
+    };
+    let mut command = common::command(&data);
+    command.args(["--metrics-listen", &admin.to_string()]);
+    let server = common::spawn(command);
     let mut c = Client::connect(server.addr);
+    // `/readyz` over HTTP says what gRPC health says.
+    let ready = || common::http(admin, "GET", "/readyz").0;
     let mut acknowledged = Vec::new();
     for i in 0..5 {
         let key = format!("ok/{i}");
@@ -167,6 +175,7 @@ fn a_full_disk_stores_nothing_of_failed_calls_turns_health_and_recovers() {
         acknowledged.push(key);
     }
     assert_eq!(c.serving(), ServingStatus::Serving);
+    assert_eq!(ready(), 200);
 
     let filler = fill(&mnt);
     // Calls fail once sled needs a new page; each to a new key, so that a failed one that
@@ -212,10 +221,12 @@ fn a_full_disk_stores_nothing_of_failed_calls_turns_health_and_recovers() {
         "the failed call's decision is visible ({code:?})"
     );
     c.wait_for(ServingStatus::NotServing);
+    assert_eq!(ready(), 503);
 
     // Space again: writes succeed without a restart, and health follows.
     std::fs::remove_file(&filler).unwrap();
     c.wait_for(ServingStatus::Serving);
+    assert_eq!(ready(), 200);
     c.recommend("after/0", 5000).expect("writes succeed again");
     acknowledged.push("after/0".to_owned());
     let keys = c.keys();

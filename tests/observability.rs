@@ -192,6 +192,35 @@ fn sample_sum(body: &str, name: &str, labels: &[&str]) -> f64 {
         .sum()
 }
 
+/// The admin listener answers probes over plain HTTP: `/healthz` (alive), `/readyz` (SERVING),
+/// `/metrics`; any other path 404 and any other method 405, not the metrics text.
+#[test]
+fn the_admin_listener_answers_probes_and_refuses_other_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut command = common::command(dir.path());
+    command.args(["--metrics-listen", &admin.to_string()]);
+    let _server = common::spawn(command);
+    assert_eq!(
+        common::http(admin, "GET", "/healthz"),
+        (200, "ok\n".to_owned())
+    );
+    assert_eq!(
+        common::http(admin, "GET", "/readyz"),
+        (200, "ok\n".to_owned())
+    );
+    let (status, body) = common::http(admin, "GET", "/metrics");
+    assert_eq!(status, 200);
+    assert!(body.contains("autoscaled_build_info"), "{body}");
+    for path in ["/", "/healthz/", "/metrics/x", "/favicon.ico"] {
+        let (status, body) = common::http(admin, "GET", path);
+        assert_eq!(status, 404, "{path}: {body}");
+        assert!(!body.contains("autoscaled_build_info"), "{path}: {body}");
+    }
+    assert_eq!(common::http(admin, "POST", "/metrics").0, 405);
+    assert_eq!(common::http(admin, "HEAD", "/readyz"), (200, String::new()));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_requests_decisions_rescales_and_flushes() {
     let dir = tempfile::tempdir().unwrap();
@@ -475,7 +504,7 @@ async fn refusals_are_audited_escaped_and_unknown_methods_do_not_grow_metrics() 
         "{text}"
     );
     assert!(refused.len() < 200, "{} refusal lines", refused.len());
-    assert!(text.contains("metrics listener up"), "{text}");
+    assert!(text.contains("admin listener up"), "{text}");
     assert!(body.contains("autoscaled_build_info{"), "{body}");
 }
 

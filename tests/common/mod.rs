@@ -129,3 +129,24 @@ pub fn now_secs() -> i64 {
         .unwrap()
         .as_secs() as i64
 }
+
+/// One plain HTTP/1.1 request (`GET`, `HEAD`, `POST`, ...) to the admin listener; the status
+/// code and the body.
+pub fn http(addr: SocketAddr, method: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("the admin listener accepts");
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("a status line");
+    (status, body.to_owned())
+}
