@@ -243,3 +243,94 @@ proptest! {
         }
     }
 }
+
+/// Whether the field a warning names is absent on the pod: a warning that names a field the
+/// pod carries would send an adapter author looking for the wrong thing.
+fn field_absent(pod: &pb::PodSample, field: &str) -> bool {
+    let metric = |rest: &str| rest.split(']').next().unwrap_or_default().to_owned();
+    match field {
+        "pods[*].ready" => pod.ready.is_none(),
+        "pods[*].start_time" => pod.start_time.is_none(),
+        "pods[*].ready_transition_time" => {
+            pod.ready == Some(false) && pod.ready_transition_time.is_none()
+        }
+        f if f.ends_with("].value_milli") => {
+            let name = metric(f.trim_start_matches("pods[*].metrics["));
+            pod.metrics
+                .get(&name)
+                .is_some_and(|s| s.value_milli.is_none())
+        }
+        f if f.starts_with("pods[*].metrics[") => !pod
+            .metrics
+            .contains_key(&metric(&f["pods[*].metrics[".len()..])),
+        // Container usage: the generated pods carry no containers.
+        f if f.starts_with("pods[*].containers") => pod.containers.is_empty(),
+        _ => false,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// The warnings are read off the request and the decision, after it: the decision is the
+    /// same, to the byte, as one taken without them; the decision's response has none of its
+    /// own; every warning is bounded and names pods of the request that lack the field.
+    #[test]
+    fn warnings_never_change_the_decision(req in request()) {
+        let limits = Limits::default();
+        let ctx = Context {
+            limits: &limits,
+            trust_request_time: false,
+            server_now: Time::from_unix_secs(1_800_000_000),
+            history_retention: Duration::from_secs(3600),
+            scale_to_zero: true,
+        };
+        let pods = req.pods.clone();
+        let Ok(input) = convert::recommend_request(req, &ctx) else {
+            return Ok(());
+        };
+        let settings = input.settings.apply(&Settings::default());
+        let decide = || hpa::evaluate(
+            &settings,
+            &input.spec,
+            &input.observation,
+            &History::default(),
+            input.now,
+        );
+        let Ok(without) = decide() else {
+            return Ok(());
+        };
+        let before = serde_json::to_vec(&without.decision).unwrap();
+        let warnings = convert::recommend_warnings(
+            &input.spec,
+            &input.observation,
+            &settings,
+            &without.decision,
+            input.now,
+        );
+        let with = decide().unwrap();
+        prop_assert_eq!(&serde_json::to_vec(&with.decision).unwrap(), &before);
+        prop_assert_eq!(&serde_json::to_vec(&without.decision).unwrap(), &before);
+        prop_assert_eq!(&with.history, &without.history);
+
+        // The decision's response carries none: the handler adds them, nothing else differs.
+        let plain = convert::recommend_response(&with.decision, &input.spec.metrics, input.now, true);
+        prop_assert!(plain.warnings.is_empty());
+
+        if with.decision.metrics.is_empty() {
+            prop_assert!(warnings.is_empty(), "{warnings:?}");
+        }
+        for w in &warnings {
+            prop_assert!(w.pods_total >= 1 && !w.message.is_empty(), "{w:?}");
+            prop_assert_eq!(
+                w.pods.len(),
+                usize::try_from(w.pods_total).unwrap().min(convert::MAX_WARNING_PODS)
+            );
+            for name in &w.pods {
+                let pod = pods.iter().find(|p| &p.name == name);
+                prop_assert!(pod.is_some(), "{name} is not in the request");
+                prop_assert!(field_absent(pod.unwrap(), &w.field), "{w:?} on {pod:?}");
+            }
+        }
+    }
+}

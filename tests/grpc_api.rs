@@ -265,6 +265,89 @@ async fn recommend_scales_up_and_history_survives_a_restart() {
     server.stop().await;
 }
 
+/// A first adapter's request, pods with a name, a cpu request and a cpu sample only: every
+/// pod is unready for cpu (no Ready condition, no start time), the metric fails, and the
+/// response names both fields and the pods. A complete request gets none, and none are
+/// stored.
+#[tokio::test]
+async fn warnings_name_the_fields_a_naive_request_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(config(&dir)).await;
+    let mut client = server.horizontal().await;
+
+    let naive = |name: &str| pb::PodSample {
+        name: name.into(),
+        requests_milli: BTreeMap::from([("cpu".to_owned(), 1000)]),
+        metrics: BTreeMap::from([(
+            "cpu".to_owned(),
+            pb::MetricSample {
+                value_milli: Some(900),
+                ..Default::default()
+            },
+        )]),
+        ..Default::default()
+    };
+    let mut request = scale_up_request("ns/naive");
+    request.current_replicas = 3;
+    request.pods = (0..3).map(|i| naive(&format!("web-{i}"))).collect();
+    let response = client.recommend(request).await.unwrap().into_inner();
+    let active = condition(&response.conditions, "ScalingActive");
+    assert_eq!(
+        (active.status.as_str(), active.reason.as_str()),
+        ("False", "FailedGetResourceMetric")
+    );
+    assert_eq!(response.desired_replicas, 3);
+    let names: Vec<String> = (0..3).map(|i| format!("web-{i}")).collect();
+    let fields: Vec<(&str, &[String], u32)> = response
+        .warnings
+        .iter()
+        .map(|w| (w.field.as_str(), w.pods.as_slice(), w.pods_total))
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            ("pods[*].ready", names.as_slice(), 3),
+            ("pods[*].start_time", names.as_slice(), 3)
+        ]
+    );
+    assert!(
+        response.warnings[0].message.contains("unready for cpu"),
+        "{:?}",
+        response.warnings
+    );
+
+    // One pod sent in full, one without its sample: only the missing sample is named.
+    let mut request = scale_up_request("ns/partial");
+    request.pods[1].metrics.clear();
+    let response = client.recommend(request).await.unwrap().into_inner();
+    assert_eq!(response.warnings.len(), 1, "{:?}", response.warnings);
+    assert_eq!(response.warnings[0].field, "pods[*].metrics[cpu]");
+    assert_eq!(response.warnings[0].pods, ["web-b"]);
+    assert_eq!(response.warnings[0].pods_total, 1);
+
+    // A complete request: no warnings.
+    let response = client
+        .recommend(scale_up_request("ns/complete"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(response.desired_replicas, 4);
+    assert_eq!(response.warnings, []);
+
+    // The decision was recorded as it is without warnings: the log has none to give back.
+    let history = client
+        .get_history(pb::GetHistoryRequest {
+            target_key: "ns/naive".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(history.decisions.len(), 1);
+    assert_eq!(history.decisions[0].desired_replicas, 3);
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn dry_run_decides_with_stored_history_and_records_nothing() {
     let dir = tempfile::tempdir().unwrap();

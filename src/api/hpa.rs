@@ -168,12 +168,12 @@ impl HorizontalService {
             (!input.dry_run && decision.desired_replicas != decision.current_replicas)
                 .then_some(decision.desired_replicas > decision.current_replicas),
         );
-        Ok(convert::recommend_response(
-            decision,
-            &input.spec.metrics,
-            now,
-            recorded,
-        ))
+        let mut response =
+            convert::recommend_response(decision, &input.spec.metrics, now, recorded);
+        // Derived from the request and the decision, after it: per call, never stored.
+        response.warnings =
+            convert::recommend_warnings(&input.spec, &input.observation, &settings, decision, now);
+        Ok(response)
     }
 
     async fn do_get_history(&self, req: GetHistoryRequest) -> Result<TargetHistory, ApiError> {

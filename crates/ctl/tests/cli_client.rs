@@ -53,6 +53,8 @@ fn recommend_and_history_print_the_decision() {
             .any(|l| words(l).starts_with(&["AbleToScale", "True", "SucceededRescale"])),
         "{out}"
     );
+    // A complete request: no warnings block.
+    assert!(!out.contains("Warnings:"), "{out}");
 
     let json = autoscaled(&[
         "recommend",
@@ -146,6 +148,85 @@ fn recommend_and_history_print_the_decision() {
         String::from_utf8_lossy(&bad.stderr).contains("currentReplica"),
         "{bad:?}"
     );
+}
+
+/// What a first adapter sends: pods with a name, a cpu request and a cpu sample, nothing
+/// else. Every pod is unready for cpu under the Kubernetes rules, the metric fails, and the
+/// text names the fields that caused it and the pods; the JSON carries the same.
+#[test]
+fn recommend_prints_the_fields_a_naive_request_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(&dir.path().join("data"));
+    let addr = server.addr.to_string();
+    let pod = |name: &str| {
+        format!(
+            r#"{{"name": "{name}", "requestsMilli": {{"cpu": "500"}},
+                "metrics": {{"cpu": {{"valueMilli": "400"}}}}}}"#
+        )
+    };
+    let pods: Vec<String> = (0..12).map(|i| pod(&format!("web-{i}"))).collect();
+    let request = format!(
+        r#"{{"targetKey": "naive/web", "currentReplicas": 12, "dryRun": true,
+            "spec": {{"maxReplicas": 20, "metrics": [{{"type": "METRIC_SOURCE_TYPE_RESOURCE",
+              "name": "cpu", "target": {{"type": "METRIC_TARGET_TYPE_UTILIZATION",
+              "averageUtilization": 50}}}}]}},
+            "pods": [{}]}}"#,
+        pods.join(",")
+    );
+    let file = dir.path().join("naive.json");
+    std::fs::write(&file, request).unwrap();
+    let file = file.to_str().unwrap();
+
+    let text = autoscaled(&["recommend", "--addr", &addr, "--file", file]);
+    assert!(text.status.success(), "{text:?}");
+    let out = stdout(&text);
+    assert!(
+        out.lines().any(|l| words(l).starts_with(&[
+            "ScalingActive",
+            "False",
+            "FailedGetResourceMetric"
+        ])),
+        "{out}"
+    );
+    let block: Vec<&str> = out
+        .lines()
+        .skip_while(|l| *l != "Warnings:")
+        .take(5)
+        .collect();
+    let names = "(web-0, web-1, web-2, web-3, web-4, web-5, web-6, web-7, web-8, web-9 and 2 more)";
+    assert_eq!(block[0], "Warnings:", "{out}");
+    assert_eq!(
+        block[1],
+        format!("  pods[*].ready: 12 pods {names}"),
+        "{out}"
+    );
+    assert!(
+        block[2]
+            .starts_with("    no Ready condition: Kubernetes counts the pod as unready for cpu"),
+        "{out}"
+    );
+    assert_eq!(
+        block[3],
+        format!("  pods[*].start_time: 12 pods {names}"),
+        "{out}"
+    );
+    assert!(block[4].starts_with("    no start time:"), "{out}");
+
+    let json = autoscaled(&[
+        "recommend",
+        "--addr",
+        &addr,
+        "--file",
+        file,
+        "--output",
+        "json",
+    ]);
+    assert!(json.status.success(), "{json:?}");
+    let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(value["warnings"][0]["field"], "pods[*].ready");
+    assert_eq!(value["warnings"][0]["podsTotal"], 12);
+    assert_eq!(value["warnings"][0]["pods"].as_array().unwrap().len(), 10);
+    assert_eq!(value["warnings"][1]["field"], "pods[*].start_time");
 }
 
 #[test]

@@ -141,6 +141,9 @@ pub fn recommend_response(
             .map(|r| migration::removal_candidates(&r.removal_candidates))
             .unwrap_or_default(),
         extensions: d.extensions.as_deref().map(migration::report),
+        // What the request left out is the handler's to add (`recommend_warnings`): it is
+        // not part of the decision, and a logged decision has none.
+        warnings: Vec::new(),
     }
 }
 

@@ -15,6 +15,8 @@
 //!   timestamp, duration) shared by every RPC.
 //! * `hpa_request`: `Recommend` proto → engine ([`RecommendInput`]).
 //! * `hpa_response`: decisions, logged decisions and histories engine → proto.
+//! * `hpa_warnings`: the Recommend response's `warnings`, the pod fields a request left out
+//!   that changed how Kubernetes' rules counted its pods.
 //! * `history`: `GetHistory` paging over the decision log.
 //! * `migration`: the migration extensions, both directions.
 //! * `vpa_request` / `vpa_response`: the `VerticalAutoscaler` RPCs, also under `vpa`.
@@ -28,6 +30,7 @@
 pub(crate) mod history;
 pub(crate) mod hpa_request;
 pub(crate) mod hpa_response;
+pub(crate) mod hpa_warnings;
 pub(crate) mod migration;
 pub(crate) mod page;
 pub(crate) mod vpa;
@@ -40,6 +43,7 @@ pub(crate) mod wire;
 pub use hpa_request::{Context, RecommendInput, SettingsOverride, recommend_request};
 pub(crate) use hpa_response::decision_record;
 pub use hpa_response::{metric_identity, recommend_response, target_history, to_timestamp};
+pub use hpa_warnings::{MAX_WARNING_PODS, recommend_warnings};
 pub(crate) use page::{next_page_token, page_request, page_token};
 use wire::duration;
 pub use wire::{Violations, timestamp};

@@ -390,6 +390,7 @@ pub fn describe_recommendation(
     ));
     let mut out = aligned(&rows);
     out.push_str(&describe_conditions(&response.conditions));
+    out.push_str(&describe_warnings(&response.warnings));
     out.push_str(&describe_explanation(
         response.explanation.as_ref(),
         &response.metrics,
@@ -620,6 +621,32 @@ fn describe_conditions(conditions: &[api::Condition]) -> String {
     out
 }
 
+/// The fields the request left out that changed how pods were counted, one per field and
+/// consequence: the path, the pods (the server lists at most 10 names and counts all), and
+/// what the Kubernetes rules did. Nothing when there are none, so that a complete request
+/// prints as before.
+fn describe_warnings(warnings: &[api::InputWarning]) -> String {
+    if warnings.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("Warnings:\n");
+    for w in warnings {
+        let total = usize::try_from(w.pods_total)
+            .unwrap_or(usize::MAX)
+            .max(w.pods.len());
+        let noun = if total == 1 { "pod" } else { "pods" };
+        let more = total - w.pods.len();
+        let names = if more > 0 {
+            format!("{} and {more} more", w.pods.join(", "))
+        } else {
+            w.pods.join(", ")
+        };
+        let _ = writeln!(out, "  {}: {total} {noun} ({names})", w.field);
+        let _ = writeln!(out, "    {}", w.message);
+    }
+    out
+}
+
 /// Why the decision came out as it did: the reconciliation branch, each metric's proposal or
 /// failure with its pod groups, stabilization and the limits.
 fn describe_explanation(
@@ -847,6 +874,22 @@ mod tests {
         assert!(value.get("evaluationTime").is_none(), "{json}");
         assert_eq!(value["recorded"], true);
         assert_eq!(value["conditions"][0]["reason"], "ReadyForNewScale");
+    }
+
+    #[test]
+    fn warnings_print_the_field_the_pods_and_what_happened() {
+        let warning = |pods: &[&str], total: u32| api::InputWarning {
+            field: "pods[*].start_time".to_owned(),
+            pods: pods.iter().map(|&p| p.to_owned()).collect(),
+            pods_total: total,
+            message: "no start time: unready for cpu".to_owned(),
+        };
+        assert_eq!(describe_warnings(&[]), "");
+        assert_eq!(
+            describe_warnings(&[warning(&["web-0"], 1), warning(&["a", "b"], 12)]),
+            "Warnings:\n  pods[*].start_time: 1 pod (web-0)\n    no start time: unready for cpu\n  \
+             pods[*].start_time: 12 pods (a, b and 10 more)\n    no start time: unready for cpu\n"
+        );
     }
 
     #[test]

@@ -418,14 +418,17 @@ fn extension_report(r: &pb::ExtensionReport) -> Result<ExtensionReport, String> 
 }
 
 /// True when [`super::recommend_response`] turns `decision` back into exactly `response`:
-/// the decoding lost nothing the server sent.
+/// the decoding lost nothing the server sent. The response's `warnings` are left out: they
+/// describe the request, not the decision (`api::convert::recommend_warnings`).
 pub(crate) fn response_round_trip(
     decision: &Decision,
     spec_metrics: &[MetricSpec],
     response: &pb::RecommendResponse,
 ) -> bool {
     let now = time(response.evaluation_time.as_ref());
-    recommend_response(decision, spec_metrics, now, response.recorded) == *response
+    let mut sent = response.clone();
+    sent.warnings.clear();
+    recommend_response(decision, spec_metrics, now, response.recorded) == sent
 }
 
 /// The pod groups of a metric status.
