@@ -99,6 +99,7 @@ impl Client {
             .block_on(self.hpa.list_targets(pb::ListTargetsRequest {
                 page_size: 1000,
                 page_token: String::new(),
+                ..Default::default()
             }))
             .expect("ListTargets")
             .into_inner()
@@ -202,6 +203,7 @@ fn a_full_disk_stores_nothing_of_failed_calls_turns_health_and_recovers() {
     match c.rt.block_on(c.hpa.list_targets(pb::ListTargetsRequest {
         page_size: 1000,
         page_token: String::new(),
+        ..Default::default()
     })) {
         Ok(page) => {
             let keys = page.into_inner().target_keys;
@@ -273,6 +275,7 @@ fn a_full_disk_stores_nothing_of_failed_calls_turns_health_and_recovers() {
         match c.rt.block_on(c.hpa.list_targets(pb::ListTargetsRequest {
             page_size: 1000,
             page_token: String::new(),
+            ..Default::default()
         })) {
             Ok(page) => break page.into_inner().target_keys,
             Err(status) => {

@@ -78,6 +78,7 @@ async fn list_all(client: &mut HorizontalAutoscalerClient<Channel>) -> Vec<Strin
         .list_targets(pb::ListTargetsRequest {
             page_size: 1000,
             page_token: String::new(),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -411,6 +412,7 @@ async fn list_targets_paginates_and_delete_target_forgets() {
             .list_targets(pb::ListTargetsRequest {
                 page_size: 2,
                 page_token: token.clone(),
+                ..Default::default()
             })
             .await
             .unwrap()
@@ -430,6 +432,7 @@ async fn list_targets_paginates_and_delete_target_forgets() {
         .list_targets(pb::ListTargetsRequest {
             page_size: 2,
             page_token: "not-a-token".into(),
+            ..Default::default()
         })
         .await
         .unwrap_err();

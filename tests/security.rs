@@ -206,6 +206,7 @@ async fn list_all(client: &mut HorizontalAutoscalerClient<Channel>, page_size: i
             .list_targets(ListTargetsRequest {
                 page_size,
                 page_token: token,
+                ..Default::default()
             })
             .await
             .unwrap()

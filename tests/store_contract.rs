@@ -164,6 +164,7 @@ fn contract(open: Open) {
     log_bound(open, "bound/4", 4, 3);
     log_bound(open, "bound/1", 1, 3);
     runs_of_identical_decisions(open);
+    latest_is_the_newest_run(open);
     retention_by_age(open);
     bounded_history(open);
 }
@@ -226,6 +227,30 @@ fn runs_of_identical_decisions(open: Open) {
         vec![(6, 2, 60, 75), (5, 2, 90, 105), (7, 1, 120, 120)]
     );
     assert_eq!(wait(store.load(key)).unwrap().unwrap().next_seq, 4);
+}
+
+/// `latest` (one state read) is the last of `decisions` after every kind of commit: a new
+/// run, a run extended (its tail), a run closed; nothing for a target never written or
+/// deleted.
+fn latest_is_the_newest_run(open: Open) {
+    let key = "latest/a";
+    let store = open(3, FOREVER);
+    assert_eq!(wait(store.latest(key)).unwrap(), None);
+    for (s, desired) in [(0, 2), (15, 2), (30, 2), (45, 4), (60, 3), (75, 3)] {
+        decide(&*store, key, s, desired);
+        let newest = wait(store.latest(key)).unwrap().expect("a newest run");
+        assert_eq!(
+            Some(&newest),
+            wait(store.decisions(key)).unwrap().last(),
+            "{s}"
+        );
+        assert_eq!(newest.time.unix_millis() / 1000 - T0, s);
+    }
+    let newest = wait(store.latest(key)).unwrap().unwrap();
+    assert_eq!((newest.decision.desired_replicas, newest.run.count), (3, 2));
+    assert_eq!(newest.run.first_time.unix_millis() / 1000 - T0, 60);
+    assert!(wait(store.delete(key)).unwrap());
+    assert_eq!(wait(store.latest(key)).unwrap(), None);
 }
 
 /// With a retention of 100 s, a closed run is dropped once the newest decision is more than

@@ -31,6 +31,22 @@ const LIST_SCAN_BUDGET: usize = 10_000;
 /// Largest page asked of the inner List (its own cap).
 const LIST_CHUNK_MAX: usize = 1000;
 
+/// What `Authorized` needs of the horizontal service beyond the wire trait, for a
+/// `ListTargets` with summaries: the summaries of the keys it chose (those the caller may
+/// read), so that a tenant's listing reads the state of its own targets only and the key
+/// scan stays the one every List uses (`filtered_page`).
+#[tonic::async_trait]
+pub(crate) trait TargetSummaries {
+    /// The `ListTargets` response for exactly `keys`, in order, with each one's summary; it
+    /// ends with `next_page_token` unless the response budget cuts it first (then its token
+    /// continues after the last key it holds).
+    async fn summaries(
+        &self,
+        keys: Vec<String>,
+        next_page_token: String,
+    ) -> Result<ListTargetsResponse, Status>;
+}
+
 /// A service whose calls are checked against the caller's rights on the target key.
 pub(crate) struct Authorized<S> {
     inner: S,
@@ -139,7 +155,7 @@ where
 }
 
 #[tonic::async_trait]
-impl<S: HorizontalAutoscaler> HorizontalAutoscaler for Authorized<S> {
+impl<S: HorizontalAutoscaler + TargetSummaries> HorizontalAutoscaler for Authorized<S> {
     async fn recommend(
         &self,
         request: Request<RecommendRequest>,
@@ -156,16 +172,21 @@ impl<S: HorizontalAutoscaler> HorizontalAutoscaler for Authorized<S> {
         self.inner.get_history(request).await
     }
 
+    /// The readable keys under the request's `prefix` (the caller's prefixes narrowed to
+    /// it), scanned as every List is; their summaries, when asked, are read for those keys
+    /// only, so a tenant sees, and costs, only its own targets.
     async fn list_targets(
         &self,
         request: Request<ListTargetsRequest>,
     ) -> Result<Response<ListTargetsResponse>, Status> {
+        convert::summary::key_prefix(&request.get_ref().prefix, max_key_bytes())?;
         let filter = KeyFilter::for_caller(caller(&request), self.enforce, Verb::Read)?
             .with_max_key_bytes(max_key_bytes());
         if filter.is_all() {
             return self.inner.list_targets(request).await;
         }
         let req = request.into_inner();
+        let filter = filter.within(&req.prefix);
         let (target_keys, next_page_token) =
             filtered_page(req.page_size, &req.page_token, &filter, |after, size| {
                 let inner = &self.inner;
@@ -174,6 +195,7 @@ impl<S: HorizontalAutoscaler> HorizontalAutoscaler for Authorized<S> {
                         .list_targets(Request::new(ListTargetsRequest {
                             page_size: size,
                             page_token: convert::page_token(after.as_deref().unwrap_or("")),
+                            ..Default::default()
                         }))
                         .await?
                         .into_inner();
@@ -181,9 +203,15 @@ impl<S: HorizontalAutoscaler> HorizontalAutoscaler for Authorized<S> {
                 }
             })
             .await?;
+        if req.include_summaries {
+            return Ok(Response::new(
+                self.inner.summaries(target_keys, next_page_token).await?,
+            ));
+        }
         Ok(Response::new(ListTargetsResponse {
             target_keys,
             next_page_token,
+            summaries: Vec::new(),
         }))
     }
 

@@ -21,13 +21,15 @@ use tonic::{Request, Response, Status};
 use tracing::{Span, field::Empty};
 
 use super::{
+    authorized::{TargetSummaries, filtered_page},
     clock,
     commit::{CommitPath, Hpa},
-    convert::{self, Context},
+    convert::{self, Context, summary::SummaryPage},
     locks::KeyLocks,
     status::ApiError,
 };
 use crate::{
+    auth::KeyFilter,
     config::Limits,
     engine::hpa::prune,
     engine::{
@@ -193,19 +195,48 @@ impl HorizontalService {
         ))
     }
 
+    /// `ListTargets`: a page of keys (under `prefix`, if given), and with
+    /// `include_summaries` each one's newest run ([`Self::summaries`]).
     async fn do_list_targets(
         &self,
         req: ListTargetsRequest,
-    ) -> Result<ListTargetsResponse, ApiError> {
-        let request = convert::page_request(req.page_size, &req.page_token)?;
-        let page = self
-            .store
-            .list_keys(request.after.as_deref(), request.size)
-            .await?;
-        let next_page_token = convert::next_page_token(&page);
+    ) -> Result<ListTargetsResponse, Status> {
+        let max_key_bytes = self.options.limits.max_key_bytes;
+        convert::summary::key_prefix(&req.prefix, max_key_bytes)?;
+        let filter = KeyFilter::all()
+            .with_max_key_bytes(max_key_bytes)
+            .within(&req.prefix);
+        let (keys, next_page_token) = if filter.is_all() {
+            let request = convert::page_request(req.page_size, &req.page_token)?;
+            let page = self
+                .store
+                .list_keys(request.after.as_deref(), request.size)
+                .await
+                .map_err(ApiError::from)?;
+            let next_page_token = convert::next_page_token(&page);
+            (page.keys, next_page_token)
+        } else {
+            // The scan of a tenant's listing (`Authorized`), here over the store: it starts
+            // at the prefix and ends past it, reading no key outside.
+            filtered_page(req.page_size, &req.page_token, &filter, |after, size| {
+                let store = &self.store;
+                async move {
+                    let page = store
+                        .list_keys(after.as_deref(), usize::try_from(size).unwrap_or(1))
+                        .await
+                        .map_err(ApiError::from)?;
+                    Ok((page.keys, page.more))
+                }
+            })
+            .await?
+        };
+        if req.include_summaries {
+            return self.summaries(keys, next_page_token).await;
+        }
         Ok(ListTargetsResponse {
-            target_keys: page.keys,
+            target_keys: keys,
             next_page_token,
+            summaries: Vec::new(),
         })
     }
 
@@ -253,6 +284,27 @@ impl HorizontalService {
     }
 }
 
+/// One read of the state record per key (`HpaStore::latest`, which carries the newest run),
+/// in key order, until the response budget is spent: a fleet of N targets is one pass over
+/// its keys and N reads, never a read of a decision log.
+#[tonic::async_trait]
+impl TargetSummaries for HorizontalService {
+    async fn summaries(
+        &self,
+        keys: Vec<String>,
+        next_page_token: String,
+    ) -> Result<ListTargetsResponse, Status> {
+        let mut page = SummaryPage::new();
+        for key in &keys {
+            let newest = self.store.latest(key).await.map_err(ApiError::from)?;
+            if !page.push(key, newest.as_ref()) {
+                break;
+            }
+        }
+        Ok(page.finish(next_page_token))
+    }
+}
+
 #[tonic::async_trait]
 impl HorizontalAutoscaler for HorizontalService {
     #[tracing::instrument(name = "Recommend", skip_all, fields(target.key = Empty, dry_run = Empty, decision.current = Empty, decision.desired = Empty, decision.path = Empty))]
@@ -274,7 +326,7 @@ impl HorizontalAutoscaler for HorizontalService {
         ))
     }
 
-    #[tracing::instrument(name = "ListTargets", skip_all)]
+    #[tracing::instrument(name = "ListTargets", skip_all, fields(include_summaries = request.get_ref().include_summaries))]
     async fn list_targets(
         &self,
         request: Request<ListTargetsRequest>,

@@ -207,6 +207,40 @@ impl KeyFilter {
         }
     }
 
+    /// The keys of this filter that also start with `prefix` (a List request's `prefix`):
+    /// each of the caller's prefixes that `prefix` extends becomes `prefix`, each that
+    /// extends `prefix` stays, the others go. The result is again sorted and disjoint, so the
+    /// scan of [`Self::resume_after`] skips everything outside both.
+    pub(crate) fn within(self, prefix: &str) -> Self {
+        if prefix.is_empty() {
+            return self;
+        }
+        let prefixes = match self.prefixes {
+            None => vec![prefix.to_owned()],
+            Some(mine) => {
+                let mut out: Vec<String> = mine
+                    .into_iter()
+                    .filter_map(|p| {
+                        if prefix.starts_with(p.as_str()) {
+                            Some(prefix.to_owned())
+                        } else if p.starts_with(prefix) {
+                            Some(p)
+                        } else {
+                            None
+                        }
+                    })
+                    .collect();
+                out.sort_unstable();
+                out.dedup();
+                out
+            }
+        };
+        KeyFilter {
+            prefixes: Some(prefixes),
+            max_key_bytes: self.max_key_bytes,
+        }
+    }
+
     /// Whether the filter lets every key through.
     pub(crate) fn is_all(&self) -> bool {
         self.prefixes.is_none()
@@ -285,6 +319,26 @@ mod tests {
 
     const TEAM_A: &str =
         "[[rule]]\nidentity = \"cn:a\"\nverbs = [\"read\", \"delete\"]\nprefixes = [\"team-a/\"]\n";
+
+    #[test]
+    fn a_request_prefix_narrows_the_callers_prefixes() {
+        let mine = KeyFilter::prefixes(vec!["team-a/".into(), "team-b/x/".into()]);
+        // Inside one of the caller's prefixes: that prefix narrows to the request's.
+        let f = mine.clone().within("team-a/web");
+        assert!(f.allows("team-a/web-1") && !f.allows("team-a/api") && !f.allows("team-b/x/1"));
+        // Wider than some of them: those stay, the others go.
+        let f = mine.clone().within("team-");
+        assert!(f.allows("team-a/1") && f.allows("team-b/x/1") && !f.allows("team-b/y"));
+        // Outside all of them: nothing.
+        let f = mine.clone().within("team-c/");
+        assert!(!f.allows("team-c/1") && !f.is_all());
+        assert_eq!(f.resume_after(None), None);
+        // No authorization file: the request's prefix alone.
+        let f = KeyFilter::all().within("ns/");
+        assert!(f.allows("ns/web") && !f.allows("other") && !f.is_all());
+        assert!(KeyFilter::all().within("").is_all());
+        assert_eq!(mine.clone().within(""), mine);
+    }
 
     #[test]
     fn authorize_names_the_verb_and_the_key() {

@@ -470,6 +470,18 @@ impl HpaTrees {
         runs_with_pending(key, pending, logged, self.options.decision_log_len)
     }
 
+    /// The newest run from the state record; a record of an older build that keeps no
+    /// pending run (format 1) falls back to the log's last entry.
+    pub(super) fn latest(&self, key: &str) -> Result<Option<DecisionEntry>, StoreError> {
+        match self.read_state(key)? {
+            None => Ok(None),
+            Some(StoredState {
+                pending: Some(p), ..
+            }) => Ok(Some(p)),
+            Some(_) => Ok(self.decisions(key)?.pop()),
+        }
+    }
+
     pub(super) fn list_keys(
         &self,
         after: Option<&str>,

@@ -166,6 +166,10 @@ pub trait HpaStore: Db {
     ) -> Result<DecisionPage, StoreError> {
         Ok(page_of(self.decisions(key).await?, request))
     }
+    /// The target's newest decision run (the last of [`Self::decisions`]), `None` if it has
+    /// none. One read of the state record, which carries the newest run, instead of the
+    /// whole log: listing a fleet's summaries costs one read per target.
+    async fn latest(&self, key: &str) -> Result<Option<DecisionEntry>, StoreError>;
     /// Up to `limit` target keys after `after` (exclusive), in byte order.
     async fn list_keys(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError>;
     /// Removes everything stored for the target; false if it had nothing.

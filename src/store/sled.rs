@@ -206,6 +206,10 @@ impl HpaStore for SledStore {
         self.hpa(|t| t.decisions(key))
     }
 
+    async fn latest(&self, key: &str) -> Result<Option<DecisionEntry>, StoreError> {
+        self.hpa(|t| t.latest(key))
+    }
+
     async fn list_keys(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError> {
         self.hpa(|t| t.list_keys(after, limit))
     }
@@ -852,6 +856,9 @@ mod tests {
         .unwrap();
         s.trees().unwrap().state.insert("a", old).unwrap();
         assert_eq!(desired(&s, "a").await, vec![0, 1, 2]);
+        // No pending run in this record: the newest is the log's last.
+        let newest = s.latest("a").await.unwrap().unwrap();
+        assert_eq!((newest.decision.desired_replicas, newest.seq), (2, 2));
         decide(&s, "a", 3, 3).await;
         assert_eq!(desired(&s, "a").await, vec![1, 2, 3]);
         decide(&s, "a", 4, 4).await;
@@ -1060,6 +1067,33 @@ mod tests {
             }
         );
         assert_eq!(s.list_keys(None, 100).await.unwrap().keys.len(), 5);
+    }
+
+    #[tokio::test]
+    async fn latest_is_the_newest_run_read_from_the_state_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = open(dir.path(), 3);
+        assert_eq!(s.latest("a").await.unwrap(), None);
+        for (secs, replicas) in [(1, 2), (2, 2), (3, 2), (4, 5)] {
+            decide(&s, "a", replicas, secs).await;
+            assert_eq!(
+                s.latest("a").await.unwrap().as_ref(),
+                s.decisions("a").await.unwrap().last()
+            );
+        }
+        // Extended runs are stored as a tail over the logged body: read back whole.
+        decide(&s, "a", 5, 5).await;
+        let newest = s.latest("a").await.unwrap().unwrap();
+        assert_eq!(state_version(&s, "a"), record::VERSION_STATE_TAIL);
+        assert_eq!(newest.decision.desired_replicas, 5);
+        assert_eq!(newest.run.count, 2);
+        assert_eq!(newest.run.first_time, Time::from_unix_secs(4));
+        assert_eq!(newest.time, Time::from_unix_secs(5));
+        // The log alone says nothing here: the state record is what is read. With the state
+        // gone (only log entries left), the target has no newest run.
+        let trees = s.trees().unwrap();
+        trees.state.remove(keys::state_key("a")).unwrap();
+        assert_eq!(s.latest("a").await.unwrap(), None);
     }
 
     #[tokio::test]

@@ -25,6 +25,10 @@ pub(crate) enum Command {
     Recommend(RecommendArgs),
     /// Print the stored history of a target.
     History(HistoryArgs),
+    /// List targets with their last decision, one line each (as `kubectl get hpa`).
+    Get(GetArgs),
+    /// Show a target's last decision in detail (as `kubectl describe hpa`).
+    Describe(DescribeArgs),
     /// What-if: replay a trace (offline) or a target's stored decisions (through a server)
     /// under another spec; print both runs side by side, optionally draw them (docs/whatif.md).
     Simulate(crate::whatif::SimulateArgs),
@@ -68,6 +72,71 @@ pub(crate) struct HistoryArgs {
     pub(crate) security: crate::client::security::ClientSecurity,
 }
 
+/// `autoscalectl get targets`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct GetArgs {
+    #[command(subcommand)]
+    pub(crate) what: GetWhat,
+}
+
+/// What `get` lists.
+#[derive(Debug, Subcommand)]
+pub(crate) enum GetWhat {
+    /// Every target (under --prefix), one line each, through all pages.
+    #[command(visible_alias = "target")]
+    Targets(GetTargetsArgs),
+}
+
+/// `autoscalectl get targets [--prefix P] [-o wide|json|yaml] [--watch]`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct GetTargetsArgs {
+    /// Server address (`host:port` or `http://host:port`).
+    #[arg(long, value_name = "ADDR", env = "AUTOSCALED_ADDR", default_value = autoscaled::config::DEFAULT_LISTEN)]
+    pub(crate) addr: String,
+    /// Only the targets whose key starts with this.
+    #[arg(long, value_name = "P", default_value = "")]
+    pub(crate) prefix: String,
+    /// wide: more columns; json or yaml: the listing as a ListTargetsResponse. [default: a table]
+    #[arg(short = 'o', long, value_enum)]
+    pub(crate) output: Option<crate::client::fleet::GetOutput>,
+    /// List again every --interval until interrupted (Ctrl-C).
+    #[arg(short = 'w', long)]
+    pub(crate) watch: bool,
+    /// Seconds between two listings of --watch (at least 1).
+    #[arg(long, value_name = "SECONDS", default_value_t = 5, requires = "watch", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub(crate) interval: u64,
+    /// Stop --watch after this many listings.
+    #[arg(long, value_name = "N", requires = "watch", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) rounds: Option<u64>,
+    #[command(flatten)]
+    pub(crate) security: crate::client::security::ClientSecurity,
+}
+
+/// `autoscalectl describe target KEY`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct DescribeArgs {
+    #[command(subcommand)]
+    pub(crate) what: DescribeWhat,
+}
+
+/// What `describe` shows.
+#[derive(Debug, Subcommand)]
+pub(crate) enum DescribeWhat {
+    /// One target: metrics current / target, bounds, conditions, recent decisions.
+    Target(DescribeTargetArgs),
+}
+
+/// `autoscalectl describe target KEY`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct DescribeTargetArgs {
+    /// Server address (`host:port` or `http://host:port`).
+    #[arg(long, value_name = "ADDR", env = "AUTOSCALED_ADDR", default_value = autoscaled::config::DEFAULT_LISTEN)]
+    pub(crate) addr: String,
+    pub(crate) target_key: String,
+    #[command(flatten)]
+    pub(crate) security: crate::client::security::ClientSecurity,
+}
+
 /// `autoscalectl conformance DIR`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ConformanceArgs {
@@ -107,6 +176,25 @@ pub fn run(cli: Cli) -> ExitCode {
             &args.security,
             &args.target_key,
             args.output,
+        )),
+        Command::Get(GetArgs {
+            what: GetWhat::Targets(args),
+        }) => crate::client::run(crate::client::fleet::get_targets(
+            &args.addr,
+            &args.security,
+            &args.prefix,
+            args.output,
+            args.watch.then_some(crate::client::fleet::Watch {
+                interval: std::time::Duration::from_secs(args.interval),
+                rounds: args.rounds,
+            }),
+        )),
+        Command::Describe(DescribeArgs {
+            what: DescribeWhat::Target(args),
+        }) => crate::client::run(crate::client::fleet::describe_target(
+            &args.addr,
+            &args.security,
+            &args.target_key,
         )),
         Command::Simulate(args) => crate::client::run(crate::whatif::simulate_command(args)),
         Command::Record(args) => crate::whatif::record::run(args),

@@ -1,5 +1,6 @@
 //! The client subcommands of the real binary against the real binary: `recommend` (text and
-//! JSON), `history`, and `conformance --grpc` with its summary line and exit status.
+//! JSON), `history`, `get targets` and `describe target`, and `conformance --grpc` with its
+//! summary line and exit status.
 
 mod common;
 
@@ -227,6 +228,141 @@ fn recommend_prints_the_fields_a_naive_request_left_out() {
     assert_eq!(value["warnings"][0]["podsTotal"], 12);
     assert_eq!(value["warnings"][0]["pods"].as_array().unwrap().len(), 10);
     assert_eq!(value["warnings"][1]["field"], "pods[*].start_time");
+}
+
+#[test]
+fn get_targets_lists_the_fleet_and_describe_target_shows_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(&dir.path().join("data"));
+    let addr = server.addr.to_string();
+    let example =
+        Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("examples/recommend.json");
+    let example = std::fs::read_to_string(example).unwrap();
+    // examples/recommend.json under three keys (3 pods at 80% of 50%: 5), the first twice.
+    for key in ["prod/web", "prod/web", "prod/api", "staging/web"] {
+        let file = dir.path().join("request.json");
+        std::fs::write(
+            &file,
+            example.replace("\"examples/web\"", &format!("{key:?}")),
+        )
+        .unwrap();
+        let out = autoscaled(&[
+            "recommend",
+            "--addr",
+            &addr,
+            "--file",
+            file.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{out:?}");
+    }
+
+    let table = autoscaled(&["get", "targets", "--addr", &addr]);
+    assert!(table.status.success(), "{table:?}");
+    let out = stdout(&table);
+    let lines: Vec<Vec<&str>> = out.lines().map(words).collect();
+    assert_eq!(
+        lines[0],
+        [
+            "NAME", "TARGETS", "MINPODS", "MAXPODS", "REPLICAS", "DESIRED", "LAST", "STATUS"
+        ],
+        "{out}"
+    );
+    let names: Vec<&str> = lines[1..].iter().map(|l| l[0]).collect();
+    assert_eq!(names, ["prod/api", "prod/web", "staging/web"], "{out}");
+    // NAME, `cpu: 80%/50%`, min, max, replicas, desired.
+    assert_eq!(
+        lines[2][..7],
+        ["prod/web", "cpu:", "80%/50%", "1", "10", "3", "5"],
+        "{out}"
+    );
+
+    let wide = autoscaled(&[
+        "get", "targets", "--addr", &addr, "--prefix", "prod/", "-o", "wide",
+    ]);
+    let out = stdout(&wide);
+    let lines: Vec<Vec<&str>> = out.lines().map(words).collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(lines[0].ends_with(&["RUN", "SINCE", "PATH", "ABLE", "ACTIVE", "LIMITED"]));
+    // prod/web decided the same twice: a run of 2.
+    let run = lines[0].iter().position(|h| *h == "RUN").unwrap() + 1;
+    assert_eq!(lines[2][run], "2", "{out}");
+
+    let json = autoscaled(&["get", "targets", "--addr", &addr, "-o", "json"]);
+    assert!(json.status.success(), "{json:?}");
+    let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let summaries = value["summaries"].as_array().unwrap();
+    assert_eq!(summaries.len(), 3);
+    assert_eq!(summaries[1]["targetKey"], "prod/web");
+    assert_eq!(summaries[1]["desiredReplicas"], 5);
+    assert_eq!(
+        summaries[1]["metrics"][0]["target"]["averageUtilization"],
+        50
+    );
+    let yaml = autoscaled(&[
+        "get", "targets", "--addr", &addr, "-o", "yaml", "--prefix", "staging/",
+    ]);
+    let out = stdout(&yaml);
+    assert!(out.contains("targetKey: staging/web"), "{out}");
+
+    // --watch: two listings, one interval apart, then it stops by itself.
+    let watched = autoscaled(&[
+        "get",
+        "targets",
+        "--addr",
+        &addr,
+        "--prefix",
+        "prod/api",
+        "--watch",
+        "--interval",
+        "1",
+        "--rounds",
+        "2",
+    ]);
+    assert!(watched.status.success(), "{watched:?}");
+    let out = stdout(&watched);
+    assert_eq!(out.matches("NAME").count(), 2, "{out}");
+    assert_eq!(out.matches("prod/api").count(), 2, "{out}");
+
+    let described = autoscaled(&["describe", "target", "prod/web", "--addr", &addr]);
+    assert!(described.status.success(), "{described:?}");
+    let out = stdout(&described);
+    for line in [
+        vec!["Name:", "prod/web"],
+        vec!["Min", "replicas:", "1"],
+        vec!["Max", "replicas:", "10"],
+        vec!["Desired", "replicas:", "5"],
+    ] {
+        assert!(out.lines().any(|l| words(l) == line), "{line:?} in {out}");
+    }
+    assert!(
+        out.lines().any(|l| l.ends_with("80% (400m) / 50%")),
+        "{out}"
+    );
+    assert!(out.contains("2 time(s) in a row since"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| words(l).starts_with(&["AbleToScale", "True", "SucceededRescale"])),
+        "{out}"
+    );
+    assert!(out.contains("Recent decisions (newest first):"), "{out}");
+
+    // AUTOSCALED_ADDR stands for --addr; a missing target is exit 1 naming it.
+    let missing = std::process::Command::new(env!("CARGO_BIN_EXE_autoscalectl"))
+        .args(["describe", "target", "prod/we"])
+        .env("AUTOSCALED_ADDR", &addr)
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(1), "{missing:?}");
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("\"prod/we\""),
+        "{missing:?}"
+    );
+    let bad = autoscaled(&["get", "targets", "--addr", &addr, "--prefix", "a\u{7}"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("prefix"),
+        "{bad:?}"
+    );
 }
 
 #[test]

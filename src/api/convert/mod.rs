@@ -21,6 +21,7 @@
 //! * `migration`: the migration extensions, both directions.
 //! * `vpa_request` / `vpa_response`: the `VerticalAutoscaler` RPCs, also under `vpa`.
 //! * `page`: `List*` page sizes and tokens.
+//! * `summary`: `ListTargets` summaries (each target's newest run) and their page budget.
 //!
 //! The inverse directions (engine → request, response → engine) are `autoscalectl`'s, in its
 //! `conformance::convert`, beside their one user.
@@ -33,6 +34,7 @@ pub(crate) mod hpa_response;
 pub(crate) mod hpa_warnings;
 pub(crate) mod migration;
 pub(crate) mod page;
+pub(crate) mod summary;
 pub(crate) mod vpa;
 pub(crate) mod vpa_request;
 pub(crate) mod vpa_response;

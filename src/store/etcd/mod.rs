@@ -485,6 +485,18 @@ impl HpaStore for EtcdStore {
         runs_with_pending(key, pending, logged, self.options.decision_log_len)
     }
 
+    /// One linearizable read of the state record; a format-1 record without a pending run
+    /// falls back to the log (as the sled store).
+    async fn latest(&self, key: &str) -> Result<Option<DecisionEntry>, StoreError> {
+        match self.read_state(key).await?.0 {
+            None => Ok(None),
+            Some(StoredState {
+                pending: Some(p), ..
+            }) => Ok(Some(p)),
+            Some(_) => Ok(self.decisions(key).await?.pop()),
+        }
+    }
+
     async fn list_keys(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError> {
         self.list(self.key(&[b"hpa/s/"]), after, limit).await
     }

@@ -1,4 +1,5 @@
-//! The command-line client: `autoscalectl recommend` and `autoscalectl history`.
+//! The command-line client: `autoscalectl recommend` and `autoscalectl history`; the fleet
+//! at a glance, `get targets` and `describe target`, in `fleet`.
 //!
 //! Requests are read, and responses optionally printed, in the proto3 JSON mapping (field
 //! names in lowerCamelCase or as declared, enums by name, timestamps in RFC 3339, 64-bit
@@ -7,6 +8,7 @@
 //! writes. The text output follows `kubectl describe hpa`, so that what operators know from
 //! Kubernetes reads the same here.
 
+pub mod fleet;
 pub(crate) mod migration;
 pub mod security;
 
@@ -233,6 +235,8 @@ pub(crate) fn run(
         .map_err(|e| e.to_string())
         .and_then(|runtime| runtime.block_on(command).map_err(|e| e.to_string()));
     match result {
+        // A command that printed as it went (`get targets --watch`) returns nothing more.
+        Ok(text) if text.is_empty() => std::process::ExitCode::SUCCESS,
         Ok(text) => print_stdout(text.trim_end()),
         Err(e) => {
             eprintln!("autoscaled: {e}");
@@ -253,6 +257,21 @@ pub(crate) fn print_stdout(text: &str) -> std::process::ExitCode {
         Err(e) => {
             eprintln!("autoscaled: cannot write to stdout: {e}");
             std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Writes `text` on stdout as it is, flushed: false when stdout is gone (a reader that went
+/// away, or a write error, reported), so that a command printing as it goes stops.
+pub(crate) fn write_stdout(text: &str) -> bool {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => false,
+        Err(e) => {
+            eprintln!("autoscaled: cannot write to stdout: {e}");
+            false
         }
     }
 }
