@@ -212,6 +212,18 @@ fn the_admin_listener_answers_probes_and_refuses_other_paths() {
     let (status, body) = common::http(admin, "GET", "/metrics");
     assert_eq!(status, 200);
     assert!(body.contains("autoscaled_build_info"), "{body}");
+    // The standard process metrics, as any Prometheus-instrumented process exposes them.
+    for name in [
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "process_start_time_seconds",
+    ] {
+        assert!(
+            body.lines().any(|l| l.starts_with(&format!("{name} "))),
+            "{name} missing: {body}"
+        );
+    }
     for path in ["/", "/healthz/", "/metrics/x", "/favicon.ico"] {
         let (status, body) = common::http(admin, "GET", path);
         assert_eq!(status, 404, "{path}: {body}");
