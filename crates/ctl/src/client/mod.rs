@@ -239,7 +239,7 @@ pub(crate) fn run(
         Ok(text) if text.is_empty() => std::process::ExitCode::SUCCESS,
         Ok(text) => print_stdout(text.trim_end()),
         Err(e) => {
-            eprintln!("autoscaled: {e}");
+            eprintln!("autoscalectl: {e}");
             std::process::ExitCode::FAILURE
         }
     }
@@ -255,7 +255,7 @@ pub(crate) fn print_stdout(text: &str) -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("autoscaled: cannot write to stdout: {e}");
+            eprintln!("autoscalectl: cannot write to stdout: {e}");
             std::process::ExitCode::FAILURE
         }
     }
@@ -270,7 +270,7 @@ pub(crate) fn write_stdout(text: &str) -> bool {
         Ok(()) => true,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => false,
         Err(e) => {
-            eprintln!("autoscaled: cannot write to stdout: {e}");
+            eprintln!("autoscalectl: cannot write to stdout: {e}");
             false
         }
     }

@@ -339,12 +339,12 @@ pub fn run_command(addr: &str, dir: &Path) -> std::process::ExitCode {
     let mut runner = match GrpcExecutor::connect(addr) {
         Ok(runner) => runner,
         Err(e) => {
-            eprintln!("autoscaled: {e}");
+            eprintln!("autoscalectl: {e}");
             return std::process::ExitCode::FAILURE;
         }
     };
     if let Err(e) = runner.check_server_mode(addr) {
-        eprintln!("autoscaled: {e}");
+        eprintln!("autoscalectl: {e}");
         return std::process::ExitCode::FAILURE;
     }
     let report = runner.run_dir(dir);

@@ -137,7 +137,7 @@ pub(crate) fn run(args: RecordArgs) -> std::process::ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("autoscaled: cannot start the runtime: {e}");
+            eprintln!("autoscalectl: cannot start the runtime: {e}");
             return std::process::ExitCode::FAILURE;
         }
     };
@@ -181,7 +181,7 @@ pub(crate) fn run(args: RecordArgs) -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("autoscaled: {e}");
+            eprintln!("autoscalectl: {e}");
             std::process::ExitCode::FAILURE
         }
     }
