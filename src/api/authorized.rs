@@ -31,19 +31,21 @@ const LIST_SCAN_BUDGET: usize = 10_000;
 /// Largest page asked of the inner List (its own cap).
 const LIST_CHUNK_MAX: usize = 1000;
 
-/// What `Authorized` needs of the horizontal service beyond the wire trait, for a
-/// `ListTargets` with summaries: the summaries of the keys it chose (those the caller may
-/// read), so that a tenant's listing reads the state of its own targets only and the key
-/// scan stays the one every List uses (`filtered_page`).
+/// What `Authorized` needs of the horizontal service beyond the wire trait: the
+/// `ListTargets` response for the keys it chose (those the caller may read), with their
+/// summaries when asked, so that a tenant's listing reads the state of its own targets only
+/// and the key scan stays the one every List uses (`filtered_page`).
 #[tonic::async_trait]
 pub(crate) trait TargetSummaries {
-    /// The `ListTargets` response for exactly `keys`, in order, with each one's summary; it
-    /// ends with `next_page_token` unless the response budget cuts it first (then its token
-    /// continues after the last key it holds).
-    async fn summaries(
+    /// The `ListTargets` response for exactly `keys`, in order, ending with
+    /// `next_page_token`; with `include_summaries` each key's summary too, and then the
+    /// response budget may cut the page first (its token continues after the last key it
+    /// holds).
+    async fn listing(
         &self,
         keys: Vec<String>,
         next_page_token: String,
+        include_summaries: bool,
     ) -> Result<ListTargetsResponse, Status>;
 }
 
@@ -203,16 +205,11 @@ impl<S: HorizontalAutoscaler + TargetSummaries> HorizontalAutoscaler for Authori
                 }
             })
             .await?;
-        if req.include_summaries {
-            return Ok(Response::new(
-                self.inner.summaries(target_keys, next_page_token).await?,
-            ));
-        }
-        Ok(Response::new(ListTargetsResponse {
-            target_keys,
-            next_page_token,
-            summaries: Vec::new(),
-        }))
+        Ok(Response::new(
+            self.inner
+                .listing(target_keys, next_page_token, req.include_summaries)
+                .await?,
+        ))
     }
 
     /// A replay reads history: `read` on the stored target, or on every key of an inline

@@ -196,7 +196,7 @@ impl HorizontalService {
     }
 
     /// `ListTargets`: a page of keys (under `prefix`, if given), and with
-    /// `include_summaries` each one's newest run ([`Self::summaries`]).
+    /// `include_summaries` each one's newest run ([`TargetSummaries::listing`]).
     async fn do_list_targets(
         &self,
         req: ListTargetsRequest,
@@ -230,14 +230,8 @@ impl HorizontalService {
             })
             .await?
         };
-        if req.include_summaries {
-            return self.summaries(keys, next_page_token).await;
-        }
-        Ok(ListTargetsResponse {
-            target_keys: keys,
-            next_page_token,
-            summaries: Vec::new(),
-        })
+        self.listing(keys, next_page_token, req.include_summaries)
+            .await
     }
 
     async fn do_delete_target(&self, req: DeleteTargetRequest) -> Result<(), ApiError> {
@@ -284,16 +278,24 @@ impl HorizontalService {
     }
 }
 
-/// One read of the state record per key (`HpaStore::latest`, which carries the newest run),
-/// in key order, until the response budget is spent: a fleet of N targets is one pass over
+/// With summaries, one read of the state record per key (`HpaStore::latest`, which carries
+/// the newest run), in key order, until the response budget is spent: a fleet of N targets is one pass over
 /// its keys and N reads, never a read of a decision log.
 #[tonic::async_trait]
 impl TargetSummaries for HorizontalService {
-    async fn summaries(
+    async fn listing(
         &self,
         keys: Vec<String>,
         next_page_token: String,
+        include_summaries: bool,
     ) -> Result<ListTargetsResponse, Status> {
+        if !include_summaries {
+            return Ok(ListTargetsResponse {
+                target_keys: keys,
+                next_page_token,
+                summaries: Vec::new(),
+            });
+        }
         let mut page = SummaryPage::new();
         for key in &keys {
             let newest = self.store.latest(key).await.map_err(ApiError::from)?;

@@ -249,29 +249,33 @@ pub(crate) fn run(
 /// head`) ends the command quietly with status 0, as `ls | head` does, instead of the panic
 /// of `println!`; any other write error is reported and exits 1.
 pub(crate) fn print_stdout(text: &str) -> std::process::ExitCode {
-    use std::io::Write as _;
-    let mut out = std::io::stdout().lock();
-    match writeln!(out, "{text}").and_then(|()| out.flush()) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("autoscalectl: cannot write to stdout: {e}");
-            std::process::ExitCode::FAILURE
-        }
+    match write_out(&format!("{text}\n")) {
+        Err(Failed) => std::process::ExitCode::FAILURE,
+        Ok(_) => std::process::ExitCode::SUCCESS,
     }
 }
 
 /// Writes `text` on stdout as it is, flushed: false when stdout is gone (a reader that went
 /// away, or a write error, reported), so that a command printing as it goes stops.
 pub(crate) fn write_stdout(text: &str) -> bool {
+    write_out(text) == Ok(true)
+}
+
+/// A write to stdout failed for another reason than a reader that went away; it was reported.
+#[derive(Debug, PartialEq)]
+struct Failed;
+
+/// Writes `text` on stdout, flushed: `Ok(false)` when the reader went away (a broken pipe,
+/// not an error), `Err` after reporting any other write error.
+fn write_out(text: &str) -> Result<bool, Failed> {
     use std::io::Write as _;
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => true,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => false,
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
         Err(e) => {
             eprintln!("autoscalectl: cannot write to stdout: {e}");
-            false
+            Err(Failed)
         }
     }
 }
