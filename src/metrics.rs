@@ -23,6 +23,8 @@ pub(crate) const REQUEST_DURATION: &str = "autoscaled_grpc_request_duration_seco
 pub(crate) const HPA_DECISIONS_TOTAL: &str = "autoscaled_hpa_decisions_total";
 /// Recorded HPA decisions whose desired replicas differ from the current, by `direction`.
 pub(crate) const HPA_RESCALES_TOTAL: &str = "autoscaled_hpa_rescales_total";
+/// Rescales reported by callers (`ReportScale`), by `outcome` (`applied`, `failed`).
+pub(crate) const HPA_SCALE_REPORTS_TOTAL: &str = "autoscaled_hpa_scale_reports_total";
 /// Time a recorded Recommend spends committing: the write plus the wait for durability.
 pub(crate) const STORE_COMMIT_DURATION: &str = "autoscaled_store_commit_duration_seconds";
 /// Duration of one group-commit flush (fsync) of the store.
@@ -113,6 +115,11 @@ fn describe() {
         Unit::Count,
         "Recorded HPA decisions that change the replica count, by direction"
     );
+    describe_counter!(
+        HPA_SCALE_REPORTS_TOTAL,
+        Unit::Count,
+        "Rescales reported by callers, by outcome (a failed one stores no scale event)"
+    );
     describe_histogram!(
         STORE_COMMIT_DURATION,
         Unit::Seconds,
@@ -183,6 +190,15 @@ pub(crate) fn hpa_decision(
         let direction = if up { "up" } else { "down" };
         counter!(HPA_RESCALES_TOTAL, "direction" => direction).increment(1);
     }
+}
+
+/// One `ReportScale` that was accepted.
+pub(crate) fn scale_report(failed: bool) {
+    if !installed() {
+        return;
+    }
+    let outcome = if failed { "failed" } else { "applied" };
+    counter!(HPA_SCALE_REPORTS_TOTAL, "outcome" => outcome).increment(1);
 }
 
 /// The write plus durability wait of one recorded decision.

@@ -165,6 +165,7 @@ fn contract(open: Open) {
     log_bound(open, "bound/1", 1, 3);
     runs_of_identical_decisions(open);
     latest_is_the_newest_run(open);
+    withdrawn_newest_is_replaced(open);
     retention_by_age(open);
     bounded_history(open);
 }
@@ -251,6 +252,73 @@ fn latest_is_the_newest_run(open: Open) {
     assert_eq!(newest.run.first_time.unix_millis() / 1000 - T0, 60);
     assert!(wait(store.delete(key)).unwrap());
     assert_eq!(wait(store.latest(key)).unwrap(), None);
+}
+
+/// A failed rescale (`ReportScale`): the write after `Seen::withdraw_newest` replaces the
+/// newest decision with its amended copy instead of following it. A run of one is replaced
+/// in place; a longer run gives up its last decision to the amended one.
+fn withdrawn_newest_is_replaced(open: Open) {
+    let key = "withdraw/a";
+    let store = open(UNBOUNDED, FOREVER);
+    let amend = |secs: i64, desired: i32| {
+        let (state, mut seen) = wait(store.load_for_update(key)).unwrap();
+        let newest = seen.newest().cloned().expect("a newest decision");
+        assert_eq!(newest.time.unix_millis() / 1000 - T0, secs);
+        let mut amended = entry(secs, desired);
+        amended.decision.conditions[0] = Condition {
+            condition_type: ConditionType::AbleToScale,
+            status: false,
+            reason: ConditionReason::FailedUpdateScale,
+            message: "the HPA controller was unable to update the target scale: no".into(),
+        };
+        seen.withdraw_newest();
+        let history = state.unwrap().history;
+        wait(store.commit_after(key, seen, &history, &amended)).unwrap();
+    };
+    let reason = |store: &dyn HpaStore| {
+        let newest = wait(store.latest(key)).unwrap().unwrap();
+        newest.decision.conditions[0].reason
+    };
+    for s in [0, 15] {
+        decide(&*store, key, s, 5);
+    }
+    decide(&*store, key, 30, 6);
+    amend(30, 6);
+    assert_eq!(runs(&*store, key), vec![(5, 2, 0, 15), (6, 1, 30, 30)]);
+    assert_eq!(reason(&*store), ConditionReason::FailedUpdateScale);
+    // The next decision says something else again: a new run after the amended one.
+    decide(&*store, key, 45, 7);
+    decide(&*store, key, 60, 7);
+    assert_eq!(
+        runs(&*store, key),
+        vec![(5, 2, 0, 15), (6, 1, 30, 30), (7, 2, 45, 60)]
+    );
+    amend(60, 7);
+    assert_eq!(
+        runs(&*store, key),
+        vec![
+            (5, 2, 0, 15),
+            (6, 1, 30, 30),
+            (7, 1, 45, 60),
+            (7, 1, 60, 60)
+        ]
+    );
+    assert_eq!(reason(&*store), ConditionReason::FailedUpdateScale);
+    // Durable and readable by a fresh handle, and the log keeps growing normally after it.
+    store.flush().unwrap();
+    drop(store);
+    let store = open(UNBOUNDED, FOREVER);
+    decide(&*store, key, 75, 8);
+    assert_eq!(
+        runs(&*store, key),
+        vec![
+            (5, 2, 0, 15),
+            (6, 1, 30, 30),
+            (7, 1, 45, 60),
+            (7, 1, 60, 60),
+            (8, 1, 75, 75)
+        ]
+    );
 }
 
 /// With a retention of 100 s, a closed run is dropped once the newest decision is more than

@@ -198,6 +198,27 @@ func (c *Client) Recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.R
 	return c.horizontal.Recommend(ctx, req)
 }
 
+// ReportScale tells the server whether the rescale of resp (the target's newest decision)
+// was applied. Recommend takes a rescale as applied; with applied false the server stores no
+// scale event for it (the rate limits do not count a change that never happened) and marks
+// the decision AbleToScale=False/FailedUpdateScale with errMsg, as the Kubernetes controller
+// does when its scale update fails. Report before the next Recommend on the target.
+func (c *Client) ReportScale(ctx context.Context, targetKey string, resp *pb.RecommendResponse, applied bool, errMsg string) (*pb.ReportScaleResponse, error) {
+	outcome := pb.ScaleOutcome_SCALE_OUTCOME_APPLIED
+	if !applied {
+		outcome = pb.ScaleOutcome_SCALE_OUTCOME_FAILED
+	} else {
+		errMsg = ""
+	}
+	return c.horizontal.ReportScale(ctx, &pb.ReportScaleRequest{
+		TargetKey:       targetKey,
+		EvaluationTime:  resp.GetEvaluationTime(),
+		DesiredReplicas: resp.GetDesiredReplicas(),
+		Outcome:         outcome,
+		Message:         errMsg,
+	})
+}
+
 // GetHistory returns the decisions, recommendations and scale events stored for a target.
 func (c *Client) GetHistory(ctx context.Context, targetKey string) (*pb.TargetHistory, error) {
 	return c.horizontal.GetHistory(ctx, &pb.GetHistoryRequest{TargetKey: targetKey})

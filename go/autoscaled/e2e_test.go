@@ -161,6 +161,51 @@ func TestRecommendScaleUpThenCappedByMax(t *testing.T) {
 	}
 }
 
+// A scale the caller could not apply: reported, it leaves no scale event and the decision
+// says AbleToScale=False/FailedUpdateScale with the caller's message.
+func TestReportScaleFailedStoresNoScaleEvent(t *testing.T) {
+	c := dialReal(t)
+	ctx := testContext(t)
+	key := "go-test/prod/web-" + t.Name()
+	spec := cpuSpec(10, 50)
+	spec.Behavior = &pb.Behavior{}
+	resp, err := c.Recommend(ctx, &pb.RecommendRequest{
+		TargetKey:       key,
+		CurrentReplicas: 3,
+		Spec:            spec,
+		Pods:            cpuPods(3, 1000, 900),
+	})
+	if err != nil {
+		t.Fatalf("Recommend: %v", err)
+	}
+	if resp.GetDesiredReplicas() != 6 {
+		t.Fatalf("desired = %d, want 6", resp.GetDesiredReplicas())
+	}
+	rep, err := c.ReportScale(ctx, key, resp, false, "nomad: quota exceeded")
+	if err != nil {
+		t.Fatalf("ReportScale: %v", err)
+	}
+	if !rep.GetScaleEventWithdrawn() {
+		t.Errorf("scale_event_withdrawn = false, want true")
+	}
+	wantCondition(t, rep.GetConditions(), "AbleToScale", "False", "FailedUpdateScale")
+	hist, err := c.GetHistory(ctx, key)
+	if err != nil {
+		t.Fatalf("GetHistory: %v", err)
+	}
+	if n := len(hist.GetScaleUpEvents()); n != 0 {
+		t.Errorf("scale-up events = %d, want 0 after a failed scale", n)
+	}
+	ds := hist.GetDecisions()
+	if len(ds) != 1 {
+		t.Fatalf("decisions = %d, want 1 (the failed one, replaced)", len(ds))
+	}
+	able := autoscaled.FindCondition(ds[0].GetConditions(), "AbleToScale")
+	if able.GetReason() != "FailedUpdateScale" || !strings.Contains(able.GetMessage(), "quota exceeded") {
+		t.Errorf("stored AbleToScale = %v", able)
+	}
+}
+
 // A dry run decides like a real call but leaves no trace.
 func TestRecommendDryRunRecordsNothing(t *testing.T) {
 	c := dialReal(t)

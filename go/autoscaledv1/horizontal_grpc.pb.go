@@ -34,6 +34,15 @@ type HorizontalAutoscalerClient interface {
 	// under another spec and returns both replica curves side by side. Never writes history.
 	// See SimulateRequest (at the end of this file) and docs/whatif.md.
 	Simulate(ctx context.Context, in *SimulateRequest, opts ...grpc.CallOption) (*SimulateResponse, error)
+	// Reports whether the caller applied the rescale of the target's newest decision.
+	// Recommend takes a rescale as applied (callers that never report keep that); FAILED
+	// undoes what only a successful scale update does in Kubernetes (`reconcileAutoscaler`):
+	// the decision's scale event is withdrawn, so the rate limits do not count a change that
+	// never happened, and the stored decision shows AbleToScale=False / FailedUpdateScale
+	// with the caller's message. APPLIED confirms and writes nothing. NOT_FOUND for a target
+	// with no stored history; FAILED_PRECONDITION when the decision is not the target's newest
+	// (report before the next Recommend). Repeating a report changes nothing.
+	ReportScale(ctx context.Context, in *ReportScaleRequest, opts ...grpc.CallOption) (*ReportScaleResponse, error)
 }
 
 type horizontalAutoscalerClient struct {
@@ -89,6 +98,15 @@ func (c *horizontalAutoscalerClient) Simulate(ctx context.Context, in *SimulateR
 	return out, nil
 }
 
+func (c *horizontalAutoscalerClient) ReportScale(ctx context.Context, in *ReportScaleRequest, opts ...grpc.CallOption) (*ReportScaleResponse, error) {
+	out := new(ReportScaleResponse)
+	err := c.cc.Invoke(ctx, "/autoscaled.v1.HorizontalAutoscaler/ReportScale", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HorizontalAutoscalerServer is the server API for HorizontalAutoscaler service.
 // All implementations must embed UnimplementedHorizontalAutoscalerServer
 // for forward compatibility
@@ -109,6 +127,15 @@ type HorizontalAutoscalerServer interface {
 	// under another spec and returns both replica curves side by side. Never writes history.
 	// See SimulateRequest (at the end of this file) and docs/whatif.md.
 	Simulate(context.Context, *SimulateRequest) (*SimulateResponse, error)
+	// Reports whether the caller applied the rescale of the target's newest decision.
+	// Recommend takes a rescale as applied (callers that never report keep that); FAILED
+	// undoes what only a successful scale update does in Kubernetes (`reconcileAutoscaler`):
+	// the decision's scale event is withdrawn, so the rate limits do not count a change that
+	// never happened, and the stored decision shows AbleToScale=False / FailedUpdateScale
+	// with the caller's message. APPLIED confirms and writes nothing. NOT_FOUND for a target
+	// with no stored history; FAILED_PRECONDITION when the decision is not the target's newest
+	// (report before the next Recommend). Repeating a report changes nothing.
+	ReportScale(context.Context, *ReportScaleRequest) (*ReportScaleResponse, error)
 	mustEmbedUnimplementedHorizontalAutoscalerServer()
 }
 
@@ -130,6 +157,9 @@ func (UnimplementedHorizontalAutoscalerServer) DeleteTarget(context.Context, *De
 }
 func (UnimplementedHorizontalAutoscalerServer) Simulate(context.Context, *SimulateRequest) (*SimulateResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Simulate not implemented")
+}
+func (UnimplementedHorizontalAutoscalerServer) ReportScale(context.Context, *ReportScaleRequest) (*ReportScaleResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ReportScale not implemented")
 }
 func (UnimplementedHorizontalAutoscalerServer) mustEmbedUnimplementedHorizontalAutoscalerServer() {}
 
@@ -234,6 +264,24 @@ func _HorizontalAutoscaler_Simulate_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HorizontalAutoscaler_ReportScale_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportScaleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HorizontalAutoscalerServer).ReportScale(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/autoscaled.v1.HorizontalAutoscaler/ReportScale",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HorizontalAutoscalerServer).ReportScale(ctx, req.(*ReportScaleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _HorizontalAutoscaler_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "autoscaled.v1.HorizontalAutoscaler",
 	HandlerType: (*HorizontalAutoscalerServer)(nil),
@@ -257,6 +305,10 @@ var _HorizontalAutoscaler_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Simulate",
 			Handler:    _HorizontalAutoscaler_Simulate_Handler,
+		},
+		{
+			MethodName: "ReportScale",
+			Handler:    _HorizontalAutoscaler_ReportScale_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

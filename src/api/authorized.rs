@@ -17,9 +17,9 @@ use crate::{
         DeleteTargetRequest, DeleteVerticalTargetRequest, GetHistoryRequest,
         GetRecommendationRequest, ListTargetsRequest, ListTargetsResponse,
         ListVerticalTargetsRequest, ListVerticalTargetsResponse, RecommendRequest,
-        RecommendResponse, RecordUsageRequest, RecordUsageResponse, SimulateRequest,
-        SimulateResponse, TargetHistory, VerticalRecommendation,
-        horizontal_autoscaler_server::HorizontalAutoscaler,
+        RecommendResponse, RecordUsageRequest, RecordUsageResponse, ReportScaleRequest,
+        ReportScaleResponse, SimulateRequest, SimulateResponse, TargetHistory,
+        VerticalRecommendation, horizontal_autoscaler_server::HorizontalAutoscaler,
         vertical_autoscaler_server::VerticalAutoscaler,
     },
 };
@@ -164,6 +164,15 @@ impl<S: HorizontalAutoscaler + TargetSummaries> HorizontalAutoscaler for Authori
     ) -> Result<Response<RecommendResponse>, Status> {
         self.check(&request, Verb::Recommend, &request.get_ref().target_key)?;
         self.inner.recommend(request).await
+    }
+
+    /// The outcome of a Recommend's rescale: the same verb as the call it completes.
+    async fn report_scale(
+        &self,
+        request: Request<ReportScaleRequest>,
+    ) -> Result<Response<ReportScaleResponse>, Status> {
+        self.check(&request, Verb::Recommend, &request.get_ref().target_key)?;
+        self.inner.report_scale(request).await
     }
 
     async fn get_history(

@@ -65,6 +65,33 @@ impl Kind for Hpa<'_> {
     }
 }
 
+/// The HPA kind for a write that replaces the newest decision (`ReportScale`): loads the
+/// history with the newest decision, and writes the new history with an amended copy of that
+/// decision in its place ([`Seen::withdraw_newest`]).
+pub(crate) struct HpaAmend<'a>(pub &'a dyn HpaStore);
+
+impl Kind for HpaAmend<'_> {
+    type State = (HpaState, Option<DecisionEntry>);
+    type Write = (History, DecisionEntry);
+    async fn load(
+        &self,
+        key: &str,
+    ) -> Result<(Option<(HpaState, Option<DecisionEntry>)>, Seen), StoreError> {
+        let (state, seen) = self.0.load_for_update(key).await?;
+        let newest = seen.newest().cloned();
+        Ok((state.map(|s| (s, newest)), seen))
+    }
+    async fn write(
+        &self,
+        key: &str,
+        mut seen: Seen,
+        (history, entry): &Self::Write,
+    ) -> Result<(), StoreError> {
+        seen.withdraw_newest();
+        self.0.commit_after(key, seen, history, entry).await
+    }
+}
+
 /// The VPA kind: the target's whole record.
 pub(crate) struct Vpa<'a>(pub &'a dyn VpaStore);
 

@@ -23,7 +23,7 @@ use tracing::{Span, field::Empty};
 use super::{
     authorized::{TargetSummaries, filtered_page},
     clock,
-    commit::{CommitPath, Hpa},
+    commit::{CommitPath, Hpa, HpaAmend},
     convert::{self, Context, summary::SummaryPage},
     locks::KeyLocks,
     status::ApiError,
@@ -31,7 +31,7 @@ use super::{
 use crate::{
     auth::KeyFilter,
     config::Limits,
-    engine::hpa::prune,
+    engine::hpa::{outcome, prune},
     engine::{
         error::InvalidInput, hpa::Evaluation, hpa::condition::ConditionType, hpa::history::History,
         hpa::observation::Observation, hpa::settings::Settings, hpa::spec::HorizontalSpec,
@@ -39,7 +39,8 @@ use crate::{
     },
     pb::v1::{
         DeleteTargetRequest, GetHistoryRequest, ListTargetsRequest, ListTargetsResponse,
-        RecommendRequest, RecommendResponse, SimulateRequest, SimulateResponse, TargetHistory,
+        RecommendRequest, RecommendResponse, ReportScaleRequest, ReportScaleResponse,
+        SimulateRequest, SimulateResponse, TargetHistory,
         horizontal_autoscaler_server::HorizontalAutoscaler,
     },
     store::{DecisionEntry, HpaStore, durability::Durability},
@@ -250,6 +251,49 @@ impl HorizontalService {
 }
 
 impl HorizontalService {
+    /// `ReportScale`: APPLIED only checks that the decision is the target's newest (Recommend
+    /// took the rescale as applied); FAILED rewrites that decision through the commit path
+    /// (`HpaAmend`) with AbleToScale False / FailedUpdateScale and its scale event withdrawn
+    /// (`engine::hpa::outcome::scale_failed`). A repeated FAILED writes nothing.
+    async fn do_report_scale(
+        &self,
+        req: ReportScaleRequest,
+    ) -> Result<ReportScaleResponse, ApiError> {
+        let report = convert::report_scale_request(req, &self.options.limits)?;
+        Span::current().record("target.key", report.target_key.as_str());
+        let key = report.target_key.as_str();
+        let newest = self.store.latest(key).await?;
+        let newest = reported_decision(&report, newest)?;
+        let Some(error) = report.failure.as_deref() else {
+            crate::metrics::scale_report(false);
+            return Ok(convert::report_scale_response(&newest.decision, false));
+        };
+        if outcome::is_failed_update(&newest.decision) {
+            return Ok(convert::report_scale_response(&newest.decision, false));
+        }
+        let (_, (_, entry), withdrawn) = self
+            .commit
+            .commit_decision(
+                &HpaAmend(&*self.store),
+                key,
+                true,
+                || (),
+                |state, ()| {
+                    let (state, newest) =
+                        state.ok_or_else(|| ApiError::TargetNotFound(key.to_owned()))?;
+                    // Read again under the lock: another call may have decided since.
+                    let mut entry = reported_decision(&report, newest)?;
+                    let mut history = state.history;
+                    let withdrawn =
+                        outcome::scale_failed(&mut entry.decision, &mut history, entry.time, error);
+                    Ok(((history, entry), withdrawn))
+                },
+            )
+            .await?;
+        crate::metrics::scale_report(true);
+        Ok(convert::report_scale_response(&entry.decision, withdrawn))
+    }
+
     /// `Simulate` (see `api::simulate`): reads the decision log, never writes. The replay
     /// runs on a blocking thread: a long log is CPU work that must not stall other calls.
     async fn do_simulate(&self, req: SimulateRequest) -> Result<SimulateResponse, ApiError> {
@@ -276,6 +320,34 @@ impl HorizontalService {
         crate::metrics::simulate_steps(steps);
         Ok(response)
     }
+}
+
+/// The stored decision a `ReportScale` names: the target's newest, at the reported time, with
+/// the reported desired count.
+fn reported_decision(
+    report: &convert::ScaleReport,
+    newest: Option<DecisionEntry>,
+) -> Result<DecisionEntry, ApiError> {
+    let key = &report.target_key;
+    let newest = newest.ok_or_else(|| ApiError::TargetNotFound(key.clone()))?;
+    if newest.time != report.time {
+        return Err(ApiError::FailedPrecondition(format!(
+            "the decision at {} ms is not the newest of target {key:?} (the newest is at {} ms): \
+             report a scale before the next Recommend on the target (a dry run records no decision)",
+            report.time.unix_millis(),
+            newest.time.unix_millis()
+        )));
+    }
+    if newest.decision.desired_replicas != report.desired_replicas {
+        return Err(ApiError::field(
+            "desired_replicas",
+            format!(
+                "is {}, but the decision at that time desired {}",
+                report.desired_replicas, newest.decision.desired_replicas
+            ),
+        ));
+    }
+    Ok(newest)
 }
 
 /// With summaries, one read of the state record per key (`HpaStore::latest`, which carries
@@ -344,6 +416,16 @@ impl HorizontalAutoscaler for HorizontalService {
         request: Request<SimulateRequest>,
     ) -> Result<Response<SimulateResponse>, Status> {
         Ok(Response::new(self.do_simulate(request.into_inner()).await?))
+    }
+
+    #[tracing::instrument(name = "ReportScale", skip_all, fields(target.key = Empty))]
+    async fn report_scale(
+        &self,
+        request: Request<ReportScaleRequest>,
+    ) -> Result<Response<ReportScaleResponse>, Status> {
+        Ok(Response::new(
+            self.do_report_scale(request.into_inner()).await?,
+        ))
     }
 
     #[tracing::instrument(name = "DeleteTarget", skip_all, fields(target.key = Empty))]

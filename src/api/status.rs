@@ -44,6 +44,10 @@ pub enum ApiError {
     /// The caller's deadline passed before the work was done; nothing was stored.
     #[error("{0}")]
     DeadlineExceeded(String),
+    /// The target is not in the state the call needs (a reported decision that is no longer
+    /// the newest); the message says what to do instead.
+    #[error("{0}")]
+    FailedPrecondition(String),
 }
 
 impl ApiError {
@@ -226,6 +230,7 @@ impl From<ApiError> for Status {
                 status
             }
             ApiError::DeadlineExceeded(message) => status(Code::DeadlineExceeded, &message),
+            ApiError::FailedPrecondition(message) => status(Code::FailedPrecondition, &message),
             ApiError::Internal(message) => {
                 tracing::error!(error = %message, "internal error");
                 Status::internal("internal error (details in the server log)")

@@ -57,7 +57,7 @@ pub(crate) fn route(path: &str) -> Route {
     };
     match service {
         "autoscaled.v1.HorizontalAutoscaler" => match method {
-            "Recommend" => Route::Method(Verb::Recommend),
+            "Recommend" | "ReportScale" => Route::Method(Verb::Recommend),
             "GetHistory" | "ListTargets" | "Simulate" => Route::Method(Verb::Read),
             "DeleteTarget" => Route::Method(Verb::Delete),
             _ => Route::Unmapped,

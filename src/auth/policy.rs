@@ -37,7 +37,8 @@ use thiserror::Error;
 /// What a call does to a target, as the authorization file names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum Verb {
-    /// `Recommend` (dry runs included: a dry run reads the target's history).
+    /// `Recommend` (dry runs included: a dry run reads the target's history) and
+    /// `ReportScale` (the outcome of applying a Recommend).
     Recommend,
     /// `GetHistory`, `GetRecommendation`, `ListTargets`, `ListVerticalTargets`.
     Read,

@@ -132,6 +132,24 @@ pub(crate) struct StoredState {
 }
 
 impl StoredState {
+    /// The state as it was before its newest decision was added, for a write that replaces
+    /// that decision ([`super::Seen::withdraw_newest`]): a run of one is dropped (it was
+    /// never logged: a run reaches the log when it is first extended or closed), a longer
+    /// run loses its last decision (its fields stay those of the withdrawn decision, which
+    /// said the same thing: same outcome, by the run rule) and is logged whole again by the
+    /// write, which closes it.
+    pub(crate) fn without_newest(mut self) -> Self {
+        match self.pending.take() {
+            Some(mut run) if run.run.count > 1 => {
+                run.run.count -= 1;
+                self.pending = Some(run);
+            }
+            _ => {}
+        }
+        self.logged_body = None;
+        self
+    }
+
     /// Decodes a state record; `logged` reads a decision-log record by its key (the sled
     /// layout of [`keys::decision_key`]), for the body under a version-3 record's tail.
     pub(super) fn decode<B: AsRef<[u8]>>(

@@ -108,6 +108,28 @@ pub struct Seen {
     /// The HPA state record as read, decoded once per call, so that the commit does not read
     /// it again (VPA loads leave it empty).
     pub(crate) loaded: Option<Loaded>,
+    /// The write replaces the newest decision instead of following it
+    /// ([`Seen::withdraw_newest`]).
+    pub(crate) withdraw_newest: bool,
+}
+
+impl Seen {
+    /// The newest decision as loaded (the last decision of the newest run), if the load
+    /// carried the state record.
+    pub fn newest(&self) -> Option<&DecisionEntry> {
+        self.loaded
+            .as_ref()
+            .and_then(|l| l.state.as_ref())
+            .and_then(|s| s.pending.as_ref())
+    }
+
+    /// Makes the write that takes this `Seen` replace the newest decision (an amended copy of
+    /// it, e.g. a rescale the caller reported as failed) instead of following it: the newest
+    /// run is written as if that decision had never been added to it. Both stores apply it
+    /// with [`hpa::StoredState::without_newest`].
+    pub fn withdraw_newest(&mut self) {
+        self.withdraw_newest = true;
+    }
 }
 
 /// The HPA state record a `load_for_update` decoded, and from which open of the database

@@ -171,6 +171,7 @@ impl HpaStore for SledStore {
                 generation,
                 state: stored,
             }),
+            withdraw_newest: false,
         };
         Ok((state, seen))
     }
@@ -185,10 +186,13 @@ impl HpaStore for SledStore {
         decision: &DecisionEntry,
     ) -> Result<(), StoreError> {
         self.hpa(|t| {
-            let previous = match seen.loaded {
+            let mut previous = match seen.loaded {
                 Some(l) if l.generation == t.generation => l.state,
                 _ => t.read_state(key)?,
             };
+            if seen.withdraw_newest {
+                previous = previous.map(hpa::StoredState::without_newest);
+            }
             t.commit_loaded(key, previous, history, decision)
         })
     }

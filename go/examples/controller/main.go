@@ -139,7 +139,14 @@ func main() {
 			}
 		} else {
 			desired := resp.GetDesiredReplicas()
-			world.scaleTo(desired, now) // "apply": a real controller would patch its job/service here
+			if desired != current {
+				// "apply": a real controller would patch its job/service here, and report a
+				// failure with applied=false and the scheduler's error.
+				world.scaleTo(desired, now)
+				if _, err := client.ReportScale(ctx, *target, resp, true, ""); err != nil {
+					log.Printf("sync %d: report scale: %v", i, err)
+				}
+			}
 			var reasons []string
 			for _, c := range resp.GetConditions() {
 				reasons = append(reasons, fmt.Sprintf("%s=%s(%s)", c.GetType(), c.GetStatus(), c.GetReason()))

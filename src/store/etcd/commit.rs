@@ -43,6 +43,11 @@ impl EtcdStore {
                 state
             }
         };
+        let previous = if seen.withdraw_newest {
+            previous.map(StoredState::without_newest)
+        } else {
+            previous
+        };
         let previous = previous.as_ref();
         let state_key = self.state_key(key);
         let mut ops = Vec::new();

@@ -440,6 +440,7 @@ impl HpaStore for EtcdStore {
                 generation: 0,
                 state: stored,
             }),
+            withdraw_newest: false,
         };
         Ok((state, seen))
     }

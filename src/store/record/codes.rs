@@ -66,6 +66,7 @@ codes!(condition_reason, condition_reason_from, ConditionReason, {
     ConditionReason::ScaleInPaused => 28,
     ConditionReason::ScaleOutPaused => 29,
     ConditionReason::NotPaused => 30,
+    ConditionReason::FailedUpdateScale => 31,
 });
 
 codes!(decision_path, decision_path_from, DecisionPath, {

@@ -168,6 +168,7 @@ fn clone_error(e: &autoscaled::api::status::ApiError) -> autoscaled::api::status
             retry_after_ms: *retry_after_ms,
         },
         ApiError::DeadlineExceeded(m) => ApiError::DeadlineExceeded(m.clone()),
+        ApiError::FailedPrecondition(m) => ApiError::FailedPrecondition(m.clone()),
         ApiError::Store(_) | ApiError::Internal(_) => ApiError::Internal(e.to_string()),
     }
 }

@@ -126,6 +126,17 @@ impl HorizontalAutoscaler for Recorder {
     ) -> Result<Response<api::SimulateResponse>, Status> {
         self.upstream.clone().simulate(request.into_inner()).await
     }
+
+    /// Passed through, not traced: a trace replays Recommend requests, each taken as applied.
+    async fn report_scale(
+        &self,
+        request: Request<api::ReportScaleRequest>,
+    ) -> Result<Response<api::ReportScaleResponse>, Status> {
+        self.upstream
+            .clone()
+            .report_scale(request.into_inner())
+            .await
+    }
 }
 
 /// Runs the proxy until SIGTERM / SIGINT.

@@ -55,6 +55,9 @@ pub enum ConditionReason {
     ScaleUpStabilized,
     /// The controller changed the scale (overrides the AbleToScale reasons above); kept for completeness with `horizontal.go`.
     SucceededRescale,
+    /// The caller could not apply the rescale it was given (`reconcileAutoscaler` when the
+    /// scale update fails): AbleToScale False, no scale event stored.
+    FailedUpdateScale,
     /// At least one metric produced a replica count.
     ValidMetricFound,
     /// A Resource metric could not be computed (no samples, no requests).
@@ -119,6 +122,7 @@ impl ConditionReason {
             ConditionReason::ScaleDownStabilized => "ScaleDownStabilized",
             ConditionReason::ScaleUpStabilized => "ScaleUpStabilized",
             ConditionReason::SucceededRescale => "SucceededRescale",
+            ConditionReason::FailedUpdateScale => "FailedUpdateScale",
             ConditionReason::ValidMetricFound => "ValidMetricFound",
             ConditionReason::FailedGetResourceMetric => "FailedGetResourceMetric",
             ConditionReason::FailedGetContainerResourceMetric => "FailedGetContainerResourceMetric",

@@ -11,6 +11,7 @@ pub mod extensions;
 pub mod history;
 pub mod normalize;
 pub mod observation;
+pub mod outcome;
 pub mod prune;
 pub mod replicas;
 pub mod settings;
