@@ -22,9 +22,11 @@ step "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 step "etcd (installs etcd-server for tests/etcd_ha.rs)"
 bash scripts/etcd-ci.sh install
-step "cargo test (every member: engine, server, autoscalectl)"
+step "Prometheus (installs Debian's prometheus for the agent's end-to-end test)"
+bash scripts/prometheus-ci.sh install
+step "cargo test (every member: engine, server, autoscalectl, agent)"
 cargo test --workspace --locked
-step "cargo build --release (autoscaled and autoscalectl)"
+step "cargo build --release (autoscaled, autoscalectl, autoscaled-agent)"
 cargo build --release --locked --workspace
 step "the server binary holds only what serves"
 bash scripts/check-server-binary.sh target/release/autoscaled

@@ -160,6 +160,13 @@ impl HorizontalAutoscaler for Noop {
     ) -> Result<Response<pb::SimulateResponse>, Status> {
         Ok(Response::new(pb::SimulateResponse::default()))
     }
+
+    async fn report_scale(
+        &self,
+        _request: Request<pb::ReportScaleRequest>,
+    ) -> Result<Response<pb::ReportScaleResponse>, Status> {
+        Ok(Response::new(pb::ReportScaleResponse::default()))
+    }
 }
 
 /// A response the size of a real one: three conditions, one metric with its pod groups.

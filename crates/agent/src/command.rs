@@ -1,0 +1,164 @@
+//! Runs the scheduler's commands: argv without a shell, placeholders replaced, a timeout
+//! that kills the command's whole process group (a hung `nomad job scale` and its children),
+//! and output bounded.
+
+use std::{process::Stdio, time::Duration};
+
+use tokio::{io::AsyncReadExt, process::Command};
+
+use crate::config::CommandSpec;
+
+/// The most output kept from a command (stdout and stderr each).
+const MAX_OUTPUT_BYTES: u64 = 1 << 20;
+
+/// What a command printed, if it exited 0.
+pub struct Output {
+    pub stdout: String,
+}
+
+/// `{replicas}`, `{current}` and `{key}` in each argument.
+pub fn render(argv: &[String], key: &str, current: i32, replicas: i32) -> Vec<String> {
+    argv.iter()
+        .map(|a| {
+            a.replace("{replicas}", &replicas.to_string())
+                .replace("{current}", &current.to_string())
+                .replace("{key}", key)
+        })
+        .collect()
+}
+
+/// Runs `argv` (already rendered) with `spec.timeout`. An error says what failed in one
+/// line: the program missing, a non-zero exit with the end of its stderr, or the timeout.
+pub async fn run(argv: &[String], timeout: Duration) -> Result<Output, String> {
+    let (program, args) = argv.split_first().ok_or("an empty command")?;
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own process group, so that a timeout kills what it started too.
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("cannot run {program:?}: {e}"))?;
+    let pid = child.id();
+    let mut stdout = child.stdout.take().ok_or("no stdout")?;
+    let mut stderr = child.stderr.take().ok_or("no stderr")?;
+    let work = async {
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let mut stdout = (&mut stdout).take(MAX_OUTPUT_BYTES);
+        let mut stderr = (&mut stderr).take(MAX_OUTPUT_BYTES);
+        let (a, b) = tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err));
+        a.and(b).map_err(|e| e.to_string())?;
+        let status = child.wait().await.map_err(|e| e.to_string())?;
+        Ok::<_, String>((status, out, err))
+    };
+    match tokio::time::timeout(timeout, work).await {
+        Ok(Ok((status, out, err))) => {
+            if status.success() {
+                Ok(Output {
+                    stdout: String::from_utf8_lossy(&out).into_owned(),
+                })
+            } else {
+                let err = String::from_utf8_lossy(&err);
+                let last = err
+                    .lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("");
+                let last: String = last.chars().take(300).collect();
+                Err(format!("{program:?} failed ({status}): {}", last.trim()))
+            }
+        }
+        Ok(Err(e)) => Err(format!("{program:?}: {e}")),
+        Err(_) => {
+            if let Some(pid) = pid {
+                kill_group(pid);
+            }
+            Err(format!(
+                "{program:?} did not finish within {timeout:?}; killed"
+            ))
+        }
+    }
+}
+
+/// SIGKILL to the process group `pid` leads (`kill -KILL -- -PID`; the crate has no unsafe
+/// code for `killpg`).
+fn kill_group(pid: u32) {
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", "--", &format!("-{pid}")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// Runs a rendered [`CommandSpec`].
+pub async fn run_spec(spec: &CommandSpec, argv: Vec<String>) -> Result<Output, String> {
+    run(&argv, spec.timeout).await
+}
+
+/// The replica count a command printed (a bare non-negative integer, surrounding whitespace
+/// allowed).
+pub fn parse_replicas(stdout: &str) -> Result<i32, String> {
+    let text = stdout.trim();
+    text.parse::<i32>().ok().filter(|n| *n >= 0).ok_or_else(|| {
+        let shown: String = text.chars().take(80).collect();
+        format!("the replicas command printed {shown:?}, not a replica count")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn output_exit_codes_and_timeouts() {
+        let ok = run(
+            &["sh".into(), "-c".into(), "echo 3".into()],
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+        assert_eq!(parse_replicas(&ok.stdout), Ok(3));
+        let failed = run(
+            &["sh".into(), "-c".into(), "echo nope >&2; exit 4".into()],
+            Duration::from_secs(5),
+        )
+        .await
+        .err()
+        .unwrap();
+        assert!(failed.contains("nope") && failed.contains('4'), "{failed}");
+        let started = std::time::Instant::now();
+        let hung = run(&["sleep".into(), "30".into()], Duration::from_millis(200))
+            .await
+            .err()
+            .unwrap();
+        assert!(hung.contains("did not finish"), "{hung}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        let missing = run(&["/no/such/program".into()], Duration::from_secs(1))
+            .await
+            .err()
+            .unwrap();
+        assert!(missing.contains("cannot run"), "{missing}");
+        assert!(parse_replicas("-1").is_err());
+        assert!(parse_replicas("3 replicas").is_err());
+    }
+
+    #[test]
+    fn placeholders() {
+        let argv = vec![
+            "scale".into(),
+            "{key}".into(),
+            "--count={replicas}".into(),
+            "{current}".into(),
+        ];
+        assert_eq!(
+            render(&argv, "web", 2, 5),
+            ["scale", "web", "--count=5", "2"]
+        );
+    }
+}

@@ -1,0 +1,473 @@
+//! One period's observations of a target, as the HPA controller would gather them: the
+//! current count from the scheduler, the pods and their samples from Prometheus (or all of it
+//! from a command), mapped onto the `RecommendRequest` fields `docs/adapters.md` describes.
+//!
+//! Instances are the series of the `ready` query (value 1: ready). Prometheus lags a scale by
+//! seconds (its discovery applies target changes every 5 s), so its instance count is not the
+//! replica count: `current_replicas` is the scheduler's, and the difference is handled as
+//! Kubernetes handles the pods it lists:
+//!
+//! * fewer instances than replicas: the rest are started but not yet scraped, sent as
+//!   `Pending` pods (unready in `groupPods`: 0 % on a scale-up, left out on a scale-down);
+//! * more instances than replicas: the surplus among the instances that are not up (their
+//!   process is gone; Prometheus still lists them until its next discovery update) is sent as
+//!   being deleted (`deleting`: ignored, as a pod with a deletion timestamp).
+//!
+//! A query that fails makes its metric unavailable (`unavailable_metrics`: the metric's
+//! `FailedGet*Metric`), never a zero; an instance without a sample is a missing pod.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use autoscaled::pb::v1 as pb;
+use prost_types::Timestamp;
+
+use crate::{
+    config::{PodQueries, Request, Source, Target},
+    http::Client,
+    prometheus::{self, Sample, by_label, milli},
+};
+
+/// What the agent remembers of a target's instances between periods: when each was first
+/// seen in its current readiness (the Ready condition's last transition, which Prometheus
+/// does not give).
+#[derive(Debug, Default)]
+pub struct Memory {
+    readiness: HashMap<String, (bool, SystemTime)>,
+}
+
+/// One failed query, for the log and the metrics.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueryFailure {
+    /// `ready`, `start_time`, `requests.cpu` or the metric's name.
+    pub what: String,
+    pub error: String,
+}
+
+/// The request (without `target_key` and `spec`, which the loop sets) and the failures.
+pub struct Observed {
+    pub request: pb::RecommendRequest,
+    pub failures: Vec<QueryFailure>,
+}
+
+fn timestamp(t: SystemTime) -> Timestamp {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    Timestamp {
+        seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),
+    }
+}
+
+/// Prometheus observations for `target` at `current` replicas.
+pub async fn from_prometheus(
+    client: &Client,
+    target: &Target,
+    current: i32,
+    memory: &mut Memory,
+) -> Observed {
+    let Source::Prometheus {
+        url,
+        timeout,
+        pods,
+        metrics,
+    } = &target.source
+    else {
+        unreachable!("from_prometheus on a command source");
+    };
+    let mut failures = Vec::new();
+    let run = |q: String| {
+        let client = client.clone();
+        let url = url.clone();
+        let timeout = *timeout;
+        async move { prometheus::query(&client, &url, &q, timeout).await }
+    };
+    // Every query of the period at once: a period costs the slowest query, not their sum.
+    let metric_queries: Vec<(String, String)> = metrics
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let metric_results = futures_join(metric_queries.iter().map(|(_, q)| run(q.clone()))).await;
+    let pod_results = match pods {
+        Some(p) => Some(pod_queries(p, &run).await),
+        None => None,
+    };
+
+    let mut request = pb::RecommendRequest {
+        current_replicas: current,
+        ..Default::default()
+    };
+    let now = SystemTime::now();
+    let mut per_pod: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
+    for ((name, _), result) in metric_queries.iter().zip(metric_results) {
+        let spec = target.spec.metrics.iter().find(|m| &m.name == name);
+        let kind = spec.map_or(0, |m| m.r#type);
+        match result {
+            Err(error) => {
+                request.unavailable_metrics.push(name.clone());
+                failures.push(QueryFailure {
+                    what: name.clone(),
+                    error,
+                });
+            }
+            Ok(samples) if kind == pb::MetricSourceType::Object as i32 => match samples.first() {
+                Some(s) => {
+                    request
+                        .object_metrics_milli
+                        .insert(name.clone(), milli(s.value));
+                }
+                None => {
+                    request.unavailable_metrics.push(name.clone());
+                    failures.push(QueryFailure {
+                        what: name.clone(),
+                        error: "the query returned no series".to_owned(),
+                    });
+                }
+            },
+            Ok(samples) if kind == pb::MetricSourceType::External as i32 => {
+                // Each series is one value; the server sums them, as Kubernetes sums an
+                // External metric's items.
+                request.external_metrics.insert(
+                    name.clone(),
+                    pb::ExternalMetricValues {
+                        values_milli: samples.iter().map(|s| milli(s.value)).collect(),
+                    },
+                );
+            }
+            Ok(samples) => {
+                let label = pods.as_ref().map_or("instance", |p| p.label.as_str());
+                per_pod.insert(name.clone(), by_label(&samples, label));
+            }
+        }
+    }
+    if let (Some(queries), Some(results)) = (pods, pod_results) {
+        let PodResults {
+            ready,
+            start,
+            requests,
+        } = results;
+        let ready = match ready {
+            Ok(r) => Some(by_label(&r, &queries.label)),
+            Err(error) => {
+                failures.push(QueryFailure {
+                    what: "ready".to_owned(),
+                    error,
+                });
+                None
+            }
+        };
+        let start = match start {
+            Some(Ok(s)) => by_label(&s, &queries.label),
+            Some(Err(error)) => {
+                failures.push(QueryFailure {
+                    what: "start_time".to_owned(),
+                    error,
+                });
+                BTreeMap::new()
+            }
+            None => BTreeMap::new(),
+        };
+        let mut request_values: BTreeMap<String, Result<BTreeMap<String, f64>, i64>> =
+            BTreeMap::new();
+        for (resource, r) in requests {
+            match r {
+                RequestResult::Milli(m) => {
+                    request_values.insert(resource, Err(m));
+                }
+                RequestResult::Query(Ok(s)) => {
+                    request_values.insert(resource, Ok(by_label(&s, &queries.label)));
+                }
+                RequestResult::Query(Err(error)) => failures.push(QueryFailure {
+                    what: format!("requests.{resource}"),
+                    error,
+                }),
+            }
+        }
+        match ready {
+            None => {
+                // Without the instance list no per-pod metric can be computed: each is
+                // unavailable this period (Kubernetes: the pod lister failed).
+                for name in per_pod.keys() {
+                    if !request.unavailable_metrics.contains(name) {
+                        request.unavailable_metrics.push(name.clone());
+                    }
+                }
+            }
+            Some(ready) => {
+                request.pods = pods_of(
+                    &target.key,
+                    current,
+                    &ready,
+                    &start,
+                    &request_values,
+                    &per_pod,
+                    now,
+                    memory,
+                );
+            }
+        }
+    }
+    Observed { request, failures }
+}
+
+/// The pods: one per instance, then the placeholders and the deletions that reconcile the
+/// instance count with the scheduler's.
+#[allow(clippy::too_many_arguments)]
+fn pods_of(
+    key: &str,
+    current: i32,
+    ready: &BTreeMap<String, f64>,
+    start: &BTreeMap<String, f64>,
+    requests: &BTreeMap<String, Result<BTreeMap<String, f64>, i64>>,
+    metrics: &BTreeMap<String, BTreeMap<String, f64>>,
+    now: SystemTime,
+    memory: &mut Memory,
+) -> Vec<pb::PodSample> {
+    let mut pods = Vec::new();
+    memory
+        .readiness
+        .retain(|instance, _| ready.contains_key(instance));
+    for (instance, up) in ready {
+        let is_ready = *up == 1.0;
+        let start_time = start
+            .get(instance)
+            .filter(|s| **s > 0.0)
+            .map(|s| UNIX_EPOCH + Duration::from_secs_f64(*s));
+        let since = match memory.readiness.get(instance) {
+            Some((r, since)) if *r == is_ready => *since,
+            Some(_) => now,
+            // First seen: ready since it started, as far as anyone knows.
+            None => start_time.filter(|_| is_ready).unwrap_or(now),
+        };
+        memory.readiness.insert(instance.clone(), (is_ready, since));
+        let mut pod = pb::PodSample {
+            name: instance.clone(),
+            phase: pb::PodPhase::Running as i32,
+            ready: Some(is_ready),
+            ready_transition_time: Some(timestamp(since)),
+            start_time: start_time.map(timestamp),
+            ..Default::default()
+        };
+        for (resource, r) in requests {
+            let value = match r {
+                Err(m) => Some(*m),
+                Ok(by_instance) => by_instance.get(instance).map(|v| milli(*v)),
+            };
+            if let Some(v) = value {
+                pod.requests_milli.insert(resource.clone(), v);
+            }
+        }
+        for (name, by_instance) in metrics {
+            if let Some(v) = by_instance.get(instance) {
+                pod.metrics.insert(
+                    name.clone(),
+                    pb::MetricSample {
+                        value_milli: Some(milli(*v)),
+                        timestamp: Some(timestamp(now)),
+                        window: None,
+                    },
+                );
+            }
+        }
+        pods.push(pod);
+    }
+    let current = usize::try_from(current).unwrap_or(0);
+    if pods.len() > current {
+        // Instances Prometheus still lists after a scale-down (its discovery lags the
+        // scheduler by seconds): the surplus is taken as being deleted, those not up first
+        // (their process is gone), then the newest, which a scale-down removes first as a
+        // ReplicaSet does (`getPodsToDelete`: the most recently started go first).
+        let mut order: Vec<usize> = (0..pods.len()).collect();
+        order.sort_by_key(|&i| {
+            let p = &pods[i];
+            let started = p.start_time.map_or(i64::MAX, |t| t.seconds);
+            (p.ready == Some(true), std::cmp::Reverse(started))
+        });
+        for &i in order.iter().take(pods.len() - current) {
+            pods[i].deleting = true;
+        }
+    }
+    for i in pods.len()..current {
+        // Started, not scraped yet.
+        pods.push(pb::PodSample {
+            name: format!("{key}#unscraped-{}", i + 1),
+            phase: pb::PodPhase::Pending as i32,
+            ..Default::default()
+        });
+    }
+    pods
+}
+
+struct PodResults {
+    ready: Result<Vec<Sample>, String>,
+    start: Option<Result<Vec<Sample>, String>>,
+    requests: Vec<(String, RequestResult)>,
+}
+
+enum RequestResult {
+    Milli(i64),
+    Query(Result<Vec<Sample>, String>),
+}
+
+async fn pod_queries<F, Fut>(p: &PodQueries, run: &F) -> PodResults
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<Sample>, String>>,
+{
+    let start = async {
+        match &p.start_time {
+            Some(q) => Some(run(q.clone()).await),
+            None => None,
+        }
+    };
+    let requests = futures_join(p.requests.iter().map(|(resource, r)| async move {
+        match r {
+            Request::Milli(m) => (resource.clone(), RequestResult::Milli(*m)),
+            Request::Query(q) => (resource.clone(), RequestResult::Query(run(q.clone()).await)),
+        }
+    }));
+    let (ready, start, requests) = tokio::join!(run(p.ready.clone()), start, requests);
+    PodResults {
+        ready,
+        start,
+        requests,
+    }
+}
+
+/// Awaits every future, concurrently, in order.
+async fn futures_join<F: std::future::Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output> {
+    let handles: Vec<_> = futures.map(Box::pin).collect();
+    let mut out = Vec::with_capacity(handles.len());
+    // Polled together: each is driven by the join of all.
+    let mut pending: Vec<_> = handles.into_iter().map(Some).collect();
+    let mut results: Vec<Option<F::Output>> = (0..pending.len()).map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut all = true;
+        for (i, slot) in pending.iter_mut().enumerate() {
+            if let Some(f) = slot {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => {
+                        results[i] = Some(v);
+                        *slot = None;
+                    }
+                    std::task::Poll::Pending => all = false,
+                }
+            }
+        }
+        if all {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+    out.extend(results.into_iter().flatten());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(entries: &[(&str, f64)]) -> BTreeMap<String, f64> {
+        entries.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
+    }
+
+    /// Two instances listed, three replicas: the third is a pending placeholder. Three listed
+    /// (one down), two replicas: the one down is being deleted.
+    #[test]
+    fn instance_counts_are_reconciled_with_the_schedulers() {
+        let mut memory = Memory::default();
+        let now = SystemTime::now();
+        let metrics = BTreeMap::from([("load".to_owned(), map(&[("a", 5.0), ("b", 7.0)]))]);
+        let pods = pods_of(
+            "web",
+            3,
+            &map(&[("a", 1.0), ("b", 1.0)]),
+            &map(&[("a", 1000.0)]),
+            &BTreeMap::new(),
+            &metrics,
+            now,
+            &mut memory,
+        );
+        assert_eq!(pods.len(), 3);
+        assert_eq!(pods[2].phase, pb::PodPhase::Pending as i32);
+        assert_eq!(pods[0].metrics["load"].value_milli, Some(5000));
+        assert!(pods[1].start_time.is_none());
+
+        let pods = pods_of(
+            "web",
+            2,
+            &map(&[("a", 1.0), ("b", 1.0), ("c", 0.0)]),
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+            &metrics,
+            now,
+            &mut memory,
+        );
+        assert_eq!(pods.len(), 3);
+        assert!(pods[2].deleting && !pods[0].deleting && !pods[1].deleting);
+
+        // All still up (the stopped one not scraped since): the newest started goes.
+        let pods = pods_of(
+            "web",
+            2,
+            &map(&[("a", 1.0), ("b", 1.0), ("c", 1.0)]),
+            &map(&[("a", 100.0), ("b", 300.0), ("c", 200.0)]),
+            &BTreeMap::new(),
+            &metrics,
+            now,
+            &mut memory,
+        );
+        let deleting: Vec<&str> = pods
+            .iter()
+            .filter(|p| p.deleting)
+            .map(|p| p.name.as_str())
+            .collect();
+        assert_eq!(deleting, ["b"]);
+    }
+
+    /// The Ready transition is when the agent first saw the current readiness.
+    #[test]
+    fn readiness_transitions_are_remembered() {
+        let mut memory = Memory::default();
+        let t0 = UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let t1 = t0 + Duration::from_secs(15);
+        let none = BTreeMap::new();
+        let no_requests = BTreeMap::new();
+        let p = pods_of(
+            "w",
+            1,
+            &map(&[("a", 0.0)]),
+            &none,
+            &no_requests,
+            &BTreeMap::new(),
+            t0,
+            &mut memory,
+        );
+        assert_eq!(p[0].ready_transition_time, Some(timestamp(t0)));
+        let p = pods_of(
+            "w",
+            1,
+            &map(&[("a", 1.0)]),
+            &none,
+            &no_requests,
+            &BTreeMap::new(),
+            t1,
+            &mut memory,
+        );
+        assert_eq!(p[0].ready_transition_time, Some(timestamp(t1)));
+        let p = pods_of(
+            "w",
+            1,
+            &map(&[("a", 1.0)]),
+            &none,
+            &no_requests,
+            &BTreeMap::new(),
+            t1 + Duration::from_secs(15),
+            &mut memory,
+        );
+        assert_eq!(p[0].ready_transition_time, Some(timestamp(t1)));
+    }
+}

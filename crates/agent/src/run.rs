@@ -1,0 +1,505 @@
+//! The loop: one task per target, each firing every sync period from a jittered offset, and
+//! the supervisor that (re)reads the configuration on SIGHUP or when the file changes and
+//! stops gracefully on SIGTERM.
+//!
+//! One period of one target, as the HPA controller's `reconcileAutoscaler` does it with its
+//! scale subresource: read the current count (the scheduler's), gather the observations,
+//! ask the service, and when the decision changes the count apply it and report the outcome
+//! (`ReportScale`: a failure stores no scale event and shows FailedUpdateScale). A failure
+//! at any step is logged with the target's key and counted; the next period tries again.
+
+use std::{
+    collections::BTreeMap,
+    hash::{DefaultHasher, Hash, Hasher},
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::{Duration, Instant, SystemTime},
+};
+
+use autoscaled::pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient};
+use autoscaled_ctl::client::security::{ClientSecurity, Credentials};
+use tokio::{
+    signal::unix::{SignalKind, signal},
+    sync::watch,
+    task::JoinHandle,
+};
+use tonic::{codegen::InterceptedService, transport::Channel};
+
+use crate::{
+    actuate::{self, ScaleRequest},
+    command,
+    config::{Config, ServerConfig, Source, Target},
+    http::Client,
+    metrics, observe,
+};
+
+/// The service client every target shares.
+pub type Service = HorizontalAutoscalerClient<InterceptedService<Channel, Credentials>>;
+
+/// How long a stop waits for the periods in flight before leaving them.
+const STOP_GRACE: Duration = Duration::from_secs(30);
+
+/// A client for `server`; connects lazily, so the agent starts (and retries each period)
+/// while the service is down.
+pub fn service(server: &ServerConfig) -> Result<Service, String> {
+    let token = match &server.token_file {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .map_err(|e| format!("server.token_file {}: {e}", path.display()))?
+                .trim()
+                .to_owned(),
+        ),
+        None => None,
+    };
+    let security = ClientSecurity {
+        ca: server.ca.clone(),
+        cert: server.cert.clone(),
+        key: server.key.clone(),
+        token,
+        tls_server_name: None,
+    };
+    let endpoint = security
+        .endpoint(&server.addr)
+        .map_err(|e| format!("server: {e}"))?
+        .timeout(server.timeout)
+        .connect_timeout(Duration::from_secs(3));
+    let credentials = security.credentials().map_err(|e| format!("server: {e}"))?;
+    Ok(HorizontalAutoscalerClient::with_interceptor(
+        endpoint.connect_lazy(),
+        credentials,
+    ))
+}
+
+/// Where each target's first period falls in its sync period: spread by the key's hash, so
+/// that targets configured together do not fire together (and a restart keeps the spread).
+fn offset(key: &str, period: Duration) -> Duration {
+    let mut h = DefaultHasher::new();
+    key.hash(&mut h);
+    let fraction = (h.finish() % 10_000) as f64 / 10_000.0;
+    period.mul_f64(fraction)
+}
+
+/// What one period did, for the log line and the tests.
+#[derive(Debug)]
+pub struct PeriodReport {
+    pub current: i32,
+    pub desired: i32,
+    pub applied: Option<Result<(), String>>,
+}
+
+/// One period of `target`. Errors name the step.
+pub async fn period(
+    service: &Service,
+    http: &Client,
+    target: &Target,
+    memory: &mut observe::Memory,
+) -> Result<PeriodReport, String> {
+    let key = target.key.as_str();
+    // 1. The current count, from the scheduler.
+    let replicas_from_command = match &target.replicas {
+        Some(spec) => {
+            let argv = command::render(&spec.argv, key, 0, 0);
+            let out = command::run_spec(spec, argv)
+                .await
+                .map_err(|e| format!("replicas: {e}"))?;
+            Some(command::parse_replicas(&out.stdout).map_err(|e| format!("replicas: {e}"))?)
+        }
+        None => None,
+    };
+    // 2. The observations.
+    let mut request = match &target.source {
+        Source::Prometheus { .. } => {
+            let current = replicas_from_command.unwrap_or(0);
+            let observed = observe::from_prometheus(http, target, current, memory).await;
+            for f in &observed.failures {
+                metrics::query_failure(key, &f.what);
+                tracing::warn!(target.key = key, query = %f.what, error = %f.error, "query failed: the metric is unavailable this period");
+            }
+            observed.request
+        }
+        Source::Command(spec) => {
+            let argv = command::render(&spec.argv, key, replicas_from_command.unwrap_or(0), 0);
+            let out = command::run_spec(spec, argv)
+                .await
+                .map_err(|e| format!("source: {e}"))?;
+            let mut request = autoscaled_ctl::client::parse_recommend_request(
+                &out.stdout,
+                "the source command's output",
+            )
+            .map_err(|e| format!("source: {e}"))?;
+            if let Some(current) = replicas_from_command {
+                request.current_replicas = current;
+            }
+            request
+        }
+    };
+    request.target_key = key.to_owned();
+    request.spec = Some(target.spec.clone());
+    request.dry_run = target.dry_run;
+    request.evaluation_time = None;
+    let current = request.current_replicas;
+    // 3. The decision.
+    let started = Instant::now();
+    let response = service.clone().recommend(request).await;
+    metrics::recommend_call(
+        key,
+        response.as_ref().err().map(tonic::Status::code),
+        started.elapsed(),
+    );
+    let response = response
+        .map_err(|s| format!("Recommend: {}", status_text(&s)))?
+        .into_inner();
+    for w in &response.warnings {
+        tracing::warn!(target.key = key, field = %w.field, pods = w.pods_total, "{}", w.message);
+    }
+    let desired = response.desired_replicas;
+    metrics::replicas(key, current, desired);
+    if desired == current || target.dry_run {
+        return Ok(PeriodReport {
+            current,
+            desired,
+            applied: None,
+        });
+    }
+    // 4. Apply, then report the outcome.
+    let evaluation_time = response
+        .evaluation_time
+        .map(|t| rfc3339(t.seconds, t.nanos))
+        .unwrap_or_default();
+    let reason = response
+        .explanation
+        .as_ref()
+        .map_or("", |e| e.rescale_reason.as_str());
+    let applied = actuate::apply(
+        http,
+        target,
+        &ScaleRequest {
+            target_key: key,
+            current_replicas: current,
+            desired_replicas: desired,
+            evaluation_time,
+            reason,
+        },
+    )
+    .await;
+    metrics::scale(key, desired > current, applied.is_ok());
+    let (outcome, message) = match &applied {
+        Ok(()) => (pb::ScaleOutcome::Applied, String::new()),
+        Err(e) => (pb::ScaleOutcome::Failed, truncate(e, 1000)),
+    };
+    let report = service
+        .clone()
+        .report_scale(pb::ReportScaleRequest {
+            target_key: key.to_owned(),
+            evaluation_time: response.evaluation_time,
+            desired_replicas: desired,
+            outcome: outcome as i32,
+            message,
+        })
+        .await;
+    if let Err(s) = report {
+        tracing::warn!(target.key = key, error = %status_text(&s), "ReportScale failed: the service counts the scale as applied");
+    }
+    Ok(PeriodReport {
+        current,
+        desired,
+        applied: Some(applied),
+    })
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    let clean: String = text
+        .chars()
+        .map(|c| if c.is_control() && c != '\t' { ' ' } else { c })
+        .collect();
+    if clean.len() <= max {
+        return clean;
+    }
+    let mut end = max;
+    while !clean.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &clean[..end])
+}
+
+/// A status in one line, with its field violations.
+fn status_text(s: &tonic::Status) -> String {
+    use tonic_types::StatusExt;
+    let mut text = format!("{:?}: {}", s.code(), s.message());
+    if let Some(bad) = s.get_details_bad_request() {
+        for v in bad.field_violations.iter().take(5) {
+            text.push_str(&format!(" [{}: {}]", v.field, v.description));
+        }
+    }
+    text
+}
+
+/// Seconds and nanoseconds since the epoch in RFC 3339 (UTC).
+fn rfc3339(seconds: i64, nanos: i32) -> String {
+    let days = seconds.div_euclid(86_400);
+    let secs = seconds.rem_euclid(86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60,
+        nanos / 1_000_000
+    )
+}
+
+/// One target's task: periods until `stop` changes.
+async fn target_loop(
+    target: Arc<Target>,
+    service: Service,
+    http: Client,
+    mut stop: watch::Receiver<bool>,
+) {
+    let key = target.key.as_str();
+    let period_len = target.sync_period;
+    let mut next = tokio::time::Instant::now() + offset(key, period_len);
+    let mut memory = observe::Memory::default();
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep_until(next) => {}
+            _ = stop.changed() => return,
+        }
+        let lag = tokio::time::Instant::now().saturating_duration_since(next);
+        metrics::period_lag(lag);
+        let started = Instant::now();
+        let result = period(&service, &http, &target, &mut memory).await;
+        metrics::period(key, result.is_ok(), started.elapsed());
+        match result {
+            Ok(r) => match &r.applied {
+                None => tracing::info!(
+                    target.key = key,
+                    current = r.current,
+                    desired = r.desired,
+                    dry_run = target.dry_run,
+                    "decided"
+                ),
+                Some(Ok(())) => tracing::info!(
+                    target.key = key,
+                    current = r.current,
+                    desired = r.desired,
+                    "scaled"
+                ),
+                Some(Err(e)) => {
+                    tracing::warn!(target.key = key, current = r.current, desired = r.desired, error = %e, "scale failed (reported: FailedUpdateScale)")
+                }
+            },
+            Err(e) => {
+                tracing::warn!(target.key = key, error = %e, "period failed; the next one retries")
+            }
+        }
+        next += period_len;
+        let now = tokio::time::Instant::now();
+        if next <= now {
+            // A period longer than the sync period: skip the missed ones.
+            next = now + period_len;
+        }
+        if *stop.borrow() {
+            return;
+        }
+    }
+}
+
+struct Running {
+    target: Arc<Target>,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+/// The running targets and what they share.
+pub struct Supervisor {
+    path: PathBuf,
+    running: BTreeMap<String, Running>,
+    server: Option<ServerConfig>,
+    service: Option<Service>,
+    http: Client,
+    stamp: Option<(SystemTime, u64)>,
+}
+
+fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.modified().ok()?, m.len()))
+}
+
+impl Supervisor {
+    /// A supervisor of the targets in `path` (nothing runs before [`Self::apply`]).
+    pub fn new(path: PathBuf) -> Self {
+        Supervisor {
+            path,
+            running: BTreeMap::new(),
+            server: None,
+            service: None,
+            http: Client::default(),
+            stamp: None,
+        }
+    }
+
+    /// Makes the running targets those of `config`: removed ones stop, changed ones restart,
+    /// unchanged ones go on undisturbed. A target the file now gets wrong keeps running as it
+    /// was (its mistake is logged).
+    pub fn apply(&mut self, config: &Config) -> Result<(), String> {
+        if self.server.as_ref() != Some(&config.server) || self.service.is_none() {
+            let service = service(&config.server)?;
+            self.service = Some(service);
+            self.server = Some(config.server.clone());
+            // Every target restarts on the new connection.
+            for (_, r) in std::mem::take(&mut self.running) {
+                let _ = r.stop.send(true);
+            }
+        }
+        for line in &config.rejected {
+            tracing::error!(target: "autoscaled_agent::config", "{line}; skipped (the other targets run)");
+        }
+        let rejected_keys: Vec<&str> = config
+            .rejected
+            .iter()
+            .filter_map(|l| {
+                l.split_once(" (")
+                    .and_then(|(_, rest)| rest.split_once("):"))
+                    .map(|(k, _)| k)
+            })
+            .collect();
+        let wanted: BTreeMap<&str, &Target> =
+            config.targets.iter().map(|t| (t.key.as_str(), t)).collect();
+        let keys: Vec<String> = self.running.keys().cloned().collect();
+        for key in keys {
+            let keep_as_was = rejected_keys.contains(&key.as_str());
+            let same = wanted
+                .get(key.as_str())
+                .is_some_and(|t| *self.running[&key].target == **t);
+            if !same
+                && !keep_as_was
+                && let Some(r) = self.running.remove(&key)
+            {
+                let _ = r.stop.send(true);
+                tracing::info!(
+                    target.key = key.as_str(),
+                    "target stopped (removed or changed)"
+                );
+            }
+        }
+        let service = self.service.clone().ok_or("no service")?;
+        for t in &config.targets {
+            if self.running.contains_key(&t.key) {
+                continue;
+            }
+            let (stop, stopped) = watch::channel(false);
+            let target = Arc::new(t.clone());
+            let task = tokio::spawn(target_loop(
+                Arc::clone(&target),
+                service.clone(),
+                self.http.clone(),
+                stopped,
+            ));
+            tracing::info!(target.key = t.key.as_str(), sync_period = ?t.sync_period, dry_run = t.dry_run, "target started");
+            self.running
+                .insert(t.key.clone(), Running { target, stop, task });
+        }
+        metrics::targets(self.running.len(), config.rejected.len());
+        Ok(())
+    }
+
+    /// Reads the file again and applies it; a file that does not parse leaves everything
+    /// running as it was.
+    pub fn reload(&mut self, why: &str) {
+        self.stamp = stamp(&self.path);
+        match Config::load(&self.path) {
+            Ok(config) => match self.apply(&config) {
+                Ok(()) => {
+                    metrics::reload(true);
+                    tracing::info!(
+                        why,
+                        targets = config.targets.len(),
+                        rejected = config.rejected.len(),
+                        "configuration reloaded"
+                    );
+                }
+                Err(e) => {
+                    metrics::reload(false);
+                    tracing::error!(why, error = %e, "configuration not applied; the running targets go on");
+                }
+            },
+            Err(e) => {
+                metrics::reload(false);
+                tracing::error!(why, error = %e, "configuration not reloaded; the running targets go on");
+            }
+        }
+    }
+
+    /// Runs until SIGTERM or SIGINT: reloads on SIGHUP and when the file changes (checked
+    /// every 2 s), then stops every target, waiting up to 30 s for periods in flight.
+    pub async fn run(mut self) -> Result<(), String> {
+        self.stamp = stamp(&self.path);
+        let mut hup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
+        let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+        let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
+        let mut poll = tokio::time::interval(Duration::from_secs(2));
+        loop {
+            tokio::select! {
+                _ = hup.recv() => self.reload("SIGHUP"),
+                _ = poll.tick() => {
+                    if stamp(&self.path) != self.stamp {
+                        self.reload("file changed");
+                    }
+                }
+                _ = term.recv() => break,
+                _ = int.recv() => break,
+            }
+        }
+        tracing::info!(
+            targets = self.running.len(),
+            "stopping: waiting for the periods in flight"
+        );
+        let running = std::mem::take(&mut self.running);
+        for r in running.values() {
+            let _ = r.stop.send(true);
+        }
+        let all = async {
+            for (_, r) in running {
+                let _ = r.task.await;
+            }
+        };
+        if tokio::time::timeout(STOP_GRACE, all).await.is_err() {
+            tracing::warn!("periods still running after 30 s; leaving them");
+        }
+        tracing::info!("stopped");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_spread_within_the_period() {
+        let p = Duration::from_secs(15);
+        let offsets: Vec<Duration> = (0..100).map(|i| offset(&format!("t{i}"), p)).collect();
+        assert!(offsets.iter().all(|o| *o < p));
+        let first_half = offsets.iter().filter(|o| **o < p / 2).count();
+        assert!((25..=75).contains(&first_half), "{first_half}");
+    }
+
+    #[test]
+    fn rfc3339_of_known_instants() {
+        assert_eq!(rfc3339(0, 0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            rfc3339(1_795_000_000, 250_000_000),
+            "2026-11-18T11:06:40.250Z"
+        );
+    }
+}
