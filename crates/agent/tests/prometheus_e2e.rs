@@ -430,6 +430,48 @@ spec = {{ max_replicas = 4 }}
     );
     assert!(desired_of("e2e/typo").is_none(), "the rejected target ran");
 
+    // Reload: a file that does not parse leaves everything running; SIGHUP with a target
+    // added starts it, and the worker target (unchanged) is not restarted.
+    let good = std::fs::read_to_string(&agent_toml).unwrap();
+    std::fs::write(&agent_toml, "[[targets]\nkey = ").unwrap();
+    assert!(
+        agent.wait_for_log("configuration not reloaded", Duration::from_secs(10)),
+        "{}",
+        agent.log()
+    );
+    let added = good.clone()
+        + r#"
+[[targets]]
+key = "e2e/added"
+sync_period = "1s"
+replicas = { command = ["echo", "2"] }
+actuator = { command = ["true"] }
+metrics = { queue = 'vector(2)' }
+spec = { max_replicas = 4, metrics = [{ type = "METRIC_SOURCE_TYPE_EXTERNAL", name = "queue", target = { type = "METRIC_TARGET_TYPE_VALUE", value_milli = 1000 } }] }
+"#;
+    std::fs::write(&agent_toml, added).unwrap();
+    Command::new("kill")
+        .args(["-HUP", &agent.child.id().to_string()])
+        .status()
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(15);
+    while desired_of("e2e/added").is_none() {
+        assert!(
+            Instant::now() < end,
+            "the added target never decided: {}",
+            agent.log()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let log = agent.log();
+    assert!(log.contains("configuration reloaded"), "{log}");
+    assert_eq!(
+        log.matches("target started target.key=\"e2e/worker\"")
+            .count(),
+        1,
+        "the unchanged target was restarted by the reload:\n{log}"
+    );
+
     // The agent's own metrics.
     let metrics = http_get(metrics_port, "/metrics");
     for needle in [
