@@ -38,6 +38,7 @@ pub mod api;
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub(crate) mod connect;
 pub(crate) mod drain;
 /// The pure engines (`crates/engine`), under the name the server's modules use.
 pub use autoscaled_engine as engine;

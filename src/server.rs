@@ -495,6 +495,11 @@ pub async fn serve_secured<S: HpaStore + VpaStore>(
     );
     let mut server_stop = stop_rx.clone();
     let router = tonic::transport::Server::builder()
+        // HTTP/1.1 too, for Connect's unary calls (curl, browsers); gRPC stays HTTP/2.
+        .accept_http1(true)
+        // Connect unary calls (HTTP/JSON) become the gRPC calls they stand for, outside every
+        // other layer, so that they are counted, authenticated, shed and limited as gRPC is.
+        .layer(crate::connect::ConnectLayer::new(&config.limits))
         .layer(tower::layer::layer_fn(|inner| RequestMetrics { inner }))
         .layer(tower::util::MapResponseLayer::new(
             message_too_large_is_resource_exhausted
