@@ -54,8 +54,9 @@ if [[ -n "${AUTOSCALED_BIN:-}" ]]; then
 else
   # Builds when absent, rebuilds when stale, and is a 0.2 s no-op when up to date.
   t0=$(now_ms)
-  log "cargo build --release --bin autoscaled"
-  cargo build --release --bin autoscaled || setup_failed "cargo build --release"
+  # The README's blocks also run autoscalectl and autoscaled-agent from the same folder.
+  log "cargo build --release --bin autoscaled --bin autoscalectl --bin autoscaled-agent"
+  cargo build --release --bin autoscaled --bin autoscalectl --bin autoscaled-agent || setup_failed "cargo build --release"
   bin="$root/target/release/autoscaled"
   log "build took $(( $(now_ms) - t0 )) ms"
 fi

@@ -23,13 +23,14 @@
 # A session may have a prelude (what the reader brings: certificates, an etcd, a server with
 # a target's history) and an epilogue (what the blocks should have produced), below.
 #
-# Needs `autoscaled` on PATH (clients-ci puts the binary under test first), grpcurl (.venv),
-# openssl, etcd; `unshare` with user namespaces.
+# Needs `autoscaled`, `autoscalectl` and `autoscaled-agent` on PATH (clients-ci puts the
+# binaries under test first), grpcurl (.venv), openssl, etcd, and for the agent session
+# (examples/agent/run.sh) prometheus and python3; `unshare` with user namespaces.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 readme="$root/README.md"
 export PATH="$root/.venv/bin:$PATH"
-SESSIONS=(serve security etcd whatif conformance)
+SESSIONS=(serve security etcd whatif conformance agent)
 
 # ---- parsing ------------------------------------------------------------------------------
 # Prints one record per ```sh block: LINE<TAB>MARK<TAB>SESSION<TAB>FLAGS (MARK: generated,

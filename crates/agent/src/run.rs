@@ -58,9 +58,15 @@ pub fn service(server: &ServerConfig) -> Result<Service, String> {
         token,
         tls_server_name: None,
     };
+    // The tools' option names in its messages are this file's fields here.
+    let field_names = |e: String| {
+        e.replace("--ca", "server.ca")
+            .replace("--cert", "server.cert")
+            .replace("--key", "server.key")
+    };
     let endpoint = security
         .endpoint(&server.addr)
-        .map_err(|e| format!("server: {e}"))?
+        .map_err(|e| format!("server: {}", field_names(e.to_string())))?
         .timeout(server.timeout)
         .connect_timeout(Duration::from_secs(3));
     let credentials = security.credentials().map_err(|e| format!("server: {e}"))?;
@@ -324,7 +330,8 @@ struct Running {
 pub struct Supervisor {
     path: PathBuf,
     running: BTreeMap<String, Running>,
-    server: Option<ServerConfig>,
+    /// The server section and the token it read, as the service was built with them.
+    server: Option<(ServerConfig, Option<String>)>,
     service: Option<Service>,
     http: Client,
     stamp: Option<(SystemTime, u64)>,
@@ -352,10 +359,17 @@ impl Supervisor {
     /// unchanged ones go on undisturbed. A target the file now gets wrong keeps running as it
     /// was (its mistake is logged).
     pub fn apply(&mut self, config: &Config) -> Result<(), String> {
-        if self.server.as_ref() != Some(&config.server) || self.service.is_none() {
+        // A changed section, or a rotated token (the token file is read at each reload).
+        let token = config
+            .server
+            .token_file
+            .as_ref()
+            .and_then(|p| std::fs::read_to_string(p).ok());
+        let wanted = (config.server.clone(), token);
+        if self.server.as_ref() != Some(&wanted) || self.service.is_none() {
             let service = service(&config.server)?;
             self.service = Some(service);
-            self.server = Some(config.server.clone());
+            self.server = Some(wanted);
             // Every target restarts on the new connection.
             for (_, r) in std::mem::take(&mut self.running) {
                 let _ = r.stop.send(true);
