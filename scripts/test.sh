@@ -24,6 +24,12 @@ step "etcd (installs etcd-server for tests/etcd_ha.rs)"
 bash scripts/etcd-ci.sh install
 step "Prometheus (installs Debian's prometheus for the agent's end-to-end test)"
 bash scripts/prometheus-ci.sh install
+step "Chromium (installs Debian's chromium and chromium-driver for the console test)"
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium chromium-driver
+fi
 step "cargo test (every member: engine, server, autoscalectl, agent)"
 cargo test --workspace --locked
 step "cargo build --release (autoscaled, autoscalectl, autoscaled-agent)"

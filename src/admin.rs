@@ -8,11 +8,12 @@
 //! * `GET /readyz`: 200 while the server is SERVING, 503 otherwise: before it serves, while the
 //!   store cannot write (the store-health watcher's verdict) and while it drains at shutdown.
 //!   The same status as gRPC health's `""` service, for probes that speak only HTTP;
+//! * `/`, `/targets/KEY`, `/login`, `/logout`: the web console ([`crate::console`]);
 //! * any other path: 404; any other method: 405. `HEAD` is answered as `GET` without a body.
 //!
 //! HTTP/1.1 only, bounded: at most [`MAX_CONNECTIONS`] connections at once (more wait in the
 //! kernel's backlog), request headers must arrive within [`HEADER_TIMEOUT`], and no request
-//! body is read.
+//! body is read but the console's login form (at most 4 KiB).
 
 use std::{
     convert::Infallible,
@@ -75,8 +76,8 @@ async fn accept_loop(listener: tokio::net::TcpListener, metrics: PrometheusHandl
         let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
             return;
         };
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
+        let (stream, remote) = match listener.accept().await {
+            Ok(accepted) => accepted,
             Err(e) => {
                 tracing::debug!(error = %e, "admin listener: accept failed");
                 continue;
@@ -84,9 +85,16 @@ async fn accept_loop(listener: tokio::net::TcpListener, metrics: PrometheusHandl
         };
         let metrics = metrics.clone();
         tokio::spawn(async move {
-            let service = service_fn(move |request| {
+            let service = service_fn(move |request: Request<Incoming>| {
                 let metrics = metrics.clone();
-                async move { Ok::<_, Infallible>(answer(&request, &metrics)) }
+                async move {
+                    if crate::console::serves(request.uri().path()) {
+                        return Ok::<_, Infallible>(
+                            crate::console::answer(request, Some(remote)).await,
+                        );
+                    }
+                    Ok::<_, Infallible>(answer(&request, &metrics))
+                }
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -124,7 +132,7 @@ fn answer(request: &Request<Incoming>, metrics: &PrometheusHandle) -> Response<F
         ),
         _ => text(
             StatusCode::NOT_FOUND,
-            "not found (/metrics, /healthz, /readyz)\n",
+            "not found (/metrics, /healthz, /readyz, and the console at /)\n",
             head,
         ),
     }

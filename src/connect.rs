@@ -360,10 +360,9 @@ async fn answer(
             .get("grpc-retry-pushback-ms")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok())
+            && let Ok(v) = HeaderValue::from_str(&ms.div_ceil(1000).max(1).to_string())
         {
-            if let Ok(v) = HeaderValue::from_str(&ms.div_ceil(1000).max(1).to_string()) {
-                response.headers_mut().insert(header::RETRY_AFTER, v);
-            }
+            response.headers_mut().insert(header::RETRY_AFTER, v);
         }
         return response;
     }

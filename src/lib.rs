@@ -39,6 +39,7 @@ pub mod auth;
 pub mod cli;
 pub mod config;
 pub(crate) mod connect;
+pub(crate) mod console;
 pub(crate) mod drain;
 /// The pure engines (`crates/engine`), under the name the server's modules use.
 pub use autoscaled_engine as engine;

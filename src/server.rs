@@ -494,9 +494,27 @@ pub async fn serve_secured<S: HpaStore + VpaStore>(
         stop_rx.clone(),
     );
     let mut server_stop = stop_rx.clone();
-    let router = tonic::transport::Server::builder()
-        // HTTP/1.1 too, for Connect's unary calls (curl, browsers); gRPC stays HTTP/2.
-        .accept_http1(true)
+    let mut routes = tonic::service::RoutesBuilder::default();
+    if let Some(health) = main_health {
+        routes.add_service(health);
+    }
+    if serve_reflection {
+        routes.add_service(reflection_v1);
+        routes.add_service(reflection_v1alpha);
+    }
+    routes
+        .add_service(
+            HorizontalAutoscalerServer::new(Authorized::new(service, enforce))
+                .max_decoding_message_size(config.limits.max_message_bytes),
+        )
+        .add_service(
+            VerticalAutoscalerServer::new(Authorized::new(vertical, enforce))
+                .max_decoding_message_size(config.limits.max_message_bytes),
+        );
+    let routes = routes.routes().prepare();
+    // What every call passes, outermost first; the web console's calls pass it too
+    // (`console`), so they are authenticated, authorized, shed and limited as gRPC is.
+    let stack = tower::ServiceBuilder::new()
         // Connect unary calls (HTTP/JSON) become the gRPC calls they stand for, outside every
         // other layer, so that they are counted, authenticated, shed and limited as gRPC is.
         .layer(crate::connect::ConnectLayer::new(&config.limits))
@@ -512,24 +530,20 @@ pub async fn serve_secured<S: HpaStore + VpaStore>(
         .layer(crate::auth::AuthLayer::new(security.auth_state()))
         // Load shedding, deadlines, the request context and client protocol errors.
         .layer(crate::overload::OverloadLayer::new(&config))
-        .trace_fn(crate::telemetry::grpc_span)
-        .add_optional_service(main_health)
-        .add_optional_service(serve_reflection.then_some(reflection_v1))
-        .add_optional_service(serve_reflection.then_some(reflection_v1alpha))
-        .add_service(
-            HorizontalAutoscalerServer::new(Authorized::new(service, enforce))
-                .max_decoding_message_size(config.limits.max_message_bytes),
-        )
-        .add_service(
-            VerticalAutoscalerServer::new(Authorized::new(vertical, enforce))
-                .max_decoding_message_size(config.limits.max_message_bytes),
-        );
+        .into_inner();
+    crate::console::install(tower::Layer::layer(&stack, routes.clone()));
+    let router = tonic::transport::Server::builder()
+        // HTTP/1.1 too, for Connect's unary calls (curl, browsers); gRPC stays HTTP/2.
+        .accept_http1(true)
+        .layer(stack)
+        .trace_fn(crate::telemetry::grpc_span);
     let stop_signal = async move {
         let _ = server_stop.wait_for(|stop| *stop).await;
     };
     let server: Pin<Box<dyn Future<Output = Result<(), tonic::transport::Error>> + Send>> =
         match security.tls() {
             Some(tls) => Box::pin(router.serve_with_incoming_shutdown(
+                routes,
                 crate::tls::incoming(listener, Arc::clone(tls)),
                 stop_signal,
             )),
@@ -537,7 +551,7 @@ pub async fn serve_secured<S: HpaStore + VpaStore>(
                 // Nagle's algorithm would hold small responses back for the peer's delayed ACK
                 // (~40 ms per call); tonic sets TCP_NODELAY only on listeners it binds itself.
                 let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-                Box::pin(router.serve_with_incoming_shutdown(incoming, stop_signal))
+                Box::pin(router.serve_with_incoming_shutdown(routes, incoming, stop_signal))
             }
         };
     tokio::pin!(server);

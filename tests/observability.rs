@@ -224,7 +224,7 @@ fn the_admin_listener_answers_probes_and_refuses_other_paths() {
             "{name} missing: {body}"
         );
     }
-    for path in ["/", "/healthz/", "/metrics/x", "/favicon.ico"] {
+    for path in ["/healthz/", "/metrics/x", "/favicon.ico", "/targets"] {
         let (status, body) = common::http(admin, "GET", path);
         assert_eq!(status, 404, "{path}: {body}");
         assert!(!body.contains("autoscaled_build_info"), "{path}: {body}");

@@ -1,0 +1,930 @@
+//! The web console on the admin listener (`--metrics-listen`): the fleet at a glance and a
+//! page per target, server-rendered HTML and SVG (no script, no build step), refreshing
+//! itself every few seconds.
+//!
+//! * `GET /`: the fleet table (`?prefix=` filters, `?sort=key` orders by key; by default the
+//!   targets that are failing, limited or at their maximum come first);
+//! * `GET /targets/KEY` (KEY percent-encoded): the target's timeline: current and desired
+//!   replicas with the stabilized count and the rate limits, each metric against its
+//!   target, and the decision runs with their conditions and why each change;
+//! * `GET /login`, `POST /login` (a bearer token, kept in an HttpOnly, SameSite=Strict
+//!   cookie), `GET /logout`.
+//!
+//! Every page is built from the API's own calls (`ListTargets` with summaries, `GetHistory`)
+//! sent through the same layered service as the gRPC port ([`install`]: Connect's JSON, the
+//! refusal log, authentication, authorization, load shedding), with the browser's token: a
+//! tenant sees exactly what its token may read over gRPC, and nothing is authorized twice.
+
+use std::{convert::Infallible, fmt::Write as _, net::SocketAddr, sync::Mutex};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use serde_json::{Value, json};
+use tonic::codegen::http::{
+    HeaderMap, HeaderValue, Method, Request as HttpRequest, Response as HttpResponse, StatusCode,
+    header,
+};
+use tower::{ServiceExt, util::BoxCloneService};
+
+type Body = tonic::body::Body;
+
+/// The API as the console calls it: the main listener's layered service.
+pub(crate) type Api = BoxCloneService<HttpRequest<Body>, HttpResponse<Body>, Infallible>;
+
+/// The API of the server this process runs (replaced when a server starts).
+static API: Mutex<Option<Api>> = Mutex::new(None);
+
+/// Makes `service` (the main listener's layers over its routes) the console's API.
+pub(crate) fn install<S>(service: S)
+where
+    S: tower::Service<HttpRequest<Body>, Response = HttpResponse<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let boxed = BoxCloneService::new(service);
+    *API.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(boxed);
+}
+
+/// The cookie holding the browser's bearer token.
+const COOKIE: &str = "autoscaled_token";
+/// Seconds between a page's refreshes.
+const REFRESH_SECS: u32 = 5;
+/// Targets shown at most on the fleet page (five pages of the listing).
+const MAX_FLEET: usize = 5000;
+/// Decision runs listed at most on a target page.
+const MAX_RUNS_LISTED: usize = 200;
+
+/// A response of the console.
+pub(crate) type Page = HttpResponse<Full<Bytes>>;
+
+/// What an API call answered when it was not OK.
+struct ApiError {
+    status: u16,
+    code: String,
+    message: String,
+}
+
+/// Whether `path` is one of the console's.
+pub(crate) fn serves(path: &str) -> bool {
+    path == "/" || path == "/login" || path == "/logout" || path.starts_with("/targets/")
+}
+
+/// Answers one console request (`request` with its body, at most 4 KiB read).
+pub(crate) async fn answer(
+    request: HttpRequest<hyper::body::Incoming>,
+    remote: Option<SocketAddr>,
+) -> Page {
+    let path = request.uri().path().to_owned();
+    let query = request.uri().query().unwrap_or("").to_owned();
+    let token = token_of(request.headers());
+    let method = request.method().clone();
+    match (method, path.as_str()) {
+        (Method::POST, "/login") => {
+            let body = match Limited::new(request.into_body(), 4096).collect().await {
+                Ok(b) => b.to_bytes(),
+                Err(_) => return login_page(StatusCode::BAD_REQUEST, "the form is too large"),
+            };
+            let form = form_values(std::str::from_utf8(&body).unwrap_or(""));
+            let token = form
+                .get("token")
+                .map(String::as_str)
+                .unwrap_or("")
+                .trim()
+                .to_owned();
+            if token.is_empty() || token.chars().any(|c| !c.is_ascii_graphic()) {
+                return login_page(StatusCode::BAD_REQUEST, "give a bearer token");
+            }
+            // The token is tried on the API before it is kept.
+            match call("ListTargets", &json!({"pageSize": 1}), Some(&token), remote).await {
+                Err(e) if e.status == 401 => login_page(StatusCode::UNAUTHORIZED, &e.message),
+                _ => {
+                    let mut r = redirect("/");
+                    if let Ok(v) = HeaderValue::from_str(&format!(
+                        "{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"
+                    )) {
+                        r.headers_mut().insert(header::SET_COOKIE, v);
+                    }
+                    r
+                }
+            }
+        }
+        (Method::GET | Method::HEAD, "/login") => login_page(StatusCode::OK, ""),
+        (Method::GET | Method::HEAD, "/logout") => {
+            let mut r = redirect("/login");
+            r.headers_mut().insert(
+                header::SET_COOKIE,
+                HeaderValue::from_static(
+                    "autoscaled_token=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0",
+                ),
+            );
+            r
+        }
+        (Method::GET | Method::HEAD, "/") => fleet(&query, token.as_deref(), remote).await,
+        (Method::GET | Method::HEAD, p) => match p.strip_prefix("/targets/").map(percent_decode) {
+            Some(Some(key)) if !key.is_empty() => target(&key, token.as_deref(), remote).await,
+            _ => html(StatusCode::NOT_FOUND, "Not found", "<p>No such page.</p>"),
+        },
+        _ => html(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "Method not allowed",
+            "<p>GET, or POST /login.</p>",
+        ),
+    }
+}
+
+/// The bearer token of the request: its `authorization` header, else the console's cookie.
+fn token_of(headers: &HeaderMap) -> Option<String> {
+    if let Some(v) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        && let Some((scheme, token)) = v.trim().split_once(' ')
+        && scheme.eq_ignore_ascii_case("bearer")
+    {
+        return Some(token.trim().to_owned());
+    }
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|c| c.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, v)| v.to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+/// One API call through the main listener's layers, as Connect JSON.
+async fn call(
+    method: &str,
+    body: &Value,
+    token: Option<&str>,
+    remote: Option<SocketAddr>,
+) -> Result<Value, ApiError> {
+    let api = API
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    let Some(api) = api else {
+        return Err(ApiError {
+            status: 503,
+            code: "unavailable".into(),
+            message: "the server is not serving yet".into(),
+        });
+    };
+    let mut request = HttpRequest::new(Body::new(Full::new(Bytes::from(body.to_string()))));
+    *request.method_mut() = Method::POST;
+    *request.uri_mut() = format!("/autoscaled.v1.HorizontalAutoscaler/{method}")
+        .parse()
+        .map_err(|_| ApiError {
+            status: 500,
+            code: "internal".into(),
+            message: "bad path".into(),
+        })?;
+    request.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Some(v) = token.and_then(|t| HeaderValue::from_str(&format!("Bearer {t}")).ok()) {
+        request.headers_mut().insert(header::AUTHORIZATION, v);
+    }
+    request.extensions_mut().insert(crate::auth::Peer {
+        remote,
+        identity: None,
+    });
+    let Ok(response) = api.oneshot(request).await;
+    let status = response.status().as_u16();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .map(http_body_util::Collected::to_bytes)
+        .unwrap_or_default();
+    let value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    if status == 200 {
+        Ok(value)
+    } else {
+        Err(ApiError {
+            status,
+            code: value["code"].as_str().unwrap_or("unknown").to_owned(),
+            message: value["message"].as_str().unwrap_or("").to_owned(),
+        })
+    }
+}
+
+// ---- pages ---------------------------------------------------------------------------------
+
+fn problem_page(e: &ApiError) -> Page {
+    if e.status == 401 {
+        return login_page(StatusCode::UNAUTHORIZED, &e.message);
+    }
+    let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    html(
+        status,
+        "Error",
+        &format!(
+            "<p class=error>{}: {}</p><p><a href=\"/\">Fleet</a> · <a href=\"/logout\">Log out</a></p>",
+            esc(&e.code),
+            esc(&e.message)
+        ),
+    )
+}
+
+fn login_page(status: StatusCode, error: &str) -> Page {
+    let error = if error.is_empty() {
+        String::new()
+    } else {
+        format!("<p class=error id=login-error>{}</p>", esc(error))
+    };
+    html(
+        status,
+        "Log in",
+        &format!(
+            "<h1>autoscaled</h1><p>This server asks for a bearer token (the tokens of its authorization file).</p>{error}\
+             <form method=post action=\"/login\"><label>Token <input type=password name=token id=token autocomplete=off></label> \
+             <button type=submit id=login>Log in</button></form>"
+        ),
+    )
+}
+
+/// How a target stands, for ordering and colour.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Standing {
+    Failing,
+    Limited,
+    AtMax,
+    Fine,
+}
+
+impl Standing {
+    fn of(s: &Value) -> Standing {
+        let conditions = s["conditions"].as_array().cloned().unwrap_or_default();
+        let is = |t: &str, status: &str| {
+            conditions
+                .iter()
+                .any(|c| c["type"] == t && c["status"] == status)
+        };
+        let reason_of = |t: &str| {
+            conditions
+                .iter()
+                .find(|c| c["type"] == t)
+                .and_then(|c| c["reason"].as_str())
+                .unwrap_or("")
+                .to_owned()
+        };
+        if is("AbleToScale", "False")
+            || (is("ScalingActive", "False") && reason_of("ScalingActive") != "ScalingDisabled")
+        {
+            Standing::Failing
+        } else if is("ScalingLimited", "True") {
+            Standing::Limited
+        } else if int(&s["maxReplicas"])
+            .is_some_and(|max| int(&s["currentReplicas"]).unwrap_or(0) >= max)
+        {
+            Standing::AtMax
+        } else {
+            Standing::Fine
+        }
+    }
+
+    fn class(self) -> &'static str {
+        match self {
+            Standing::Failing => "failing",
+            Standing::Limited => "limited",
+            Standing::AtMax => "atmax",
+            Standing::Fine => "fine",
+        }
+    }
+}
+
+async fn fleet(query: &str, token: Option<&str>, remote: Option<SocketAddr>) -> Page {
+    let q = form_values(query);
+    let prefix = q.get("prefix").cloned().unwrap_or_default();
+    let by_key = q.get("sort").is_some_and(|s| s == "key");
+    let mut summaries: Vec<Value> = Vec::new();
+    let mut page_token = String::new();
+    let mut truncated = false;
+    loop {
+        let body = json!({"prefix": prefix, "includeSummaries": true, "pageSize": 1000, "pageToken": page_token});
+        let page = match call("ListTargets", &body, token, remote).await {
+            Ok(p) => p,
+            Err(e) => return problem_page(&e),
+        };
+        summaries.extend(page["summaries"].as_array().cloned().unwrap_or_default());
+        page_token = page["nextPageToken"].as_str().unwrap_or("").to_owned();
+        if page_token.is_empty() {
+            break;
+        }
+        if summaries.len() >= MAX_FLEET {
+            truncated = true;
+            break;
+        }
+    }
+    let mut rows: Vec<(Standing, Value)> = summaries
+        .into_iter()
+        .map(|s| (Standing::of(&s), s))
+        .collect();
+    if !by_key {
+        rows.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| key_of(&a.1).cmp(key_of(&b.1))));
+    }
+    let count = |st: Standing| rows.iter().filter(|r| r.0 == st).count();
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<h1>Targets</h1><form method=get action=\"/\"><label>Key prefix <input name=prefix id=prefix value=\"{}\"></label> \
+         <label>Order <select name=sort><option value=problems{}>problems first</option><option value=key{}>by key</option></select></label> \
+         <button type=submit>Show</button></form>\
+         <p id=counts>{} targets: <span class=failing>{} failing</span>, <span class=limited>{} limited</span>, <span class=atmax>{} at their maximum</span>{}</p>",
+        esc(&prefix),
+        if by_key { "" } else { " selected" },
+        if by_key { " selected" } else { "" },
+        rows.len(),
+        count(Standing::Failing),
+        count(Standing::Limited),
+        count(Standing::AtMax),
+        if truncated {
+            format!(" (the first {MAX_FLEET} shown)")
+        } else {
+            String::new()
+        },
+    );
+    out.push_str("<table id=fleet><thead><tr><th>Target</th><th>Replicas</th><th>Min</th><th>Max</th><th>Metrics (current / target)</th><th>Conditions</th><th>Last decision</th><th>Runs</th></tr></thead><tbody>");
+    for (standing, s) in &rows {
+        let key = key_of(s);
+        let current = int(&s["currentReplicas"]).unwrap_or(0);
+        let desired = int(&s["desiredReplicas"]).unwrap_or(0);
+        let _ = write!(
+            out,
+            "<tr class={}><td><a href=\"/targets/{}\">{}</a></td><td>{current} → {desired}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            standing.class(),
+            percent_encode(key),
+            esc(key),
+            int(&s["minReplicas"]).map_or("-".into(), |v| v.to_string()),
+            int(&s["maxReplicas"]).map_or("-".into(), |v| v.to_string()),
+            metrics_cell(s),
+            conditions_cell(s),
+            esc(s["evaluationTime"].as_str().unwrap_or("-")),
+            int(&s["runCount"]).unwrap_or(0),
+        );
+    }
+    out.push_str("</tbody></table>");
+    html(StatusCode::OK, "Targets", &out)
+}
+
+fn key_of(s: &Value) -> &str {
+    s["targetKey"].as_str().unwrap_or("")
+}
+
+/// `cpu 92% / 50%` per metric.
+fn metrics_cell(s: &Value) -> String {
+    let mut parts = Vec::new();
+    for m in s["metrics"].as_array().into_iter().flatten() {
+        let status = &m["status"];
+        let name = status["name"].as_str().unwrap_or("?");
+        let (current, target) = metric_values(status, &m["target"]);
+        let current = current.map_or_else(
+            || {
+                status["errorReason"]
+                    .as_str()
+                    .unwrap_or("<unknown>")
+                    .to_owned()
+            },
+            fmt_num,
+        );
+        let target = target.map_or("-".into(), fmt_num);
+        let unit = if m["target"]["type"] == "METRIC_TARGET_TYPE_UTILIZATION" {
+            "%"
+        } else {
+            ""
+        };
+        parts.push(format!("{} {current}{unit} / {target}{unit}", esc(name)));
+    }
+    parts.join("<br>")
+}
+
+/// The current value and the target of a metric, in the target's unit (percent, or units).
+fn metric_values(status: &Value, target: &Value) -> (Option<f64>, Option<f64>) {
+    match target["type"].as_str().unwrap_or("") {
+        "METRIC_TARGET_TYPE_UTILIZATION" => (
+            int(&status["currentAverageUtilization"]).map(|v| v as f64),
+            int(&target["averageUtilization"]).map(|v| v as f64),
+        ),
+        "METRIC_TARGET_TYPE_AVERAGE_VALUE" => (
+            int(&status["currentAverageValueMilli"]).map(|v| v as f64 / 1000.0),
+            int(&target["averageValueMilli"]).map(|v| v as f64 / 1000.0),
+        ),
+        _ => (
+            int(&status["currentValueMilli"])
+                .or_else(|| int(&status["currentAverageValueMilli"]))
+                .map(|v| v as f64 / 1000.0),
+            int(&target["valueMilli"]).map(|v| v as f64 / 1000.0),
+        ),
+    }
+}
+
+/// The conditions that are not as they should be, else the AbleToScale reason.
+fn conditions_cell(s: &Value) -> String {
+    let mut parts = Vec::new();
+    for c in s["conditions"].as_array().into_iter().flatten() {
+        let t = c["type"].as_str().unwrap_or("");
+        let st = c["status"].as_str().unwrap_or("");
+        let bad =
+            (t == "ScalingLimited" && st == "True") || (t != "ScalingLimited" && st == "False");
+        if bad || t == "AbleToScale" {
+            parts.push(format!(
+                "<span title=\"{}\">{} {}</span>",
+                esc(c["message"].as_str().unwrap_or("")),
+                esc(t),
+                esc(c["reason"].as_str().unwrap_or(""))
+            ));
+        }
+    }
+    parts.join("<br>")
+}
+
+async fn target(key: &str, token: Option<&str>, remote: Option<SocketAddr>) -> Page {
+    let history = match call("GetHistory", &json!({"targetKey": key}), token, remote).await {
+        Ok(h) => h,
+        Err(e) => return problem_page(&e),
+    };
+    // The summary (one read) for the targets of the spec in force.
+    let summary = call(
+        "ListTargets",
+        &json!({"prefix": key, "includeSummaries": true, "pageSize": 1}),
+        token,
+        remote,
+    )
+    .await
+    .ok()
+    .and_then(|l| l["summaries"].as_array().and_then(|a| a.first().cloned()))
+    .filter(|s| key_of(s) == key)
+    .unwrap_or(Value::Null);
+    let runs = history["decisions"].as_array().cloned().unwrap_or_default();
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<p><a href=\"/\">← Targets</a></p><h1 id=target-key>{}</h1>",
+        esc(key)
+    );
+    if let Some(newest) = runs.last() {
+        let current = int(&newest["currentReplicas"]).unwrap_or(0);
+        let desired = int(&newest["desiredReplicas"]).unwrap_or(0);
+        let e = &newest["explanation"];
+        let _ = write!(
+            out,
+            "<p class={} id=now>Now: {current} → {desired} replicas (min {}, max {}), decided by the {} path at {}{}</p>",
+            Standing::of(&summary).class(),
+            int(&summary["minReplicas"]).map_or("-".into(), |v| v.to_string()),
+            int(&summary["maxReplicas"]).map_or("-".into(), |v| v.to_string()),
+            esc(e["path"].as_str().unwrap_or("?")),
+            esc(newest["evaluationTime"].as_str().unwrap_or("")),
+            e["rescaleReason"]
+                .as_str()
+                .filter(|r| !r.is_empty())
+                .map_or(String::new(), |r| format!(": {}", esc(r)))
+        );
+        out.push_str("<table class=conditions><tr><th>Condition</th><th>Status</th><th>Reason</th><th>Message</th></tr>");
+        for c in newest["conditions"].as_array().into_iter().flatten() {
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(c["type"].as_str().unwrap_or("")),
+                esc(c["status"].as_str().unwrap_or("")),
+                esc(c["reason"].as_str().unwrap_or("")),
+                esc(c["message"].as_str().unwrap_or(""))
+            );
+        }
+        out.push_str("</table>");
+    }
+    out.push_str(&replica_chart(&runs));
+    let targets: Vec<Value> = summary["metrics"].as_array().cloned().unwrap_or_default();
+    let metric_count = runs
+        .last()
+        .and_then(|r| r["metrics"].as_array())
+        .map_or(0, Vec::len);
+    for i in 0..metric_count {
+        let target = targets
+            .get(i)
+            .map(|m| m["target"].clone())
+            .unwrap_or(Value::Null);
+        out.push_str(&metric_chart(&runs, i, &target));
+    }
+    out.push_str(&runs_table(&runs));
+    html(StatusCode::OK, key, &out)
+}
+
+/// Seconds since the epoch of an RFC 3339 time as the API prints it.
+fn seconds(v: &Value) -> Option<f64> {
+    let t = v.as_str()?;
+    let (date, rest) = t.split_once('T')?;
+    let mut d = date.split('-').map(|x| x.parse::<i64>().ok());
+    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let rest = rest.trim_end_matches('Z');
+    let mut hms = rest.split(':');
+    let (h, min) = (
+        hms.next()?.parse::<i64>().ok()?,
+        hms.next()?.parse::<i64>().ok()?,
+    );
+    let s: f64 = hms.next()?.parse().ok()?;
+    // days_from_civil (Howard Hinnant).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some((days * 86_400 + h * 3600 + min * 60) as f64 + s)
+}
+
+/// One series of a chart: its name, colour, dash pattern and points (time, value).
+struct Series {
+    name: String,
+    color: &'static str,
+    dash: &'static str,
+    points: Vec<(f64, f64)>,
+}
+
+/// The points of each run: its first and last decision, as a step (a run is one outcome).
+fn run_points(runs: &[Value], value: impl Fn(&Value) -> Option<f64>) -> Vec<(f64, f64)> {
+    let mut points = Vec::new();
+    for r in runs {
+        let (Some(first), Some(last)) = (
+            seconds(&r["firstEvaluationTime"]).or_else(|| seconds(&r["evaluationTime"])),
+            seconds(&r["evaluationTime"]),
+        ) else {
+            continue;
+        };
+        if let Some(v) = value(r) {
+            points.push((first, v));
+            if last > first {
+                points.push((last, v));
+            }
+        }
+    }
+    points
+}
+
+fn replica_chart(runs: &[Value]) -> String {
+    let series = vec![
+        Series {
+            name: "current".into(),
+            color: "#1f77b4",
+            dash: "",
+            points: run_points(runs, |r| {
+                Some(int(&r["currentReplicas"]).unwrap_or(0) as f64)
+            }),
+        },
+        Series {
+            name: "desired".into(),
+            color: "#ff7f0e",
+            dash: "",
+            points: run_points(runs, |r| {
+                Some(int(&r["desiredReplicas"]).unwrap_or(0) as f64)
+            }),
+        },
+        Series {
+            name: "stabilized".into(),
+            color: "#2ca02c",
+            dash: "4 3",
+            points: run_points(runs, |r| {
+                int(&r["explanation"]["stabilizedReplicas"]).map(|v| v as f64)
+            }),
+        },
+        Series {
+            name: "scale-up limit".into(),
+            color: "#d62728",
+            dash: "2 3",
+            points: run_points(runs, |r| {
+                int(&r["explanation"]["scaleUpLimit"]).map(|v| v as f64)
+            }),
+        },
+        Series {
+            name: "scale-down limit".into(),
+            color: "#9467bd",
+            dash: "2 3",
+            points: run_points(runs, |r| {
+                int(&r["explanation"]["scaleDownLimit"]).map(|v| v as f64)
+            }),
+        },
+    ];
+    chart("replicas", "Replicas", &series)
+}
+
+fn metric_chart(runs: &[Value], i: usize, target: &Value) -> String {
+    let name = runs
+        .last()
+        .and_then(|r| r["metrics"][i]["name"].as_str())
+        .unwrap_or("metric")
+        .to_owned();
+    let current = run_points(runs, |r| metric_values(&r["metrics"][i], target).0);
+    let mut series = vec![Series {
+        name: format!("{name} current"),
+        color: "#1f77b4",
+        dash: "",
+        points: current,
+    }];
+    if let Some(t) = metric_values(&Value::Null, target).1 {
+        let xs: Vec<f64> = series[0].points.iter().map(|p| p.0).collect();
+        if let (Some(first), Some(last)) = (xs.first(), xs.last()) {
+            series.push(Series {
+                name: "target".into(),
+                color: "#7f7f7f",
+                dash: "6 4",
+                points: vec![(*first, t), (*last, t)],
+            });
+        }
+    }
+    let unit = if target["type"] == "METRIC_TARGET_TYPE_UTILIZATION" {
+        " (% of request)"
+    } else {
+        ""
+    };
+    chart(&format!("metric-{i}"), &format!("{name}{unit}"), &series)
+}
+
+/// A line chart as inline SVG: steps between points, time on x, 0 to the largest value on y.
+fn chart(id: &str, title: &str, series: &[Series]) -> String {
+    const W: f64 = 900.0;
+    const H: f64 = 220.0;
+    const L: f64 = 50.0;
+    const R: f64 = 10.0;
+    const T: f64 = 25.0;
+    const B: f64 = 35.0;
+    let all: Vec<(f64, f64)> = series
+        .iter()
+        .flat_map(|s| s.points.iter().copied())
+        .collect();
+    let mut out = format!("<h2>{}</h2>", esc(title));
+    if all.is_empty() {
+        out.push_str("<p>No decisions yet.</p>");
+        return out;
+    }
+    let (x0, x1) = all
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
+    let span = (x1 - x0).max(1.0);
+    let ymax = all.iter().map(|p| p.1).fold(0.0_f64, f64::max).max(1.0) * 1.1;
+    let x = |t: f64| L + (t - x0) / span * (W - L - R);
+    let y = |v: f64| T + (1.0 - v / ymax) * (H - T - B);
+    let _ = write!(
+        out,
+        "<svg id=\"{id}\" width=\"{W}\" height=\"{H}\" viewBox=\"0 0 {W} {H}\" xmlns=\"http://www.w3.org/2000/svg\" role=img><rect x=\"{L}\" y=\"{T}\" width=\"{}\" height=\"{}\" fill=\"#ffffff\" stroke=\"#cccccc\"/>",
+        W - L - R,
+        H - T - B
+    );
+    for k in 0..=4 {
+        let v = ymax / 1.1 * f64::from(k) / 4.0;
+        let _ = write!(
+            out,
+            "<line x1=\"{L}\" x2=\"{}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#eeeeee\"/><text x=\"{}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"end\">{}</text>",
+            W - R,
+            L - 4.0,
+            y(v) + 4.0,
+            fmt_num(v),
+            y = y(v)
+        );
+    }
+    let _ = write!(
+        out,
+        "<text x=\"{L}\" y=\"{}\" font-size=\"11\">{}</text><text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">{}</text>",
+        H - 8.0,
+        esc(&clock(x0)),
+        W - R,
+        H - 8.0,
+        esc(&format!("{} (+{:.0} s)", clock(x1), span))
+    );
+    let mut legend_x = L;
+    for s in series.iter().filter(|s| !s.points.is_empty()) {
+        let mut d = String::new();
+        for (i, (t, v)) in s.points.iter().enumerate() {
+            if i == 0 {
+                let _ = write!(d, "M{:.1},{:.1}", x(*t), y(*v));
+            } else {
+                // A step: the value holds until the next point.
+                let _ = write!(d, " H{:.1} V{:.1}", x(*t), y(*v));
+            }
+        }
+        let _ = write!(
+            out,
+            "<path d=\"{d}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\" stroke-dasharray=\"{}\"/>",
+            s.color, s.dash
+        );
+        let _ = write!(
+            out,
+            "<rect x=\"{legend_x}\" y=\"6\" width=\"12\" height=\"4\" fill=\"{}\"/><text x=\"{}\" y=\"12\" font-size=\"11\">{}</text>",
+            s.color,
+            legend_x + 16.0,
+            esc(&s.name)
+        );
+        legend_x += 24.0 + 7.0 * s.name.len() as f64;
+    }
+    out.push_str("</svg>");
+    out
+}
+
+fn clock(t: f64) -> String {
+    let s = t.rem_euclid(86_400.0) as i64;
+    format!("{:02}:{:02}:{:02} UTC", s / 3600, s % 3600 / 60, s % 60)
+}
+
+/// The decision runs, newest first: when, how many, the counts, the reasons, why.
+fn runs_table(runs: &[Value]) -> String {
+    let mut out = String::from(
+        "<h2>Decisions</h2><table id=runs><thead><tr><th>From</th><th>To</th><th>Decisions</th><th>Replicas</th><th>AbleToScale</th><th>ScalingActive</th><th>ScalingLimited</th><th>Why</th></tr></thead><tbody>",
+    );
+    for r in runs.iter().rev().take(MAX_RUNS_LISTED) {
+        let reason = |t: &str| {
+            r["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|c| c["type"] == t)
+                .map_or(String::new(), |c| {
+                    format!(
+                        "{} {}",
+                        c["status"].as_str().unwrap_or(""),
+                        c["reason"].as_str().unwrap_or("")
+                    )
+                })
+        };
+        let current = int(&r["currentReplicas"]).unwrap_or(0);
+        let desired = int(&r["desiredReplicas"]).unwrap_or(0);
+        let e = &r["explanation"];
+        let why = if current == desired {
+            e["limitedBy"]
+                .as_str()
+                .filter(|s| !s.is_empty())
+                .unwrap_or("")
+                .to_owned()
+        } else {
+            e["rescaleReason"].as_str().unwrap_or("").to_owned()
+        };
+        let class = if reason("AbleToScale").starts_with("False") {
+            " class=failing"
+        } else if reason("ScalingLimited").starts_with("True") {
+            " class=limited"
+        } else {
+            ""
+        };
+        let _ = write!(
+            out,
+            "<tr{class}><td>{}</td><td>{}</td><td>{}</td><td>{current} → {desired}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(r["firstEvaluationTime"].as_str().unwrap_or("")),
+            esc(r["evaluationTime"].as_str().unwrap_or("")),
+            int(&r["runCount"]).unwrap_or(1),
+            esc(&reason("AbleToScale")),
+            esc(&reason("ScalingActive")),
+            esc(&reason("ScalingLimited")),
+            esc(&why)
+        );
+    }
+    out.push_str("</tbody></table>");
+    out
+}
+
+// ---- helpers -------------------------------------------------------------------------------
+
+/// An integer of proto3 JSON (64-bit integers are strings there).
+fn int(v: &Value) -> Option<i64> {
+    v.as_i64()
+        .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+}
+
+fn fmt_num(v: f64) -> String {
+    if (v - v.round()).abs() < 1e-9 {
+        format!("{}", v.round() as i64)
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+fn percent_encode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+fn form_values(text: &str) -> std::collections::HashMap<String, String> {
+    text.split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .filter_map(|(k, v)| Some((percent_decode(k)?, percent_decode(v)?)))
+        .collect()
+}
+
+fn redirect(to: &'static str) -> Page {
+    let mut r = HttpResponse::new(Full::new(Bytes::new()));
+    *r.status_mut() = StatusCode::SEE_OTHER;
+    r.headers_mut()
+        .insert(header::LOCATION, HeaderValue::from_static(to));
+    r
+}
+
+const STYLE: &str = "body{font-family:sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left;vertical-align:top}th{background:#f0f0f0}\
+tr.failing td,p.failing,span.failing{background:#fde2e2}tr.limited td,p.limited,span.limited{background:#fff3cd}tr.atmax td,p.atmax,span.atmax{background:#e8e0f8}.error{color:#b00020}h2{font-size:16px;margin-top:1.2em}a{color:#0b57d0}";
+
+fn html(status: StatusCode, title: &str, body: &str) -> Page {
+    let page = format!(
+        "<!doctype html><html lang=en><head><meta charset=utf-8><meta http-equiv=refresh content=\"{REFRESH_SECS}\"><title>{} · autoscaled</title><style>{STYLE}</style></head><body>{body}<p style=\"color:#777;font-size:11px\">autoscaled {} · refreshes every {REFRESH_SECS} s · <a href=\"/logout\">log out</a></p></body></html>",
+        esc(title),
+        env!("CARGO_PKG_VERSION"),
+    );
+    let mut r = HttpResponse::new(Full::new(Bytes::from(page)));
+    *r.status_mut() = status;
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    // No script, no frames, nothing from elsewhere.
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'"),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_parse_as_the_api_prints_them() {
+        assert_eq!(seconds(&json!("1970-01-01T00:00:00Z")), Some(0.0));
+        assert_eq!(
+            seconds(&json!("2026-11-18T11:06:40.250Z")),
+            Some(1_795_000_000.25)
+        );
+    }
+
+    #[test]
+    fn keys_round_trip_through_urls_and_html_is_escaped() {
+        let key = "team a/web<1>&ü";
+        assert_eq!(percent_decode(&percent_encode(key)).as_deref(), Some(key));
+        assert_eq!(esc("<a href=\"x\">"), "&lt;a href=&quot;x&quot;&gt;");
+    }
+
+    #[test]
+    fn standing_orders_failing_limited_at_max() {
+        let failing = json!({"conditions": [{"type": "AbleToScale", "status": "False", "reason": "FailedUpdateScale"}]});
+        let disabled = json!({"conditions": [{"type": "ScalingActive", "status": "False", "reason": "ScalingDisabled"}]});
+        let limited = json!({"conditions": [{"type": "ScalingLimited", "status": "True", "reason": "TooManyReplicas"}]});
+        let at_max = json!({"currentReplicas": 4, "maxReplicas": 4});
+        assert_eq!(Standing::of(&failing), Standing::Failing);
+        assert_eq!(Standing::of(&disabled), Standing::Fine);
+        assert_eq!(Standing::of(&limited), Standing::Limited);
+        assert_eq!(Standing::of(&at_max), Standing::AtMax);
+    }
+}
