@@ -54,8 +54,10 @@ pub(crate) fn set_ready(ready: bool) {
 
 /// Binds `listen` and serves the admin paths on the current Tokio runtime. Binding happens
 /// here, synchronously, so that a busy port is a start-up error.
-pub(crate) fn serve(listen: SocketAddr, metrics: PrometheusHandle) -> std::io::Result<()> {
+/// Returns the bound address (port 0 picks a free one).
+pub(crate) fn serve(listen: SocketAddr, metrics: PrometheusHandle) -> std::io::Result<SocketAddr> {
     let listener = std::net::TcpListener::bind(listen)?;
+    let local = listener.local_addr()?;
     listener.set_nonblocking(true)?;
     let listener = tokio::net::TcpListener::from_std(listener)?;
     let upkeep = metrics.clone();
@@ -67,7 +69,7 @@ pub(crate) fn serve(listen: SocketAddr, metrics: PrometheusHandle) -> std::io::R
         }
     });
     tokio::spawn(accept_loop(listener, metrics));
-    Ok(())
+    Ok(local)
 }
 
 async fn accept_loop(listener: tokio::net::TcpListener, metrics: PrometheusHandle) {

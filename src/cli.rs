@@ -102,7 +102,7 @@ pub(crate) fn config_table() -> String {
 /// Serves until SIGTERM/SIGINT. A start-up error is one line on stderr (`autoscaled: ...`)
 /// and nothing else; an error once serving is logged once through `tracing`.
 fn serve(args: ServeArgs) -> ExitCode {
-    let config = match args.load() {
+    let mut config = match args.load() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("autoscaled: {e}");
@@ -141,9 +141,13 @@ fn serve(args: ServeArgs) -> ExitCode {
         let served = crate::metrics::install()
             .map_err(|e| e.to_string())
             .and_then(|metrics| crate::admin::serve(listen, metrics).map_err(|e| e.to_string()));
-        if let Err(e) = served {
-            eprintln!("autoscaled: cannot serve metrics on {listen}: {e}");
-            return ExitCode::FAILURE;
+        match served {
+            // The address it really has (port 0), for the log line and stdout.
+            Ok(local) => config.metrics_listen = Some(local),
+            Err(e) => {
+                eprintln!("autoscaled: cannot serve metrics on {listen}: {e}");
+                return ExitCode::FAILURE;
+            }
         }
     }
     // TLS and authorization files are checked (and SIGHUP handled) before anything listens;
@@ -184,6 +188,9 @@ fn serve(args: ServeArgs) -> ExitCode {
             let _ = writeln!(out, "autoscaled listening on {addr}").and_then(|()| {
                 if let Some(health) = health_listener.as_ref().and_then(|h| h.local_addr().ok()) {
                     writeln!(out, "autoscaled health listening on {health}")?;
+                }
+                if let Some(admin) = config.metrics_listen {
+                    writeln!(out, "autoscaled admin listening on {admin}")?;
                 }
                 out.flush()
             });

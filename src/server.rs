@@ -215,8 +215,10 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: HttpRequest<B>) -> Self::Future {
+    fn call(&mut self, mut request: HttpRequest<B>) -> Self::Future {
         let path = request.uri().path().to_owned();
+        let identity = crate::auth::IdentitySlot::default();
+        request.extensions_mut().insert(identity.clone());
         let peer = request
             .extensions()
             .get::<tonic::transport::server::TcpConnectInfo>()
@@ -244,7 +246,8 @@ where
                 };
                 crate::metrics::grpc_request(method, code, started.elapsed());
                 if code != "0" {
-                    log_refusal(method, code, peer, response.headers());
+                    let identity = identity.0.get().map(|s| &**s);
+                    log_refusal(method, code, peer, identity, response.headers());
                 }
             }
             result
@@ -256,13 +259,15 @@ where
 /// on the next line (a flood of bad requests must not flood the log).
 const REFUSALS_LOGGED_PER_SECOND: u64 = 10;
 
-/// One line for a call answered with an error: the peer, the method (from the served set),
-/// the code and the start of the message (which names the first field violation), so an
-/// operator can find which caller sends bad requests. Rate-limited.
+/// One line for a call answered with an error: the peer, the identity (when it was
+/// authenticated), the method (from the served set), the code and the start of the message
+/// (which names the first field violation), so an operator can find which caller sends bad
+/// requests. Rate-limited.
 fn log_refusal(
     method: &str,
     code: &str,
     peer: Option<std::net::SocketAddr>,
+    identity: Option<&str>,
     headers: &tonic::codegen::http::HeaderMap,
 ) {
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -287,9 +292,11 @@ fn log_refusal(
         .map(|c| format!("{:?}", tonic::Code::from_i32(c)))
         .unwrap_or_else(|_| code.to_owned());
     let suppressed = SUPPRESSED.swap(0, Ordering::Relaxed);
+    let peer = peer.map_or_else(|| "-".to_owned(), |p| p.to_string());
     tracing::info!(
         target: "autoscaled::refused",
-        peer = ?peer,
+        peer = %peer,
+        identity = identity.unwrap_or("-"),
         method,
         code = %code_name,
         detail = ?message,

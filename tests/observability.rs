@@ -197,10 +197,25 @@ fn sample_sum(body: &str, name: &str, labels: &[&str]) -> f64 {
 #[test]
 fn the_admin_listener_answers_probes_and_refuses_other_paths() {
     let dir = tempfile::tempdir().unwrap();
-    let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    // Port 0: the address it got is on stdout, after the main listener's line.
     let mut command = common::command(dir.path());
-    command.args(["--metrics-listen", &admin.to_string()]);
-    let _server = common::spawn(command);
+    command.args(["--metrics-listen", "127.0.0.1:0"]);
+    let mut child = command.spawn().unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = |expected: &str| {
+        let mut l = String::new();
+        std::io::BufRead::read_line(&mut out, &mut l).unwrap();
+        let rest = l.trim().strip_prefix(expected).map(str::to_owned);
+        rest.unwrap_or_else(|| panic!("{l:?}"))
+    };
+    line("autoscaled listening on ");
+    let admin: SocketAddr = line("autoscaled admin listening on ").parse().unwrap();
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    if let Some(mut err) = child.stderr.take() {
+        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    }
+    // Killed when dropped.
+    let _server = common::Server { addr: admin, child };
     assert_eq!(
         common::http(admin, "GET", "/healthz"),
         (200, "ok\n".to_owned())
@@ -509,14 +524,21 @@ async fn refusals_are_audited_escaped_and_unknown_methods_do_not_grow_metrics() 
         .lines()
         .filter(|l| l.contains("autoscaled::refused"))
         .collect();
+    // The peer and the identity its token authenticated: which caller sends bad requests.
     assert!(
-        refused
-            .iter()
-            .any(|l| l.contains("InvalidArgument") && l.contains("target_key")),
+        refused.iter().any(|l| l.contains("InvalidArgument")
+            && l.contains("target_key")
+            && l.contains("identity=\"bot\"")
+            && l.contains("peer=127.0.0.1:")),
         "{text}"
     );
     assert!(refused.len() < 200, "{} refusal lines", refused.len());
-    assert!(text.contains("admin listener up"), "{text}");
+    assert!(
+        text.lines().any(
+            |l| l.contains("admin listener up") && l.contains(&format!("local={metrics_addr}"))
+        ),
+        "{text}"
+    );
     assert!(body.contains("autoscaled_build_info{"), "{body}");
 }
 

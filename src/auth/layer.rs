@@ -250,6 +250,12 @@ where
     fn call(&mut self, mut request: HttpRequest<B>) -> Self::Future {
         match self.state.admit(&request) {
             Ok(caller) => {
+                if let (Some(slot), Some(identity)) = (
+                    request.extensions().get::<super::IdentitySlot>(),
+                    &caller.identity,
+                ) {
+                    let _ = slot.0.set(Arc::clone(identity));
+                }
                 request.extensions_mut().insert(caller);
                 Box::pin(self.inner.call(request))
             }

@@ -38,6 +38,11 @@ pub(crate) struct Peer {
     pub(crate) identity: Option<Arc<str>>,
 }
 
+/// Where the authentication layer leaves the caller's identity for the layers outside it
+/// (the refusal log in `server`), which see the request before it is authenticated.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct IdentitySlot(pub(crate) Arc<std::sync::OnceLock<Arc<str>>>);
+
 /// The authenticated caller of one request, put in the request's extensions by the layer.
 #[derive(Clone, Debug)]
 pub(crate) struct Caller {

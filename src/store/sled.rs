@@ -21,7 +21,7 @@ use crate::engine::hpa::history::History;
 pub const DEFAULT_DECISION_RETENTION: Duration = Duration::from_secs(24 * 3600);
 /// Default number of pod names kept per group in a logged decision (issue 8 item 6).
 pub const DEFAULT_MAX_POD_NAMES: usize = 50;
-/// Default sled page cache: fits the chart's 512 Mi memory limit with room for the server.
+/// Default sled page cache: fits the chart's 384 Mi memory limit (helm/autoscaled/values.yaml) with room for the server.
 pub const DEFAULT_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The trees opened at start-up.
