@@ -89,40 +89,8 @@ serving() { # ADDR [grpcurl TLS flags...]: health SERVING within 30 s
 }
 
 # ---- preludes and epilogues ----------------------------------------------------------------
-prelude_security() {
-  # The reader's PKI: a CA, the server's certificate, team-a's client certificate (SPIFFE ID
-  # spiffe://example.org/team-a), a bearer token for ci-bot, and the authz.toml of the README.
-  local q=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
-  openssl req -x509 "${q[@]}" -days 1 -subj "/CN=readme CA" -keyout ca.key -out ca.pem 2>/dev/null &&
-    cp ca.pem clients-ca.pem || return 1
-  local name subject san usage
-  while read -r name subject san usage; do
-    openssl req "${q[@]}" -subj "$subject" -keyout "$name.key" -out "$name.csr" 2>/dev/null &&
-      printf 'subjectAltName=%s\nextendedKeyUsage=%s\n' "$san" "$usage" >"$name.ext" &&
-      openssl x509 -req -in "$name.csr" -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 \
-        -extfile "$name.ext" -out "$name.pem" 2>/dev/null || return 1
-  done <<'EOF'
-server /CN=autoscaled DNS:localhost,IP:127.0.0.1 serverAuth
-team-a /CN=team-a URI:spiffe://example.org/team-a clientAuth
-EOF
-  TOKEN="readme-token-$RANDOM$RANDOM"
-  export TOKEN
-  cat >authz.toml <<TOML
-[[rule]]
-identity = "spiffe://example.org/team-a"
-verbs = ["recommend", "read", "write-usage", "delete"]
-prefixes = ["team-a/"]
-
-[[rule]]
-identity = "ci-bot"
-verbs = ["read"]
-prefixes = ["team-a/"]
-
-[[token]]
-identity = "ci-bot"
-sha256 = "$(printf %s "$TOKEN" | sha256sum | cut -d' ' -f1)"
-TOML
-}
+# The security session's certificates, token and authz.toml are made by the README's own
+# first block of the section (openssl), as a reader makes them: no prelude.
 epilogue_security() {
   grep -q team-a/web blocks.out || { echo "the token's ListTargets did not show team-a/web"; return 1; }
 }
