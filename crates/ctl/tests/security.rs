@@ -84,4 +84,31 @@ fn the_cli_speaks_tls_mtls_and_tokens() {
         stderr.contains("PermissionDenied") && stderr.contains("recommend"),
         "{stderr}"
     );
+    // The what-if commands take the same options: the token replays and reports.
+    let report = dir.path().join("report.html");
+    let simulate = [
+        "simulate",
+        "--addr",
+        &addr,
+        "--target",
+        "examples/web",
+        "--token",
+        token,
+    ];
+    let out = run(&[&ca_pem], &simulate);
+    assert!(out.status.success(), "{out:?}");
+    let report_args = [
+        "report",
+        "--addr",
+        &addr,
+        "--target",
+        "examples/web",
+        "--out",
+        report.to_str().unwrap(),
+        "--token",
+        token,
+    ];
+    let out = run(&[&ca_pem], &report_args);
+    assert!(out.status.success(), "{out:?}");
+    assert!(report.exists());
 }

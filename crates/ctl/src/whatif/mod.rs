@@ -49,6 +49,9 @@ pub(crate) struct SimulateArgs {
     /// Write the replica / metric picture here: SVG or PNG, by the file's extension.
     #[arg(long, value_name = "FILE.svg|FILE.png")]
     pub(crate) plot: Option<PathBuf>,
+    /// TLS and token, as for `recommend` (with --target).
+    #[command(flatten)]
+    pub(crate) security: crate::client::security::ClientSecurity,
 }
 
 const SIMULATE_RESPONSE: &str = "autoscaled.v1.SimulateResponse";
@@ -124,7 +127,9 @@ pub(crate) async fn simulate_command(args: SimulateArgs) -> Result<String, Clien
         }
         (None, Some(addr), Some(target)) => {
             request.target_key = target.clone();
-            let response = crate::client::connect(addr)
+            let response = args
+                .security
+                .horizontal(addr)
                 .await?
                 .simulate(request)
                 .await

@@ -24,12 +24,15 @@ pub(crate) struct ReportArgs {
     /// Also replay the stored decisions under this HorizontalSpec (proto3 JSON).
     #[arg(long, value_name = "SPEC.json")]
     pub(crate) spec: Option<PathBuf>,
+    /// TLS and token, as for `recommend`.
+    #[command(flatten)]
+    pub(crate) security: crate::client::security::ClientSecurity,
 }
 
 /// `autoscalectl report`: fetches, renders, writes; returns a one-line confirmation.
 pub(crate) async fn report_command(args: ReportArgs) -> Result<String, ClientError> {
     let spec = args.spec.as_deref().map(super::read_spec).transpose()?;
-    let mut client = crate::client::connect(&args.addr).await?;
+    let mut client = args.security.horizontal(&args.addr).await?;
     // Every page, oldest run first.
     let mut history = api::TargetHistory::default();
     let mut page_token = String::new();
