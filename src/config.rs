@@ -430,6 +430,9 @@ knobs! {
     /// Serve the admin HTTP listener here (e.g. `0.0.0.0:9090`): Prometheus metrics on
     /// `/metrics`, probes on `/healthz` and `/readyz`.
     metrics_listen: SocketAddr, "ADDR", shown "off";
+    /// Export per-target gauges (`autoscaled_target_replicas`, `autoscaled_target_limited`)
+    /// for at most this many targets, the first decided; 0: none. Each adds three series.
+    metrics_per_target: usize, "N", default 0;
     /// Server default of `--horizontal-pod-autoscaler-tolerance`.
     hpa_tolerance: f64, "RATIO", default Settings::default().tolerance;
     /// Server default of `--horizontal-pod-autoscaler-cpu-initialization-period`, seconds.
@@ -610,6 +613,8 @@ pub struct Config {
     pub otlp_endpoint: Option<String>,
     /// Where `/metrics` is served; `None`: no metrics.
     pub metrics_listen: Option<SocketAddr>,
+    /// Targets that get per-target gauges, at most (0: none).
+    pub metrics_per_target: usize,
     /// Server defaults of the HPA controller flags; `spec.settings` overrides them per target.
     pub hpa: Settings,
     /// VPA sample and OOM times may be at most this far ahead of the evaluation time.
@@ -809,6 +814,7 @@ impl ServeArgs {
             log_format: knobs.log_format,
             otlp_endpoint: knobs.otlp_endpoint,
             metrics_listen: knobs.metrics_listen,
+            metrics_per_target: knobs.metrics_per_target,
             hpa,
             vpa_max_clock_skew: Duration::from_secs(knobs.vpa_max_clock_skew_secs),
         };

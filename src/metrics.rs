@@ -1,7 +1,8 @@
 //! Prometheus metrics: every name, unit and description in one place (style guide habit 14;
 //! controller-rs `src/metrics.rs`). Labels are bounded: the RPC method (one of the served
 //! routes, or `unknown`), the gRPC code, the HPA decision path and condition reasons (enums of
-//! the engine). Target keys are never labels: they are unbounded and belong in traces.
+//! the engine). Target keys are labels only of the opt-in per-target gauges, and only for the
+//! first `--metrics-per-target` targets: unbounded keys belong in traces.
 //!
 //! The recording functions go to the `metrics` facade; with no `--metrics-listen` no recorder
 //! is installed and they cost a few atomic loads. This module depends on no other module of
@@ -47,6 +48,14 @@ pub(crate) const TLS_HANDSHAKE_FAILURES_TOTAL: &str = "autoscaled_tls_handshake_
 /// Re-reads of the TLS files or the authorization file, by `file` (`tls`, `authz`) and
 /// `result` (`ok`, `error`: the previous material stays in force).
 pub(crate) const SECURITY_RELOADS_TOTAL: &str = "autoscaled_security_reloads_total";
+
+/// Targets with stored state, by `kind` (`hpa`, `vpa`).
+pub(crate) const TARGETS: &str = "autoscaled_targets";
+/// Opt-in (`--metrics-per-target`): a target's last recorded decision, by `target` and
+/// `kind` (`current`, `desired`).
+pub(crate) const TARGET_REPLICAS: &str = "autoscaled_target_replicas";
+/// Opt-in: 1 when the target's last recorded decision was limited (ScalingLimited True).
+pub(crate) const TARGET_LIMITED: &str = "autoscaled_target_limited";
 
 /// Set once the Prometheus recorder is installed. Without it the facade's no-op recorder
 /// drops every value, but building a key still allocates (labels are copied into it, the
@@ -120,6 +129,17 @@ fn describe() {
         Unit::Count,
         "Rescales reported by callers, by outcome (a failed one stores no scale event)"
     );
+    metrics::describe_gauge!(TARGETS, Unit::Count, "Targets with stored state, by kind");
+    metrics::describe_gauge!(
+        TARGET_REPLICAS,
+        Unit::Count,
+        "A target's last recorded current and desired replicas (opt-in, capped)"
+    );
+    metrics::describe_gauge!(
+        TARGET_LIMITED,
+        Unit::Count,
+        "1 when a target's last recorded decision was limited (opt-in, capped)"
+    );
     describe_histogram!(
         STORE_COMMIT_DURATION,
         Unit::Seconds,
@@ -190,6 +210,68 @@ pub(crate) fn hpa_decision(
         let direction = if up { "up" } else { "down" };
         counter!(HPA_RESCALES_TOTAL, "direction" => direction).increment(1);
     }
+}
+
+/// The stored targets of `kind`, counted.
+pub(crate) fn targets_stored(kind: &'static str, count: usize) {
+    if !installed() {
+        return;
+    }
+    metrics::gauge!(TARGETS, "kind" => kind).set(count as f64);
+}
+
+/// One more stored HPA target (its first recorded decision); the periodic count corrects
+/// what other replicas sharing the store did.
+pub(crate) fn target_added() {
+    if !installed() {
+        return;
+    }
+    metrics::gauge!(TARGETS, "kind" => "hpa").increment(1.0);
+}
+
+/// One stored HPA target fewer (DeleteTarget).
+pub(crate) fn target_removed() {
+    if !installed() {
+        return;
+    }
+    metrics::gauge!(TARGETS, "kind" => "hpa").decrement(1.0);
+}
+
+/// At most this many targets get per-target gauges (`--metrics-per-target`).
+static PER_TARGET_CAP: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// The targets that have them (the first ones decided, up to the cap).
+static PER_TARGET: std::sync::Mutex<Option<std::collections::HashSet<String>>> =
+    std::sync::Mutex::new(None);
+
+/// Sets the per-target cap (server start).
+pub(crate) fn set_per_target_cap(cap: usize) {
+    PER_TARGET_CAP.store(cap, Ordering::Relaxed);
+}
+
+/// A recorded decision of `key`: its gauges, if it has (or may still get) a slot.
+pub(crate) fn target_decision(key: &str, current: i32, desired: i32, limited: bool) {
+    let cap = PER_TARGET_CAP.load(Ordering::Relaxed);
+    if cap == 0 || !installed() {
+        return;
+    }
+    {
+        let mut tracked = PER_TARGET
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let tracked = tracked.get_or_insert_with(std::collections::HashSet::new);
+        if !tracked.contains(key) {
+            if tracked.len() >= cap {
+                return;
+            }
+            tracked.insert(key.to_owned());
+        }
+    }
+    let target = key.to_owned();
+    metrics::gauge!(TARGET_REPLICAS, "target" => target.clone(), "kind" => "current")
+        .set(f64::from(current));
+    metrics::gauge!(TARGET_REPLICAS, "target" => target.clone(), "kind" => "desired")
+        .set(f64::from(desired));
+    metrics::gauge!(TARGET_LIMITED, "target" => target).set(if limited { 1.0 } else { 0.0 });
 }
 
 /// One `ReportScale` that was accepted.

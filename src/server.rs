@@ -305,6 +305,51 @@ fn log_refusal(
     );
 }
 
+/// How often the stored targets are counted for `autoscaled_targets` (between counts the
+/// gauge follows this replica's own creations and deletions).
+const TARGET_COUNT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Counts the stored HPA and VPA targets now and every [`TARGET_COUNT_INTERVAL`]: a key scan
+/// in pages of 1,000 (the other replicas sharing an etcd store change the count too).
+async fn count_targets(hpa: Arc<dyn HpaStore>, vpa: Arc<dyn VpaStore>) {
+    let mut tick = tokio::time::interval(TARGET_COUNT_INTERVAL);
+    loop {
+        tick.tick().await;
+        let hpa_page = |after: Option<String>| {
+            let hpa = Arc::clone(&hpa);
+            async move { hpa.list_keys(after.as_deref(), 1000).await }
+        };
+        if let Some(n) = count_keys(hpa_page).await {
+            crate::metrics::targets_stored("hpa", n);
+        }
+        let vpa_page = |after: Option<String>| {
+            let vpa = Arc::clone(&vpa);
+            async move { vpa.list_vertical_keys(after.as_deref(), 1000).await }
+        };
+        if let Some(n) = count_keys(vpa_page).await {
+            crate::metrics::targets_stored("vpa", n);
+        }
+    }
+}
+
+/// The keys a paged listing gives over all its pages; `None` if a page failed.
+async fn count_keys<F, Fut>(list: F) -> Option<usize>
+where
+    F: Fn(Option<String>) -> Fut,
+    Fut: Future<Output = Result<crate::store::KeyPage, StoreError>>,
+{
+    let mut after: Option<String> = None;
+    let mut count = 0;
+    loop {
+        let mut page = list(after.take()).await.ok()?;
+        count += page.keys.len();
+        if !page.more || page.keys.is_empty() {
+            return Some(count);
+        }
+        after = page.keys.pop();
+    }
+}
+
 /// Server reflection over our services, health, and the `google.rpc` error model our error
 /// details use (so grpcurl decodes a `google.rpc.BadRequest` instead of printing its bytes).
 /// Built twice: v1, and v1alpha for grpcurl 1.8.
@@ -430,6 +475,7 @@ pub async fn serve_secured<S: HpaStore + VpaStore>(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
     let vertical_store: Arc<dyn VpaStore> = store.clone();
+    let vertical_count_store = Arc::clone(&vertical_store);
     let store: Arc<dyn HpaStore> = store;
     let local: SocketAddr = listener.local_addr()?;
     let mode = match config.durability {
@@ -475,6 +521,13 @@ pub async fn serve_secured<S: HpaStore + VpaStore>(
             .await;
     }
     crate::admin::set_ready(true);
+    if config.metrics_listen.is_some() {
+        crate::metrics::set_per_target_cap(config.metrics_per_target);
+        tokio::spawn(count_targets(
+            Arc::clone(&store),
+            Arc::clone(&vertical_count_store),
+        ));
+    }
     let reflection_v1 = reflection().build_v1()?;
     let reflection_v1alpha = reflection().build_v1alpha()?;
     let exposure = |e: crate::config::Exposure| e != crate::config::Exposure::Off;

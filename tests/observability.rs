@@ -253,7 +253,12 @@ async fn metrics_count_requests_decisions_rescales_and_flushes() {
     let dir = tempfile::tempdir().unwrap();
     let metrics_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let mut command = common::command(dir.path());
-    command.args(["--metrics-listen", &metrics_addr.to_string()]);
+    command.args([
+        "--metrics-listen",
+        &metrics_addr.to_string(),
+        "--metrics-per-target",
+        "1",
+    ]);
     let server = tokio::task::spawn_blocking(move || common::spawn(command))
         .await
         .unwrap();
@@ -331,7 +336,37 @@ async fn metrics_count_requests_decisions_rescales_and_flushes() {
         body.contains("# HELP autoscaled_hpa_decisions_total"),
         "described: {body}"
     );
-    assert!(!body.contains("metrics/a"), "target keys are never labels");
+    // Three targets stored (counted at start, then followed as they are created).
+    assert_eq!(sum("autoscaled_targets", &["kind=\"hpa\""]), 3.0, "{body}");
+    // Per-target gauges for the first target only (--metrics-per-target 1).
+    assert_eq!(
+        sum(
+            "autoscaled_target_replicas",
+            &["target=\"metrics/a\"", "kind=\"desired\""]
+        ),
+        2.0
+    );
+    assert_eq!(
+        sum("autoscaled_target_limited", &["target=\"metrics/a\""]),
+        0.0
+    );
+    assert!(
+        !body.contains("metrics/b"),
+        "beyond the cap, keys are not labels"
+    );
+    client
+        .delete_target(pb::DeleteTargetRequest {
+            target_key: "metrics/c".into(),
+        })
+        .await
+        .unwrap();
+    let body = tokio::task::spawn_blocking(move || scrape(metrics_addr))
+        .await
+        .unwrap();
+    assert_eq!(
+        sample_sum(&body, "autoscaled_targets", &["kind=\"hpa\""]),
+        2.0
+    );
     drop(server);
 }
 

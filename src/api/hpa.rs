@@ -129,7 +129,7 @@ impl HorizontalService {
         };
         let evaluate = self.evaluate;
         let retention = self.options.history_retention;
-        let (now, (_, entry), ()) = self
+        let (now, (_, entry), new_target) = self
             .commit
             .commit_decision(
                 &Hpa(&*self.store),
@@ -137,6 +137,7 @@ impl HorizontalService {
                 !input.dry_run,
                 now,
                 |state, &now| {
+                    let new_target = state.is_none();
                     let history = state.map(|s| s.history).unwrap_or_default();
                     let evaluation = catch_unwind(AssertUnwindSafe(|| {
                         evaluate(&settings, &input.spec, &input.observation, &history, now)
@@ -147,7 +148,7 @@ impl HorizontalService {
                     prune::prune(&mut new_history, now, retention);
                     let entry =
                         DecisionEntry::single(now, evaluation.decision, &input.spec, &settings);
-                    Ok(((new_history, entry), ()))
+                    Ok(((new_history, entry), new_target))
                 },
             )
             .await?;
@@ -171,6 +172,21 @@ impl HorizontalService {
             (!input.dry_run && decision.desired_replicas != decision.current_replicas)
                 .then_some(decision.desired_replicas > decision.current_replicas),
         );
+        if recorded {
+            if new_target {
+                crate::metrics::target_added();
+            }
+            let limited = decision
+                .conditions
+                .iter()
+                .any(|c| c.condition_type == ConditionType::ScalingLimited && c.status);
+            crate::metrics::target_decision(
+                &input.target_key,
+                decision.current_replicas,
+                decision.desired_replicas,
+                limited,
+            );
+        }
         let mut response =
             convert::recommend_response(decision, &input.spec.metrics, now, recorded);
         // Derived from the request and the decision, after it: per call, never stored.
@@ -246,6 +262,7 @@ impl HorizontalService {
         {
             return Err(ApiError::TargetNotFound(req.target_key));
         }
+        crate::metrics::target_removed();
         Ok(())
     }
 }
