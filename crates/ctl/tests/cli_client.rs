@@ -105,6 +105,11 @@ fn recommend_and_history_print_the_decision() {
             .any(|l| words(l) == ["Desired", "replicas:", "5"]),
         "{text:?}"
     );
+    // The run shows as what it is: two decisions, since the first one.
+    assert!(
+        stdout(&text).contains("Decisions (oldest first; 2 in 1 runs of identical decisions):"),
+        "{text:?}"
+    );
     // AUTOSCALED_ADDR stands for --addr in every client subcommand (history, and simulate and
     // report, which default to it as recommend does).
     let with_env = |args: &[&str]| {

@@ -495,15 +495,35 @@ fn describe_stored(history: &api::TargetHistory) -> String {
                 .collect(),
         ));
     }
-    out.push_str("Decisions (oldest first):\n");
+    // Each row is a run of identical decisions: how many, and since when (a run of one has
+    // the same first and last time).
+    let decisions: u64 = history.decisions.iter().map(|d| d.run_count.max(1)).sum();
+    out.push_str(&format!(
+        "Decisions (oldest first; {decisions} in {} runs of identical decisions):\n",
+        history.decisions.len()
+    ));
     out.push_str(&table(
-        &["Time", "Current", "Desired", "Path", "Reasons"],
+        &[
+            "Since",
+            "Last",
+            "Decisions",
+            "Current",
+            "Desired",
+            "Path",
+            "Reasons",
+        ],
         history
             .decisions
             .iter()
             .map(|d| {
                 vec![
+                    timestamp(
+                        d.first_evaluation_time
+                            .as_ref()
+                            .or(d.evaluation_time.as_ref()),
+                    ),
                     timestamp(d.evaluation_time.as_ref()),
+                    d.run_count.max(1).to_string(),
                     d.current_replicas.to_string(),
                     d.desired_replicas.to_string(),
                     d.explanation
