@@ -41,6 +41,14 @@
 //! bytes). The table then has both sizes, autoscaled and no-op, and the cost per decision at
 //! `K` vs `N` follows it.
 //!
+//! Load (`FLEET_LOAD`): `steady` (default) sends every round the same request, 10 pods at 46-54 %
+//! of their cpu request against a 50 % target: within the tolerance, one decision run per
+//! target for ever. `changing` changes the load every `FLEET_LOAD_PERIOD_ROUNDS` rounds
+//! (default 7, i.e. 105 s) through utilizations of 40-60 % (60, 52, 44, 57, 49, 41, 54, ...):
+//! above the tolerance the target rescales, within it the run holds, below it the 300 s window
+//! stabilizes, so each period is a new decision run, as a real fleet's load makes them. Every
+//! target gets the same request in a round, so cloning stays valid.
+//!
 //! `cargo bench --bench fleet` (about 2 minutes at 10,000 targets on 2 cores);
 //! `FLEET_TARGETS=1000000 FLEET_CLONE_FROM=10000 cargo bench --bench fleet` for the big run
 //! (about 20 minutes on 2 cores, 1.5–2 GB of disk: keep 3 GB free; see `docs/benchmarks.md`).
@@ -79,7 +87,7 @@ mod servers;
 mod steady_state;
 use fleet_clone::target_key;
 use servers::{Server, env_u64, micros, run_noop_server, start_noop_server, start_real_server};
-use steady_state::recommend_request;
+use steady_state::{PODS, recommend_request};
 
 /// HTTP/2 connections the calls are spread over.
 const CHANNELS: usize = 4;
@@ -128,10 +136,17 @@ fn main() -> anyhow::Result<()> {
     let disk = disk.as_ref();
     let t0 = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
     let t0 = i64::try_from(t0)?;
-    let fleet = Fleet::new(targets, t0);
+    let load = match std::env::var("FLEET_LOAD").as_deref() {
+        Ok("changing") => Load::Changing {
+            period_rounds: env_u64("FLEET_LOAD_PERIOD_ROUNDS", 7).max(1),
+        },
+        Ok("steady") | Err(_) => Load::Steady,
+        Ok(other) => anyhow::bail!("FLEET_LOAD={other:?}: steady or changing"),
+    };
+    let fleet = Fleet::new(targets, t0, load);
     let calls = targets as u64 * measure_rounds;
     // The targets warmed through gRPC: all of them, or the clone sources.
-    let warmed = Fleet::new(sources.unwrap_or(targets), t0);
+    let warmed = Fleet::new(sources.unwrap_or(targets), t0, load);
 
     eprintln!(
         "fleet: {targets} targets, {warmup_rounds} warm-up + {measure_rounds} measured rounds, serve {}",
@@ -238,7 +253,7 @@ fn main() -> anyhow::Result<()> {
     let noop = start_noop_server()?;
     let noop_pid = server_pid(&noop)?;
     // Warm-up of the no-op (connections, allocator): the first 10,000 targets once.
-    let warm = Fleet::new(targets.min(10_000), t0);
+    let warm = Fleet::new(targets.min(10_000), t0, load);
     runtime.block_on(warm.round(noop.addr, warmup_rounds.saturating_sub(1), false))?;
     let noop_small = match &cloned {
         Some(_) => Some(measure(
@@ -262,9 +277,10 @@ fn main() -> anyhow::Result<()> {
     };
     let rounds_before = next_round;
     println!(
-        "\nFleet: {targets} targets x 10 pods, `behavior: {{}}`, one call per target per 15 s of \
-         evaluation time (--trust-request-time), {IN_FLIGHT} in flight over {CHANNELS} \
+        "\nFleet: {targets} targets x 10 pods, `behavior: {{}}`, {}, one call per target per \
+         15 s of evaluation time (--trust-request-time), {IN_FLIGHT} in flight over {CHANNELS} \
          connections, serve {}",
+        load.describe(),
         serve_args.join(" ")
     );
     match &cloned {
@@ -567,16 +583,47 @@ async fn check_clones(
     Ok(summary)
 }
 
-/// The fleet's requests: one template (the load bench's steady-state target with
-/// `behavior: {}`), a key per target and an evaluation time per round.
+/// How the fleet's load moves (`FLEET_LOAD`).
+#[derive(Clone, Copy, Debug)]
+enum Load {
+    /// The same request every round.
+    Steady,
+    /// A new utilization every `period_rounds` rounds.
+    Changing { period_rounds: u64 },
+}
+
+impl Load {
+    fn describe(self) -> String {
+        match self {
+            Load::Steady => "a steady load (46-54 % of the cpu request, target 50 %)".to_owned(),
+            Load::Changing { period_rounds } => format!(
+                "a load changing every {period_rounds} rounds ({} s) through 40-60 % of the cpu \
+                 request (target 50 %)",
+                period_rounds * PERIOD_SECS.unsigned_abs()
+            ),
+        }
+    }
+
+    /// The utilization (percent of the cpu request) of a changing load in `round`: a walk
+    /// over 40-60 % that comes back to no value soon (60, 52, 44, 57, 49, 41, 54, ...).
+    fn utilization(period_rounds: u64, round: u64) -> i64 {
+        let phase = i64::try_from(round / period_rounds).unwrap_or(0);
+        40 + (13 * phase + 20) % 21
+    }
+}
+
+/// The fleet's requests: one template per round (the load bench's steady-state target with
+/// `behavior: {}`, or its changing-load variant), a key per target and an evaluation time per
+/// round.
 struct Fleet {
     targets: usize,
     t0: i64,
     template: Arc<pb::RecommendRequest>,
+    load: Load,
 }
 
 impl Fleet {
-    fn new(targets: usize, t0: i64) -> Self {
+    fn new(targets: usize, t0: i64, load: Load) -> Self {
         let mut template = recommend_request(String::new());
         if let Some(spec) = &mut template.spec {
             spec.behavior = Some(pb::Behavior::default());
@@ -585,6 +632,27 @@ impl Fleet {
             targets,
             t0,
             template: Arc::new(template),
+            load,
+        }
+    }
+
+    /// The request of `round`: the template, or under a changing load the same target at
+    /// the round's utilization (10 pods of 500m, spread ±20m around it).
+    fn template_for(&self, round: u64) -> Arc<pb::RecommendRequest> {
+        match self.load {
+            Load::Steady => Arc::clone(&self.template),
+            Load::Changing { period_rounds } => {
+                let u = Load::utilization(period_rounds, round);
+                let mut request = autoscaled_fixtures::recommend(String::new())
+                    .pods(PODS)
+                    .replicas(Some(2), 20)
+                    .cpu_request_milli(500)
+                    .cpu_usage_by(move |i| 5 * u - 20 + 10 * (i as i64 % 5))
+                    .behavior(pb::Behavior::default())
+                    .build();
+                request.dry_run = self.template.dry_run;
+                Arc::new(request)
+            }
         }
     }
 
@@ -621,11 +689,12 @@ impl Fleet {
             nanos: 0,
         };
         let next = Arc::new(AtomicUsize::new(0));
+        let round_template = self.template_for(round);
         let started = Instant::now();
         let mut tasks = Vec::with_capacity(IN_FLIGHT);
         for task in 0..IN_FLIGHT {
             let mut client = clients[task % CHANNELS].clone();
-            let (next, template, targets) = (next.clone(), self.template.clone(), self.targets);
+            let (next, template, targets) = (next.clone(), round_template.clone(), self.targets);
             tasks.push(tokio::spawn(async move {
                 let mut latency =
                     Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("valid bounds");
