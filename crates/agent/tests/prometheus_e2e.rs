@@ -235,6 +235,37 @@ fn the_agent_scales_real_workers_from_real_prometheus() {
     let addr = format!("127.0.0.1:{server_port}");
 
     // The agent: the worker target, and four targets that go wrong in four ways.
+    // A command source (a RecommendRequest in proto3 JSON) and a webhook actuator that
+    // answers 503 once, then 200: the agent retries, and reports the scale as applied.
+    let observations = dir.path().join("observations.json");
+    std::fs::write(
+        &observations,
+        r#"{"currentReplicas": 2, "externalMetrics": {"queue": {"valuesMilli": ["3000"]}}}"#,
+    )
+    .unwrap();
+    let hook = TcpListener::bind("127.0.0.1:0").unwrap();
+    let hook_port = hook.local_addr().unwrap().port();
+    let hook_calls = Arc::new(Mutex::new(Vec::<String>::new()));
+    {
+        let hook_calls = Arc::clone(&hook_calls);
+        std::thread::spawn(move || {
+            for stream in hook.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let body = read_request(&mut stream);
+                let n = {
+                    let mut calls = hook_calls.lock().unwrap();
+                    calls.push(body);
+                    calls.len()
+                };
+                let reply = if n == 1 {
+                    "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbusy"
+                } else {
+                    "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+                };
+                let _ = std::io::Write::write_all(&mut stream, reply.as_bytes());
+            }
+        });
+    }
     let scale = root().join("examples/agent/scale.sh");
     let scale = scale.to_str().unwrap();
     let work_s = work.to_str().unwrap();
@@ -294,7 +325,15 @@ qurey = "up"
 replicas = {{ command = ["echo", "1"] }}
 actuator = {{ command = ["true"] }}
 spec = {{ max_replicas = 4 }}
-"#
+
+[[targets]]
+key = "e2e/command"
+sync_period = "1s"
+source = {{ command = ["cat", "{observations}"] }}
+actuator = {{ webhook = "http://127.0.0.1:{hook_port}/scale", timeout = "2s", retries = 2, backoff = "100ms" }}
+spec = {{ max_replicas = 10, metrics = [{{ type = "METRIC_SOURCE_TYPE_EXTERNAL", name = "queue", target = {{ type = "METRIC_TARGET_TYPE_AVERAGE_VALUE", average_value_milli = 1000 }} }}] }}
+"#,
+        observations = observations.display(),
     );
     let agent_toml = dir.path().join("agent.toml");
     std::fs::write(&agent_toml, agent_config).unwrap();
@@ -429,6 +468,38 @@ spec = {{ max_replicas = 4 }}
         hung.conditions
     );
     assert!(desired_of("e2e/typo").is_none(), "the rejected target ran");
+    // The command source and the webhook: 2 → ceil(3000 / 1000) = 3, applied after a retry.
+    let command = rt.block_on(history(&addr, "e2e/command")).unwrap();
+    let first = command
+        .decisions
+        .first()
+        .expect("the command target decided");
+    assert_eq!((first.current_replicas, first.desired_replicas), (2, 3));
+    assert!(
+        command
+            .decisions
+            .iter()
+            .all(|d| reason(d, "AbleToScale") == "SucceededRescale"),
+        "{:?}",
+        command.decisions
+    );
+    let calls = hook_calls.lock().unwrap().clone();
+    assert!(calls.len() >= 2, "{calls:?}");
+    let body: serde_json::Value = serde_json::from_str(&calls[1]).unwrap();
+    assert_eq!(body["target_key"], "e2e/command");
+    assert_eq!(
+        (
+            body["current_replicas"].as_i64(),
+            body["desired_replicas"].as_i64()
+        ),
+        (Some(2), Some(3))
+    );
+    assert!(
+        body["evaluation_time"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z')),
+        "{body}"
+    );
 
     // Reload: a file that does not parse leaves everything running; SIGHUP with a target
     // added starts it, and the worker target (unchanged) is not restarted.
@@ -507,6 +578,35 @@ spec = { max_replicas = 4, metrics = [{ type = "METRIC_SOURCE_TYPE_EXTERNAL", na
     assert!(status.success(), "agent exit {status}: {}", agent.log());
     assert!(agent.wait_for_log("stopped", Duration::from_secs(5)));
     drop(server);
+}
+
+/// A request's body, read by its Content-Length.
+fn read_request(stream: &mut std::net::TcpStream) -> String {
+    let mut raw = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut chunk).unwrap_or(0);
+        if n == 0 {
+            return String::new();
+        }
+        raw.extend_from_slice(&chunk[..n]);
+        if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+            let len = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            while raw.len() < end + 4 + len {
+                let n = stream.read(&mut chunk).unwrap_or(0);
+                if n == 0 {
+                    break;
+                }
+                raw.extend_from_slice(&chunk[..n]);
+            }
+            return String::from_utf8_lossy(&raw[end + 4..]).into_owned();
+        }
+    }
 }
 
 fn http_get(port: u16, path: &str) -> String {
