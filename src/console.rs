@@ -539,12 +539,14 @@ fn seconds(v: &Value) -> Option<f64> {
     Some((days * 86_400 + h * 3600 + min * 60) as f64 + s)
 }
 
-/// One series of a chart: its name, colour, dash pattern and points (time, value).
+/// One series of a chart: its name, colour, dash pattern and points (time, value), drawn as
+/// steps (a value that holds until the next point) or as a line between readings.
 struct Series {
     name: String,
     color: &'static str,
     dash: &'static str,
     points: Vec<(f64, f64)>,
+    step: bool,
 }
 
 /// The points of each run: its first and last decision, as a step (a run is one outcome).
@@ -576,6 +578,7 @@ fn replica_chart(runs: &[Value]) -> String {
             points: run_points(runs, |r| {
                 Some(int(&r["currentReplicas"]).unwrap_or(0) as f64)
             }),
+            step: true,
         },
         Series {
             name: "desired".into(),
@@ -584,6 +587,7 @@ fn replica_chart(runs: &[Value]) -> String {
             points: run_points(runs, |r| {
                 Some(int(&r["desiredReplicas"]).unwrap_or(0) as f64)
             }),
+            step: true,
         },
         Series {
             name: "stabilized".into(),
@@ -592,6 +596,7 @@ fn replica_chart(runs: &[Value]) -> String {
             points: run_points(runs, |r| {
                 int(&r["explanation"]["stabilizedReplicas"]).map(|v| v as f64)
             }),
+            step: true,
         },
         Series {
             name: "scale-up limit".into(),
@@ -600,6 +605,7 @@ fn replica_chart(runs: &[Value]) -> String {
             points: run_points(runs, |r| {
                 int(&r["explanation"]["scaleUpLimit"]).map(|v| v as f64)
             }),
+            step: true,
         },
         Series {
             name: "scale-down limit".into(),
@@ -608,6 +614,7 @@ fn replica_chart(runs: &[Value]) -> String {
             points: run_points(runs, |r| {
                 int(&r["explanation"]["scaleDownLimit"]).map(|v| v as f64)
             }),
+            step: true,
         },
     ];
     chart("replicas", "Replicas", &series)
@@ -619,12 +626,21 @@ fn metric_chart(runs: &[Value], i: usize, target: &Value) -> String {
         .and_then(|r| r["metrics"][i]["name"].as_str())
         .unwrap_or("metric")
         .to_owned();
-    let current = run_points(runs, |r| metric_values(&r["metrics"][i], target).0);
+    // A run's record holds the readings of its last decision only: one point per run, at
+    // that decision, joined by lines (never drawn flat across the run).
+    let current: Vec<(f64, f64)> = runs
+        .iter()
+        .filter_map(|r| {
+            let t = seconds(&r["evaluationTime"])?;
+            Some((t, metric_values(&r["metrics"][i], target).0?))
+        })
+        .collect();
     let mut series = vec![Series {
-        name: format!("{name} current"),
+        name: format!("{name} (each run's last reading)"),
         color: "#1f77b4",
         dash: "",
         points: current,
+        step: false,
     }];
     if let Some(t) = metric_values(&Value::Null, target).1 {
         let xs: Vec<f64> = series[0].points.iter().map(|p| p.0).collect();
@@ -634,6 +650,7 @@ fn metric_chart(runs: &[Value], i: usize, target: &Value) -> String {
                 color: "#7f7f7f",
                 dash: "6 4",
                 points: vec![(*first, t), (*last, t)],
+                step: true,
             });
         }
     }
@@ -645,7 +662,7 @@ fn metric_chart(runs: &[Value], i: usize, target: &Value) -> String {
     chart(&format!("metric-{i}"), &format!("{name}{unit}"), &series)
 }
 
-/// A line chart as inline SVG: steps between points, time on x, 0 to the largest value on y.
+/// A line chart as inline SVG: time on x, 0 to the largest value on y.
 fn chart(id: &str, title: &str, series: &[Series]) -> String {
     const W: f64 = 900.0;
     const H: f64 = 220.0;
@@ -702,9 +719,11 @@ fn chart(id: &str, title: &str, series: &[Series]) -> String {
         for (i, (t, v)) in s.points.iter().enumerate() {
             if i == 0 {
                 let _ = write!(d, "M{:.1},{:.1}", x(*t), y(*v));
-            } else {
+            } else if s.step {
                 // A step: the value holds until the next point.
                 let _ = write!(d, " H{:.1} V{:.1}", x(*t), y(*v));
+            } else {
+                let _ = write!(d, " L{:.1},{:.1}", x(*t), y(*v));
             }
         }
         let _ = write!(

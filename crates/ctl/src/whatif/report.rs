@@ -145,8 +145,10 @@ pub(crate) fn history_timeline(h: &api::TargetHistory) -> Timeline {
         }
     }
     labels.truncate(4);
-    // A run stands for its first and its last decision (the same outcome throughout).
-    let points: Vec<(i64, &api::DecisionRecord)> = h
+    // A run stands for its first and its last decision: the same replicas throughout (the
+    // same outcome), but the stored record holds the metric readings of its last decision
+    // only, so a metric is drawn at that decision alone, not flat across the run.
+    let points: Vec<(i64, &api::DecisionRecord, bool)> = h
         .decisions
         .iter()
         .flat_map(|d| {
@@ -154,17 +156,17 @@ pub(crate) fn history_timeline(h: &api::TargetHistory) -> Timeline {
             let first = d.first_evaluation_time.map_or(last, |t| t.seconds);
             let mut v = Vec::with_capacity(2);
             if d.run_count > 1 && first < last {
-                v.push((first, d));
+                v.push((first, d, false));
             }
-            v.push((last, d));
+            v.push((last, d, true));
             v
         })
         .collect();
     Timeline {
         title: format!("{}: replicas and metrics", h.target_key),
-        times: points.iter().map(|(t, _)| *t).collect(),
-        current: points.iter().map(|(_, d)| d.current_replicas).collect(),
-        stored: points.iter().map(|(_, d)| d.desired_replicas).collect(),
+        times: points.iter().map(|(t, _, _)| *t).collect(),
+        current: points.iter().map(|(_, d, _)| d.current_replicas).collect(),
+        stored: points.iter().map(|(_, d, _)| d.desired_replicas).collect(),
         simulated: None,
         metrics: labels
             .iter()
@@ -173,12 +175,13 @@ pub(crate) fn history_timeline(h: &api::TargetHistory) -> Timeline {
                     format!("{name} ({unit})"),
                     points
                         .iter()
-                        .map(|(_, d)| {
+                        .map(|(_, d, last)| {
                             d.metrics
                                 .iter()
                                 .find(|m| metric_name(m) == *name)
                                 .and_then(reading)
                                 .map(|(v, _)| v)
+                                .filter(|_| *last)
                         })
                         .collect(),
                 )
