@@ -35,8 +35,17 @@ use crate::{
 /// does not give).
 #[derive(Debug, Default)]
 pub struct Memory {
-    readiness: HashMap<String, (bool, SystemTime)>,
+    /// Per instance: its readiness, since when, and the start time it had then (a restart
+    /// at the same address is a new instance).
+    readiness: HashMap<String, (bool, SystemTime, Option<SystemTime>)>,
+    /// When the agent last scaled the target down: for a while after, Prometheus still lists
+    /// the stopped instances (its discovery applies changes every 5 s), some still up.
+    pub scaled_down_at: Option<SystemTime>,
 }
+
+/// How long after its own scale-down the agent takes surplus instances that are still up as
+/// the stopped ones: Prometheus' discovery lag (up to ~7 s measured) and a scrape.
+const SCALE_DOWN_LAG: Duration = Duration::from_secs(15);
 
 /// One failed query, for the log and the metrics.
 #[derive(Clone, Debug, PartialEq)]
@@ -230,17 +239,24 @@ fn pods_of(
         .retain(|instance, _| ready.contains_key(instance));
     for (instance, up) in ready {
         let is_ready = *up == 1.0;
+        // A start time in the future (or in milliseconds) is no start time.
         let start_time = start
             .get(instance)
             .filter(|s| **s > 0.0)
-            .map(|s| UNIX_EPOCH + Duration::from_secs_f64(*s));
+            .and_then(|s| Duration::try_from_secs_f64(*s).ok())
+            .and_then(|d| UNIX_EPOCH.checked_add(d))
+            .filter(|t| *t <= now);
         let since = match memory.readiness.get(instance) {
-            Some((r, since)) if *r == is_ready => *since,
+            Some((r, since, started)) if *r == is_ready && *started == start_time => *since,
+            // A new readiness, or a restart at the same address.
             Some(_) => now,
             // First seen: ready since it started, as far as anyone knows.
             None => start_time.filter(|_| is_ready).unwrap_or(now),
         };
-        memory.readiness.insert(instance.clone(), (is_ready, since));
+        let since = start_time.map_or(since, |s| since.max(s));
+        memory
+            .readiness
+            .insert(instance.clone(), (is_ready, since, start_time));
         let mut pod = pb::PodSample {
             name: instance.clone(),
             phase: pb::PodPhase::Running as i32,
@@ -274,11 +290,19 @@ fn pods_of(
     }
     let current = usize::try_from(current).unwrap_or(0);
     if pods.len() > current {
-        // Instances Prometheus still lists after a scale-down (its discovery lags the
-        // scheduler by seconds): the surplus is taken as being deleted, those not up first
-        // (their process is gone), then the newest, which a scale-down removes first as a
-        // ReplicaSet does (`getPodsToDelete`: the most recently started go first).
-        let mut order: Vec<usize> = (0..pods.len()).collect();
+        // Instances Prometheus lists beyond the replica count. Those not up are gone (their
+        // process stopped; Prometheus drops them at its next discovery update): being
+        // deleted, as a pod with a deletion timestamp. Those up count, as Kubernetes counts
+        // every running pod (a rolling update or canaries run more than the count), except
+        // just after the agent's own scale-down, when the surplus up ones are the stopped
+        // instances not scraped since: the newest started, which a scale-down removes first
+        // as a ReplicaSet does (`getPodsToDelete`).
+        let just_scaled_down = memory
+            .scaled_down_at
+            .is_some_and(|t| now.duration_since(t).unwrap_or_default() < SCALE_DOWN_LAG);
+        let mut order: Vec<usize> = (0..pods.len())
+            .filter(|&i| pods[i].ready != Some(true) || just_scaled_down)
+            .collect();
         order.sort_by_key(|&i| {
             let p = &pods[i];
             let started = p.start_time.map_or(i64::MAX, |t| t.seconds);
@@ -409,7 +433,23 @@ mod tests {
         assert_eq!(pods.len(), 3);
         assert!(pods[2].deleting && !pods[0].deleting && !pods[1].deleting);
 
-        // All still up (the stopped one not scraped since): the newest started goes.
+        // All up and no scale-down of ours: every one counts (a rolling update).
+        let all_up = map(&[("a", 1.0), ("b", 1.0), ("c", 1.0)]);
+        let starts = map(&[("a", 100.0), ("b", 300.0), ("c", 200.0)]);
+        let pods = pods_of(
+            "web",
+            2,
+            &all_up,
+            &starts,
+            &BTreeMap::new(),
+            &metrics,
+            now,
+            &mut memory,
+        );
+        assert!(pods.iter().all(|p| !p.deleting));
+        // All still up just after the agent scaled down (the stopped one not scraped since):
+        // the newest started goes.
+        memory.scaled_down_at = Some(now);
         let pods = pods_of(
             "web",
             2,

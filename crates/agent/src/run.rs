@@ -108,7 +108,14 @@ pub async fn period(
             let out = command::run_spec(spec, argv)
                 .await
                 .map_err(|e| format!("replicas: {e}"))?;
-            Some(command::parse_replicas(&out.stdout).map_err(|e| format!("replicas: {e}"))?)
+            let n = command::parse_replicas(&out.stdout).map_err(|e| format!("replicas: {e}"))?;
+            let max_pods = autoscaled::config::Limits::default().max_pods;
+            if usize::try_from(n).is_ok_and(|c| c > max_pods) {
+                return Err(format!(
+                    "replicas: the command printed {n}, more than the server's max_pods ({max_pods})"
+                ));
+            }
+            Some(n)
         }
         None => None,
     };
@@ -144,6 +151,14 @@ pub async fn period(
     request.dry_run = target.dry_run;
     request.evaluation_time = None;
     let current = request.current_replicas;
+    // The server refuses more pods than its limit anyway; a count beyond it is a broken
+    // replicas command (`wc -c` for `wc -l`), not a fleet: no placeholders for it.
+    let max_pods = autoscaled::config::Limits::default().max_pods;
+    if usize::try_from(current).is_ok_and(|c| c > max_pods) {
+        return Err(format!(
+            "replicas: {current} is more than the server's max_pods ({max_pods}); check the replicas command"
+        ));
+    }
     // 3. The decision.
     let started = Instant::now();
     let response = service.clone().recommend(request).await;
@@ -189,6 +204,9 @@ pub async fn period(
     )
     .await;
     metrics::scale(key, desired > current, applied.is_ok());
+    if applied.is_ok() && desired < current {
+        memory.scaled_down_at = Some(std::time::SystemTime::now());
+    }
     let (outcome, message) = match &applied {
         Ok(()) => (pb::ScaleOutcome::Applied, String::new()),
         Err(e) => (pb::ScaleOutcome::Failed, truncate(e, 1000)),
@@ -270,7 +288,13 @@ async fn target_loop(
     service: Service,
     http: Client,
     mut stop: watch::Receiver<bool>,
+    previous: Option<JoinHandle<()>>,
 ) {
+    // The same key's previous task (before a reload changed it) finishes its period first:
+    // two periods of one target never overlap.
+    if let Some(previous) = previous {
+        let _ = previous.await;
+    }
     let key = target.key.as_str();
     let period_len = target.sync_period;
     let mut next = tokio::time::Instant::now() + offset(key, period_len);
@@ -359,25 +383,13 @@ impl Supervisor {
     /// unchanged ones go on undisturbed. A target the file now gets wrong keeps running as it
     /// was (its mistake is logged).
     pub fn apply(&mut self, config: &Config) -> Result<(), String> {
-        // A changed section, or a rotated token (the token file is read at each reload).
-        let token = config
-            .server
-            .token_file
-            .as_ref()
-            .and_then(|p| std::fs::read_to_string(p).ok());
-        let wanted = (config.server.clone(), token);
-        if self.server.as_ref() != Some(&wanted) || self.service.is_none() {
-            let service = service(&config.server)?;
-            self.service = Some(service);
-            self.server = Some(wanted);
-            // Every target restarts on the new connection.
-            for (_, r) in std::mem::take(&mut self.running) {
-                let _ = r.stop.send(true);
-            }
-        }
         for line in &config.rejected {
             tracing::error!(target: "autoscaled_agent::config", "{line}; skipped (the other targets run)");
         }
+        let wanted: BTreeMap<&str, &Target> =
+            config.targets.iter().map(|t| (t.key.as_str(), t)).collect();
+        // A target the file now gets wrong keeps running as it was (not a duplicate key,
+        // whose first definition is in `wanted`).
         let rejected_keys: Vec<&str> = config
             .rejected
             .iter()
@@ -386,9 +398,31 @@ impl Supervisor {
                     .and_then(|(_, rest)| rest.split_once("):"))
                     .map(|(k, _)| k)
             })
+            .filter(|k| !wanted.contains_key(k))
             .collect();
-        let wanted: BTreeMap<&str, &Target> =
-            config.targets.iter().map(|t| (t.key.as_str(), t)).collect();
+        // Stopped tasks by key: a restarted target's new task waits for its old one.
+        let mut stopped: BTreeMap<String, JoinHandle<()>> = BTreeMap::new();
+        let mut kept: Vec<Arc<Target>> = Vec::new();
+        // A changed section, or a rotated token (the token file is read at each reload).
+        let token = config
+            .server
+            .token_file
+            .as_ref()
+            .and_then(|p| std::fs::read_to_string(p).ok());
+        let server = (config.server.clone(), token);
+        if self.server.as_ref() != Some(&server) || self.service.is_none() {
+            let service = service(&config.server)?;
+            self.service = Some(service);
+            self.server = Some(server);
+            // Every target restarts on the new connection; those kept as they were too.
+            for (key, r) in std::mem::take(&mut self.running) {
+                let _ = r.stop.send(true);
+                if rejected_keys.contains(&key.as_str()) {
+                    kept.push(Arc::clone(&r.target));
+                }
+                stopped.insert(key, r.task);
+            }
+        }
         let keys: Vec<String> = self.running.keys().cloned().collect();
         for key in keys {
             let keep_as_was = rejected_keys.contains(&key.as_str());
@@ -400,31 +434,70 @@ impl Supervisor {
                 && let Some(r) = self.running.remove(&key)
             {
                 let _ = r.stop.send(true);
+                stopped.insert(key.clone(), r.task);
                 tracing::info!(
                     target.key = key.as_str(),
                     "target stopped (removed or changed)"
                 );
             }
         }
-        let service = self.service.clone().ok_or("no service")?;
-        for t in &config.targets {
-            if self.running.contains_key(&t.key) {
+        let targets = config
+            .targets
+            .iter()
+            .map(|t| Arc::new(t.clone()))
+            .chain(kept);
+        for target in targets {
+            if self.running.contains_key(&target.key) {
                 continue;
             }
-            let (stop, stopped) = watch::channel(false);
-            let target = Arc::new(t.clone());
-            let task = tokio::spawn(target_loop(
-                Arc::clone(&target),
-                service.clone(),
-                self.http.clone(),
-                stopped,
-            ));
-            tracing::info!(target.key = t.key.as_str(), sync_period = ?t.sync_period, dry_run = t.dry_run, "target started");
-            self.running
-                .insert(t.key.clone(), Running { target, stop, task });
+            let previous = stopped.remove(&target.key);
+            self.start(target, previous)?;
         }
         metrics::targets(self.running.len(), config.rejected.len());
         Ok(())
+    }
+
+    /// Starts `target`'s task, after `previous` (its old task) has finished.
+    fn start(
+        &mut self,
+        target: Arc<Target>,
+        previous: Option<JoinHandle<()>>,
+    ) -> Result<(), String> {
+        let service = self.service.clone().ok_or("no service")?;
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(target_loop(
+            Arc::clone(&target),
+            service,
+            self.http.clone(),
+            stopped,
+            previous,
+        ));
+        tracing::info!(target.key = target.key.as_str(), sync_period = ?target.sync_period, dry_run = target.dry_run, "target started");
+        self.running
+            .insert(target.key.clone(), Running { target, stop, task });
+        Ok(())
+    }
+
+    /// Restarts the targets whose task ended without being stopped (a panic): one bad
+    /// answer must not silence a target until the next restart.
+    fn revive(&mut self) {
+        let ended: Vec<String> = self
+            .running
+            .iter()
+            .filter(|(_, r)| r.task.is_finished() && !*r.stop.borrow())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in ended {
+            if let Some(r) = self.running.remove(&key) {
+                tracing::error!(
+                    target.key = key.as_str(),
+                    "the target's task ended unexpectedly; restarted"
+                );
+                if let Err(e) = self.start(r.target, None) {
+                    tracing::error!(target.key = key.as_str(), error = %e, "cannot restart the target");
+                }
+            }
+        }
     }
 
     /// Reads the file again and applies it; a file that does not parse leaves everything
@@ -469,6 +542,7 @@ impl Supervisor {
                     if stamp(&self.path) != self.stamp {
                         self.reload("file changed");
                     }
+                    self.revive();
                 }
                 _ = term.recv() => break,
                 _ = int.recv() => break,
