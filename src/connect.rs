@@ -93,12 +93,16 @@ pub(crate) struct ConnectLayer {
     /// The largest request body read: the wire's message limit (a JSON body may be larger
     /// than the message it encodes, so twice it).
     max_body_bytes: usize,
+    /// The authentication layer's state: a call is authenticated (headers only) before its
+    /// body is read, as the gRPC path does.
+    auth: std::sync::Arc<crate::auth::layer::AuthState>,
 }
 
 impl ConnectLayer {
-    pub(crate) fn new(limits: &Limits) -> Self {
+    pub(crate) fn new(limits: &Limits, auth: crate::auth::layer::AuthState) -> Self {
         ConnectLayer {
             max_body_bytes: limits.max_message_bytes.saturating_mul(2),
+            auth: std::sync::Arc::new(auth),
         }
     }
 }
@@ -110,6 +114,7 @@ impl<S> tower::Layer<S> for ConnectLayer {
         Connect {
             inner,
             max_body_bytes: self.max_body_bytes,
+            auth: std::sync::Arc::clone(&self.auth),
         }
     }
 }
@@ -119,6 +124,7 @@ impl<S> tower::Layer<S> for ConnectLayer {
 pub(crate) struct Connect<S> {
     inner: S,
     max_body_bytes: usize,
+    auth: std::sync::Arc<crate::auth::layer::AuthState>,
 }
 
 type Body = tonic::body::Body;
@@ -150,7 +156,8 @@ where
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         let max_body_bytes = self.max_body_bytes;
-        Box::pin(async move { Ok(unary(inner, request, max_body_bytes).await) })
+        let auth = std::sync::Arc::clone(&self.auth);
+        Box::pin(async move { Ok(unary(inner, request, max_body_bytes, &auth).await) })
     }
 }
 
@@ -178,6 +185,7 @@ async fn unary<S>(
     mut inner: S,
     request: HttpRequest<Body>,
     max_body_bytes: usize,
+    auth: &crate::auth::layer::AuthState,
 ) -> HttpResponse<Body>
 where
     S: tower::Service<HttpRequest<Body>, Response = HttpResponse<Body>>,
@@ -193,13 +201,16 @@ where
                 .find(|m| m.name() == method)
         });
     let Some(method) = method else {
-        return error(
+        // An unknown path is a 404, as the protocol has it for a route nobody serves.
+        let mut response = error(
             Code::Unimplemented,
             &format!(
                 "{path:?} is not a method of this server. This port serves gRPC, and Connect's unary calls: POST proto3 JSON with Content-Type: application/json to /autoscaled.v1.HorizontalAutoscaler/Recommend (or another method; see proto/autoscaled/v1)"
             ),
             Vec::new(),
         );
+        *response.status_mut() = StatusCode::NOT_FOUND;
+        return response;
     };
     if request.method() != Method::POST {
         let mut response = error(
@@ -229,6 +240,38 @@ where
         );
         return response;
     };
+    // Compressed bodies are not supported (the protocol's answer: unimplemented, naming the
+    // encodings that are).
+    if request
+        .headers()
+        .get(header::CONTENT_ENCODING)
+        .is_some_and(|v| v.as_bytes() != b"identity")
+    {
+        return error(
+            Code::Unimplemented,
+            "Content-Encoding is not supported: send the body uncompressed (supported: identity)",
+            Vec::new(),
+        );
+    }
+    // Credentials first, from the headers alone: an unauthenticated call has no body read.
+    if let Err(status) = auth.admit(&request) {
+        return error(status.code(), status.message(), Vec::new());
+    }
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > max_body_bytes) {
+        let what = format!(
+            "request: the body is larger than {max_body_bytes} bytes (twice the server's max_message_bytes, --max-message-bytes / AUTOSCALED_MAX_MESSAGE_BYTES)"
+        );
+        return error(
+            Code::ResourceExhausted,
+            &what,
+            vec![bad_request("request", &what)],
+        );
+    }
     let (mut parts, body) = request.into_parts();
     let bytes = match Limited::new(body, max_body_bytes).collect().await {
         Ok(collected) => collected.to_bytes(),
@@ -483,7 +526,8 @@ fn http_status(code: Code) -> StatusCode {
             StatusCode::BAD_REQUEST
         }
         Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
-        Code::NotFound | Code::Unimplemented => StatusCode::NOT_FOUND,
+        Code::NotFound => StatusCode::NOT_FOUND,
+        Code::Unimplemented => StatusCode::NOT_IMPLEMENTED,
         Code::AlreadyExists | Code::Aborted => StatusCode::CONFLICT,
         Code::PermissionDenied => StatusCode::FORBIDDEN,
         Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,

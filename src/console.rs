@@ -31,11 +31,15 @@ type Body = tonic::body::Body;
 /// The API as the console calls it: the main listener's layered service.
 pub(crate) type Api = BoxCloneService<HttpRequest<Body>, HttpResponse<Body>, Infallible>;
 
-/// The API of the server this process runs (replaced when a server starts).
-static API: Mutex<Option<Api>> = Mutex::new(None);
+/// The API of the server this process runs, with the generation that installed it.
+static API: Mutex<Option<(u64, Api)>> = Mutex::new(None);
+/// Generations of [`install`].
+static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// Makes `service` (the main listener's layers over its routes) the console's API.
-pub(crate) fn install<S>(service: S)
+/// Makes `service` (the main listener's layers over its routes) the console's API until the
+/// returned guard is dropped (when the server stops serving): the console never keeps a
+/// stopped server's services, and so its store and data-folder lock, alive.
+pub(crate) fn install<S>(service: S) -> Installed
 where
     S: tower::Service<HttpRequest<Body>, Response = HttpResponse<Body>, Error = Infallible>
         + Clone
@@ -43,10 +47,32 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
+    let generation = GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
     let boxed = BoxCloneService::new(service);
     *API.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(boxed);
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((generation, boxed));
+    Installed(generation)
 }
+
+/// Clears the console's API when dropped, unless a later server replaced it.
+pub(crate) struct Installed(u64);
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        let mut api = API
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if api.as_ref().is_some_and(|(g, _)| *g == self.0) {
+            *api = None;
+        }
+    }
+}
+
+/// Console pages rendered at once (each is a few API calls): the admin listener's
+/// connections stay free for probes and scrapes.
+static RENDERING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
+/// The longest an API call of the console may take.
+const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The cookie holding the browser's bearer token.
 const COOKIE: &str = "autoscaled_token";
@@ -81,8 +107,40 @@ pub(crate) async fn answer(
     let query = request.uri().query().unwrap_or("").to_owned();
     let token = token_of(request.headers());
     let method = request.method().clone();
+    let Ok(_rendering) = RENDERING.try_acquire() else {
+        return html(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Busy",
+            "<p>Too many console pages are being rendered; try again in a moment.</p>",
+        );
+    };
     match (method, path.as_str()) {
         (Method::POST, "/login") => {
+            // A login from another site's form (login CSRF) is refused: browsers say where
+            // a request comes from.
+            let cross_site = request
+                .headers()
+                .get("sec-fetch-site")
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v != "same-origin" && v != "none");
+            let origin = request
+                .headers()
+                .get(header::ORIGIN)
+                .and_then(|v| v.to_str().ok());
+            let host = request
+                .headers()
+                .get(header::HOST)
+                .and_then(|v| v.to_str().ok());
+            let foreign_origin = match (origin, host) {
+                (Some(o), Some(h)) => o != "null" && o.split("://").nth(1) != Some(h),
+                _ => false,
+            };
+            if cross_site || foreign_origin {
+                return login_page(
+                    StatusCode::FORBIDDEN,
+                    "a login must come from this console's own page",
+                );
+            }
             let body = match Limited::new(request.into_body(), 4096).collect().await {
                 Ok(b) => b.to_bytes(),
                 Err(_) => return login_page(StatusCode::BAD_REQUEST, "the form is too large"),
@@ -94,13 +152,19 @@ pub(crate) async fn answer(
                 .unwrap_or("")
                 .trim()
                 .to_owned();
-            if token.is_empty() || token.chars().any(|c| !c.is_ascii_graphic()) {
+            // A token's characters (RFC 6750 b64token): nothing that could end the cookie
+            // value or add an attribute to it.
+            let b64token = |c: char| c.is_ascii_alphanumeric() || "-._~+/=".contains(c);
+            if token.is_empty() || !token.chars().all(b64token) {
                 return login_page(StatusCode::BAD_REQUEST, "give a bearer token");
             }
-            // The token is tried on the API before it is kept.
+            // The token is tried on the API, and kept only when it is let in.
             match call("ListTargets", &json!({"pageSize": 1}), Some(&token), remote).await {
-                Err(e) if e.status == 401 => login_page(StatusCode::UNAUTHORIZED, &e.message),
-                _ => {
+                Err(e) => login_page(
+                    StatusCode::from_u16(e.status).unwrap_or(StatusCode::UNAUTHORIZED),
+                    &e.message,
+                ),
+                Ok(_) => {
                     let mut r = redirect("/");
                     if let Ok(v) = HeaderValue::from_str(&format!(
                         "{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"
@@ -166,7 +230,8 @@ async fn call(
     let api = API
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone();
+        .as_ref()
+        .map(|(_, api)| api.clone());
     let Some(api) = api else {
         return Err(ApiError {
             status: 503,
@@ -194,7 +259,16 @@ async fn call(
         remote,
         identity: None,
     });
-    let Ok(response) = api.oneshot(request).await;
+    if let Ok(v) = HeaderValue::from_str(&CALL_TIMEOUT.as_millis().to_string()) {
+        request.headers_mut().insert("connect-timeout-ms", v);
+    }
+    let Ok(Ok(response)) = tokio::time::timeout(CALL_TIMEOUT, api.oneshot(request)).await else {
+        return Err(ApiError {
+            status: 504,
+            code: "deadline_exceeded".into(),
+            message: format!("the server did not answer within {CALL_TIMEOUT:?}"),
+        });
+    };
     let status = response.status().as_u16();
     let bytes = response
         .into_body()
@@ -370,7 +444,7 @@ async fn fleet(query: &str, token: Option<&str>, remote: Option<SocketAddr>) -> 
         );
     }
     out.push_str("</tbody></table>");
-    html(StatusCode::OK, "Targets", &out)
+    html_page(StatusCode::OK, "Targets", &out, true)
 }
 
 fn key_of(s: &Value) -> &str {
@@ -385,12 +459,7 @@ fn metrics_cell(s: &Value) -> String {
         let name = status["name"].as_str().unwrap_or("?");
         let (current, target) = metric_values(status, &m["target"]);
         let current = current.map_or_else(
-            || {
-                status["errorReason"]
-                    .as_str()
-                    .unwrap_or("<unknown>")
-                    .to_owned()
-            },
+            || esc(status["errorReason"].as_str().unwrap_or("<unknown>")),
             fmt_num,
         );
         let target = target.map_or("-".into(), fmt_num);
@@ -512,7 +581,7 @@ async fn target(key: &str, token: Option<&str>, remote: Option<SocketAddr>) -> P
         out.push_str(&metric_chart(&runs, i, &target));
     }
     out.push_str(&runs_table(&runs));
-    html(StatusCode::OK, key, &out)
+    html_page(StatusCode::OK, key, &out, true)
 }
 
 /// Seconds since the epoch of an RFC 3339 time as the API prints it.
@@ -889,9 +958,23 @@ fn redirect(to: &'static str) -> Page {
 const STYLE: &str = "body{font-family:sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left;vertical-align:top}th{background:#f0f0f0}\
 tr.failing td,p.failing,span.failing{background:#fde2e2}tr.limited td,p.limited,span.limited{background:#fff3cd}tr.atmax td,p.atmax,span.atmax{background:#e8e0f8}.error{color:#b00020}h2{font-size:16px;margin-top:1.2em}a{color:#0b57d0}";
 
+/// A page that does not refresh itself (the login form, errors).
 fn html(status: StatusCode, title: &str, body: &str) -> Page {
+    html_page(status, title, body, false)
+}
+
+/// A page; `refresh`: it reloads itself every few seconds (the fleet and a target).
+fn html_page(status: StatusCode, title: &str, body: &str, refresh: bool) -> Page {
+    let (meta, note) = if refresh {
+        (
+            format!("<meta http-equiv=refresh content=\"{REFRESH_SECS}\">"),
+            format!(" · refreshes every {REFRESH_SECS} s"),
+        )
+    } else {
+        (String::new(), String::new())
+    };
     let page = format!(
-        "<!doctype html><html lang=en><head><meta charset=utf-8><meta http-equiv=refresh content=\"{REFRESH_SECS}\"><title>{} · autoscaled</title><style>{STYLE}</style></head><body>{body}<p style=\"color:#777;font-size:11px\">autoscaled {} · refreshes every {REFRESH_SECS} s · <a href=\"/logout\">log out</a></p></body></html>",
+        "<!doctype html><html lang=en><head><meta charset=utf-8>{meta}<title>{} · autoscaled</title><style>{STYLE}</style></head><body>{body}<p style=\"color:#777;font-size:11px\">autoscaled {}{note} · <a href=\"/logout\">log out</a></p></body></html>",
         esc(title),
         env!("CARGO_PKG_VERSION"),
     );

@@ -577,7 +577,10 @@ pub async fn serve_secured<S: HpaStore + VpaStore>(
     let stack = tower::ServiceBuilder::new()
         // Connect unary calls (HTTP/JSON) become the gRPC calls they stand for, outside every
         // other layer, so that they are counted, authenticated, shed and limited as gRPC is.
-        .layer(crate::connect::ConnectLayer::new(&config.limits))
+        .layer(crate::connect::ConnectLayer::new(
+            &config.limits,
+            security.auth_state(),
+        ))
         .layer(tower::layer::layer_fn(|inner| RequestMetrics { inner }))
         .layer(tower::util::MapResponseLayer::new(
             message_too_large_is_resource_exhausted
@@ -591,7 +594,8 @@ pub async fn serve_secured<S: HpaStore + VpaStore>(
         // Load shedding, deadlines, the request context and client protocol errors.
         .layer(crate::overload::OverloadLayer::new(&config))
         .into_inner();
-    crate::console::install(tower::Layer::layer(&stack, routes.clone()));
+    // The console's API while this server serves (cleared when this function returns).
+    let _console = crate::console::install(tower::Layer::layer(&stack, routes.clone()));
     let router = tonic::transport::Server::builder()
         // HTTP/1.1 too, for Connect's unary calls (curl, browsers); gRPC stays HTTP/2.
         .accept_http1(true)

@@ -167,7 +167,8 @@ impl TlsFiles {
         };
         let mut config = builder.with_single_cert(chain, key)?;
         // gRPC is HTTP/2 only; clients that negotiate ALPN (grpc-go, grpcurl) ask for h2.
-        config.alpn_protocols = vec![b"h2".to_vec()];
+        // HTTP/1.1 too: Connect's unary calls (curl --http1.1, browsers) on the TLS port.
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Arc::new(config))
     }
 }

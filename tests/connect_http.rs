@@ -254,6 +254,18 @@ async fn bad_input_gets_connect_errors_with_the_field_violations() {
             b"{}",
         );
         assert_eq!(status, 415);
+        // A compressed body: not supported, and said so (the protocol's unimplemented).
+        let (status, _, body) = http(
+            addr,
+            "POST",
+            RECOMMEND,
+            &[
+                ("Content-Type", "application/json"),
+                ("Content-Encoding", "gzip"),
+            ],
+            b"{}",
+        );
+        assert_eq!(status, 501, "{}", String::from_utf8_lossy(&body));
         let (status, _, body) = http(addr, "GET", "/", &[], b"");
         assert_eq!(status, 404);
         assert!(String::from_utf8_lossy(&body).contains("application/json"));

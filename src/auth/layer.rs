@@ -150,8 +150,10 @@ fn bearer(value: &[u8]) -> Option<&str> {
 }
 
 impl AuthState {
-    /// Authenticates `request` and returns the caller, or the status to answer with.
-    fn admit<B>(&self, request: &HttpRequest<B>) -> Result<Caller, Status> {
+    /// Authenticates `request` and returns the caller, or the status to answer with. Also
+    /// called by the Connect layer before it reads a body (`connect`), so that an
+    /// unauthenticated HTTP/JSON call has no body read, as a gRPC call has none.
+    pub(crate) fn admit<B>(&self, request: &HttpRequest<B>) -> Result<Caller, Status> {
         let peer = request.extensions().get::<Peer>();
         let remote = peer.and_then(|p| p.remote);
         let Some(handle) = &self.policy else {
