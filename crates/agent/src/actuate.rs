@@ -48,7 +48,7 @@ pub async fn apply(
             backoff,
         } => {
             let body = serde_json::to_vec(request).map_err(|e| e.to_string())?;
-            let mut wait = *backoff;
+            let mut wait = (*backoff).min(Duration::from_secs(60));
             let mut last = String::new();
             for attempt in 0..=*retries {
                 if attempt > 0 {
@@ -66,12 +66,17 @@ pub async fn apply(
                     .await
                 {
                     Ok(answer) if answer.status.is_success() => return Ok(()),
-                    // A client error will not change on a retry.
-                    Ok(answer) if answer.status.is_client_error() => {
+                    // A client error will not change on a retry, but a timeout or a rate limit
+                    // may.
+                    Ok(answer)
+                        if answer.status.is_client_error()
+                            && answer.status.as_u16() != 408
+                            && answer.status.as_u16() != 429 =>
+                    {
                         return Err(webhook_error(url, &answer));
                     }
                     Ok(answer) => last = webhook_error(url, &answer),
-                    Err(e) => last = format!("webhook {url}: {e}"),
+                    Err(e) => last = format!("webhook {}: {e}", crate::http::shown(url)),
                 }
             }
             Err(format!("{last} (after {} attempts)", retries + 1))
@@ -82,5 +87,9 @@ pub async fn apply(
 fn webhook_error(url: &str, answer: &crate::http::Answer) -> String {
     let body = String::from_utf8_lossy(&answer.body);
     let body: String = body.trim().chars().take(200).collect();
-    format!("webhook {url} answered {}: {body}", answer.status)
+    format!(
+        "webhook {} answered {}: {body}",
+        crate::http::shown(url),
+        answer.status
+    )
 }

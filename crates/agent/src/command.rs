@@ -8,8 +8,11 @@ use tokio::{io::AsyncReadExt, process::Command};
 
 use crate::config::CommandSpec;
 
-/// The most output kept from a command (stdout and stderr each).
+/// The most output kept from a command (stdout and stderr each); the rest is read and dropped.
 const MAX_OUTPUT_BYTES: u64 = 1 << 20;
+/// How long the output of a command that exited is still read (a background child it
+/// started may hold its pipes open for ever).
+const PIPE_GRACE: Duration = Duration::from_secs(2);
 
 /// What a command printed, if it exited 0.
 pub struct Output {
@@ -44,16 +47,37 @@ pub async fn run(argv: &[String], timeout: Duration) -> Result<Output, String> {
         .spawn()
         .map_err(|e| format!("cannot run {program:?}: {e}"))?;
     let pid = child.id();
-    let mut stdout = child.stdout.take().ok_or("no stdout")?;
-    let mut stderr = child.stderr.take().ok_or("no stderr")?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let stderr = child.stderr.take().ok_or("no stderr")?;
+    // Each pipe is read up to the cap and drained past it (a chatty command must not block
+    // on a full pipe), beside the wait for the exit: a command that exited while a child it
+    // left in the background still holds its pipes has finished all the same.
+    let reader = |mut pipe: Box<dyn tokio::io::AsyncRead + Send + Unpin>| {
+        tokio::spawn(async move {
+            let mut kept = Vec::new();
+            let _ = (&mut pipe)
+                .take(MAX_OUTPUT_BYTES)
+                .read_to_end(&mut kept)
+                .await;
+            let _ = tokio::io::copy(&mut pipe, &mut tokio::io::sink()).await;
+            kept
+        })
+    };
+    let out_task = reader(Box::new(stdout));
+    let err_task = reader(Box::new(stderr));
     let work = async {
-        let mut out = Vec::new();
-        let mut err = Vec::new();
-        let mut stdout = (&mut stdout).take(MAX_OUTPUT_BYTES);
-        let mut stderr = (&mut stderr).take(MAX_OUTPUT_BYTES);
-        let (a, b) = tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err));
-        a.and(b).map_err(|e| e.to_string())?;
         let status = child.wait().await.map_err(|e| e.to_string())?;
+        let collect = |task: tokio::task::JoinHandle<Vec<u8>>| async move {
+            let abort = task.abort_handle();
+            match tokio::time::timeout(PIPE_GRACE, task).await {
+                Ok(Ok(kept)) => kept,
+                _ => {
+                    abort.abort();
+                    Vec::new()
+                }
+            }
+        };
+        let (out, err) = tokio::join!(collect(out_task), collect(err_task));
         Ok::<_, String>((status, out, err))
     };
     match tokio::time::timeout(timeout, work).await {
@@ -85,15 +109,16 @@ pub async fn run(argv: &[String], timeout: Duration) -> Result<Output, String> {
     }
 }
 
-/// SIGKILL to the process group `pid` leads (`kill -KILL -- -PID`; the crate has no unsafe
-/// code for `killpg`).
+/// SIGKILL to the process group `pid` leads (its own: `process_group(0)`).
 fn kill_group(pid: u32) {
-    let _ = std::process::Command::new("kill")
-        .args(["-KILL", "--", &format!("-{pid}")])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
+    let group = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw);
+    if let Some(group) = group
+        && let Err(e) = rustix::process::kill_process_group(group, rustix::process::Signal::KILL)
+    {
+        tracing::warn!(pid, error = %e, "cannot kill the command's process group");
+    }
 }
 
 /// Runs a rendered [`CommandSpec`].
@@ -146,6 +171,31 @@ mod tests {
         assert!(missing.contains("cannot run"), "{missing}");
         assert!(parse_replicas("-1").is_err());
         assert!(parse_replicas("3 replicas").is_err());
+    }
+
+    /// Past the output cap the rest is drained, and a command whose background child keeps
+    /// its pipes open has finished when it exits: neither is a timeout.
+    #[tokio::test]
+    async fn chatty_commands_and_background_children_are_not_timeouts() {
+        let chatty = run(
+            &[
+                "sh".into(),
+                "-c".into(),
+                "head -c 3000000 /dev/zero; echo done >&2".into(),
+            ],
+            Duration::from_secs(10),
+        )
+        .await;
+        assert!(chatty.is_ok(), "{:?}", chatty.err());
+        let started = std::time::Instant::now();
+        let detached = run(
+            &["sh".into(), "-c".into(), "sleep 30 & echo 4".into()],
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+        assert!(started.elapsed() < Duration::from_secs(8));
+        assert!(detached.stdout.is_empty() || detached.stdout.trim() == "4");
     }
 
     #[test]

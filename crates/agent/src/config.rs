@@ -284,6 +284,11 @@ impl Config {
             toml::from_str(text).map_err(|e| parse_error(e.to_string().trim_end().to_owned()))?
         };
         let top: FileTop = serde_json::from_value(value).map_err(|e| parse_error(e.to_string()))?;
+        if top.prometheus.as_ref().is_some_and(|p| p.timeout.is_zero()) {
+            return Err(parse_error(
+                "prometheus.timeout: must be more than 0".to_owned(),
+            ));
+        }
         let defaults = top.agent.unwrap_or_default();
         let mut config = Config {
             server: top.server.unwrap_or_default(),
@@ -330,15 +335,33 @@ fn target(
         if c.command.is_empty() || c.command[0].is_empty() {
             return Err(format!("{field}.command: must name a program"));
         }
+        let timeout = c.timeout.unwrap_or(default);
+        if timeout.is_zero() {
+            return Err(format!("{field}.timeout: must be more than 0"));
+        }
         Ok(CommandSpec {
             argv: c.command,
-            timeout: c.timeout.unwrap_or(default),
+            timeout,
         })
     };
+    // An http:// URL that parses, with a host (the agent's HTTP client speaks plain HTTP).
+    let http_url = |url: &str, field: &str| -> Result<(), String> {
+        let uri: hyper::Uri = url
+            .parse()
+            .map_err(|e| format!("{field}: {url:?} is not a URL: {e}"))?;
+        if uri.scheme_str() != Some("http") || uri.host().is_none() {
+            return Err(format!(
+                "{field}: an http:// URL with a host (https is not supported: put a TLS proxy on loopback)"
+            ));
+        }
+        Ok(())
+    };
     let source = match (file.source, file.pods, file.metrics.is_empty()) {
-        (Some(c), None, true) => Source::Command(command(c, "source", Duration::from_secs(10))?),
+        (Some(c), None, true) if file.prometheus.is_none() => {
+            Source::Command(command(c, "source", Duration::from_secs(10))?)
+        }
         (Some(_), _, _) => {
-            return Err("source: a command source takes no pods or metrics queries".to_owned());
+            return Err("source: a command source takes no pods, metrics or prometheus".to_owned());
         }
         (None, pods, _) => {
             let url = file
@@ -346,6 +369,7 @@ fn target(
                 .clone()
                 .or_else(|| prometheus.map(|p| p.url.clone()))
                 .ok_or("metrics: queries need a Prometheus ([prometheus] url, or the target's prometheus)")?;
+            http_url(&url, "prometheus")?;
             let pods = pods
                 .map(|p| -> Result<PodQueries, String> {
                     let mut requests = BTreeMap::new();
@@ -438,14 +462,19 @@ fn target(
             )?)
         }
         (None, Some(url)) => {
-            if !(url.starts_with("http://")) {
-                return Err("actuator.webhook: an http:// URL".to_owned());
+            http_url(&url, "actuator.webhook")?;
+            let timeout = a.timeout.unwrap_or(Duration::from_secs(10));
+            if timeout.is_zero() {
+                return Err("actuator.timeout: must be more than 0".to_owned());
             }
             Actuator::Webhook {
                 url,
-                timeout: a.timeout.unwrap_or(Duration::from_secs(10)),
+                timeout,
                 retries: a.retries.unwrap_or(3).min(10),
-                backoff: a.backoff.unwrap_or(Duration::from_secs(1)),
+                backoff: a
+                    .backoff
+                    .unwrap_or(Duration::from_secs(1))
+                    .min(Duration::from_secs(60)),
             }
         }
         _ => return Err("actuator: give exactly one of command and webhook".to_owned()),

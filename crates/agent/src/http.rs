@@ -85,6 +85,21 @@ impl Client {
     }
 }
 
+/// `url` as it may be shown (logs, the failure message the service stores): scheme, host,
+/// port and path, without credentials or a query, which may carry secrets.
+pub fn shown(url: &str) -> String {
+    match url.parse::<hyper::Uri>() {
+        Ok(uri) => format!(
+            "{}://{}{}",
+            uri.scheme_str().unwrap_or("http"),
+            uri.authority()
+                .map_or("", |a| a.as_str().rsplit('@').next().unwrap_or("")),
+            uri.path()
+        ),
+        Err(_) => "<a URL that does not parse>".to_owned(),
+    }
+}
+
 /// Percent-encodes a form value (`application/x-www-form-urlencoded`).
 pub fn form_encode(value: &str) -> String {
     let mut out = String::with_capacity(value.len() * 3);
@@ -103,8 +118,14 @@ pub fn form_encode(value: &str) -> String {
 /// the process ends.
 pub async fn serve_metrics(listener: TcpListener, handle: PrometheusHandle) {
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of file descriptors, say: not a busy loop.
+                tracing::warn!(error = %e, "metrics listener: accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
         };
         let handle = handle.clone();
         tokio::spawn(async move {
@@ -154,6 +175,14 @@ pub async fn bind(addr: &str) -> Result<(TcpListener, SocketAddr), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn urls_are_shown_without_secrets() {
+        assert_eq!(
+            shown("http://user:pw@hooks.example:8080/scale?token=s3cret"),
+            "http://hooks.example:8080/scale"
+        );
+    }
 
     #[test]
     fn form_encoding_keeps_queries_intact() {

@@ -65,7 +65,7 @@ pub async fn query(
             timeout,
         )
         .await
-        .map_err(|e| format!("Prometheus at {url} unreachable: {e}"))?;
+        .map_err(|e| format!("Prometheus at {} unreachable: {e}", crate::http::shown(url)))?;
     let envelope: Result<Envelope, _> = serde_json::from_slice(&answer.body);
     let envelope = match envelope {
         Ok(e) => e,
@@ -73,7 +73,8 @@ pub async fn query(
             let text = String::from_utf8_lossy(&answer.body);
             let text: String = text.chars().take(200).collect();
             return Err(format!(
-                "Prometheus at {url} answered {} without its JSON: {text}",
+                "Prometheus at {} answered {} without its JSON: {text}",
+                crate::http::shown(url),
                 answer.status
             ));
         }
