@@ -144,12 +144,22 @@ where
     }
 
     fn call(&mut self, request: HttpRequest<Body>) -> Self::Future {
-        let grpc = request
+        let content_type = request
             .headers()
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|ct| ct.starts_with("application/grpc"));
-        if grpc {
+            .unwrap_or("");
+        // gRPC-Web is not served: its clients cannot read HTTP/2 trailers.
+        if content_type.starts_with("application/grpc-web") {
+            let mut response = error(
+                Code::Unimplemented,
+                "gRPC-Web is not served: use gRPC, or Connect's unary calls (application/json)",
+                Vec::new(),
+            );
+            *response.status_mut() = StatusCode::UNSUPPORTED_MEDIA_TYPE;
+            return Box::pin(std::future::ready(Ok(response)));
+        }
+        if content_type.starts_with("application/grpc") {
             return Box::pin(self.inner.call(request));
         }
         // The inner service was polled ready for this call; a clone takes its place.
@@ -344,13 +354,28 @@ where
         .headers
         .insert(header::TE, HeaderValue::from_static("trailers"));
     parts.headers.remove(header::CONTENT_LENGTH);
-    if let Some(ms) = parts
+    // A caller's own gRPC headers are not Connect's: only the ones set here go in.
+    parts.headers.remove("grpc-timeout");
+    let deadline = parts
         .headers
         .get("connect-timeout-ms")
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-    {
-        // gRPC allows at most 8 digits per unit.
+        .map(|v| v.parse::<u64>().ok().filter(|_| v.len() <= 10));
+    let deadline = match deadline {
+        None => None,
+        Some(Some(ms)) => Some(std::time::Duration::from_millis(ms)),
+        Some(None) => {
+            return error(
+                Code::InvalidArgument,
+                "connect-timeout-ms: at most 10 digits of milliseconds",
+                Vec::new(),
+            );
+        }
+    };
+    if let Some(deadline) = deadline {
+        // As `grpc-timeout` for the layers inside (load shedding reads it), at most 8 digits
+        // per unit.
+        let ms = deadline.as_millis();
         let timeout = if ms < 100_000_000 {
             format!("{ms}m")
         } else {
@@ -361,9 +386,26 @@ where
         }
     }
     let request = HttpRequest::from_parts(parts, Body::new(Full::new(Bytes::from(framed))));
-    let response = match std::future::poll_fn(|cx| inner.poll_ready(cx)).await {
-        Ok(()) => inner.call(request).await,
-        Err(e) => Err(e),
+    let call = async {
+        match std::future::poll_fn(|cx| inner.poll_ready(cx)).await {
+            Ok(()) => inner.call(request).await,
+            Err(e) => Err(e),
+        }
+    };
+    // tonic's own timer is outside this layer and never sees the header set here: the
+    // deadline is kept here.
+    let response = match deadline {
+        Some(d) => match tokio::time::timeout(d, call).await {
+            Ok(r) => r,
+            Err(_) => {
+                return error(
+                    Code::DeadlineExceeded,
+                    "the call did not finish within connect-timeout-ms",
+                    Vec::new(),
+                );
+            }
+        },
+        None => call.await,
     };
     let Ok(response) = response else {
         return error(Code::Internal, "the gRPC stack failed", Vec::new());

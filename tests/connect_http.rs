@@ -266,6 +266,26 @@ async fn bad_input_gets_connect_errors_with_the_field_violations() {
             b"{}",
         );
         assert_eq!(status, 501, "{}", String::from_utf8_lossy(&body));
+        // A malformed deadline is the caller's mistake; gRPC-Web is not served.
+        let (status, _, _) = http(
+            addr,
+            "POST",
+            RECOMMEND,
+            &[
+                ("Content-Type", "application/json"),
+                ("Connect-Timeout-Ms", "soon"),
+            ],
+            b"{}",
+        );
+        assert_eq!(status, 400);
+        let (status, _, _) = http(
+            addr,
+            "POST",
+            RECOMMEND,
+            &[("Content-Type", "application/grpc-web+proto")],
+            b"",
+        );
+        assert_eq!(status, 415);
         let (status, _, body) = http(addr, "GET", "/", &[], b"");
         assert_eq!(status, 404);
         assert!(String::from_utf8_lossy(&body).contains("application/json"));
