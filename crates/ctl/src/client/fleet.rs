@@ -407,33 +407,7 @@ pub fn describe_summary(s: &api::TargetSummary, history: &api::TargetHistory, no
         newest.and_then(|d| d.extensions.as_ref()),
     ));
     out.push_str("Recent decisions (newest first):\n");
-    out.push_str(&table(
-        &[
-            "Last", "Current", "Desired", "Run", "Since", "Path", "Reasons",
-        ],
-        history
-            .decisions
-            .iter()
-            .map(|d| {
-                vec![
-                    timestamp(d.evaluation_time.as_ref()),
-                    d.current_replicas.to_string(),
-                    d.desired_replicas.to_string(),
-                    d.run_count.to_string(),
-                    timestamp(d.first_evaluation_time.as_ref()),
-                    d.explanation
-                        .as_ref()
-                        .map(|e| e.path.clone())
-                        .unwrap_or_default(),
-                    d.conditions
-                        .iter()
-                        .map(|c| format!("{}={}", c.r#type, c.reason))
-                        .collect::<Vec<_>>()
-                        .join(" "),
-                ]
-            })
-            .collect(),
-    ));
+    out.push_str(&super::runs_table(&history.decisions));
     if !history.next_page_token.is_empty() {
         let _ = writeln!(
             out,

@@ -502,30 +502,32 @@ fn describe_stored(history: &api::TargetHistory) -> String {
         "Decisions (oldest first; {decisions} in {} runs of identical decisions):\n",
         history.decisions.len()
     ));
-    out.push_str(&table(
+    out.push_str(&runs_table(&history.decisions));
+    out
+}
+
+/// Decision runs, one row each: the last decision's time, the counts, how many decisions the
+/// run holds and since when (a run of one, or a record without run fields, is its own
+/// decision), the path and the condition reasons. `history` and `describe target` both print
+/// it.
+pub(crate) fn runs_table(decisions: &[api::DecisionRecord]) -> String {
+    table(
         &[
-            "Since",
-            "Last",
-            "Decisions",
-            "Current",
-            "Desired",
-            "Path",
-            "Reasons",
+            "Last", "Current", "Desired", "Run", "Since", "Path", "Reasons",
         ],
-        history
-            .decisions
+        decisions
             .iter()
             .map(|d| {
                 vec![
+                    timestamp(d.evaluation_time.as_ref()),
+                    d.current_replicas.to_string(),
+                    d.desired_replicas.to_string(),
+                    d.run_count.max(1).to_string(),
                     timestamp(
                         d.first_evaluation_time
                             .as_ref()
                             .or(d.evaluation_time.as_ref()),
                     ),
-                    timestamp(d.evaluation_time.as_ref()),
-                    d.run_count.max(1).to_string(),
-                    d.current_replicas.to_string(),
-                    d.desired_replicas.to_string(),
                     d.explanation
                         .as_ref()
                         .map(|e| e.path.clone())
@@ -538,8 +540,7 @@ fn describe_stored(history: &api::TargetHistory) -> String {
                 ]
             })
             .collect(),
-    ));
-    out
+    )
 }
 
 /// The spec metric a status reports on: the one at the same index when the type and name
