@@ -439,7 +439,7 @@ async fn answer(
     };
     let status = tonic::Status::from_header_map(status_headers);
     if let Some(status) = status.filter(|s| s.code() != Code::Ok) {
-        let mut response = error(status.code(), status.message(), details(status.details()));
+        let mut response = error(status.code(), status.message(), details_of(status.details()));
         if let Some(ms) = parts
             .headers
             .get("grpc-retry-pushback-ms")
@@ -500,10 +500,6 @@ fn bad_request(field: &str, description: &str) -> serde_json::Value {
         .into_iter()
         .next()
         .unwrap_or_default()
-}
-
-fn details(bytes: &[u8]) -> Vec<serde_json::Value> {
-    details_of(bytes)
 }
 
 /// The details of a `grpc-status-details-bin` (a `google.rpc.Status`) in Connect's form:
