@@ -97,7 +97,8 @@ pub async fn from_prometheus(
         .iter()
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let metric_results = futures_join(metric_queries.iter().map(|(_, q)| run(q.clone()))).await;
+    let metric_results =
+        futures_util::future::join_all(metric_queries.iter().map(|(_, q)| run(q.clone()))).await;
     let pod_results = match pods {
         Some(p) => Some(pod_queries(p, &run).await),
         None => None,
@@ -345,49 +346,19 @@ where
             None => None,
         }
     };
-    let requests = futures_join(p.requests.iter().map(|(resource, r)| async move {
-        match r {
-            Request::Milli(m) => (resource.clone(), RequestResult::Milli(*m)),
-            Request::Query(q) => (resource.clone(), RequestResult::Query(run(q.clone()).await)),
-        }
-    }));
+    let requests =
+        futures_util::future::join_all(p.requests.iter().map(|(resource, r)| async move {
+            match r {
+                Request::Milli(m) => (resource.clone(), RequestResult::Milli(*m)),
+                Request::Query(q) => (resource.clone(), RequestResult::Query(run(q.clone()).await)),
+            }
+        }));
     let (ready, start, requests) = tokio::join!(run(p.ready.clone()), start, requests);
     PodResults {
         ready,
         start,
         requests,
     }
-}
-
-/// Awaits every future, concurrently, in order.
-async fn futures_join<F: std::future::Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output> {
-    let handles: Vec<_> = futures.map(Box::pin).collect();
-    let mut out = Vec::with_capacity(handles.len());
-    // Polled together: each is driven by the join of all.
-    let mut pending: Vec<_> = handles.into_iter().map(Some).collect();
-    let mut results: Vec<Option<F::Output>> = (0..pending.len()).map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut all = true;
-        for (i, slot) in pending.iter_mut().enumerate() {
-            if let Some(f) = slot {
-                match f.as_mut().poll(cx) {
-                    std::task::Poll::Ready(v) => {
-                        results[i] = Some(v);
-                        *slot = None;
-                    }
-                    std::task::Poll::Pending => all = false,
-                }
-            }
-        }
-        if all {
-            std::task::Poll::Ready(())
-        } else {
-            std::task::Poll::Pending
-        }
-    })
-    .await;
-    out.extend(results.into_iter().flatten());
-    out
 }
 
 #[cfg(test)]
