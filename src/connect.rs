@@ -439,7 +439,11 @@ async fn answer(
     };
     let status = tonic::Status::from_header_map(status_headers);
     if let Some(status) = status.filter(|s| s.code() != Code::Ok) {
-        let mut response = error(status.code(), status.message(), details_of(status.details()));
+        let mut response = error(
+            status.code(),
+            status.message(),
+            details_of(status.details()),
+        );
         if let Some(ms) = parts
             .headers
             .get("grpc-retry-pushback-ms")

@@ -26,6 +26,8 @@ use tonic::codegen::http::{
 };
 use tower::{ServiceExt, util::BoxCloneService};
 
+use crate::html::esc;
+
 type Body = tonic::body::Body;
 
 /// The API as the console calls it: the main listener's layered service.
@@ -887,21 +889,6 @@ fn fmt_num(v: f64) -> String {
     } else {
         format!("{v:.2}")
     }
-}
-
-fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            _ => out.push(c),
-        }
-    }
-    out
 }
 
 fn percent_encode(s: &str) -> String {

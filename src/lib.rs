@@ -41,6 +41,7 @@ pub mod config;
 pub(crate) mod connect;
 pub(crate) mod console;
 pub(crate) mod drain;
+pub mod html;
 /// The pure engines (`crates/engine`), under the name the server's modules use.
 pub use autoscaled_engine as engine;
 pub(crate) mod metrics;

@@ -92,21 +92,8 @@ pub(crate) async fn report_command(args: ReportArgs) -> Result<String, ClientErr
     ))
 }
 
-/// HTML-escapes text.
-pub(crate) fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+/// HTML-escapes text (the server's, which its console uses too).
+pub(crate) use autoscaled::html::esc;
 
 fn time(t: Option<&prost_types::Timestamp>) -> String {
     t.map(ToString::to_string).unwrap_or_default()
