@@ -336,7 +336,7 @@ enum Standing {
 
 impl Standing {
     fn of(s: &Value) -> Standing {
-        let conditions = s["conditions"].as_array().cloned().unwrap_or_default();
+        let conditions: &[Value] = s["conditions"].as_array().map_or(&[], Vec::as_slice);
         let is = |t: &str, status: &str| {
             conditions
                 .iter()
@@ -384,11 +384,13 @@ async fn fleet(query: &str, token: Option<&str>, remote: Option<SocketAddr>) -> 
     let mut truncated = false;
     loop {
         let body = json!({"prefix": prefix, "includeSummaries": true, "pageSize": 1000, "pageToken": page_token});
-        let page = match call("ListTargets", &body, token, remote).await {
+        let mut page = match call("ListTargets", &body, token, remote).await {
             Ok(p) => p,
             Err(e) => return problem_page(&e),
         };
-        summaries.extend(page["summaries"].as_array().cloned().unwrap_or_default());
+        if let Value::Array(page_summaries) = page["summaries"].take() {
+            summaries.extend(page_summaries);
+        }
         page_token = page["nextPageToken"].as_str().unwrap_or("").to_owned();
         if page_token.is_empty() {
             break;
@@ -532,7 +534,7 @@ async fn target(key: &str, token: Option<&str>, remote: Option<SocketAddr>) -> P
     .and_then(|l| l["summaries"].as_array().and_then(|a| a.first().cloned()))
     .filter(|s| key_of(s) == key)
     .unwrap_or(Value::Null);
-    let runs = history["decisions"].as_array().cloned().unwrap_or_default();
+    let runs: &[Value] = history["decisions"].as_array().map_or(&[], Vec::as_slice);
     let mut out = String::new();
     let _ = write!(
         out,
@@ -569,8 +571,8 @@ async fn target(key: &str, token: Option<&str>, remote: Option<SocketAddr>) -> P
         }
         out.push_str("</table>");
     }
-    out.push_str(&replica_chart(&runs));
-    let targets: Vec<Value> = summary["metrics"].as_array().cloned().unwrap_or_default();
+    out.push_str(&replica_chart(runs));
+    let targets: &[Value] = summary["metrics"].as_array().map_or(&[], Vec::as_slice);
     let metric_count = runs
         .last()
         .and_then(|r| r["metrics"].as_array())
@@ -580,9 +582,9 @@ async fn target(key: &str, token: Option<&str>, remote: Option<SocketAddr>) -> P
             .get(i)
             .map(|m| m["target"].clone())
             .unwrap_or(Value::Null);
-        out.push_str(&metric_chart(&runs, i, &target));
+        out.push_str(&metric_chart(runs, i, &target));
     }
-    out.push_str(&runs_table(&runs));
+    out.push_str(&runs_table(runs));
     html_page(StatusCode::OK, key, &out, true)
 }
 
