@@ -699,17 +699,26 @@ fn metric_chart(runs: &[Value], i: usize, target: &Value) -> String {
         .and_then(|r| r["metrics"][i]["name"].as_str())
         .unwrap_or("metric")
         .to_owned();
-    // A run's record holds the readings of its last decision only: one point per run, at
-    // that decision, joined by lines (never drawn flat across the run).
+    // A point per decision, at what it observed (a run's `readings`, named like a metric
+    // status's fields); a run recorded without readings has one point, its last decision's.
     let current: Vec<(f64, f64)> = runs
         .iter()
-        .filter_map(|r| {
-            let t = seconds(&r["evaluationTime"])?;
-            Some((t, metric_values(&r["metrics"][i], target).0?))
+        .flat_map(|r| match r["readings"].as_array() {
+            Some(readings) if !readings.is_empty() => readings
+                .iter()
+                .filter_map(|rd| {
+                    let t = seconds(&rd["evaluationTime"])?;
+                    Some((t, metric_values(&rd["metrics"][i], target).0?))
+                })
+                .collect::<Vec<_>>(),
+            _ => seconds(&r["evaluationTime"])
+                .zip(metric_values(&r["metrics"][i], target).0)
+                .into_iter()
+                .collect(),
         })
         .collect();
     let mut series = vec![Series {
-        name: format!("{name} (each run's last reading)"),
+        name: format!("{name} (each decision's reading)"),
         color: "#1f77b4",
         dash: "",
         points: current,

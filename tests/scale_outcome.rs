@@ -14,7 +14,7 @@ use tonic_types::StatusExt;
 
 mod common;
 
-use common::{TestServer, now_secs};
+use common::{TestServer, history, now_secs};
 
 fn config(dir: &tempfile::TempDir) -> Config {
     let mut c = Config::with_data_dir(dir.path().join("data"));
@@ -63,17 +63,6 @@ fn able_to_scale(conditions: &[pb::Condition]) -> (&str, &str, &str) {
         .find(|c| c.r#type == "AbleToScale")
         .expect("an AbleToScale condition");
     (c.status.as_str(), c.reason.as_str(), c.message.as_str())
-}
-
-async fn history(client: &mut HorizontalAutoscalerClient<Channel>, key: &str) -> pb::TargetHistory {
-    client
-        .get_history(pb::GetHistoryRequest {
-            target_key: key.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
 }
 
 #[tokio::test]

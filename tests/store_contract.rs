@@ -8,6 +8,8 @@
 //!   still sees only N);
 //! * consecutive decisions that say the same thing are one run, with its count, first time
 //!   and the last decision;
+//! * every decision of a run keeps its reading (time and each metric's value), and a run
+//!   holds at most `MAX_RUN_DECISIONS`: the next identical decision starts a new run;
 //! * closed runs that ended more than `decision_retention` before the newest decision are
 //!   dropped (by their end, not their start);
 //! * the stored recommendations and scale events stay within `prune`'s caps
@@ -27,11 +29,11 @@ use autoscaled::{
         hpa::prune::{self, MAX_RECOMMENDATIONS, MAX_SCALE_EVENTS},
         hpa::settings::Settings,
         hpa::spec::HorizontalSpec,
-        hpa::{Decision, DecisionPath},
+        hpa::{Decision, DecisionPath, MetricOutcome, MetricProposal},
         time::Time,
     },
     store::{
-        DecisionEntry, HpaStore, SledStore,
+        DecisionEntry, HpaStore, MAX_RUN_DECISIONS, SledStore,
         etcd::{EtcdOptions, EtcdStore},
         sled::SledOptions,
     },
@@ -75,8 +77,13 @@ fn spec() -> HorizontalSpec {
     }
 }
 
+/// The cpu utilization the decision at `secs` observed: different from one call to the next.
+fn utilization(secs: i64) -> i32 {
+    40 + i32::try_from(secs % 23).unwrap()
+}
+
 /// A decision for `desired` replicas; decisions with the same `desired` say the same thing
-/// (the message, which differs per call, is not part of the outcome).
+/// (the message and the cpu reading, which differ per call, are not part of the outcome).
 fn entry(secs: i64, desired: i32) -> DecisionEntry {
     let decision = Decision {
         current_replicas: 1,
@@ -87,7 +94,17 @@ fn entry(secs: i64, desired: i32) -> DecisionEntry {
             reason: ConditionReason::ReadyForNewScale,
             message: format!("decided at {secs}"),
         }],
-        metrics: vec![],
+        metrics: vec![MetricOutcome {
+            index: 0,
+            result: Ok(MetricProposal {
+                replicas: desired,
+                current_average_utilization: Some(utilization(secs)),
+                current_average_value: Some(i64::from(utilization(secs)) * 10),
+                current_value: None,
+                usage_ratio: Some(f64::from(utilization(secs)) / 80.0),
+            }),
+            pod_groups: None,
+        }],
         path: DecisionPath::Legacy,
         prenormalized_replicas: Some(desired),
         stabilized_replicas: None,
@@ -113,7 +130,12 @@ fn decide(store: &dyn HpaStore, key: &str, secs: i64, desired: i32) -> History {
 
 /// [`decide`], the evaluation proposing `proposal` (its recommendation) for `desired`.
 fn decide_with(store: &dyn HpaStore, key: &str, secs: i64, desired: i32, proposal: i32) -> History {
-    let now = Time::from_unix_secs(T0 + secs);
+    decide_entry(store, key, entry(secs, desired), proposal)
+}
+
+/// [`decide`] with the decision `e` (its time, outcome and spec).
+fn decide_entry(store: &dyn HpaStore, key: &str, e: DecisionEntry, proposal: i32) -> History {
+    let now = e.time;
     let (state, seen) = wait(store.load_for_update(key)).unwrap();
     let mut history = state.map(|s| s.history).unwrap_or_default();
     history
@@ -131,7 +153,7 @@ fn decide_with(store: &dyn HpaStore, key: &str, secs: i64, desired: i32, proposa
         });
     }
     prune::prune(&mut history, now, Duration::from_secs(3600));
-    wait(store.commit_after(key, seen, &history, &entry(secs, desired))).unwrap();
+    wait(store.commit_after(key, seen, &history, &e)).unwrap();
     history
 }
 
@@ -143,6 +165,15 @@ fn runs(store: &dyn HpaStore, key: &str) -> Vec<(i32, u64, i64, i64)> {
         seqs.windows(2).all(|w| w[0] < w[1]),
         "{key}: runs not oldest first: {seqs:?}"
     );
+    for r in &runs {
+        // A reading per decision, from the run's first, in time order.
+        assert_eq!(r.readings.len() as u64, r.run.count, "{key}: {r:?}");
+        assert_eq!(r.readings[0].time, r.run.first_time, "{key}: {r:?}");
+        assert!(
+            r.readings.windows(2).all(|w| w[0].time < w[1].time),
+            "{key}: {r:?}"
+        );
+    }
     runs.iter()
         .map(|r| {
             (
@@ -164,6 +195,8 @@ fn contract(open: Open) {
     log_bound(open, "bound/4", 4, 3);
     log_bound(open, "bound/1", 1, 3);
     runs_of_identical_decisions(open);
+    a_run_has_one_spec(open);
+    every_decision_keeps_its_reading(open);
     latest_is_the_newest_run(open);
     withdrawn_newest_is_replaced(open);
     retention_by_age(open);
@@ -228,6 +261,91 @@ fn runs_of_identical_decisions(open: Open) {
         vec![(6, 2, 60, 75), (5, 2, 90, 105), (7, 1, 120, 120)]
     );
     assert_eq!(wait(store.load(key)).unwrap().unwrap().next_seq, 4);
+}
+
+/// A run holds decisions under one spec: the same outcome under another spec starts a new
+/// run. Each run reads back with its own spec (runs logged without theirs, the same as their
+/// successor's, take it from there), also once the log's oldest runs are trimmed.
+fn a_run_has_one_spec(open: Open) {
+    let key = "spec/a";
+    let store = open(4, FOREVER);
+    let with_max = |secs: i64, desired: i32, max: i32| {
+        let mut e = entry(secs, desired);
+        e.inputs.as_mut().unwrap().max_replicas = max;
+        e
+    };
+    let steps = [
+        (0, 5, 100),
+        (15, 5, 100),
+        (30, 6, 100),
+        (45, 6, 200),
+        (60, 6, 200),
+        (75, 6, 300),
+        (90, 7, 300),
+        (105, 7, 300),
+    ];
+    for (secs, desired, max) in steps {
+        decide_entry(&*store, key, with_max(secs, desired, max), desired);
+    }
+    let seen = |store: &dyn HpaStore| -> Vec<(i32, u64, i32)> {
+        wait(store.decisions(key))
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r.decision.desired_replicas,
+                    r.run.count,
+                    r.inputs.as_ref().unwrap().max_replicas,
+                )
+            })
+            .collect()
+    };
+    // Five runs under a bound of 4: the first (5 × 2 under 100) is trimmed.
+    assert_eq!(
+        seen(&*store),
+        vec![(6, 1, 100), (6, 2, 200), (6, 1, 300), (7, 2, 300)]
+    );
+    assert_eq!(
+        wait(store.decisions(key)).unwrap()[0].metrics,
+        entry(0, 5).metrics
+    );
+    store.flush().unwrap();
+    drop(store);
+    let store = open(2, FOREVER);
+    decide_entry(&*store, key, with_max(120, 8, 300), 8);
+    assert_eq!(seen(&*store), vec![(7, 2, 300), (8, 1, 300)]);
+}
+
+/// 45 decisions that say the same thing: a run of `MAX_RUN_DECISIONS` (40) and a run of 5,
+/// each holding every decision's time and cpu reading, also when read by a fresh handle.
+fn every_decision_keeps_its_reading(open: Open) {
+    let key = "readings/a";
+    let store = open(UNBOUNDED, FOREVER);
+    let times: Vec<i64> = (0..45).map(|i| i * 15 + i % 4).collect();
+    for &s in &times {
+        decide(&*store, key, s, 5);
+    }
+    assert_eq!(MAX_RUN_DECISIONS, 40);
+    let expected = vec![(5, 40, times[0], times[39]), (5, 5, times[40], times[44])];
+    assert_eq!(runs(&*store, key), expected);
+    let readings = |store: &dyn HpaStore| -> Vec<(i64, Vec<Option<i64>>)> {
+        wait(store.decisions(key))
+            .unwrap()
+            .iter()
+            .flat_map(|r| r.readings.clone())
+            .map(|r| (r.time.unix_millis() / 1000 - T0, r.values))
+            .collect()
+    };
+    let want: Vec<(i64, Vec<Option<i64>>)> = times
+        .iter()
+        .map(|&s| (s, vec![Some(i64::from(utilization(s)))]))
+        .collect();
+    assert_eq!(readings(&*store), want);
+    store.flush().unwrap();
+    drop(store);
+    let store = open(UNBOUNDED, FOREVER);
+    assert_eq!(runs(&*store, key), expected);
+    assert_eq!(readings(&*store), want);
 }
 
 /// `latest` (one state read) is the last of `decisions` after every kind of commit: a new
@@ -402,9 +520,16 @@ fn bounded_history(open: Open) {
         let sum: i64 = events.iter().map(|e| i64::from(e.replica_change)).sum();
         assert_eq!(sum, i64::try_from(calls).unwrap(), "scale-{direction}");
     }
-    // All the same decision: one run.
-    let last = i64::try_from(calls - 1).unwrap();
-    assert_eq!(runs(&*store, key), vec![(5, calls as u64, 0, last)]);
+    // All the same decision: runs of `MAX_RUN_DECISIONS`, the last one shorter.
+    let calls = calls as u64;
+    let expected: Vec<(i32, u64, i64, i64)> = (0..calls)
+        .step_by(MAX_RUN_DECISIONS as usize)
+        .map(|first| {
+            let last = (first + MAX_RUN_DECISIONS).min(calls) - 1;
+            (5, last - first + 1, first as i64, last as i64)
+        })
+        .collect();
+    assert_eq!(runs(&*store, key), expected);
 }
 
 #[test]

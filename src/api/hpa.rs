@@ -299,7 +299,7 @@ impl HorizontalService {
                     let (state, newest) =
                         state.ok_or_else(|| ApiError::TargetNotFound(key.to_owned()))?;
                     // Read again under the lock: another call may have decided since.
-                    let mut entry = reported_decision(&report, newest)?;
+                    let mut entry = reported_decision(&report, newest)?.last_alone();
                     let mut history = state.history;
                     let withdrawn =
                         outcome::scale_failed(&mut entry.decision, &mut history, entry.time, error);

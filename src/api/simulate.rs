@@ -248,6 +248,14 @@ fn logged_run(entry: DecisionEntry) -> whatif::LoggedRun {
             settings: i.settings,
         }),
         pod_totals,
+        readings: entry
+            .readings
+            .into_iter()
+            .map(|r| whatif::LoggedReading {
+                time: r.time,
+                values: r.values,
+            })
+            .collect(),
     }
 }
 

@@ -135,13 +135,15 @@ impl StoredState {
     /// The state as it was before its newest decision was added, for a write that replaces
     /// that decision ([`super::Seen::withdraw_newest`]): a run of one is dropped (it was
     /// never logged: a run reaches the log when it is first extended or closed), a longer
-    /// run loses its last decision (its fields stay those of the withdrawn decision, which
-    /// said the same thing: same outcome, by the run rule) and is logged whole again by the
+    /// run loses its last decision and that decision's reading (its other fields stay those of
+    /// the withdrawn decision, which said the same thing: same outcome, by the run rule) and
+    /// is logged whole again by the
     /// write, which closes it.
     pub(crate) fn without_newest(mut self) -> Self {
         match self.pending.take() {
             Some(mut run) if run.run.count > 1 => {
                 run.run.count -= 1;
+                run.readings.pop();
                 self.pending = Some(run);
             }
             _ => {}
@@ -157,7 +159,7 @@ impl StoredState {
         bytes: &[u8],
         logged: impl FnOnce(&[u8]) -> Result<Option<B>, StoreError>,
     ) -> Result<Self, StoreError> {
-        let body = match record::versioned("state", key, bytes, record::VERSION_STATE_TAIL)? {
+        let body = match record::versioned("state", key, bytes, record::STATE_VERSIONS)? {
             Versioned::Binary(body) => body,
             Versioned::Json(body) => return Self::decode_json(key, body),
         };
@@ -177,7 +179,7 @@ impl StoredState {
                     "decision",
                     key,
                     found.as_ref(),
-                    record::VERSION_BINARY,
+                    record::DECISION_VERSIONS,
                 )? {
                     Versioned::Binary(b) => record::decode_binary("decision", key, b)?,
                     Versioned::Json(_) => {
@@ -218,21 +220,24 @@ impl StoredState {
         })
     }
 
-    /// The record with the newest run complete (version 2).
+    /// The record with the newest run complete.
     pub(super) fn encode(&self, history: &History, max_pod_names: usize) -> Vec<u8> {
-        record::encode_binary(&pb::HpaState {
-            history: Some(hpa::history_to_record(history)),
-            next_seq: self.next_seq,
-            log_len: self.log_len.unwrap_or(0),
-            pending: self
-                .pending
-                .as_ref()
-                .map(|p| hpa::run_to_record(p, max_pod_names)),
-            pending_tail: None,
-        })
+        record::encode_versioned(
+            record::VERSION_HPA,
+            &pb::HpaState {
+                history: Some(hpa::history_to_record(history)),
+                next_seq: self.next_seq,
+                log_len: self.log_len.unwrap_or(0),
+                pending: self
+                    .pending
+                    .as_ref()
+                    .map(|p| hpa::run_to_record(p, max_pod_names)),
+                pending_tail: None,
+            },
+        )
     }
 
-    /// The record with the newest run as `tail` over its logged body (version 3).
+    /// The record with the newest run as `tail` over its logged body.
     pub(super) fn encode_tail(
         history: &History,
         next_seq: u64,
@@ -240,7 +245,7 @@ impl StoredState {
         tail: pb::RunTail,
     ) -> Vec<u8> {
         record::encode_versioned(
-            record::VERSION_STATE_TAIL,
+            record::VERSION_HPA,
             &pb::HpaState {
                 history: Some(hpa::history_to_record(history)),
                 next_seq,
@@ -279,22 +284,25 @@ struct LegacyPending {
     entry: DecisionEntry,
 }
 
-/// A logged run, of either version; `seq` from the key for format-1 records.
+/// A logged run, of either version; `seq` from the key for format-1 records. The flag: its
+/// spec and inputs are left out, the same as the next run's ([`hpa::closed_run_to_record`]).
 pub(super) fn decode_run(
     key: &str,
     log_key: &[u8],
     bytes: &[u8],
-) -> Result<DecisionEntry, StoreError> {
-    match record::versioned("decision", key, bytes, record::VERSION_BINARY)? {
+) -> Result<(DecisionEntry, bool), StoreError> {
+    match record::versioned("decision", key, bytes, record::DECISION_VERSIONS)? {
         Versioned::Binary(body) => {
             let r: pb::DecisionRun = record::decode_binary("decision", key, body)?;
-            hpa::run_from_record(&r).map_err(|m| record::corrupt("decision", key, &m))
+            let entry =
+                hpa::run_from_record(&r).map_err(|m| record::corrupt("decision", key, &m))?;
+            Ok((entry, r.spec_as_next))
         }
         Versioned::Json(body) => {
             let entry: DecisionEntry = serde_json::from_slice(body)
                 .map_err(|e| record::corrupt("decision", key, &e.to_string()))?;
             let seq = keys::decision_key_seq(log_key).unwrap_or(0);
-            Ok(legacy_entry(entry, seq))
+            Ok((legacy_entry(entry, seq), false))
         }
     }
 }
@@ -303,7 +311,8 @@ pub(super) fn decode_run(
 /// value)` oldest first, then its newest run from the state record. The logged copy of the
 /// newest run (its body under a tail, or a copy a crash left between the two writes of a
 /// commit) gives way to the state's complete one, and entries a crash kept from being trimmed
-/// are not shown: at most `decision_log_len` runs.
+/// are not shown: at most `decision_log_len` runs. A run logged without its spec and inputs
+/// (the same as its successor's) gets them from its successor, newest first.
 pub(super) fn runs_with_pending<K: AsRef<[u8]>, V: AsRef<[u8]>>(
     key: &str,
     pending: Option<DecisionEntry>,
@@ -311,6 +320,7 @@ pub(super) fn runs_with_pending<K: AsRef<[u8]>, V: AsRef<[u8]>>(
     decision_log_len: usize,
 ) -> Result<Vec<DecisionEntry>, StoreError> {
     let mut out = Vec::new();
+    let mut as_next = Vec::new();
     for item in logged {
         let (log_key, value) = item?;
         let log_key = log_key.as_ref();
@@ -320,9 +330,19 @@ pub(super) fn runs_with_pending<K: AsRef<[u8]>, V: AsRef<[u8]>>(
         {
             continue;
         }
-        out.push(decode_run(key, log_key, value.as_ref())?);
+        let (entry, spec_as_next) = decode_run(key, log_key, value.as_ref())?;
+        out.push(entry);
+        as_next.push(spec_as_next);
     }
     out.extend(pending);
+    as_next.push(false);
+    for i in (0..out.len().saturating_sub(1)).rev() {
+        if as_next[i] {
+            let (older, newer) = out.split_at_mut(i + 1);
+            older[i].metrics.clone_from(&newer[0].metrics);
+            older[i].inputs.clone_from(&newer[0].inputs);
+        }
+    }
     let skip = out.len().saturating_sub(decision_log_len.max(1));
     out.drain(..skip);
     Ok(out)
@@ -379,13 +399,9 @@ impl HpaTrees {
             previous
                 .pending
                 .as_ref()
-                .filter(|p| p.same_outcome(decision)),
+                .filter(|p| p.extends_with(decision)),
             previous.log_len,
         ) {
-            let extended = Run {
-                count: run.run.count.saturating_add(1),
-                first_time: run.run.first_time,
-            };
             let logged = match previous.logged_body {
                 Some(body) => *body,
                 None => {
@@ -395,11 +411,11 @@ impl HpaTrees {
                     // from now on the state holds only the run's tail over it.
                     let body = hpa::run_to_record(run, max_names);
                     let log_key = keys::decision_key(key, run.run.first_time, run.seq);
-                    self.track(self.decisions.insert(log_key, record::encode_binary(&body)))?;
+                    self.track(self.decisions.insert(log_key, hpa::encode_run(&body)))?;
                     body
                 }
             };
-            let record = hpa::run_to_record_as(decision, extended, run.seq, max_names);
+            let record = hpa::run_to_record(&run.extended_by(decision), max_names);
             let tail = hpa::tail_of(record, &logged);
             let bytes = StoredState::encode_tail(history, previous.next_seq, log_len, tail);
             // The commit point: one single-key write.
@@ -419,7 +435,7 @@ impl HpaTrees {
         let mut newest_logged = None;
         if let Some(pending) = &previous.pending {
             let log_key = keys::decision_key(key, pending.run.first_time, pending.seq);
-            let bytes = record::encode_binary(&hpa::run_to_record(pending, max_names));
+            let bytes = hpa::encode_run(&hpa::closed_run_to_record(pending, decision, max_names));
             self.track(self.decisions.insert(log_key, bytes))?;
             logged = logged.saturating_add(1);
             newest_logged = Some(pending.run.first_time);

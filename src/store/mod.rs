@@ -44,7 +44,8 @@ use crate::engine::hpa::history::History;
 pub use self::db::Db;
 pub use self::sled::SledStore;
 pub use self::state::{
-    DecisionEntry, DecisionInputs, HpaState, PodTotals, Run, VpaOverrides, VpaState,
+    DecisionEntry, DecisionInputs, HpaState, MAX_RUN_DECISIONS, PodTotals, Reading, Run,
+    VpaOverrides, VpaState,
 };
 pub use self::vpa::VpaStore;
 

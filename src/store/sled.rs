@@ -427,7 +427,7 @@ mod tests {
             .decisions
             .insert(
                 keys::decision_key(key, pending.run.first_time, pending.seq),
-                record::encode_binary(&hpa::run_to_record(&pending, 50)),
+                hpa::encode_run(&hpa::run_to_record(&pending, 50)),
             )
             .unwrap();
         pending
@@ -441,8 +441,17 @@ mod tests {
         e
     }
 
-    fn state_version(s: &SledStore, key: &str) -> u8 {
-        s.trees().unwrap().state.get(key).unwrap().unwrap()[0]
+    /// How the state record of `key` holds its newest run: `"whole"` or `"tail"` (over its
+    /// logged body); always written as this build's version.
+    fn state_form(s: &SledStore, key: &str) -> &'static str {
+        let bytes = s.trees().unwrap().state.get(key).unwrap().unwrap();
+        assert_eq!(bytes[0], record::VERSION_HPA);
+        let state: record::pb::HpaState = record::decode_binary("state", key, &bytes[1..]).unwrap();
+        match (state.pending, state.pending_tail) {
+            (Some(_), None) => "whole",
+            (None, Some(_)) => "tail",
+            other => panic!("neither or both: {other:?}"),
+        }
     }
 
     #[tokio::test]
@@ -452,7 +461,7 @@ mod tests {
         decide(&s, "a", 1, 0).await;
         decide(&s, "a", 2, 15).await;
         let whole = s.state_record_bytes("a").unwrap().unwrap();
-        assert_eq!(state_version(&s, "a"), record::VERSION_BINARY);
+        assert_eq!(state_form(&s, "a"), "whole");
         for i in 2..6 {
             s.commit(
                 "a",
@@ -464,14 +473,21 @@ mod tests {
         }
         let tail = s.state_record_bytes("a").unwrap().unwrap();
         println!("state record: {whole} B with the run whole, {tail} B as a tail");
-        assert_eq!(state_version(&s, "a"), record::VERSION_STATE_TAIL);
-        assert!(tail < whole, "{tail} B as a tail, {whole} B whole");
+        assert_eq!(state_form(&s, "a"), "tail");
+        // Smaller than the same state with its run whole (the readings are in both).
+        let whole_now = {
+            let state = s.trees().unwrap().read_state("a").unwrap().unwrap();
+            state.encode(&state.history, 50).len()
+        };
+        assert!(tail < whole_now, "{tail} B as a tail, {whole_now} B whole");
         let mut last = entry_saying(75, 2, "m5");
         last.run = Run {
             count: 5,
             first_time: Time::from_unix_secs(15),
         };
         last.seq = 1;
+        // Each of the run's five decisions' readings, in order.
+        last.readings = (1..6).flat_map(|i| entry(i * 15, 2).readings).collect();
         let runs = s.decisions("a").await.unwrap();
         assert_eq!(runs.len(), 2);
         assert_eq!(runs[1], last);
@@ -484,15 +500,23 @@ mod tests {
         assert_eq!(s.load("a").await.unwrap().unwrap().history, history(2, 75));
         // Another outcome closes the run: the log holds it whole, the state a new run whole.
         decide(&s, "a", 3, 90).await;
-        assert_eq!(state_version(&s, "a"), record::VERSION_BINARY);
+        assert_eq!(state_form(&s, "a"), "whole");
         let closed = s.decisions("a").await.unwrap();
         assert_eq!(closed.len(), 3);
         assert_eq!(closed[1], last);
         let trees = s.trees().unwrap();
         let key = keys::decision_key("a", Time::from_unix_secs(15), 1);
         let bytes = trees.decisions.get(&key).unwrap().unwrap();
+        // Logged without its spec and inputs: its successor's, from which readers take them.
+        let (logged, spec_as_next) = crate::store::hpa::decode_run("a", &key, &bytes).unwrap();
+        assert!(spec_as_next);
+        assert_eq!((logged.metrics.len(), logged.inputs.as_ref()), (0, None));
         assert_eq!(
-            crate::store::hpa::decode_run("a", &key, &bytes).unwrap(),
+            DecisionEntry {
+                metrics: last.metrics.clone(),
+                inputs: last.inputs.clone(),
+                ..logged
+            },
             last
         );
     }
@@ -577,7 +601,7 @@ mod tests {
             .await
             .unwrap();
         }
-        assert_eq!(state_version(&s, "a"), record::VERSION_STATE_TAIL);
+        assert_eq!(state_form(&s, "a"), "tail");
         let before = s.decisions("a").await.unwrap();
         // Step 1 of the closing commit done (the run complete over its body), step 3 lost.
         let pending = copy_pending_into_log(&s, "a");
@@ -822,17 +846,17 @@ mod tests {
         decide(&s, "a", 5, 5).await;
         assert_eq!(desired(&s, "a").await, vec![3, 4, 5]);
         assert_eq!(
-            s.trees().unwrap().state.get("a").unwrap().unwrap()[0],
-            record::VERSION_BINARY,
-            "rewritten as version 2"
+            state_form(&s, "a"),
+            "whole",
+            "rewritten as this build's version"
         );
-        // The closed format-1 run went into the log as version 2.
+        // The closed format-1 run went into the log as this build's version.
         let logged =
             s.trees()
                 .unwrap()
                 .decisions
                 .get(keys::decision_key("a", Time::from_unix_secs(4), 4));
-        assert_eq!(logged.unwrap().unwrap()[0], record::VERSION_BINARY);
+        assert_eq!(logged.unwrap().unwrap()[0], record::VERSION_HPA);
     }
 
     #[tokio::test]
@@ -1088,7 +1112,7 @@ mod tests {
         // Extended runs are stored as a tail over the logged body: read back whole.
         decide(&s, "a", 5, 5).await;
         let newest = s.latest("a").await.unwrap().unwrap();
-        assert_eq!(state_version(&s, "a"), record::VERSION_STATE_TAIL);
+        assert_eq!(state_form(&s, "a"), "tail");
         assert_eq!(newest.decision.desired_replicas, 5);
         assert_eq!(newest.run.count, 2);
         assert_eq!(newest.run.first_time, Time::from_unix_secs(4));

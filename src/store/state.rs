@@ -3,12 +3,13 @@
 //! [`VpaOverrides`]). The record codecs (`record::hpa`, `record::vpa`) translate these to
 //! and from the versioned bytes; the record kinds (`hpa`, `vpa`) read and write them.
 
-use std::time::Duration;
+use std::{borrow::Cow, time::Duration};
 
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{
     hpa::Decision,
+    hpa::defaults::default_metric,
     hpa::history::History,
     hpa::settings::Settings,
     hpa::spec::{Behavior, HorizontalSpec, MetricSpec},
@@ -60,6 +61,11 @@ pub struct DecisionEntry {
     /// (see [`DecisionEntry::pod_totals`]).
     #[serde(default)]
     pub pod_totals: Vec<PodTotals>,
+    /// What each of the run's last `readings.len()` decisions observed, oldest first: all of
+    /// them in runs written since readings are kept ([`MAX_RUN_DECISIONS`] at most), none in
+    /// older records (whose run shows only its last decision's outcome).
+    #[serde(default)]
+    pub readings: Vec<Reading>,
     /// How many decisions the run holds and when the first was made.
     #[serde(default)]
     pub run: Run,
@@ -95,6 +101,52 @@ pub struct PodTotals {
     pub ignored: u32,
 }
 
+/// The most decisions one run holds: a decision that says the same as a run this long
+/// starts a new run, so that every decision's readings are kept at a bounded cost per write
+/// (the newest run's readings are rewritten with the state on each call). 40 is 10 minutes at
+/// Kubernetes' 15 s sync period; with the default log of 100 runs, a steady target keeps
+/// about 17 hours of decisions.
+pub const MAX_RUN_DECISIONS: u64 = 40;
+
+/// What one decision observed: its evaluation instant and, per metric of the spec (same
+/// order), the current value it compared with the metric's target (`kubectl get hpa`'s
+/// "current"): the average utilization in percent for a `Utilization` target, the average
+/// or total value in milli-units for `AverageValue` and `Value`; `None` where the metric
+/// failed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reading {
+    /// The decision's evaluation instant.
+    #[serde(with = "crate::engine::time::serde_millis")]
+    pub time: Time,
+    /// Per metric of the spec.
+    pub values: Vec<Option<i64>>,
+}
+
+impl Reading {
+    /// The reading of `decision`, made at `time` against the spec's `metrics`.
+    pub fn of(time: Time, decision: &Decision, metrics: &[MetricSpec]) -> Reading {
+        // An empty list is Kubernetes' default metric, as the engine read it.
+        let defaulted;
+        let metrics = if metrics.is_empty() {
+            defaulted = [default_metric()];
+            &defaulted[..]
+        } else {
+            metrics
+        };
+        let mut values = vec![None; metrics.len()];
+        for outcome in &decision.metrics {
+            if let (Some(slot), Ok(p), Some(target)) = (
+                values.get_mut(outcome.index),
+                &outcome.result,
+                metrics.get(outcome.index).and_then(MetricSpec::target),
+            ) {
+                *slot = p.current(target.target_type);
+            }
+        }
+        Reading { time, values }
+    }
+}
+
 /// A run's extent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Run {
@@ -124,7 +176,6 @@ impl DecisionEntry {
     ) -> Self {
         DecisionEntry {
             time,
-            decision,
             metrics: spec.metrics.clone(),
             inputs: Some(DecisionInputs {
                 min_replicas: spec.min_replicas,
@@ -133,12 +184,63 @@ impl DecisionEntry {
                 settings: settings.clone(),
             }),
             pod_totals: Vec::new(),
+            readings: vec![Reading::of(time, &decision, &spec.metrics)],
             run: Run {
                 count: 1,
                 first_time: time,
             },
             seq: 0,
+            decision,
         }
+    }
+
+    /// Whether `next` extends this run instead of starting a new one: it says the same thing
+    /// ([`Self::same_outcome`]) under the same spec and settings (so a run has one spec, which
+    /// the log stores once for runs in a row: `record::hpa::closed_run_to_record`), and the
+    /// run has room ([`MAX_RUN_DECISIONS`]).
+    pub fn extends_with(&self, next: &DecisionEntry) -> bool {
+        self.run.count < MAX_RUN_DECISIONS
+            && self.same_outcome(next)
+            && self.metrics == next.metrics
+            && self.inputs == next.inputs
+    }
+
+    /// The run's last decision alone, as a fresh decision (its reading only, a run of one
+    /// at its time): what an amended copy of that decision starts from.
+    pub fn last_alone(mut self) -> DecisionEntry {
+        let earlier = self.readings.len().saturating_sub(1);
+        self.readings.drain(..earlier);
+        self.run = Run {
+            count: 1,
+            first_time: self.time,
+        };
+        self
+    }
+
+    /// This run extended by `next` (a fresh decision that [`Self::extends_with`] accepted):
+    /// `next`'s fields, this run's position, one more decision, and `next`'s readings after
+    /// this run's.
+    pub fn extended_by(&self, next: &DecisionEntry) -> DecisionEntry {
+        let mut readings = self.readings.clone();
+        readings.extend(next.readings.iter().cloned());
+        DecisionEntry {
+            readings,
+            run: Run {
+                count: self.run.count.saturating_add(1),
+                first_time: self.run.first_time,
+            },
+            seq: self.seq,
+            ..next.clone()
+        }
+    }
+
+    /// The spec's metric `index` as the engine read it (an empty list is Kubernetes' default
+    /// metric).
+    pub fn metric_spec(&self, index: usize) -> Option<Cow<'_, MetricSpec>> {
+        if self.metrics.is_empty() {
+            return (index == 0).then(|| Cow::Owned(default_metric()));
+        }
+        self.metrics.get(index).map(Cow::Borrowed)
     }
 
     /// The group sizes of `decision.metrics[i]` (zeros when it has no pod groups).
@@ -159,11 +261,11 @@ impl DecisionEntry {
             })
     }
 
-    /// Whether `other` says the same thing as this entry, so that it extends this entry's run
-    /// instead of starting a new one: same current and desired replicas, same path, same
-    /// conditions (type, status, reason) and the same per-metric proposals (replicas, or
-    /// failure reason). What differs otherwise (times, current values, pod names, messages,
-    /// inputs) is the last decision's in the run.
+    /// Whether `other` says the same thing as this entry (the outcome part of
+    /// [`Self::extends_with`]): same current and desired replicas, same path, same conditions
+    /// (type, status, reason) and the same per-metric proposals (replicas, or failure reason).
+    /// What differs otherwise (times, pod names, messages) is the last decision's in the run;
+    /// the current values are each decision's reading.
     pub fn same_outcome(&self, other: &DecisionEntry) -> bool {
         let (a, b) = (&self.decision, &other.decision);
         a.current_replicas == b.current_replicas

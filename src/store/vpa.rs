@@ -128,7 +128,7 @@ pub(crate) fn encode_vertical(key: &str, state: &VpaState) -> Result<Vec<u8>, St
 /// Decodes a record of either version (version 1: the JSON of builds before the VPA records
 /// of our own; migrated by the target's next write), refusing another engine format.
 pub(crate) fn decode_vertical(key: &str, bytes: &[u8]) -> Result<VpaState, StoreError> {
-    let state: VpaState = match record::versioned(KIND, key, bytes, record::VERSION_BINARY)? {
+    let state: VpaState = match record::versioned(KIND, key, bytes, record::VPA_VERSIONS)? {
         record::Versioned::Binary(body) => {
             let r: record::pb::VpaState = record::decode_binary(KIND, key, body)?;
             record::vpa::state_from_record(&r).map_err(|m| record::corrupt(KIND, key, &m))?

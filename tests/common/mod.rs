@@ -16,7 +16,7 @@ use std::{
 use autoscaled::{
     config::Config,
     pb::v1::{
-        horizontal_autoscaler_client::HorizontalAutoscalerClient,
+        self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient,
         vertical_autoscaler_client::VerticalAutoscalerClient,
     },
 };
@@ -123,6 +123,21 @@ pub async fn reflection_v1alpha_services(channel: Channel) -> Vec<String> {
 }
 
 /// Seconds since the Unix epoch by the system clock.
+/// `GetHistory` of `key`, oldest run first.
+pub async fn history(
+    client: &mut HorizontalAutoscalerClient<Channel>,
+    key: &str,
+) -> pb::TargetHistory {
+    client
+        .get_history(pb::GetHistoryRequest {
+            target_key: key.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
 pub fn now_secs() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

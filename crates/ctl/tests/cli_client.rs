@@ -105,9 +105,18 @@ fn recommend_and_history_print_the_decision() {
             .any(|l| words(l) == ["Desired", "replicas:", "5"]),
         "{text:?}"
     );
-    // The run shows as what it is: two decisions, since the first one.
+    // The run shows as what it is: two decisions, since the first one, and what they observed.
     assert!(
         stdout(&text).contains("Decisions (oldest first; 2 in 1 runs of identical decisions):"),
+        "{text:?}"
+    );
+    assert_eq!(
+        value["decisions"][0]["readings"].as_array().unwrap().len(),
+        2
+    );
+    assert!(
+        stdout(&text).lines().any(|l| l.contains("Observed"))
+            && stdout(&text).lines().any(|l| l.contains("cpu 80%")),
         "{text:?}"
     );
     // AUTOSCALED_ADDR stands for --addr in every client subcommand (history, and simulate and

@@ -355,7 +355,9 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     /// Replaying a stored history (and the same requests as a trace) under its own spec
-    /// reproduces every recorded decision, and Simulate writes nothing.
+    /// reproduces every recorded decision, at its own time and with its own readings (each
+    /// decision of a stored run keeps them, however irregular the calls), and Simulate
+    /// writes nothing.
     #[test]
     fn replay_under_its_own_spec_reproduces_every_recorded_decision(spec in spec_strategy(), steps in steps_strategy()) {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -373,11 +375,9 @@ proptest! {
             let mut current = 1;
             let mut trace = Vec::new();
             let mut recorded = Vec::new();
-            // Logged decisions evenly spaced (a sync period), so that the decisions inside a
-            // stored run replay at their own times; dry runs share the last time.
-            let period = steps[0].dt;
+            // Logged decisions at irregular times; dry runs share the last time.
             for s in &steps {
-                if !s.dry_run { t += period; }
+                if !s.dry_run { t += s.dt; }
                 if !s.follow { current = s.current; }
                 let req = request(&spec, t, current, s.usage, s.dry_run, s.unavailable);
                 let response = service.recommend(Request::new(req.clone())).await.unwrap().into_inner();
@@ -395,6 +395,15 @@ proptest! {
                 prop_assert_eq!(step.simulated_desired_replicas, *desired);
                 prop_assert_eq!(step.dry_run, *dry_run);
             }
+            // What each logged decision saw, from the trace: its time and its metrics' readings.
+            let seen = |steps: &[pb::SimulationStep]| -> Vec<_> {
+                steps
+                    .iter()
+                    .filter(|s| !s.dry_run)
+                    .map(|s| (s.evaluation_time, s.metrics.iter().map(|m| m.current).collect::<Vec<_>>()))
+                    .collect()
+            };
+            let observed = seen(&r.steps);
 
             // The stored log (dry runs are not in it).
             let stored_decisions: Vec<i32> = recorded.iter().filter(|(_, d)| !d).map(|(r, _)| *r).collect();
@@ -409,6 +418,8 @@ proptest! {
                     let simulated: Vec<i32> = r.steps.iter().map(|s| s.simulated_desired_replicas).collect();
                     prop_assert_eq!(&stored, &stored_decisions);
                     prop_assert_eq!(&simulated, &stored_decisions);
+                    prop_assert_eq!(seen(&r.steps), observed.clone());
+                    prop_assert!(!r.fidelity.contains("evenly spaced"), "{}", r.fidelity);
                 }
             }
             // Nothing was written.

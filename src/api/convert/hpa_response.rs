@@ -8,12 +8,12 @@ use crate::{
     engine::{
         hpa::condition::{Condition, ConditionType},
         hpa::history::{History, Recommendation, ScaleEvent},
-        hpa::spec::MetricSpec,
+        hpa::spec::{MetricSpec, MetricTargetType},
         hpa::{Decision, MetricOutcome, PodGroups},
         time::Time,
     },
     pb::v1 as pb,
-    store::DecisionEntry,
+    store::{DecisionEntry, Reading},
 };
 
 /// `Time` as a protobuf `Timestamp`.
@@ -174,7 +174,39 @@ pub(crate) fn decision_record(e: &DecisionEntry) -> pb::DecisionRecord {
         explanation: Some(explanation(d)),
         run_count: e.run.count,
         first_evaluation_time: Some(to_timestamp(e.run.first_time)),
+        readings: e.readings.iter().map(|r| decision_reading(e, r)).collect(),
         extensions: d.extensions.as_deref().map(migration::report),
+    }
+}
+
+/// One decision's reading, its values in the order of the record's `metrics` (a reading is
+/// kept by the spec's metric index), each in the field its target type compares.
+fn decision_reading(e: &DecisionEntry, r: &Reading) -> pb::DecisionReading {
+    let metrics = e
+        .decision
+        .metrics
+        .iter()
+        .map(|m| {
+            let value = r.values.get(m.index).copied().flatten();
+            let mut reading = pb::MetricReading::default();
+            match e
+                .metric_spec(m.index)
+                .and_then(|s| s.target().map(|t| t.target_type))
+            {
+                Some(MetricTargetType::Utilization) => {
+                    reading.current_average_utilization =
+                        value.map(|v| i32::try_from(v).unwrap_or(i32::MAX));
+                }
+                Some(MetricTargetType::AverageValue) => reading.current_average_value_milli = value,
+                Some(MetricTargetType::Value) => reading.current_value_milli = value,
+                None => {}
+            }
+            reading
+        })
+        .collect();
+    pb::DecisionReading {
+        evaluation_time: Some(to_timestamp(r.time)),
+        metrics,
     }
 }
 

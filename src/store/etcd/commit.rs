@@ -11,11 +11,7 @@ use super::{
 };
 use crate::{
     engine::hpa::history::History,
-    store::{
-        DecisionEntry, Loaded, Run, Seen, StoreError,
-        hpa::StoredState,
-        record::{self, hpa},
-    },
+    store::{DecisionEntry, Loaded, Run, Seen, StoreError, hpa::StoredState, record::hpa},
 };
 
 impl EtcdStore {
@@ -53,16 +49,11 @@ impl EtcdStore {
         let mut ops = Vec::new();
         let extends = previous
             .and_then(|p| p.pending.as_ref())
-            .filter(|p| p.same_outcome(decision))
+            .filter(|p| p.extends_with(decision))
             .filter(|_| previous.is_some_and(|p| p.log_len.is_some()));
         let next = if let Some(run) = extends {
             // The same outcome as the newest run: the run grows, nothing else is written.
-            let mut extended = decision.clone();
-            extended.run = Run {
-                count: run.run.count.saturating_add(1),
-                first_time: run.run.first_time,
-            };
-            extended.seq = run.seq;
+            let extended = run.extended_by(decision);
             StoredState {
                 history: History::default(),
                 next_seq: previous.map_or(0, |p| p.next_seq),
@@ -81,7 +72,9 @@ impl EtcdStore {
                 ops.push(RequestOp {
                     request: Some(Op::RequestPut(PutRequest {
                         key: log_key.clone(),
-                        value: record::encode_binary(&hpa::run_to_record(pending, max_names)),
+                        value: hpa::encode_run(&hpa::closed_run_to_record(
+                            pending, decision, max_names,
+                        )),
                         ..Default::default()
                     })),
                 });

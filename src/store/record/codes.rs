@@ -113,3 +113,62 @@ pub(crate) const KIND_PODS: u32 = 2;
 pub(crate) const KIND_OBJECT: u32 = 3;
 pub(crate) const KIND_EXTERNAL: u32 = 4;
 pub(crate) const KIND_UNKNOWN: u32 = 5;
+
+/// Kubernetes' message texts (condition messages, rescale reasons), each stored as its code
+/// (index + 1) with only the rest of the message after it: the texts are most of a decision's
+/// bytes, and they repeat in every run. Append-only, literal: an entry's code and text are part
+/// of the format (a record's message is this text followed by its stored rest), so an engine
+/// message that changes does not change what old records say; a new entry needs a new record
+/// version.
+pub(crate) const MESSAGE_PREFIXES: &[&str] = &[
+    "recommended size matches current size",
+    "recent recommendations were higher than current one, applying the highest recent recommendation",
+    "recent recommendations were lower than current one, applying the lowest recent recommendation",
+    "the desired count is within the acceptable range",
+    "the desired replica count is more than the maximum replica count",
+    "the desired replica count is less than the minimum replica count",
+    "the desired replica count is increasing faster than the maximum scale rate",
+    "the desired replica count is decreasing faster than the maximum scale rate",
+    "the HPA controller was able to get the target's current scale",
+    "scaling is disabled since the replica count of the target is zero",
+    "Current number of replicas above Spec.MaxReplicas",
+    "Current number of replicas below Spec.MinReplicas",
+    "All metrics below target",
+    "the HPA controller was able to update the target scale to ",
+    "the HPA was able to successfully calculate a replica count from ",
+    "the HPA was able to successfully calculate a replica count from cpu resource utilization (percentage of request)",
+    "the HPA was able to successfully calculate a replica count from memory resource utilization (percentage of request)",
+    "invalid metrics (",
+    "the HPA was unable to compute the replica count: ",
+    "the HPA controller was unable to update the target scale: ",
+    "cpu resource utilization (percentage of request) above target",
+    "memory resource utilization (percentage of request) above target",
+    "prenormalized proposal above target",
+    "no metric is using its fallback replicas",
+    "fallback replicas in use for ",
+    "No fallbacks are active on this scaled object",
+    "At least one trigger is falling back on this scaled object: ",
+    "the HPA controller scaled the workload to zero",
+    "the HPA controller did not scale the workload to zero",
+];
+
+/// `message` as the code of its longest prefix in [`MESSAGE_PREFIXES`] (0: none) and the rest.
+pub(crate) fn message_prefix(message: &str) -> (u32, &str) {
+    MESSAGE_PREFIXES
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| message.starts_with(**p))
+        .max_by_key(|(_, p)| p.len())
+        .map_or((0, message), |(i, p)| (i as u32 + 1, &message[p.len()..]))
+}
+
+/// The message that `code` and `rest` stored ([`message_prefix`]).
+pub(crate) fn message_from(code: u32, rest: &str) -> Result<String, String> {
+    if code == 0 {
+        return Ok(rest.to_owned());
+    }
+    let prefix = MESSAGE_PREFIXES
+        .get(code as usize - 1)
+        .ok_or_else(|| format!("unknown message prefix code {code}"))?;
+    Ok(format!("{prefix}{rest}"))
+}

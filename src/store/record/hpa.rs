@@ -23,7 +23,7 @@ use crate::{
         },
         time::Time,
     },
-    store::{DecisionEntry, DecisionInputs, PodTotals, Run},
+    store::{DecisionEntry, DecisionInputs, PodTotals, Reading, Run},
 };
 
 // === history ===
@@ -31,45 +31,117 @@ use crate::{
 /// The controller memory as a record, with the migration extensions' state when there is one.
 pub(crate) fn history_to_record(h: &History) -> pb::History {
     let recs = h.recommendations.as_deref().unwrap_or(&[]);
-    let mut previous = 0i64;
-    let mut deltas = Vec::with_capacity(recs.len());
-    for r in recs {
+    // The first time as it is, then each gap's difference from the previous gap (the first
+    // gap's from Kubernetes' cadence).
+    let (mut previous, mut previous_gap) = (0i64, CADENCE_MS);
+    let mut dods = Vec::with_capacity(recs.len());
+    for (i, r) in recs.iter().enumerate() {
         let t = r.time.unix_millis();
-        deltas.push(t.wrapping_sub(previous));
+        if i == 0 {
+            dods.push(t);
+        } else {
+            let gap = t.wrapping_sub(previous);
+            dods.push(gap.wrapping_sub(previous_gap));
+            previous_gap = gap;
+        }
         previous = t;
     }
+    let replicas: Vec<i32> = recs.iter().map(|r| r.replicas).collect();
+    let base = recs.first().map_or(0, |r| r.time.unix_millis());
     pb::History {
         has_recommendations: h.recommendations.is_some(),
-        recommendation_replicas: recs.iter().map(|r| r.replicas).collect(),
-        recommendation_time_deltas: deltas,
+        recommendation_replicas: Vec::new(),
+        recommendation_time_deltas: Vec::new(),
+        recommendation_replica_runs: runs_of(&replicas, |n| i32::try_from(n).unwrap_or(i32::MAX)),
+        recommendation_time_dod_runs: runs_of(&dods, |n| i64::try_from(n).unwrap_or(i64::MAX)),
         scale_up_events: h
             .scale_up_events
             .iter()
-            .map(scale_event_to_record)
+            .map(|e| scale_event_to_record(e, base))
             .collect(),
         scale_down_events: h
             .scale_down_events
             .iter()
-            .map(scale_event_to_record)
+            .map(|e| scale_event_to_record(e, base))
             .collect(),
         extensions: h.extensions.as_ref().map(extensions_to_record),
     }
 }
 
+/// `values` as runs: pairs of (value, how many more times it repeats), the repeat counts as
+/// `length` makes them (the lists are bounded by `prune`, far below any type's range).
+fn runs_of<T: Copy + PartialEq>(values: &[T], length: impl Fn(usize) -> T) -> Vec<T> {
+    let mut out: Vec<T> = Vec::new();
+    let mut i = 0;
+    while i < values.len() {
+        let same = values[i..].iter().take_while(|v| **v == values[i]).count();
+        out.push(values[i]);
+        out.push(length(same - 1));
+        i += same;
+    }
+    out
+}
+
+/// The values of [`runs_of`]'s pairs, at most `limit` of them.
+fn values_of<T: Copy + TryInto<usize>>(runs: &[T], limit: usize) -> Result<Vec<T>, String> {
+    if !runs.len().is_multiple_of(2) {
+        return Err("a run without its length".into());
+    }
+    let mut out = Vec::new();
+    for pair in runs.chunks(2) {
+        let more: usize = pair[1]
+            .try_into()
+            .map_err(|_| "a negative run length".to_owned())?;
+        if out.len() + more + 1 > limit {
+            return Err(format!("more than {limit} recommendations"));
+        }
+        out.extend(std::iter::repeat_n(pair[0], more + 1));
+    }
+    Ok(out)
+}
+
 /// The record's controller memory.
 pub(crate) fn history_from_record(r: &pb::History) -> Result<History, String> {
-    if r.recommendation_replicas.len() != r.recommendation_time_deltas.len() {
+    // Version 4: runs of replicas and of differences of gaps; older versions: the lists.
+    const LIMIT: usize = 1 << 20;
+    let (replicas, deltas): (Vec<i32>, Vec<i64>) = if r.recommendation_replicas.is_empty()
+        && r.recommendation_time_deltas.is_empty()
+    {
+        let replicas = values_of(&r.recommendation_replica_runs, LIMIT)?;
+        let mut gap = CADENCE_MS;
+        let deltas = values_of(&r.recommendation_time_dod_runs, LIMIT)?
+            .iter()
+            .enumerate()
+            .map(|(i, &dod)| {
+                if i == 0 {
+                    return dod;
+                }
+                gap = gap.wrapping_add(dod);
+                gap
+            })
+            .collect();
+        (replicas, deltas)
+    } else if r.recommendation_replica_runs.is_empty() && r.recommendation_time_dod_runs.is_empty()
+    {
+        (
+            r.recommendation_replicas.clone(),
+            r.recommendation_time_deltas.clone(),
+        )
+    } else {
+        return Err("recommendations stored twice".into());
+    };
+    if replicas.len() != deltas.len() {
         return Err(format!(
             "{} recommendation counts but {} times",
-            r.recommendation_replicas.len(),
-            r.recommendation_time_deltas.len()
+            replicas.len(),
+            deltas.len()
         ));
     }
     let recommendations = r.has_recommendations.then(|| {
         let mut t = 0i64;
-        r.recommendation_replicas
+        replicas
             .iter()
-            .zip(&r.recommendation_time_deltas)
+            .zip(&deltas)
             .map(|(&replicas, &delta)| {
                 t = t.wrapping_add(delta);
                 Recommendation {
@@ -79,17 +151,18 @@ pub(crate) fn history_from_record(r: &pb::History) -> Result<History, String> {
             })
             .collect()
     });
+    let base = deltas.first().copied().unwrap_or(0);
     Ok(History {
         recommendations,
         scale_up_events: r
             .scale_up_events
             .iter()
-            .map(scale_event_from_record)
+            .map(|e| scale_event_from_record(e, base))
             .collect(),
         scale_down_events: r
             .scale_down_events
             .iter()
-            .map(scale_event_from_record)
+            .map(|e| scale_event_from_record(e, base))
             .collect(),
         extensions: r.extensions.as_ref().map(extensions_from_record),
     })
@@ -199,18 +272,23 @@ fn report_from_record(r: &pb::ExtensionReport) -> Result<ExtensionReport, String
     })
 }
 
-fn scale_event_to_record(e: &ScaleEvent) -> pb::ScaleEvent {
+/// A scale event, its time relative to `base` (the history's first recommendation time).
+fn scale_event_to_record(e: &ScaleEvent, base: i64) -> pb::ScaleEvent {
     pb::ScaleEvent {
         replica_change: e.replica_change,
-        time_ms: e.time.unix_millis(),
+        time_ms: 0,
         outdated: e.outdated,
+        time_offset_ms: Some(e.time.unix_millis().wrapping_sub(base)),
     }
 }
 
-fn scale_event_from_record(e: &pb::ScaleEvent) -> ScaleEvent {
+fn scale_event_from_record(e: &pb::ScaleEvent, base: i64) -> ScaleEvent {
     ScaleEvent {
         replica_change: e.replica_change,
-        time: Time::from_unix_millis(e.time_ms),
+        time: Time::from_unix_millis(
+            e.time_offset_ms
+                .map_or(e.time_ms, |offset| base.wrapping_add(offset)),
+        ),
         outdated: e.outdated,
     }
 }
@@ -219,27 +297,45 @@ fn scale_event_from_record(e: &pb::ScaleEvent) -> ScaleEvent {
 
 /// A decision run as a record, naming at most `max_pod_names` pods per group.
 pub(crate) fn run_to_record(e: &DecisionEntry, max_pod_names: usize) -> pb::DecisionRun {
-    run_to_record_as(e, e.run, e.seq, max_pod_names)
-}
-
-/// The record of `e` as the run `run` at position `seq` (a decision that extends a run,
-/// without a copy of the decision).
-pub(crate) fn run_to_record_as(
-    e: &DecisionEntry,
-    run: Run,
-    seq: u64,
-    max_pod_names: usize,
-) -> pb::DecisionRun {
+    let (run, seq) = (e.run, e.seq);
     let first = run.first_time.unix_millis();
     pb::DecisionRun {
         seq,
         count: run.count,
         first_time_ms: first,
-        last_time_delta_ms: e.time.unix_millis().wrapping_sub(first),
+        // Left out when the last reading says it.
+        last_time_delta_ms: (e.readings.last().map(|r| r.time) != Some(e.time))
+            .then(|| e.time.unix_millis().wrapping_sub(first)),
         decision: Some(decision_to_record(e, max_pod_names)),
         metrics: e.metrics.iter().map(metric_spec_to_record).collect(),
         inputs: e.inputs.as_ref().map(inputs_to_record),
+        readings: readings_to_record(first, &e.readings),
+        spec_as_next: false,
     }
+}
+
+/// A closed run as logged by the commit that closed it with `next` (the new newest run):
+/// [`run_to_record`], its spec and inputs left out when they are `next`'s (a run has one spec:
+/// [`DecisionEntry::extends_with`]), as they are for most of a target's runs. Readers take
+/// them from the successor (`store::hpa::runs_with_pending`): the successor is newer, so it
+/// outlives the run in the log, and the newest run always has its own.
+pub(crate) fn closed_run_to_record(
+    run: &DecisionEntry,
+    next: &DecisionEntry,
+    max_pod_names: usize,
+) -> pb::DecisionRun {
+    let mut r = run_to_record(run, max_pod_names);
+    if run.inputs.is_some() && run.inputs == next.inputs && run.metrics == next.metrics {
+        r.metrics.clear();
+        r.inputs = None;
+        r.spec_as_next = true;
+    }
+    r
+}
+
+/// A decision run's stored bytes (version 4).
+pub(crate) fn encode_run(run: &pb::DecisionRun) -> Vec<u8> {
+    super::encode_versioned(super::VERSION_HPA, run)
 }
 
 /// The record's decision run.
@@ -270,11 +366,7 @@ pub(crate) fn run_from_record(r: &pb::DecisionRun) -> Result<DecisionEntry, Stri
     let decision = Decision {
         current_replicas: d.current_replicas,
         desired_replicas: d.desired_replicas,
-        conditions: d
-            .conditions
-            .iter()
-            .map(condition_from_record)
-            .collect::<Result<_, _>>()?,
+        conditions: conditions_from_record(d)?,
         metrics,
         path: codes::decision_path_from(d.path)?,
         prenormalized_replicas: d.prenormalized_replicas,
@@ -282,7 +374,11 @@ pub(crate) fn run_from_record(r: &pb::DecisionRun) -> Result<DecisionEntry, Stri
         scale_up_limit: d.scale_up_limit,
         scale_down_limit: d.scale_down_limit,
         error: d.error.clone(),
-        rescale_reason: d.rescale_reason.clone(),
+        rescale_reason: d
+            .rescale_reason
+            .as_deref()
+            .map(|r| codes::message_from(d.rescale_reason_prefix, r))
+            .transpose()?,
         extensions: d
             .extensions
             .as_ref()
@@ -290,8 +386,18 @@ pub(crate) fn run_from_record(r: &pb::DecisionRun) -> Result<DecisionEntry, Stri
             .transpose()?
             .map(Box::new),
     };
+    let readings = r
+        .readings
+        .as_ref()
+        .map(|x| readings_from_record(r.first_time_ms, x))
+        .transpose()?
+        .unwrap_or_default();
     Ok(DecisionEntry {
-        time: Time::from_unix_millis(r.first_time_ms.wrapping_add(r.last_time_delta_ms)),
+        time: match (r.last_time_delta_ms, readings.last()) {
+            (Some(delta), _) => Time::from_unix_millis(r.first_time_ms.wrapping_add(delta)),
+            (None, Some(last)) => last.time,
+            (None, None) => Time::from_unix_millis(r.first_time_ms),
+        },
         decision,
         metrics: r
             .metrics
@@ -299,6 +405,7 @@ pub(crate) fn run_from_record(r: &pb::DecisionRun) -> Result<DecisionEntry, Stri
             .map(metric_spec_from_record)
             .collect::<Result<_, _>>()?,
         inputs: r.inputs.as_ref().map(inputs_from_record).transpose()?,
+        readings,
         pod_totals,
         run: Run {
             count: r.count.max(1),
@@ -321,6 +428,8 @@ pub(crate) fn tail_of(run: pb::DecisionRun, logged: &pb::DecisionRun) -> pb::Run
         decision,
         metrics,
         inputs,
+        readings,
+        spec_as_next: _,
     } = run;
     let mut tail = pb::RunTail {
         seq,
@@ -332,14 +441,16 @@ pub(crate) fn tail_of(run: pb::DecisionRun, logged: &pb::DecisionRun) -> pb::Run
     if decision != logged.decision {
         let mut d = decision.unwrap_or_default();
         if let Some(base) = &logged.decision {
-            let (conditions, metrics, extensions) = (
+            let (conditions, packed, metrics, extensions) = (
                 std::mem::take(&mut d.conditions),
+                d.packed_conditions.take(),
                 std::mem::take(&mut d.metrics),
                 d.extensions.take(),
             );
             tail.logged_scalars = d
                 == pb::Decision {
                     conditions: Vec::new(),
+                    packed_conditions: None,
                     metrics: Vec::new(),
                     extensions: None,
                     ..base.clone()
@@ -347,9 +458,11 @@ pub(crate) fn tail_of(run: pb::DecisionRun, logged: &pb::DecisionRun) -> pb::Run
             if tail.logged_scalars {
                 d = pb::Decision::default();
             }
-            tail.logged_conditions = conditions == base.conditions;
+            tail.logged_conditions =
+                conditions == base.conditions && packed == base.packed_conditions;
             if !tail.logged_conditions {
                 d.conditions = conditions;
+                d.packed_conditions = packed;
             }
             tail.logged_metric_outcomes = metrics == base.metrics;
             if !tail.logged_metric_outcomes {
@@ -369,6 +482,9 @@ pub(crate) fn tail_of(run: pb::DecisionRun, logged: &pb::DecisionRun) -> pb::Run
         tail.no_inputs = inputs.is_none();
         tail.inputs = inputs;
     }
+    if readings != logged.readings {
+        tail.readings = readings;
+    }
     tail
 }
 
@@ -380,14 +496,16 @@ pub(crate) fn apply_tail(mut logged: pb::DecisionRun, tail: &pb::RunTail) -> pb:
     logged.last_time_delta_ms = tail.last_time_delta_ms;
     if let Some(d) = &tail.decision {
         let mut base = logged.decision.take().unwrap_or_default();
-        let (conditions, metrics, extensions) = (
+        let (conditions, packed, metrics, extensions) = (
             std::mem::take(&mut base.conditions),
+            base.packed_conditions.take(),
             std::mem::take(&mut base.metrics),
             base.extensions.take(),
         );
         let mut d = if tail.logged_scalars {
             pb::Decision {
                 conditions: d.conditions.clone(),
+                packed_conditions: d.packed_conditions.clone(),
                 metrics: d.metrics.clone(),
                 extensions: d.extensions.clone(),
                 ..base
@@ -397,6 +515,7 @@ pub(crate) fn apply_tail(mut logged: pb::DecisionRun, tail: &pb::RunTail) -> pb:
         };
         if tail.logged_conditions {
             d.conditions = conditions;
+            d.packed_conditions = packed;
         }
         if tail.logged_metric_outcomes {
             d.metrics = metrics;
@@ -414,6 +533,9 @@ pub(crate) fn apply_tail(mut logged: pb::DecisionRun, tail: &pb::RunTail) -> pb:
     } else if let Some(i) = &tail.inputs {
         logged.inputs = Some(i.clone());
     }
+    if let Some(r) = &tail.readings {
+        logged.readings = Some(r.clone());
+    }
     logged
 }
 
@@ -422,7 +544,8 @@ fn decision_to_record(e: &DecisionEntry, max_pod_names: usize) -> pb::Decision {
     pb::Decision {
         current_replicas: d.current_replicas,
         desired_replicas: d.desired_replicas,
-        conditions: d.conditions.iter().map(condition_to_record).collect(),
+        conditions: Vec::new(),
+        packed_conditions: Some(conditions_to_record(&d.conditions)),
         metrics: d
             .metrics
             .iter()
@@ -435,18 +558,63 @@ fn decision_to_record(e: &DecisionEntry, max_pod_names: usize) -> pb::Decision {
         scale_up_limit: d.scale_up_limit,
         scale_down_limit: d.scale_down_limit,
         error: d.error.clone(),
-        rescale_reason: d.rescale_reason.clone(),
+        rescale_reason: d
+            .rescale_reason
+            .as_deref()
+            .map(|r| codes::message_prefix(r).1.to_owned()),
+        rescale_reason_prefix: d
+            .rescale_reason
+            .as_deref()
+            .map_or(0, |r| codes::message_prefix(r).0),
         extensions: d.extensions.as_deref().map(report_to_record),
     }
 }
 
-fn condition_to_record(c: &Condition) -> pb::Condition {
-    pb::Condition {
-        condition_type: codes::condition_type(c.condition_type),
-        status: c.status,
-        reason: codes::condition_reason(c.reason),
-        message: c.message.clone(),
+/// Conditions as their packed codes and message rests (version 4).
+fn conditions_to_record(conditions: &[Condition]) -> pb::Conditions {
+    let mut out = pb::Conditions::default();
+    for c in conditions {
+        let (prefix, rest) = codes::message_prefix(&c.message);
+        out.codes.push(
+            u64::from(codes::condition_type(c.condition_type))
+                + 16 * u64::from(c.status)
+                + 32 * u64::from(codes::condition_reason(c.reason))
+                + 65_536 * u64::from(prefix),
+        );
+        out.message_rests.push(rest.to_owned());
     }
+    while out.message_rests.last().is_some_and(String::is_empty) {
+        out.message_rests.pop();
+    }
+    out
+}
+
+/// A decision's conditions: packed (version 4) or as messages (versions 2 and 3).
+fn conditions_from_record(d: &pb::Decision) -> Result<Vec<Condition>, String> {
+    let Some(packed) = &d.packed_conditions else {
+        return d.conditions.iter().map(condition_from_record).collect();
+    };
+    if !d.conditions.is_empty() {
+        return Err("conditions stored twice".into());
+    }
+    if packed.message_rests.len() > packed.codes.len() {
+        return Err("more condition messages than conditions".into());
+    }
+    packed
+        .codes
+        .iter()
+        .enumerate()
+        .map(|(i, &code)| {
+            let small = |v: u64| u32::try_from(v).map_err(|_| format!("condition code {code}"));
+            let rest = packed.message_rests.get(i).map_or("", String::as_str);
+            Ok(Condition {
+                condition_type: codes::condition_type_from(small(code % 16)?)?,
+                status: (code / 16) % 2 == 1,
+                reason: codes::condition_reason_from(small((code / 32) % 2048)?)?,
+                message: codes::message_from(small(code / 65_536)?, rest)?,
+            })
+        })
+        .collect()
 }
 
 fn condition_from_record(c: &pb::Condition) -> Result<Condition, String> {
@@ -456,6 +624,109 @@ fn condition_from_record(c: &pb::Condition) -> Result<Condition, String> {
         reason: codes::condition_reason_from(c.reason)?,
         message: c.message.clone(),
     })
+}
+
+// === readings ===
+
+/// The gap between readings that is stored as 0: Kubernetes' sync period.
+const CADENCE_MS: i64 = 15_000;
+
+/// A run's readings as a record (`None` for none), times relative to the run's first time.
+fn readings_to_record(first_time_ms: i64, readings: &[Reading]) -> Option<pb::Readings> {
+    let first = readings.first()?;
+    let metrics = readings.iter().map(|r| r.values.len()).max().unwrap_or(0);
+    let mut previous_time = first.time.unix_millis();
+    let mut previous_gap = CADENCE_MS;
+    let mut time_dods_ms: Vec<i64> = readings[1..]
+        .iter()
+        .map(|r| {
+            let gap = r.time.unix_millis().wrapping_sub(previous_time);
+            previous_time = r.time.unix_millis();
+            let dod = gap.wrapping_sub(previous_gap);
+            previous_gap = gap;
+            dod
+        })
+        .collect();
+    without_trailing_zeros(&mut time_dods_ms);
+    let metrics = (0..metrics)
+        .map(|m| {
+            let mut out = pb::MetricReadings::default();
+            let mut previous = 0i64;
+            for (i, r) in readings.iter().enumerate() {
+                match r.values.get(m).copied().flatten() {
+                    Some(v) => {
+                        out.value_deltas.push(v.wrapping_sub(previous));
+                        previous = v;
+                    }
+                    None => out.absent.push(u32::try_from(i).unwrap_or(u32::MAX)),
+                }
+            }
+            without_trailing_zeros(&mut out.value_deltas);
+            out
+        })
+        .collect();
+    Some(pb::Readings {
+        count: u32::try_from(readings.len()).unwrap_or(u32::MAX),
+        first_time_offset_ms: first.time.unix_millis().wrapping_sub(first_time_ms),
+        time_dods_ms,
+        metrics,
+    })
+}
+
+fn without_trailing_zeros(v: &mut Vec<i64>) {
+    while v.last() == Some(&0) {
+        v.pop();
+    }
+}
+
+/// The record's readings ([`readings_to_record`]).
+fn readings_from_record(first_time_ms: i64, r: &pb::Readings) -> Result<Vec<Reading>, String> {
+    let count = r.count as usize;
+    if count == 0 || r.time_dods_ms.len() >= count {
+        return Err(format!(
+            "{} readings with {} time differences",
+            r.count,
+            r.time_dods_ms.len()
+        ));
+    }
+    let mut time = first_time_ms.wrapping_add(r.first_time_offset_ms);
+    let mut gap = CADENCE_MS;
+    let mut readings = Vec::with_capacity(count);
+    for i in 0..count {
+        if i > 0 {
+            gap = gap.wrapping_add(r.time_dods_ms.get(i - 1).copied().unwrap_or(0));
+            time = time.wrapping_add(gap);
+        }
+        readings.push(Reading {
+            time: Time::from_unix_millis(time),
+            values: vec![None; r.metrics.len()],
+        });
+    }
+    for (m, metric) in r.metrics.iter().enumerate() {
+        if metric.value_deltas.len() + metric.absent.len() > count {
+            return Err(format!(
+                "metric {m} has {} readings and {} absent of {count}",
+                metric.value_deltas.len(),
+                metric.absent.len()
+            ));
+        }
+        let mut absent = metric.absent.iter().peekable();
+        let mut deltas = metric.value_deltas.iter();
+        let mut value = 0i64;
+        for (i, reading) in readings.iter_mut().enumerate() {
+            if absent.next_if(|&&a| a as usize == i).is_some() {
+                continue;
+            }
+            value = value.wrapping_add(deltas.next().copied().unwrap_or(0));
+            reading.values[m] = Some(value);
+        }
+        if absent.next().is_some() {
+            return Err(format!(
+                "metric {m}: absent positions out of order or beyond {count}"
+            ));
+        }
+    }
+    Ok(readings)
 }
 
 fn outcome_to_record(
@@ -602,9 +873,26 @@ fn metric_spec_from_record(m: &pb::MetricSpec) -> Result<MetricSpec, String> {
     })
 }
 
+/// The controller settings a version-4 record leaves out (`SettingsChanges`): Kubernetes
+/// 1.37's defaults, literal, so that a later change of the engine's defaults does not change
+/// what old records say.
+const RECORD_DEFAULT_SETTINGS: pb::Settings = pb::Settings {
+    tolerance: 0.1,
+    cpu_initialization_period_ms: 300_000,
+    initial_readiness_delay_ms: 30_000,
+    downscale_stabilization_ms: 300_000,
+    scale_up_limit_factor: 2.0,
+    scale_up_limit_minimum: 4.0,
+    scale_to_zero: true,
+};
+
 fn inputs_to_record(i: &DecisionInputs) -> pb::Inputs {
     let s = &i.settings;
     let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let d = &RECORD_DEFAULT_SETTINGS;
+    // Compared as stored (bits for the floats), so that any value reads back exactly.
+    let changed_f = |v: f64, default: f64| (v.to_bits() != default.to_bits()).then_some(v);
+    let changed = |v: u64, default: u64| (v != default).then_some(v);
     pb::Inputs {
         min_replicas: i.min_replicas,
         max_replicas: i.max_replicas,
@@ -612,20 +900,54 @@ fn inputs_to_record(i: &DecisionInputs) -> pb::Inputs {
             scale_up: b.scale_up.as_ref().map(rules_to_record),
             scale_down: b.scale_down.as_ref().map(rules_to_record),
         }),
-        settings: Some(pb::Settings {
-            tolerance: s.tolerance,
-            cpu_initialization_period_ms: ms(s.cpu_initialization_period),
-            initial_readiness_delay_ms: ms(s.initial_readiness_delay),
-            downscale_stabilization_ms: ms(s.downscale_stabilization),
-            scale_up_limit_factor: s.scale_up_limit_factor,
-            scale_up_limit_minimum: s.scale_up_limit_minimum,
-            scale_to_zero: s.scale_to_zero,
+        settings: None,
+        settings_changes: Some(pb::SettingsChanges {
+            tolerance: changed_f(s.tolerance, d.tolerance),
+            cpu_initialization_period_ms: changed(
+                ms(s.cpu_initialization_period),
+                d.cpu_initialization_period_ms,
+            ),
+            initial_readiness_delay_ms: changed(
+                ms(s.initial_readiness_delay),
+                d.initial_readiness_delay_ms,
+            ),
+            downscale_stabilization_ms: changed(
+                ms(s.downscale_stabilization),
+                d.downscale_stabilization_ms,
+            ),
+            scale_up_limit_factor: changed_f(s.scale_up_limit_factor, d.scale_up_limit_factor),
+            scale_up_limit_minimum: changed_f(s.scale_up_limit_minimum, d.scale_up_limit_minimum),
+            scale_to_zero: (s.scale_to_zero != d.scale_to_zero).then_some(s.scale_to_zero),
         }),
     }
 }
 
 fn inputs_from_record(i: &pb::Inputs) -> Result<DecisionInputs, String> {
-    let s = i.settings.as_ref().ok_or("inputs without settings")?;
+    let s = match (&i.settings, &i.settings_changes) {
+        (Some(s), None) => *s,
+        (None, Some(c)) => {
+            let d = RECORD_DEFAULT_SETTINGS;
+            pb::Settings {
+                tolerance: c.tolerance.unwrap_or(d.tolerance),
+                cpu_initialization_period_ms: c
+                    .cpu_initialization_period_ms
+                    .unwrap_or(d.cpu_initialization_period_ms),
+                initial_readiness_delay_ms: c
+                    .initial_readiness_delay_ms
+                    .unwrap_or(d.initial_readiness_delay_ms),
+                downscale_stabilization_ms: c
+                    .downscale_stabilization_ms
+                    .unwrap_or(d.downscale_stabilization_ms),
+                scale_up_limit_factor: c.scale_up_limit_factor.unwrap_or(d.scale_up_limit_factor),
+                scale_up_limit_minimum: c
+                    .scale_up_limit_minimum
+                    .unwrap_or(d.scale_up_limit_minimum),
+                scale_to_zero: c.scale_to_zero.unwrap_or(d.scale_to_zero),
+            }
+        }
+        (None, None) => return Err("inputs without settings".into()),
+        (Some(_), Some(_)) => return Err("inputs with settings stored twice".into()),
+    };
     Ok(DecisionInputs {
         min_replicas: i.min_replicas,
         max_replicas: i.max_replicas,
@@ -806,6 +1128,7 @@ mod tests {
                 },
                 PodTotals::default(),
             ],
+            readings: Vec::new(),
             run: Run {
                 count: 3,
                 first_time: Time::from_unix_millis(1_767_225_630_000),
@@ -840,27 +1163,212 @@ mod tests {
         bytes.iter().map(|b| format!("{b:02x}")).collect()
     }
 
-    /// Version 2 on disk, byte for byte: a change here is a format change (a new version
-    /// byte and a migration), never an accident of renaming an engine type.
+    /// The sample run as this build records it: a reading per decision (the external metric
+    /// failed in each).
+    fn sample_run_with_readings() -> DecisionEntry {
+        let mut run = sample_run();
+        run.readings = [
+            (1_767_225_630_000, 85),
+            (1_767_225_645_000, 88),
+            (1_767_225_660_000, 90),
+        ]
+        .into_iter()
+        .map(|(t, cpu)| Reading {
+            time: Time::from_unix_millis(t),
+            values: vec![Some(cpu), None],
+        })
+        .collect();
+        run
+    }
+
+    /// Version 2 as builds before version 4 wrote it, byte for byte: still read, as the
+    /// same run (without readings) and history.
     const GOLDEN_V2_RUN: &str = "020807100318e0f4d8edee6620e0d4032ad101080210041a4110011804223b7468652048504120636f6e74726f6c6c6572207761732061626c6520746f207570646174652074686520746172676574207363616c6520746f2034221f12100804105a18840729cdccccccccccfc3f220b080212057765622d322801221208011a0e080a120a6e6f2073616d706c657328053004380440084801520a6e6f2073616d706c65735a3d637075207265736f75726365207574696c697a6174696f6e202870657263656e74616765206f662072657175657374292061626f766520746172676574320912036370752202103232110804120571756575652206080220b0ea013a480801100a1a190a17080010001801220608011064180f299a9999999999a93f2227099a9999999999b93f10e0a71218b0ea0120e0a712290000000000000040310000000000001040";
     const GOLDEN_V2_HISTORY: &str = "020801120204081a09e0f4d8edee66b0ea01220908021090dfdaedee66";
 
+    fn unhex(s: &str) -> Vec<u8> {
+        let s = s.replace(' ', "");
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
     #[test]
-    fn version_2_records_are_byte_for_byte_golden_and_read_back() {
-        let run = record::encode_binary(&run_to_record(&sample_run(), 50));
+    fn version_2_records_still_read() {
+        let run = unhex(GOLDEN_V2_RUN);
         assert_eq!(run[0], VERSION_BINARY);
-        assert_eq!(hex(&run), GOLDEN_V2_RUN, "run record bytes changed");
-        let history = record::encode_binary(&history_to_record(&sample_history()));
+        let decoded: pb::DecisionRun = record::decode_binary("decision", "k", &run[1..]).unwrap();
+        assert_eq!(run_from_record(&decoded).unwrap(), sample_run());
+        let history = unhex(GOLDEN_V2_HISTORY);
+        let decoded: pb::History = record::decode_binary("state", "k", &history[1..]).unwrap();
+        assert_eq!(history_from_record(&decoded).unwrap(), sample_history());
+    }
+
+    /// Version 4 on disk, byte for byte: a change here is a format change (a new version
+    /// byte and a migration), never an accident of renaming an engine type. The conditions
+    /// are packed codes (field 14: the message prefix code 14 with the rest "4"), the last
+    /// time is left out (the last reading's), the rescale
+    /// reason is prefix code 21 with no rest, the readings follow the run (field 8: three
+    /// readings, their zero time differences left out, cpu 85 +3 +2, the external metric
+    /// absent at 0, 1, 2); the inputs' settings are only what differs from the fixed defaults
+    /// (the gate, off).
+    const GOLDEN_V4_RUN: &str = "040807100318e0f4d8edee662a5d08021004221f12100804105a18840729cdccccccccccfc3f220b080212057765622d322801221208011a0e080a120a6e6f2073616d706c657328053004380440084801520a6e6f2073616d706c65735a00681572080a03908138120134320912036370752202103232110804120571756575652206080220b0ea013a230801100a1a190a17080010001801220608011064180f299a9999999999a93f2a02380042111a060a04aa0106041a0512030001022003";
+    /// The history of version 4: recommendation times as delta-of-delta.
+    const GOLDEN_V4_HISTORY: &str = "0408012206080220b0ea013209e0f4d8edee660000003a0404000800";
+
+    #[test]
+    fn version_4_records_are_byte_for_byte_golden_and_read_back() {
+        let run = encode_run(&run_to_record(&sample_run_with_readings(), 50));
+        assert_eq!(run[0], record::VERSION_HPA);
+        assert_eq!(hex(&run), GOLDEN_V4_RUN, "run record bytes changed");
+        let history =
+            record::encode_versioned(record::VERSION_HPA, &history_to_record(&sample_history()));
         assert_eq!(
             hex(&history),
-            GOLDEN_V2_HISTORY,
+            GOLDEN_V4_HISTORY,
             "history record bytes changed"
+        );
+        // The same run as version 2 wrote it, plus its readings, in three quarters of the bytes.
+        assert!(
+            run.len() < unhex(GOLDEN_V2_RUN).len() * 3 / 4,
+            "{} B",
+            run.len()
         );
 
         let decoded: pb::DecisionRun = record::decode_binary("decision", "k", &run[1..]).unwrap();
-        assert_eq!(run_from_record(&decoded).unwrap(), sample_run());
+        assert_eq!(
+            run_from_record(&decoded).unwrap(),
+            sample_run_with_readings()
+        );
         let decoded: pb::History = record::decode_binary("state", "k", &history[1..]).unwrap();
         assert_eq!(history_from_record(&decoded).unwrap(), sample_history());
+    }
+
+    /// Every message the engine has as a constant is stored as a code alone, and any text
+    /// (a prefix, part of one, none, or a prefix followed by more) reads back as itself.
+    #[test]
+    fn messages_are_prefix_codes_and_read_back_exactly() {
+        use crate::engine::hpa::{messages as controller, normalize::messages as normalize};
+        for m in [
+            normalize::READY_FOR_NEW_SCALE,
+            normalize::SCALE_DOWN_STABILIZED,
+            normalize::SCALE_UP_STABILIZED,
+            normalize::DESIRED_WITHIN_RANGE,
+            normalize::TOO_MANY_REPLICAS,
+            normalize::TOO_FEW_REPLICAS,
+            normalize::SCALE_UP_LIMIT,
+            normalize::SCALE_DOWN_LIMIT,
+            controller::SUCCEEDED_GET_SCALE,
+            controller::SCALING_DISABLED,
+            controller::ABOVE_MAX,
+            controller::BELOW_MIN,
+            controller::ALL_BELOW_TARGET,
+        ] {
+            let (code, rest) = codes::message_prefix(m);
+            assert!(code > 0 && rest.is_empty(), "{m:?} is not a code");
+        }
+        for m in [
+            "",
+            "the HPA",
+            "the HPA controller was able to update the target scale to 12",
+            "the HPA was able to successfully calculate a replica count from cpu resource utilization (percentage of request)",
+            "the HPA was able to successfully calculate a replica count from cpu resource",
+            "a message of someone else's",
+        ] {
+            let (code, rest) = codes::message_prefix(m);
+            assert_eq!(codes::message_from(code, rest).unwrap(), m);
+        }
+        assert!(codes::message_from(codes::MESSAGE_PREFIXES.len() as u32 + 1, "").is_err());
+    }
+
+    /// Settings are stored as their changes to the fixed defaults: none for Kubernetes 1.37's
+    /// defaults, and any value (also -0.0 against 0.0) reads back exactly.
+    #[test]
+    fn settings_are_stored_as_changes_and_read_back_exactly() {
+        let mut inputs = sample_run().inputs.unwrap();
+        inputs.settings = Settings::default();
+        assert!(
+            inputs.settings.scale_to_zero,
+            "the engine's defaults are 1.37's"
+        );
+        let r = inputs_to_record(&inputs);
+        assert_eq!(r.settings_changes, Some(pb::SettingsChanges::default()));
+        assert_eq!(inputs_from_record(&r).unwrap(), inputs);
+        let changed = [
+            Settings {
+                tolerance: -0.0,
+                ..Settings::default()
+            },
+            Settings {
+                tolerance: 0.25,
+                ..Settings::default()
+            },
+            Settings {
+                cpu_initialization_period: Duration::from_millis(1),
+                ..Settings::default()
+            },
+            Settings {
+                initial_readiness_delay: Duration::ZERO,
+                ..Settings::default()
+            },
+            Settings {
+                downscale_stabilization: Duration::from_secs(3600),
+                ..Settings::default()
+            },
+            Settings {
+                scale_up_limit_factor: 3.5,
+                ..Settings::default()
+            },
+            Settings {
+                scale_up_limit_minimum: 0.0,
+                ..Settings::default()
+            },
+            Settings {
+                scale_to_zero: false,
+                ..Settings::default()
+            },
+        ];
+        for settings in changed {
+            inputs.settings = settings;
+            let back = inputs_from_record(&inputs_to_record(&inputs)).unwrap();
+            assert_eq!(
+                back.settings.tolerance.to_bits(),
+                inputs.settings.tolerance.to_bits()
+            );
+            assert_eq!(back, inputs);
+        }
+    }
+
+    /// Readings at any times (gaps irregular, negative, huge) and with any values missing
+    /// read back exactly.
+    #[test]
+    fn readings_read_back_exactly() {
+        let cases: Vec<Vec<Reading>> = vec![
+            vec![],
+            vec![Reading {
+                time: Time::from_unix_millis(5),
+                values: vec![],
+            }],
+            (0..40)
+                .map(|i| Reading {
+                    time: Time::from_unix_millis(1_000 + i * i * 977 - (i % 3) * 15_000),
+                    values: vec![
+                        (i % 4 != 0).then_some(i * 1_000_003 - 7),
+                        None,
+                        Some(i64::MIN + i),
+                    ],
+                })
+                .collect(),
+        ];
+        for readings in cases {
+            let r = readings_to_record(-3, &readings);
+            let back = r
+                .as_ref()
+                .map(|r| readings_from_record(-3, r).unwrap())
+                .unwrap_or_default();
+            assert_eq!(back, readings);
+        }
     }
 
     #[test]
@@ -877,13 +1385,16 @@ mod tests {
             ),
             ..History::default()
         };
-        let full = record::encode_binary(&pb::HpaState {
-            history: Some(history_to_record(&history)),
-            next_seq: 12,
-            log_len: 11,
-            pending: Some(run_to_record(&sample_run(), 50)),
-            pending_tail: None,
-        });
+        let full = record::encode_versioned(
+            record::VERSION_HPA,
+            &pb::HpaState {
+                history: Some(history_to_record(&history)),
+                next_seq: 12,
+                log_len: 11,
+                pending: Some(run_to_record(&sample_run(), 50)),
+                pending_tail: None,
+            },
+        );
         assert!(full.len() < 1024, "{} bytes", full.len());
         // The next decision of the run, the same in all but its time: a tail only.
         let logged = run_to_record(&sample_run(), 50);
@@ -962,7 +1473,7 @@ mod tests {
             );
             let parts = tail.decision.as_ref().map(|d| {
                 (
-                    !d.conditions.is_empty(),
+                    !d.conditions.is_empty() || d.packed_conditions.is_some(),
                     !d.metrics.is_empty(),
                     d.current_replicas != 0 || d.scale_up_limit.is_some(),
                 )
@@ -987,7 +1498,7 @@ mod tests {
                 seq: 7,
                 count: 7,
                 first_time_ms: 1_767_225_630_000,
-                last_time_delta_ms: 90_000,
+                last_time_delta_ms: Some(90_000),
                 ..pb::RunTail::default()
             }
         );
@@ -999,24 +1510,50 @@ mod tests {
     /// `logged_conditions`, `logged_extensions`, `logged_scalars`.
     const GOLDEN_V3_STATE: &str = "03 0a1c0801120204081a09e0f4d8edee66b0ea01220908021090dfdaedee66 1008 1803 2a4c 0807 1007 18e0f4d8edee66 20a0fe0a 2a35 221f12100804105b188407291f85eb51b81efd3f220b080212057765622d322801 221208011a0e080a120a6e6f2073616d706c6573 3001 5801 6001";
 
+    /// Version 3 as builds before version 4 wrote it: its tail over the version-2 run
+    /// golden reads as the same run as then.
     #[test]
-    fn version_3_state_records_are_byte_for_byte_golden() {
-        let logged = run_to_record(&sample_run(), 50);
+    fn version_3_state_records_still_read() {
+        let logged = unhex(GOLDEN_V2_RUN);
+        let logged: pb::DecisionRun = record::decode_binary("decision", "k", &logged[1..]).unwrap();
         let (_, usage) = variations().swap_remove(1);
-        let bytes = record::encode_versioned(
-            record::VERSION_STATE_TAIL,
-            &pb::HpaState {
-                history: Some(history_to_record(&sample_history())),
-                next_seq: 8,
-                log_len: 3,
-                pending: None,
-                pending_tail: Some(tail_of(run_to_record(&usage, 50), &logged)),
-            },
+        let bytes = unhex(GOLDEN_V3_STATE);
+        assert_eq!(bytes[0], record::VERSION_STATE_TAIL);
+        let back: pb::HpaState = record::decode_binary("state", "k", &bytes[1..]).unwrap();
+        assert_eq!(
+            history_from_record(back.history.as_ref().unwrap()).unwrap(),
+            sample_history()
+        );
+        let run = apply_tail(logged, &back.pending_tail.unwrap());
+        assert_eq!(run_from_record(&run).unwrap(), usage);
+    }
+
+    /// Version 4 state record whose newest run is a tail, byte for byte: the history (replicas
+    /// and times as runs, the scale event's time from the first recommendation's), `next_seq`,
+    /// `log_len`, then the tail: seq, count, first time (the last time is the last reading's),
+    /// the decision with only the metric outcomes (they changed), the flags
+    /// `logged_conditions`, `logged_extensions`, `logged_scalars`, and the run's readings.
+    const GOLDEN_V4_STATE: &str = "04 0a1b08012206080220b0ea013209e0f4d8edee660000003a0404000800 1008 1803 2a64 0807 1007 18e0f4d8edee66 2a35 221f12100804105b188407291f85eb51b81efd3f220b080212057765622d322801 221208011a0e080a120a6e6f2073616d706c6573 3001 5801 6001 6a1a 1205000090bf05 1a070a05aa01060402 1a06120400010203 2004";
+
+    #[test]
+    fn version_4_state_records_are_byte_for_byte_golden() {
+        let logged = run_to_record(&sample_run_with_readings(), 50);
+        let (_, mut usage) = variations().swap_remove(1);
+        usage.readings = sample_run_with_readings().readings;
+        usage.readings.push(Reading {
+            time: usage.time,
+            values: vec![Some(91), None],
+        });
+        let bytes = crate::store::hpa::StoredState::encode_tail(
+            &sample_history(),
+            8,
+            3,
+            tail_of(run_to_record(&usage, 50), &logged),
         );
         assert_eq!(
             hex(&bytes),
-            GOLDEN_V3_STATE.replace(' ', ""),
-            "version-3 state record bytes changed"
+            GOLDEN_V4_STATE.replace(' ', ""),
+            "version-4 state record bytes changed"
         );
         let back: pb::HpaState = record::decode_binary("state", "k", &bytes[1..]).unwrap();
         let run = apply_tail(logged, &back.pending_tail.unwrap());

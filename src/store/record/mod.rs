@@ -11,6 +11,10 @@
 //!
 //! * version 3 (HPA state records only): the version-2 `HpaState` whose newest run is held
 //!   as a tail over the run's body logged in `hpa_decisions` ([`hpa::tail_of`]).
+//! * version 4 (every HPA record, state and decision run; what this build writes): the same
+//!   messages with fields an older reader would silently misread, so it must refuse them:
+//!   each decision's readings, Kubernetes' message texts as codes
+//!   ([`codes::MESSAGE_PREFIXES`]), recommendation times as differences of differences.
 //!
 //! The VPA state ([`vpa`]) is written as version 2 too; a version-1 (JSON) VPA record is
 //! read as before and rewritten as version 2 by the target's next RecordUsage.
@@ -42,6 +46,16 @@ pub(crate) const VERSION_BINARY: u8 = 2;
 /// build that does not know tails refuses the record instead of missing the newest run.
 pub(crate) const VERSION_STATE_TAIL: u8 = 3;
 
+/// Every HPA record this build writes (state and decision runs).
+pub(crate) const VERSION_HPA: u8 = 4;
+
+/// The versions an HPA state record may have.
+pub(crate) const STATE_VERSIONS: &[u8] = &[VERSION_BINARY, VERSION_STATE_TAIL, VERSION_HPA];
+/// The versions an HPA decision-run record may have.
+pub(crate) const DECISION_VERSIONS: &[u8] = &[VERSION_BINARY, VERSION_HPA];
+/// The versions a VPA record may have.
+pub(crate) const VPA_VERSIONS: &[u8] = &[VERSION_BINARY];
+
 /// Encodes a prost record as `[VERSION_BINARY] ++ message`.
 pub(crate) fn encode_binary<M: prost::Message>(message: &M) -> Vec<u8> {
     encode_versioned(VERSION_BINARY, message)
@@ -62,27 +76,25 @@ pub(crate) enum Versioned<'a> {
     Binary(&'a [u8]),
 }
 
-/// Splits a stored value; an empty value or a version newer than `newest` (the newest
-/// version this kind of record has: [`VERSION_STATE_TAIL`] for HPA state records,
-/// [`VERSION_BINARY`] for the others) is refused naming `key` and that version. A version-3
-/// body is the version-2 message (with the state's tail), so it splits as `Binary`.
+/// Splits a stored value; an empty value or a binary version not in `accepted` (the versions
+/// this kind of record has: [`STATE_VERSIONS`], [`DECISION_VERSIONS`], [`VPA_VERSIONS`]) is
+/// refused naming `key`, that version and the kind's newest. Every binary version's body is
+/// one prost message (later versions add fields), so they all split as `Binary`.
 pub(crate) fn versioned<'a>(
     kind: &'static str,
     key: &str,
     bytes: &'a [u8],
-    newest: u8,
+    accepted: &[u8],
 ) -> Result<Versioned<'a>, StoreError> {
     match bytes.split_first() {
         None => Err(corrupt(kind, key, "empty value")),
         Some((&VERSION_JSON, body)) => Ok(Versioned::Json(body)),
-        Some((&version, body)) if (VERSION_BINARY..=newest).contains(&version) => {
-            Ok(Versioned::Binary(body))
-        }
+        Some((version, body)) if accepted.contains(version) => Ok(Versioned::Binary(body)),
         Some((&version, _)) => Err(StoreError::UnknownVersion {
             kind,
             key: key.to_owned(),
             version,
-            supported: newest,
+            supported: accepted.iter().copied().max().unwrap_or(VERSION_BINARY),
         }),
     }
 }
@@ -109,48 +121,54 @@ pub(crate) fn corrupt(kind: &'static str, key: &str, message: &str) -> StoreErro
 mod tests {
     use super::*;
 
-    /// Each kind refuses versions beyond its own newest, and names that newest: a state
-    /// record reads version 3 (tails), a decision or VPA record only up to 2.
+    /// Each kind reads its own versions and refuses the others, naming its newest: a state
+    /// record reads 2, 3 (tails) and 4, a decision record 2 and 4, a VPA record only 2.
     #[test]
-    fn versions_are_refused_beyond_the_newest_of_their_kind() {
-        let refused = |kind, bytes: &[u8], newest| match versioned(kind, "fleet/a", bytes, newest) {
-            Err(StoreError::UnknownVersion {
-                kind,
-                key,
-                version,
-                supported,
-            }) => (kind, key, version, supported),
-            Err(e) => panic!("{kind}: refused as {e}"),
-            Ok(_) => panic!("{kind}: version {} accepted", bytes[0]),
-        };
+    fn versions_are_refused_unless_their_kind_has_them() {
+        let refused =
+            |kind, bytes: &[u8], accepted| match versioned(kind, "fleet/a", bytes, accepted) {
+                Err(StoreError::UnknownVersion {
+                    kind,
+                    key,
+                    version,
+                    supported,
+                }) => (kind, key, version, supported),
+                Err(e) => panic!("{kind}: refused as {e}"),
+                Ok(_) => panic!("{kind}: version {} accepted", bytes[0]),
+            };
+        for v in [VERSION_BINARY, VERSION_STATE_TAIL, VERSION_HPA] {
+            assert!(matches!(
+                versioned("state", "fleet/a", &[v, 8], STATE_VERSIONS),
+                Ok(Versioned::Binary(&[8]))
+            ));
+        }
+        for v in [VERSION_BINARY, VERSION_HPA] {
+            assert!(matches!(
+                versioned("decision", "fleet/a", &[v, 8], DECISION_VERSIONS),
+                Ok(Versioned::Binary(&[8]))
+            ));
+        }
         assert!(matches!(
             versioned(
-                "state",
+                "decision",
                 "fleet/a",
-                &[VERSION_STATE_TAIL, 8],
-                VERSION_STATE_TAIL
+                &[VERSION_JSON, b'{'],
+                DECISION_VERSIONS
             ),
-            Ok(Versioned::Binary(&[8]))
-        ));
-        assert!(matches!(
-            versioned("state", "fleet/a", &[VERSION_BINARY, 8], VERSION_STATE_TAIL),
-            Ok(Versioned::Binary(&[8]))
-        ));
-        assert!(matches!(
-            versioned("decision", "fleet/a", &[VERSION_JSON, b'{'], VERSION_BINARY),
             Ok(Versioned::Json(b"{"))
         ));
         assert_eq!(
-            refused("state", &[4, 8], VERSION_STATE_TAIL),
-            ("state", "fleet/a".to_owned(), 4, 3)
+            refused("state", &[5, 8], STATE_VERSIONS),
+            ("state", "fleet/a".to_owned(), 5, 4)
         );
         assert_eq!(
-            refused("decision", &[VERSION_STATE_TAIL, 8], VERSION_BINARY),
-            ("decision", "fleet/a".to_owned(), 3, 2)
+            refused("decision", &[VERSION_STATE_TAIL, 8], DECISION_VERSIONS),
+            ("decision", "fleet/a".to_owned(), 3, 4)
         );
-        assert_eq!(refused("vpa", &[0], VERSION_BINARY).2, 0);
+        assert_eq!(refused("vpa", &[VERSION_HPA, 8], VPA_VERSIONS).3, 2);
+        assert_eq!(refused("vpa", &[0], VPA_VERSIONS).2, 0);
         assert!(matches!(
-            versioned("state", "fleet/a", &[], VERSION_STATE_TAIL),
+            versioned("state", "fleet/a", &[], STATE_VERSIONS),
             Err(StoreError::Corrupt { .. })
         ));
     }

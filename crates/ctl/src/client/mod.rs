@@ -508,12 +508,12 @@ fn describe_stored(history: &api::TargetHistory) -> String {
 
 /// Decision runs, one row each: the last decision's time, the counts, how many decisions the
 /// run holds and since when (a run of one, or a record without run fields, is its own
-/// decision), the path and the condition reasons. `history` and `describe target` both print
-/// it.
+/// decision), what its decisions observed (each metric's lowest and highest reading), the path
+/// and the condition reasons. `history` and `describe target` both print it.
 pub(crate) fn runs_table(decisions: &[api::DecisionRecord]) -> String {
     table(
         &[
-            "Last", "Current", "Desired", "Run", "Since", "Path", "Reasons",
+            "Last", "Current", "Desired", "Run", "Since", "Observed", "Path", "Reasons",
         ],
         decisions
             .iter()
@@ -528,6 +528,7 @@ pub(crate) fn runs_table(decisions: &[api::DecisionRecord]) -> String {
                             .as_ref()
                             .or(d.evaluation_time.as_ref()),
                     ),
+                    observed(d),
                     d.explanation
                         .as_ref()
                         .map(|e| e.path.clone())
@@ -627,6 +628,56 @@ fn metric_value(status: &api::MetricStatus, target: Option<&api::MetricTarget>) 
         Ok(api::MetricTargetType::Unspecified) | Err(_) => None,
     };
     format!("{current} / {}", wanted.unwrap_or_else(unknown))
+}
+
+/// Each metric's range over a run's readings (`cpu 87-99%`), or its last decision's value
+/// for a run recorded without readings; `-` without metrics.
+fn observed(d: &api::DecisionRecord) -> String {
+    let parts: Vec<String> = d
+        .metrics
+        .iter()
+        .enumerate()
+        .map(|(j, m)| {
+            let mut values: Vec<(i64, bool)> = d
+                .readings
+                .iter()
+                .filter_map(|r| r.metrics.get(j))
+                .filter_map(|r| {
+                    r.current_average_utilization
+                        .map(|p| (i64::from(p), true))
+                        .or(r.current_average_value_milli.map(|v| (v, false)))
+                        .or(r.current_value_milli.map(|v| (v, false)))
+                })
+                .collect();
+            if d.readings.is_empty() {
+                values.extend(
+                    m.current_average_utilization
+                        .map(|p| (i64::from(p), true))
+                        .or(m.current_value_milli.map(|v| (v, false)))
+                        .or(m.current_average_value_milli.map(|v| (v, false))),
+                );
+            }
+            let show = |(v, percent): (i64, bool)| {
+                if percent {
+                    format!("{v}%")
+                } else {
+                    quantity(v)
+                }
+            };
+            let range = match (values.iter().min(), values.iter().max()) {
+                (Some(lo), Some(hi)) if lo == hi => show(*lo),
+                (Some(lo), Some(hi)) if lo.1 => format!("{}-{}", lo.0, show(*hi)),
+                (Some(lo), Some(hi)) => format!("{}-{}", show(*lo), show(*hi)),
+                _ => "<unknown>".to_owned(),
+            };
+            format!("{} {range}", m.name)
+        })
+        .collect();
+    if parts.is_empty() {
+        "-".to_owned()
+    } else {
+        parts.join(", ")
+    }
 }
 
 /// A milli-unit quantity as Kubernetes prints it: whole units plainly, else with `m`.

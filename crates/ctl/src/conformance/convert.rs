@@ -155,14 +155,7 @@ fn horizontal_spec(spec: &HorizontalSpec, settings: &Settings) -> pb::Horizontal
 /// A metric as the wire spells it; an unknown source type travels as `Unspecified`, which
 /// the server rejects (by design: the API has no way to name an invalid type).
 fn metric_spec(m: &MetricSpec) -> pb::MetricSpec {
-    let target = match m {
-        MetricSpec::Resource { target, .. }
-        | MetricSpec::ContainerResource { target, .. }
-        | MetricSpec::Pods { target, .. }
-        | MetricSpec::Object { target, .. }
-        | MetricSpec::External { target, .. } => Some(target),
-        MetricSpec::Unknown { .. } => None,
-    };
+    let target = m.target();
     let (source, name, container) = metric_identity(std::slice::from_ref(m), 0);
     pb::MetricSpec {
         r#type: source as i32,

@@ -132,20 +132,35 @@ pub(crate) fn history_timeline(h: &api::TargetHistory) -> Timeline {
         }
     }
     labels.truncate(4);
-    // A run stands for its first and its last decision: the same replicas throughout (the
-    // same outcome), but the stored record holds the metric readings of its last decision
-    // only, so a metric is drawn at that decision alone, not flat across the run.
-    let points: Vec<(i64, &api::DecisionRecord, bool)> = h
+    // A run is drawn at each of its decisions' readings (the same replicas throughout: the
+    // same outcome), each metric at the value that decision observed. A run recorded without
+    // readings stands for its first and its last decision, a metric drawn at the last alone
+    // (its only reading), not flat across the run.
+    let points: Vec<(i64, &api::DecisionRecord, Drawn)> = h
         .decisions
         .iter()
         .flat_map(|d| {
             let last = d.evaluation_time.map_or(0, |t| t.seconds);
             let first = d.first_evaluation_time.map_or(last, |t| t.seconds);
-            let mut v = Vec::with_capacity(2);
-            if d.run_count > 1 && first < last {
-                v.push((first, d, false));
+            let mut v = Vec::with_capacity(d.readings.len().max(2));
+            let read_from = d
+                .readings
+                .first()
+                .and_then(|r| r.evaluation_time)
+                .map_or(last, |t| t.seconds);
+            if d.run_count > d.readings.len() as u64 && first < read_from {
+                v.push((first, d, Drawn::Replicas));
             }
-            v.push((last, d, true));
+            if d.readings.is_empty() {
+                v.push((last, d, Drawn::Last));
+            }
+            v.extend(d.readings.iter().enumerate().map(|(k, r)| {
+                (
+                    r.evaluation_time.map_or(last, |t| t.seconds),
+                    d,
+                    Drawn::Reading(k),
+                )
+            }));
             v
         })
         .collect();
@@ -162,19 +177,44 @@ pub(crate) fn history_timeline(h: &api::TargetHistory) -> Timeline {
                     format!("{name} ({unit})"),
                     points
                         .iter()
-                        .map(|(_, d, last)| {
-                            d.metrics
-                                .iter()
-                                .find(|m| metric_name(m) == *name)
-                                .and_then(reading)
-                                .map(|(v, _)| v)
-                                .filter(|_| *last)
+                        .map(|(_, d, drawn)| {
+                            let j = d.metrics.iter().position(|m| metric_name(m) == *name)?;
+                            match drawn {
+                                Drawn::Replicas => None,
+                                Drawn::Last => reading(&d.metrics[j]).map(|(v, _)| v),
+                                Drawn::Reading(k) => {
+                                    d.readings[*k].metrics.get(j).and_then(reading_value)
+                                }
+                            }
                         })
                         .collect(),
                 )
             })
             .collect(),
         percent_of_target: false,
+    }
+}
+
+/// What a point of a history timeline draws besides the replicas.
+#[derive(Clone, Copy)]
+enum Drawn {
+    /// Nothing else (a run's first decision, recorded without its reading).
+    Replicas,
+    /// The run's last decision's metrics (a run recorded without readings).
+    Last,
+    /// The run's reading `k`.
+    Reading(usize),
+}
+
+/// A decision's reading of one metric, in the unit of [`reading`].
+fn reading_value(r: &api::MetricReading) -> Option<f64> {
+    #[allow(clippy::cast_precision_loss)]
+    if let Some(u) = r.current_average_utilization {
+        Some(f64::from(u))
+    } else if let Some(v) = r.current_average_value_milli {
+        Some(v as f64 / 1000.0)
+    } else {
+        r.current_value_milli.map(|v| v as f64 / 1000.0)
     }
 }
 
@@ -443,4 +483,66 @@ fn changes_section(out: &mut String, changes: &[&api::DecisionRecord]) {
         );
     }
     out.push_str("</table></section>");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(seconds: i64) -> Option<prost_types::Timestamp> {
+        Some(prost_types::Timestamp { seconds, nanos: 0 })
+    }
+
+    fn cpu(percent: i32) -> api::MetricStatus {
+        api::MetricStatus {
+            name: "cpu".into(),
+            current_average_utilization: Some(percent),
+            ..Default::default()
+        }
+    }
+
+    /// A run with readings is drawn at each decision's reading; a run recorded without them
+    /// at its first decision (replicas only) and its last (its metric).
+    #[test]
+    fn a_run_is_drawn_at_each_reading() {
+        let reading = |t, percent| api::DecisionReading {
+            evaluation_time: at(t),
+            metrics: vec![api::MetricReading {
+                current_average_utilization: Some(percent),
+                ..Default::default()
+            }],
+        };
+        let h = api::TargetHistory {
+            target_key: "web".into(),
+            decisions: vec![
+                api::DecisionRecord {
+                    evaluation_time: at(30),
+                    first_evaluation_time: at(0),
+                    run_count: 3,
+                    current_replicas: 2,
+                    desired_replicas: 2,
+                    metrics: vec![cpu(61)],
+                    ..Default::default()
+                },
+                api::DecisionRecord {
+                    evaluation_time: at(75),
+                    first_evaluation_time: at(45),
+                    run_count: 3,
+                    current_replicas: 2,
+                    desired_replicas: 3,
+                    metrics: vec![cpu(99)],
+                    readings: vec![reading(45, 92), reading(60, 98), reading(75, 99)],
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        let t = history_timeline(&h);
+        assert_eq!(t.times, vec![0, 30, 45, 60, 75]);
+        assert_eq!(t.stored, vec![2, 2, 3, 3, 3]);
+        assert_eq!(
+            t.metrics[0].1,
+            vec![None, Some(61.0), Some(92.0), Some(98.0), Some(99.0)]
+        );
+    }
 }

@@ -136,6 +136,19 @@ pub struct MetricProposal {
     pub usage_ratio: Option<f64>,
 }
 
+impl MetricProposal {
+    /// The current value compared with a target of `target_type`, in the target's unit
+    /// (`kubectl get hpa`'s "current": the status field `computeStatusFor*Metric` sets for
+    /// that target type).
+    pub fn current(&self, target_type: spec::MetricTargetType) -> Option<i64> {
+        match target_type {
+            spec::MetricTargetType::Utilization => self.current_average_utilization.map(i64::from),
+            spec::MetricTargetType::AverageValue => self.current_average_value,
+            spec::MetricTargetType::Value => self.current_value,
+        }
+    }
+}
+
 /// Why a metric has no proposal.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MetricFailure {

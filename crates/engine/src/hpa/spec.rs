@@ -69,6 +69,31 @@ pub enum MetricSpec {
     },
 }
 
+impl MetricSpec {
+    /// The metric's target; `None` for a source type Kubernetes does not know.
+    pub fn target(&self) -> Option<&MetricTarget> {
+        match self {
+            MetricSpec::Resource { target, .. }
+            | MetricSpec::ContainerResource { target, .. }
+            | MetricSpec::Pods { target, .. }
+            | MetricSpec::Object { target, .. }
+            | MetricSpec::External { target, .. } => Some(target),
+            MetricSpec::Unknown { .. } => None,
+        }
+    }
+}
+
+impl MetricTarget {
+    /// The target value of its type, in that type's unit (percent, or milli-units).
+    pub fn value_of_type(&self) -> Option<i64> {
+        match self.target_type {
+            MetricTargetType::Utilization => self.average_utilization.map(i64::from),
+            MetricTargetType::AverageValue => self.average_value,
+            MetricTargetType::Value => self.value,
+        }
+    }
+}
+
 /// `MetricTarget`: which field is set decides the calculation (see `hpa::replicas`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MetricTarget {

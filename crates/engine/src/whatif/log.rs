@@ -8,7 +8,6 @@ use thiserror::Error;
 
 use super::{
     Fidelity, Replay, Simulated, Stored, Window, closed_loop, identity, metric_specs, step,
-    target_of,
 };
 use crate::{
     error::InvalidInput,
@@ -50,6 +49,20 @@ pub struct LoggedRun {
     /// Per entry of `decision.metrics` (same order): the size of each pod group. A missing
     /// entry reads as zeros.
     pub pod_totals: Vec<PodTotals>,
+    /// What each of the run's last `readings.len()` decisions observed, oldest first (all
+    /// of them when it is `count`; none for runs logged before readings were kept).
+    pub readings: Vec<LoggedReading>,
+}
+
+/// What one logged decision observed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoggedReading {
+    /// The decision's evaluation instant.
+    pub time: Time,
+    /// Per metric of the spec (`LoggedRun::metrics`, an empty list being the default metric):
+    /// the current value its target type compares, in that type's unit; `None` where the
+    /// metric failed.
+    pub values: Vec<Option<i64>>,
 }
 
 /// The spec (besides its metrics) and the controller settings of a logged decision.
@@ -128,10 +141,18 @@ pub fn replay_log(
             note(format!(
                 "runs of more than {MAX_STEPS_PER_RUN} decisions are replayed as {MAX_STEPS_PER_RUN} evenly spaced steps"
             ));
-        } else if run.count > 2 {
-            note("the decisions inside a stored run are replayed evenly spaced between its first and last time".to_owned());
+        } else if times.iter().filter(|(_, r)| r.is_none()).count() > 1 {
+            note("the decisions of a run recorded without their readings are replayed evenly spaced, each with the run's last reading".to_owned());
         }
-        for now in times {
+        for (now, reading) in times {
+            let at_reading;
+            let run = match reading {
+                Some(r) => {
+                    at_reading = with_reading(run, r);
+                    &at_reading
+                }
+                None => run,
+            };
             let recorded_current = run.decision.current_replicas;
             let current = match applied {
                 Some((base, own)) => closed_loop(recorded_current, base, own),
@@ -210,27 +231,82 @@ fn recorded_spec(run: &LoggedRun) -> Option<StepSpec> {
     ))
 }
 
-/// The decisions of a logged run: its count, evenly spaced from its first to its last time
-/// (exact when the adapter called at a fixed period), at most [`MAX_STEPS_PER_RUN`]. The
-/// second value says whether the run was thinned.
-fn expand(run: &LoggedRun) -> (Vec<Time>, bool) {
+/// The decisions of a logged run, each with its reading when the run kept it: the readings'
+/// own times; the decisions before them (a run logged before readings were kept) evenly
+/// spaced from the run's first time to the first reading's (or the run's last time), exact
+/// when the adapter called at a fixed period; at most [`MAX_STEPS_PER_RUN`] steps. The second
+/// value says whether the run was thinned.
+fn expand(run: &LoggedRun) -> (Vec<(Time, Option<&LoggedReading>)>, bool) {
     let count = run.count.max(1);
-    let first = run.first_time.unix_millis();
-    let last = run.time.unix_millis();
-    let n = count.min(MAX_STEPS_PER_RUN);
-    if n == 1 || first >= last {
-        // One decision, or several at one instant.
-        let n = usize::try_from(n).unwrap_or(1);
-        return (vec![run.time; n], count > MAX_STEPS_PER_RUN);
+    let keep = usize::try_from(count).unwrap_or(usize::MAX);
+    let kept = &run.readings[run.readings.len().saturating_sub(keep)..];
+    let unread = count - kept.len() as u64;
+    let mut steps: Vec<(Time, Option<&LoggedReading>)> = Vec::new();
+    let mut thinned = false;
+    if unread > 0 {
+        let first = run.first_time.unix_millis();
+        // The unread decisions end where the readings begin: the grid's last point is the
+        // first reading's.
+        let (last, extra) = match kept.first() {
+            Some(r) => (r.time.unix_millis(), 1),
+            None => (run.time.unix_millis(), 0),
+        };
+        let n = unread.min(MAX_STEPS_PER_RUN);
+        thinned = unread > MAX_STEPS_PER_RUN;
+        let points = n + extra;
+        if points == 1 || first >= last {
+            // One decision, or several at one instant.
+            let t = if kept.is_empty() {
+                run.time
+            } else {
+                run.first_time
+            };
+            steps.extend((0..n).map(|_| (t, None)));
+        } else {
+            let span = i128::from(last - first);
+            steps.extend((0..n).map(|k| {
+                let offset = span * i128::from(k) / i128::from(points - 1);
+                (
+                    Time::from_unix_millis(first + i64::try_from(offset).unwrap_or(0)),
+                    None,
+                )
+            }));
+        }
     }
-    let span = i128::from(last - first);
-    let times = (0..n)
-        .map(|k| {
-            let offset = span * i128::from(k) / i128::from(n - 1);
-            Time::from_unix_millis(first + i64::try_from(offset).unwrap_or(0))
-        })
-        .collect();
-    (times, count > MAX_STEPS_PER_RUN)
+    steps.extend(kept.iter().map(|r| (r.time, Some(r))));
+    (steps, thinned)
+}
+
+/// The run as its decision with `reading` saw it: each metric's current value (of the
+/// recorded target type) is the reading's, and its usage ratio follows it. The proposals stay
+/// the run's: every decision of a run proposed the same (`same_outcome`).
+fn with_reading(run: &LoggedRun, reading: &LoggedReading) -> LoggedRun {
+    let mut out = run.clone();
+    let specs = metric_specs(&run.metrics);
+    for outcome in &mut out.decision.metrics {
+        let (Ok(p), Some(target), Some(Some(value))) = (
+            &mut outcome.result,
+            specs.get(outcome.index).and_then(MetricSpec::target),
+            reading.values.get(outcome.index),
+        ) else {
+            continue;
+        };
+        if p.current(target.target_type) == Some(*value) {
+            continue;
+        }
+        match target.target_type {
+            MetricTargetType::Utilization => {
+                p.current_average_utilization = i32::try_from(*value).ok();
+            }
+            MetricTargetType::AverageValue => p.current_average_value = Some(*value),
+            MetricTargetType::Value => p.current_value = Some(*value),
+        }
+        #[allow(clippy::cast_precision_loss)]
+        if let Some(t) = target.value_of_type().filter(|t| *t > 0) {
+            p.usage_ratio = Some(*value as f64 / t as f64);
+        }
+    }
+    out
 }
 
 /// One logged decision replayed under `s` from `current`: the shortcuts through
@@ -393,7 +469,7 @@ fn replay_metric(
         }
         Ok(p) => p,
     };
-    let (Some(new_target), Some(old_target)) = (target_of(m), target_of(spec)) else {
+    let (Some(new_target), Some(old_target)) = (m.target(), spec.target()) else {
         return (
             MetricOutcome {
                 index,

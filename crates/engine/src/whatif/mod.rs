@@ -20,7 +20,8 @@
 //!   against the simulated run's own history.
 //!
 //! The replay is closed-loop on the replica count ([`closed_loop`]: the simulated decisions are
-//! taken as applied) and open-loop on the load: each step keeps the recorded metric readings;
+//! taken as applied) and open-loop on the load: each step keeps its recorded metric readings
+//! (each decision's own, [`LoggedReading`]);
 //! the load a different replica count would have caused is not modelled (`docs/whatif.md`).
 //!
 //! The conversion from and to the wire (and the bound on how many steps a response carries)
@@ -34,14 +35,14 @@ use std::fmt;
 
 use crate::{
     hpa::{
-        self, Decision, DecisionPath, MetricProposal,
-        condition::ConditionType,
-        spec::{MetricSpec, MetricTarget, MetricTargetType},
+        self, Decision, DecisionPath, MetricProposal, condition::ConditionType, spec::MetricSpec,
     },
     time::Time,
 };
 
-pub use self::log::{LogError, LoggedInputs, LoggedRun, MAX_STEPS_PER_RUN, PodTotals, replay_log};
+pub use self::log::{
+    LogError, LoggedInputs, LoggedReading, LoggedRun, MAX_STEPS_PER_RUN, PodTotals, replay_log,
+};
 pub use self::trace::{TraceError, TraceStep, replay_trace};
 
 /// The `[from, to)` window of returned and summarized steps. Steps outside it still run, so
@@ -281,33 +282,15 @@ fn identity(m: &MetricSpec) -> (MetricSource, &str, &str) {
     }
 }
 
-fn target_of(m: &MetricSpec) -> Option<&MetricTarget> {
-    match m {
-        MetricSpec::Resource { target, .. }
-        | MetricSpec::ContainerResource { target, .. }
-        | MetricSpec::Pods { target, .. }
-        | MetricSpec::Object { target, .. }
-        | MetricSpec::External { target, .. } => Some(target),
-        MetricSpec::Unknown { .. } => None,
-    }
-}
-
 /// The reading and target of a metric in the target's unit.
 fn reading(spec: &MetricSpec, p: Option<&MetricProposal>) -> (Option<i64>, Option<i64>) {
-    let Some(target) = target_of(spec) else {
+    let Some(target) = spec.target() else {
         return (None, None);
     };
-    let value = |p: &MetricProposal| match target.target_type {
-        MetricTargetType::Utilization => p.current_average_utilization.map(i64::from),
-        MetricTargetType::AverageValue => p.current_average_value,
-        MetricTargetType::Value => p.current_value,
-    };
-    let t = match target.target_type {
-        MetricTargetType::Utilization => target.average_utilization.map(i64::from),
-        MetricTargetType::AverageValue => target.average_value,
-        MetricTargetType::Value => target.value,
-    };
-    (p.and_then(value), t)
+    (
+        p.and_then(|p| p.current(target.target_type)),
+        target.value_of_type(),
+    )
 }
 
 /// A spec's metrics as the controller reads them: an empty list is Kubernetes' default metric
