@@ -2289,10 +2289,10 @@ func (x *TargetHistory) GetExtensionState() *ExtensionState {
 }
 
 // One run of the decision log: consecutive decisions that said the same thing (same current
-// and desired replicas, path, condition reasons and per-metric proposals) are kept once;
-// the fields are those of the run's last decision, and `readings` holds what each decision
-// of the run observed. A run holds at most 40 decisions (10 minutes at a 15 s sync period);
-// the next identical decision starts a new run.
+// and desired replicas, path, condition reasons and per-metric proposals) under the same spec
+// and settings are kept once; the fields are those of the run's last decision, and
+// `readings` holds what each decision of the run observed. A run holds at most 40 decisions
+// (10 minutes at a 15 s sync period); the next identical decision starts a new run.
 type DecisionRecord struct {
 	state         protoimpl.MessageState
 	sizeCache     protoimpl.SizeCache
