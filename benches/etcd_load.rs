@@ -6,8 +6,9 @@
 //! * `no-op`: a server in this process that answers a fixed decision (gRPC cost only);
 //! * `sled`: one replica on sled (strict durability, group commit);
 //! * `etcd 1m/1r`: one replica on a one-member etcd;
-//! * `etcd 3m/2r`, `etcd 3m/3r`: two and three replicas on a three-member cluster, the client
-//!   connections spread over the replicas.
+//! * `etcd 3m/1r`, `etcd 3m/2r`, `etcd 3m/3r`: one, two and three replicas on a three-member
+//!   cluster, the client connections spread over the replicas; each target is decided by the
+//!   replica that owns it (the others forward its calls there: `api::forward`).
 //!
 //! Closed loop: `ETCD_LOAD_IN_FLIGHT` (default 16) requests in flight over 4 connections,
 //! round-robin over 256 targets, `ETCD_LOAD_SECS` (default 3) measured after 1 s of warm-up.
@@ -225,12 +226,15 @@ fn main() {
     }
     {
         let etcd = etcd_support::Etcd::start(3);
-        for n in [2usize, 3] {
+        for n in [1usize, 2, 3] {
+            // A prefix per setup: the replicas of the previous one (SIGKILLed) stay
+            // registered until their leases expire, and would own targets meanwhile.
+            let prefix = format!("bench{n}/");
             let replicas: Vec<binary::Server> = (0..n)
                 .map(|i| {
                     replica(
                         &etcd.endpoints(),
-                        "bench/",
+                        &prefix,
                         &tmp.path().join(format!("r{n}{i}")),
                     )
                 })

@@ -107,6 +107,9 @@ pub struct EtcdConfig {
     pub cert: Option<PathBuf>,
     /// `--etcd-key`: the private key of `cert`.
     pub key: Option<PathBuf>,
+    /// `--etcd-advertise`: where other replicas reach this one (`host:port`); `None`: the
+    /// listener's address when it names a host.
+    pub advertise: Option<String>,
 }
 
 /// Log line format.
@@ -354,6 +357,10 @@ knobs! {
     etcd_cert: PathBuf, "FILE", shown "none";
     /// PEM private key of --etcd-cert.
     etcd_key: PathBuf, "FILE", shown "none";
+    /// With several replicas on etcd: the host:port other replicas reach this one's gRPC
+    /// listener at; a target's decisions are made by the replica that owns it, and a call
+    /// reaching another replica is forwarded there (not under TLS: decided where it lands).
+    etcd_advertise: String, "HOST:PORT", shown "the --listen address unless 0.0.0.0 or ::";
     /// Folder of the sled history database; created if missing, never replaced.
     // Relative to the working directory.
     data_dir: PathBuf, "DIR", default PathBuf::from("./data");
@@ -785,6 +792,7 @@ impl ServeArgs {
                 ca: knobs.etcd_ca,
                 cert: knobs.etcd_cert,
                 key: knobs.etcd_key,
+                advertise: knobs.etcd_advertise,
             },
             listen: knobs.listen,
             data_dir: knobs.data_dir,

@@ -34,6 +34,9 @@ pub(crate) const STORE_FLUSH_DURATION: &str = "autoscaled_store_flush_duration_s
 pub(crate) const STORE_FLUSH_BATCH_SIZE: &str = "autoscaled_store_flush_batch_size";
 /// Commits refused because another replica changed the target first (etcd store).
 pub(crate) const STORE_CONFLICTS_TOTAL: &str = "autoscaled_store_conflicts_total";
+/// Writes for a target another replica owns (etcd store), by where they were decided: `owner`
+/// (forwarded) or `here` (the owner could not be reached).
+pub(crate) const HPA_FORWARDED_TOTAL: &str = "autoscaled_hpa_forwarded_total";
 
 /// Calls refused with PERMISSION_DENIED by the authorization file, by `verb` (or `unmapped`).
 pub(crate) const AUTHZ_DENIED_TOTAL: &str = "autoscaled_authz_denied_total";
@@ -128,6 +131,11 @@ fn describe() {
         HPA_SCALE_REPORTS_TOTAL,
         Unit::Count,
         "Rescales reported by callers, by outcome (a failed one stores no scale event)"
+    );
+    describe_counter!(
+        HPA_FORWARDED_TOTAL,
+        Unit::Count,
+        "Writes for a target another replica owns, by where they were decided (owner, here)"
     );
     metrics::describe_gauge!(TARGETS, Unit::Count, "Targets with stored state, by kind");
     metrics::describe_gauge!(
@@ -281,6 +289,15 @@ pub(crate) fn scale_report(failed: bool) {
     }
     let outcome = if failed { "failed" } else { "applied" };
     counter!(HPA_SCALE_REPORTS_TOTAL, "outcome" => outcome).increment(1);
+}
+
+/// A write for another replica's target: decided by its owner, or here.
+pub(crate) fn forwarded(by_owner: bool) {
+    if !installed() {
+        return;
+    }
+    let to = if by_owner { "owner" } else { "here" };
+    counter!(HPA_FORWARDED_TOTAL, "decided" => to).increment(1);
 }
 
 /// The write plus durability wait of one recorded decision.

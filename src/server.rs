@@ -417,7 +417,35 @@ pub(crate) async fn serve_opened(
             serve_secured(listener, health_listener, config, store, security, shutdown).await
         }
         OpenedStore::Etcd(store) => {
-            serve_secured(listener, health_listener, config, store, security, shutdown).await
+            // Replicas share out the targets (`store::etcd::ownership`); a call for another
+            // replica's target is forwarded there, except under TLS (no client identity to
+            // forward with), where each replica decides what reaches it.
+            let advertise = match &config.etcd.advertise {
+                Some(addr) => Some(addr.clone()),
+                None => {
+                    let local = listener.local_addr()?;
+                    (!local.ip().is_unspecified()).then(|| local.to_string())
+                }
+            };
+            let forward = !config.security.tls();
+            if advertise.is_none() {
+                tracing::warn!(
+                    "--listen is 0.0.0.0 or :: and --etcd-advertise is not set: other replicas \
+                     cannot forward to this one (they decide its targets' calls themselves)"
+                );
+            }
+            store.start_ownership(advertise.unwrap_or_default(), forward);
+            let served = serve_secured(
+                listener,
+                health_listener,
+                config,
+                Arc::clone(&store),
+                security,
+                shutdown,
+            )
+            .await;
+            store.deregister().await;
+            served
         }
     }
 }

@@ -252,6 +252,120 @@ async fn two_and_three_replicas_on_a_three_member_cluster_lose_and_duplicate_not
     }
 }
 
+/// The value of counter `name{label}` on a replica's `/metrics` (0 when absent).
+fn counter(admin: SocketAddr, name: &str, label: &str) -> f64 {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(admin).expect("the admin listener accepts");
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+        .lines()
+        .filter(|l| l.starts_with(name) && l.contains(label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Two replicas share out the targets: calls sent to either are decided by each target's
+/// owner (the other replica forwards them: its counter says so), nothing is lost or logged
+/// twice; when an owner is SIGKILLed, the survivor decides its targets at once (a call to an
+/// unreachable owner is decided where it landed, then the lease expires and the survivor owns
+/// everything). The longest gap between acknowledged decisions after the kill is printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn targets_are_owned_forwarded_and_taken_over_when_their_owner_dies() {
+    if !etcd_support::available() {
+        return;
+    }
+    let etcd = Etcd::start(1);
+    let flags = ["--metrics-listen", "127.0.0.1:0"];
+    let mut replicas: Vec<Replica> = (0..2)
+        .map(|_| Replica::start(&etcd.endpoints(), "own/", &flags))
+        .collect();
+    let addrs: Vec<SocketAddr> = replicas.iter().map(Replica::addr).collect();
+    let admins: Vec<SocketAddr> = replicas
+        .iter()
+        .map(|r| r.server.as_ref().unwrap().admin.expect("an admin listener"))
+        .collect();
+    let forwarded = |i: usize| {
+        counter(
+            admins[i],
+            "autoscaled_hpa_forwarded_total",
+            "decided=\"owner\"",
+        )
+    };
+    // Until both registrations are read (a few polls), every replica decides what it gets.
+    let started = Instant::now();
+    let mut acks: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    let clients = [client(addrs[0]).await, client(addrs[1]).await];
+    let mut millis = epoch_millis();
+    let mut call = |target: String, via: usize| {
+        millis += 1;
+        let at = millis;
+        let c = clients[via].clone();
+        async move {
+            let mut c = c;
+            bounded(
+                format!("Recommend {target}"),
+                c.recommend(request(&target, at)),
+            )
+            .await
+            .map(|_| (target, at))
+        }
+    };
+    loop {
+        for t in 0..16 {
+            for via in 0..2 {
+                let (target, at) = call(format!("own-t{t}"), via).await.unwrap();
+                acks.entry(target).or_default().push(at);
+            }
+        }
+        if forwarded(0) > 0.0 && forwarded(1) > 0.0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no call was forwarded within 30 s (forwarded: {} and {})",
+            forwarded(0),
+            forwarded(1)
+        );
+    }
+    println!(
+        "ownership: both replicas forwarding after {:?} ({} and {} calls forwarded)",
+        started.elapsed(),
+        forwarded(0),
+        forwarded(1)
+    );
+    assert_eq!(
+        check_history(addrs[0], &acks, true).await,
+        acks.values().map(Vec::len).sum::<usize>()
+    );
+
+    // The owner of half the targets dies; every call to the survivor keeps succeeding.
+    replicas[1].kill();
+    let killed = Instant::now();
+    let mut last_ack = killed;
+    let mut longest = Duration::ZERO;
+    while killed.elapsed() < Duration::from_secs(4) {
+        for t in 0..16 {
+            let (target, at) = call(format!("own-t{t}"), 0).await.unwrap();
+            acks.entry(target).or_default().push(at);
+            longest = longest.max(last_ack.elapsed());
+            last_ack = Instant::now();
+        }
+    }
+    println!(
+        "ownership: longest gap between acknowledged decisions after the owner's SIGKILL: {longest:?}"
+    );
+    assert_eq!(
+        check_history(addrs[0], &acks, true).await,
+        acks.values().map(Vec::len).sum::<usize>()
+    );
+}
+
 #[test]
 fn the_conformance_cases_pass_through_a_server_on_etcd() {
     if !etcd_support::available() {

@@ -215,7 +215,11 @@ fn the_admin_listener_answers_probes_and_refuses_other_paths() {
         std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
     }
     // Killed when dropped.
-    let _server = common::Server { addr: admin, child };
+    let _server = common::Server {
+        addr: admin,
+        admin: None,
+        child,
+    };
     assert_eq!(
         common::http(admin, "GET", "/healthz"),
         (200, "ok\n".to_owned())

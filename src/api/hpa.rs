@@ -75,6 +75,8 @@ pub struct HorizontalService {
     commit: CommitPath,
     options: HpaOptions,
     evaluate: Evaluate,
+    /// Writes for targets another replica owns go there (`api::forward`).
+    forwarder: super::forward::Forwarder,
 }
 
 impl HorizontalService {
@@ -91,6 +93,7 @@ impl HorizontalService {
             commit: CommitPath::new(durability),
             options,
             evaluate,
+            forwarder: super::forward::Forwarder::default(),
         }
     }
 
@@ -396,6 +399,11 @@ impl TargetSummaries for HorizontalService {
     }
 }
 
+/// The client a forwarded write goes through.
+type Client = crate::pb::v1::horizontal_autoscaler_client::HorizontalAutoscalerClient<
+    tonic::transport::Channel,
+>;
+
 #[tonic::async_trait]
 impl HorizontalAutoscaler for HorizontalService {
     #[tracing::instrument(name = "Recommend", skip_all, fields(target.key = Empty, dry_run = Empty, decision.current = Empty, decision.desired = Empty, decision.path = Empty))]
@@ -403,6 +411,13 @@ impl HorizontalAutoscaler for HorizontalService {
         &self,
         request: Request<RecommendRequest>,
     ) -> Result<Response<RecommendResponse>, Status> {
+        if !request.get_ref().dry_run {
+            let owner = self.store.owner_of(&request.get_ref().target_key);
+            let send = |mut c: Client, r| async move { c.recommend(r).await };
+            if let Some(answer) = self.forwarder.call(owner, &request, send).await {
+                return answer;
+            }
+        }
         let response = self.do_recommend(request.into_inner()).await?;
         Ok(Response::new(response))
     }
@@ -440,6 +455,11 @@ impl HorizontalAutoscaler for HorizontalService {
         &self,
         request: Request<ReportScaleRequest>,
     ) -> Result<Response<ReportScaleResponse>, Status> {
+        let owner = self.store.owner_of(&request.get_ref().target_key);
+        let send = |mut c: Client, r| async move { c.report_scale(r).await };
+        if let Some(answer) = self.forwarder.call(owner, &request, send).await {
+            return answer;
+        }
         Ok(Response::new(
             self.do_report_scale(request.into_inner()).await?,
         ))

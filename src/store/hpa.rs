@@ -117,6 +117,7 @@ impl HpaTrees {
 
 /// A stored state record, of any version, as the store needs it. Shared with the etcd
 /// store ([`super::etcd`]), which writes the same records.
+#[derive(Clone)]
 pub(crate) struct StoredState {
     pub(super) history: History,
     pub(super) next_seq: u64,

@@ -197,6 +197,12 @@ pub trait HpaStore: Db {
     async fn list_keys(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError>;
     /// Removes everything stored for the target; false if it had nothing.
     async fn delete(&self, key: &str) -> Result<bool, StoreError>;
+
+    /// The address of the replica that owns `key`, when it is another one (a store shared by
+    /// replicas that share out its targets: [`etcd::ownership`]); `None`: this one decides.
+    fn owner_of(&self, _key: &str) -> Option<String> {
+        None
+    }
     /// [`Self::load`] for a read-modify-write: also returns what [`Self::commit_after`] needs
     /// to detect that another writer (another replica) committed in between.
     async fn load_for_update(&self, key: &str) -> Result<(Option<HpaState>, Seen), StoreError>;

@@ -34,6 +34,8 @@ pub fn server_binary() -> PathBuf {
 pub struct Server {
     pub child: Child,
     pub addr: SocketAddr,
+    /// The admin listener (`/metrics`), when the command has `--metrics-listen`.
+    pub admin: Option<SocketAddr>,
 }
 
 impl Server {
@@ -95,13 +97,25 @@ pub fn spawn(mut command: Command) -> Server {
         panic!("unexpected first line {line:?}; stderr: {err}");
     };
     let addr = addr.parse().expect("an address");
+    let admin = command
+        .get_args()
+        .any(|a| a == "--metrics-listen")
+        .then(|| {
+            let mut line = String::new();
+            stdout.read_line(&mut line).expect("stdout readable");
+            line.trim()
+                .strip_prefix("autoscaled admin listening on ")
+                .unwrap_or_else(|| panic!("unexpected second line {line:?}"))
+                .parse()
+                .expect("an address")
+        });
     // Keep draining so the server never blocks on a full pipe.
     std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
     // Drained unless the caller sent it elsewhere (a file it reads).
     if let Some(mut stderr) = child.stderr.take() {
         std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
     }
-    Server { child, addr }
+    Server { child, addr, admin }
 }
 
 /// Copies a fixture data folder (a folder written by an earlier release) to `to`, so that a

@@ -1,5 +1,5 @@
-//! Group commit on etcd: commits of different targets that arrive while a transaction is in
-//! flight go together in the next one, within etcd's limits (`--max-txn-ops`,
+//! Group commit on etcd: commits of different targets that arrive while transactions are in
+//! flight (at most [`MAX_TXNS_IN_FLIGHT`]) go together in the next one, within etcd's limits (`--max-txn-ops`,
 //! `--max-request-bytes`); after a transport failure each commit is read back to learn whether
 //! it was applied.
 
@@ -31,17 +31,50 @@ pub(super) struct Pending {
     pub(super) attempts: u32,
     /// Sends again after a batch failed on another target's guard (at most [`MAX_RESENDS`]).
     pub(super) resends: u32,
-    pub(super) done: oneshot::Sender<Result<(), StoreError>>,
+    /// The state key's new `mod_revision` once etcd applied the commit.
+    pub(super) done: oneshot::Sender<Result<i64, StoreError>>,
 }
 
-/// Sends the queued commits, batching those that arrive while a transaction is in flight.
+/// Transactions in flight at once. One at a time makes a replica's decisions wait for etcd's
+/// round trip (a Raft commit and fsync on a quorum) one batch after another; a few let the
+/// next batch go while the previous is replicated. A target has at most one commit pending
+/// (the API serializes a target's calls), so concurrent transactions never hold the same one.
+pub(super) const MAX_TXNS_IN_FLIGHT: usize = 4;
+
+/// Sends the queued commits, batching those that arrive while transactions are in flight.
 pub(super) async fn batcher(members: Arc<Members>, mut rx: mpsc::UnboundedReceiver<Pending>) {
     let mut queue: VecDeque<Pending> = VecDeque::new();
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_TXNS_IN_FLIGHT));
+    // Commits a batch gives back (not applied, not conflicting), sent again first.
+    let (again_tx, mut again_rx) = mpsc::unbounded_channel::<Vec<Pending>>();
+    let mut open = true;
     loop {
         if queue.is_empty() {
-            match rx.recv().await {
-                Some(p) => queue.push_back(p),
-                None => return,
+            tokio::select! {
+                p = rx.recv(), if open => match p {
+                    Some(p) => queue.push_back(p),
+                    None => open = false,
+                },
+                Some(again) = again_rx.recv() => {
+                    for p in again.into_iter().rev() {
+                        queue.push_front(p);
+                    }
+                }
+            }
+            if queue.is_empty() {
+                if !open && slots.available_permits() == MAX_TXNS_IN_FLIGHT {
+                    return;
+                }
+                continue;
+            }
+        }
+        // Wait for a slot; what arrives meanwhile joins this batch.
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            return;
+        };
+        while let Ok(again) = again_rx.try_recv() {
+            for p in again.into_iter().rev() {
+                queue.push_front(p);
             }
         }
         while let Ok(p) = rx.try_recv() {
@@ -60,10 +93,15 @@ pub(super) async fn batcher(members: Arc<Members>, mut rx: mpsc::UnboundedReceiv
             ops += p.ops.len();
             batch.extend(queue.pop_front());
         }
-        let again = send_batch(&members, batch).await;
-        for p in again.into_iter().rev() {
-            queue.push_front(p);
-        }
+        let members = Arc::clone(&members);
+        let again_tx = again_tx.clone();
+        tokio::spawn(async move {
+            let again = send_batch(&members, batch).await;
+            if !again.is_empty() {
+                let _ = again_tx.send(again);
+            }
+            drop(slot);
+        });
     }
 }
 
@@ -93,8 +131,10 @@ async fn send_batch(members: &Members, batch: Vec<Pending>) -> Vec<Pending> {
     let mut again = Vec::new();
     match result {
         Ok(response) if response.succeeded => {
+            // Every key the transaction put has its revision.
+            let revision = response.header.map_or(0, |h| h.revision);
             for p in batch {
-                let _ = p.done.send(Ok(()));
+                let _ = p.done.send(Ok(revision));
             }
         }
         Ok(response) => {
@@ -124,8 +164,8 @@ async fn send_batch(members: &Members, batch: Vec<Pending>) -> Vec<Pending> {
             // Applied or not? Read each target back.
             for mut p in batch {
                 match resolve(members, &p).await {
-                    Ok(Resolved::Applied) => {
-                        let _ = p.done.send(Ok(()));
+                    Ok(Resolved::Applied(revision)) => {
+                        let _ = p.done.send(Ok(revision));
                     }
                     Ok(Resolved::NotApplied) if p.attempts + 1 < MAX_ATTEMPTS => {
                         p.attempts += 1;
@@ -151,7 +191,8 @@ async fn send_batch(members: &Members, batch: Vec<Pending>) -> Vec<Pending> {
 }
 
 enum Resolved {
-    Applied,
+    /// With the state key's revision.
+    Applied(i64),
     NotApplied,
     Changed,
 }
@@ -174,7 +215,7 @@ async fn resolve(members: &Members, p: &Pending) -> Result<Resolved, StoreError>
     // only if this transaction was applied, and then all of it was (a transaction is atomic).
     let state_rev = state.as_ref().map_or(0, |kv| kv.mod_revision);
     if state.is_some_and(|kv| kv.value == p.state_value) {
-        Ok(Resolved::Applied)
+        Ok(Resolved::Applied(state_rev))
     } else if state_rev == p.expected {
         Ok(Resolved::NotApplied)
     } else {

@@ -27,6 +27,8 @@ impl EtcdStore {
         decision: &DecisionEntry,
     ) -> Result<(), StoreError> {
         let max_names = self.options.max_pod_names;
+        // The log's keys as the cache knows them for the state this commit builds on.
+        let cached_log = self.cached_log(key, seen.revision);
         let previous = match seen.loaded {
             Some(Loaded { state, .. }) => state,
             None => {
@@ -51,8 +53,11 @@ impl EtcdStore {
             .and_then(|p| p.pending.as_ref())
             .filter(|p| p.extends_with(decision))
             .filter(|_| previous.is_some_and(|p| p.log_len.is_some()));
-        let next = if let Some(run) = extends {
+        // The log's keys after this commit, when known.
+        let new_log;
+        let mut next = if let Some(run) = extends {
             // The same outcome as the newest run: the run grows, nothing else is written.
+            new_log = cached_log;
             let extended = run.extended_by(decision);
             StoredState {
                 history: History::default(),
@@ -63,8 +68,9 @@ impl EtcdStore {
             }
         } else {
             let seq = previous.map_or(0, |p| p.next_seq);
-            let mut log = match previous.and_then(|p| p.log_len) {
-                Some(0) | None if previous.is_none() => Vec::new(),
+            let mut log = match (previous.and_then(|p| p.log_len), cached_log) {
+                (Some(0) | None, _) if previous.is_none() => Vec::new(),
+                (_, Some(log)) => log,
                 _ => self.log_keys(key).await?,
             };
             if let Some(pending) = previous.and_then(|p| p.pending.as_ref()) {
@@ -117,10 +123,13 @@ impl EtcdStore {
                 first_time: decision.time,
             };
             fresh.seq = seq;
+            let log_len = (log.len() - removed) as u64;
+            log.drain(..removed);
+            new_log = Some(log);
             StoredState {
                 history: History::default(),
                 next_seq: seq.saturating_add(1),
-                log_len: Some((log.len() - removed) as u64),
+                log_len: Some(log_len),
                 pending: Some(fresh),
                 logged_body: None,
             }
@@ -160,8 +169,21 @@ impl EtcdStore {
             .map_err(|_| StoreError::Etcd("the etcd batcher stopped".to_owned()))?;
         // No timeout here: the batcher bounds each send, and sends at most MAX_ATTEMPTS times
         // after transport failures and MAX_RESENDS times after other targets' conflicts.
-        result
+        let outcome = result
             .await
-            .map_err(|_| StoreError::Etcd("the etcd batcher stopped".to_owned()))?
+            .map_err(|_| StoreError::Etcd("the etcd batcher stopped".to_owned()))
+            .and_then(|r| r);
+        match outcome {
+            Ok(revision) => {
+                next.history = history.clone();
+                self.cache_committed(key, next, revision, new_log);
+                Ok(())
+            }
+            Err(e) => {
+                // Whatever etcd holds now, it is not what the cache says.
+                self.cache_forget(key);
+                Err(e)
+            }
+        }
     }
 }

@@ -10,7 +10,7 @@ use std::{
 
 use tonic::transport::Channel;
 
-use super::pb::kv_client::KvClient;
+use super::pb::{kv_client::KvClient, lease_client::LeaseClient};
 use crate::store::StoreError;
 
 /// One lazily connected client per member, and the one in use. A request that fails in
@@ -19,6 +19,8 @@ use crate::store::StoreError;
 /// SIGKILLed it kept routing calls to it (they hung until our timeout), so decisions stalled.
 pub(super) struct Members {
     pub(super) clients: Vec<KvClient<Channel>>,
+    /// The same members' channels, for the other services (leases).
+    pub(super) channels: Vec<Channel>,
     pub(super) current: AtomicUsize,
     pub(super) per_try: Duration,
 }
@@ -37,6 +39,12 @@ fn retryable(status: &tonic::Status) -> bool {
 }
 
 impl Members {
+    /// The Lease service of the member in use.
+    pub(super) fn lease_client(&self) -> LeaseClient<Channel> {
+        let i = self.current.load(Ordering::Relaxed) % self.channels.len();
+        LeaseClient::new(self.channels[i].clone())
+    }
+
     fn client(&self) -> (usize, KvClient<Channel>) {
         let i = self.current.load(Ordering::Relaxed) % self.clients.len();
         (i, self.clients[i].clone())

@@ -54,14 +54,16 @@
 //! * `tls`: TLS to the members.
 
 mod batcher;
+mod cache;
 mod commit;
 mod members;
+pub mod ownership;
 mod records;
 mod tls;
 
 use std::{
     path::PathBuf,
-    sync::{Arc, atomic::AtomicUsize},
+    sync::{Arc, Mutex, OnceLock, atomic::AtomicUsize},
     time::Duration,
 };
 
@@ -71,7 +73,9 @@ use tonic::transport::Endpoint;
 pub use self::tls::EtcdTls;
 use self::{
     batcher::{Pending, batcher},
+    cache::StateCache,
     members::Members,
+    ownership::Ownership,
     tls::tls_config,
 };
 use super::{
@@ -125,6 +129,9 @@ pub struct EtcdOptions {
     pub max_pod_names: usize,
     /// Bound on one try of an etcd request on one member; then the next member is tried.
     pub request_timeout: Duration,
+    /// Targets whose state this replica keeps in memory (those it owns: [`ownership`]), so
+    /// that it decides without reading etcd.
+    pub state_cache_targets: usize,
 }
 
 impl Default for EtcdOptions {
@@ -137,9 +144,14 @@ impl Default for EtcdOptions {
             decision_retention: super::sled::DEFAULT_DECISION_RETENTION,
             max_pod_names: super::sled::DEFAULT_MAX_POD_NAMES,
             request_timeout: Duration::from_secs(2),
+            state_cache_targets: DEFAULT_STATE_CACHE_TARGETS,
         }
     }
 }
+
+/// Default of [`EtcdOptions::state_cache_targets`]: at most a few KiB each (the state and
+/// the keys of its log), tens of MiB in all.
+pub const DEFAULT_STATE_CACHE_TARGETS: usize = 10_000;
 
 /// History (and VPA state) in etcd.
 pub struct EtcdStore {
@@ -147,6 +159,10 @@ pub struct EtcdStore {
     commits: mpsc::UnboundedSender<Pending>,
     prefix: Vec<u8>,
     options: EtcdOptions,
+    /// Which targets this replica owns; unset (a store without replicas: tests, tools): all.
+    ownership: OnceLock<Arc<Ownership>>,
+    /// The state of owned targets as this replica last committed it.
+    cache: Mutex<StateCache>,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -202,12 +218,10 @@ impl EtcdStore {
             }
             endpoints.push(endpoint);
         }
-        let clients = endpoints
-            .into_iter()
-            .map(|e| KvClient::new(e.connect_lazy()))
-            .collect();
+        let channels: Vec<_> = endpoints.into_iter().map(|e| e.connect_lazy()).collect();
         let members = Arc::new(Members {
-            clients,
+            clients: channels.iter().cloned().map(KvClient::new).collect(),
+            channels,
             current: AtomicUsize::new(0),
             per_try: options.request_timeout,
         });
@@ -217,6 +231,8 @@ impl EtcdStore {
             members,
             commits,
             prefix: options.prefix.as_bytes().to_vec(),
+            cache: Mutex::new(StateCache::new(options.state_cache_targets)),
+            ownership: OnceLock::new(),
             options,
         })
     }
@@ -428,8 +444,13 @@ impl HpaStore for EtcdStore {
         }))
     }
 
+    /// From the cache for a target this replica owns (no read: a stale entry fails the
+    /// commit's guard, which drops it, and the API reads again); otherwise one read.
     async fn load_for_update(&self, key: &str) -> Result<(Option<HpaState>, Seen), StoreError> {
-        let (mut stored, revision) = self.read_state(key).await?;
+        let (mut stored, revision) = match self.cached_state(key) {
+            Some((state, revision)) => (Some(state), revision),
+            None => self.read_state(key).await?,
+        };
         let state = stored.as_mut().map(|s| HpaState {
             history: std::mem::take(&mut s.history),
             next_seq: s.next_seq,
@@ -502,7 +523,13 @@ impl HpaStore for EtcdStore {
         self.list(self.key(&[b"hpa/s/"]), after, limit).await
     }
 
+    fn owner_of(&self, key: &str) -> Option<String> {
+        let ownership = self.ownership.get().filter(|o| o.forward)?;
+        ownership.owner_of(key).map(|r| r.addr)
+    }
+
     async fn delete(&self, key: &str) -> Result<bool, StoreError> {
+        self.cache_forget(key);
         let prefix = self.decision_prefix(key);
         let deleted = self
             .delete_all(vec![

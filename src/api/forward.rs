@@ -1,0 +1,131 @@
+//! Writes of a target made by the replica that owns it: a `Recommend` or `ReportScale` for a
+//! target another replica owns (`HpaStore::owner_of`: etcd with several replicas) is sent on
+//! to that replica with the caller's credentials and deadline, and its answer returned as is.
+//! The owner decides from memory without reading etcd; the replicas do not overwrite each
+//! other's targets.
+//!
+//! Handled here instead, as before ownership: dry runs (nothing is written), calls another
+//! replica already forwarded (their views of the owners may differ for a moment: no second
+//! hop), and calls whose owner cannot be connected to (a replica that stopped and whose lease
+//! has not expired yet): every commit is guarded by the state's revision, so deciding here is
+//! always correct, only slower. A call the owner received and did not answer (killed
+//! mid-call) fails as it would have had the caller sent it there itself.
+
+use std::{collections::HashMap, sync::Mutex, time::Duration};
+
+use tonic::{
+    Code, Request, Response, Status,
+    metadata::{MetadataMap, MetadataValue},
+    transport::{Channel, Endpoint},
+};
+
+use crate::pb::v1::horizontal_autoscaler_client::HorizontalAutoscalerClient;
+
+/// Marks a call one replica forwarded to another.
+pub(crate) const FORWARDED: &str = "autoscaled-forwarded";
+
+/// The caller's headers a forwarded call keeps: who it is, and how long it may take.
+const KEPT: &[&str] = &["authorization", "grpc-timeout"];
+
+/// The bound on a forwarded call whose caller set no deadline.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One lazily connected client per owner address.
+#[derive(Default)]
+pub(crate) struct Forwarder {
+    clients: Mutex<HashMap<String, HorizontalAutoscalerClient<Channel>>>,
+}
+
+impl Forwarder {
+    fn client(&self, owner: &str) -> Option<HorizontalAutoscalerClient<Channel>> {
+        let mut clients = self
+            .clients
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(c) = clients.get(owner) {
+            return Some(c.clone());
+        }
+        let endpoint = Endpoint::from_shared(format!("http://{owner}"))
+            .ok()?
+            .connect_timeout(Duration::from_millis(500))
+            .tcp_nodelay(true);
+        let client = HorizontalAutoscalerClient::new(endpoint.connect_lazy());
+        clients.insert(owner.to_owned(), client.clone());
+        Some(client)
+    }
+
+    /// The request to send on: the message, the kept headers, the mark; a caller without a
+    /// deadline gets [`DEFAULT_TIMEOUT`] for the hop.
+    fn onward<T: Clone>(request: &Request<T>) -> Request<T> {
+        let mut onward = Request::new(request.get_ref().clone());
+        if !request.metadata().contains_key("grpc-timeout") {
+            onward.set_timeout(DEFAULT_TIMEOUT);
+        }
+        copy_kept(request.metadata(), onward.metadata_mut());
+        onward
+            .metadata_mut()
+            .insert(FORWARDED, MetadataValue::from_static("1"));
+        onward
+    }
+
+    /// The owner's answer to a call this replica received, or `None` when it is to be handled
+    /// here (see the module).
+    pub(crate) async fn call<T, R, F, Fut>(
+        &self,
+        owner: Option<String>,
+        request: &Request<T>,
+        send: F,
+    ) -> Option<Result<Response<R>, Status>>
+    where
+        T: Clone,
+        F: FnOnce(HorizontalAutoscalerClient<Channel>, Request<T>) -> Fut,
+        Fut: Future<Output = Result<Response<R>, Status>>,
+    {
+        if request.metadata().contains_key(FORWARDED) {
+            return None;
+        }
+        // An owner without an address (it listens on every interface and was not told its
+        // own): decided here.
+        let owner = owner.filter(|o| !o.is_empty())?;
+        let client = self.client(&owner)?;
+        match send(client, Self::onward(request)).await {
+            Ok(response) => {
+                crate::metrics::forwarded(true);
+                Some(Ok(response))
+            }
+            // The call never reached the owner (it stopped, or cannot be reached): decided
+            // here. A call that did reach it may have been committed there, so any other
+            // failure (the owner killed mid-call) is the caller's answer, as it would be had
+            // the caller called the owner itself: deciding again here could log it twice.
+            Err(status) if never_sent(&status) => {
+                crate::metrics::forwarded(false);
+                tracing::debug!(%owner, error = %status.message(), "owner unreachable: deciding here");
+                None
+            }
+            Err(status) => Some(Err(status)),
+        }
+    }
+}
+
+/// The connection to the owner could not be made: the request was never sent.
+fn never_sent(status: &Status) -> bool {
+    if status.code() != Code::Unavailable {
+        return false;
+    }
+    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(status);
+    while let Some(e) = source {
+        if format!("{e:?}").starts_with("ConnectError") {
+            return true;
+        }
+        source = e.source();
+    }
+    false
+}
+
+fn copy_kept(from: &MetadataMap, to: &mut MetadataMap) {
+    for name in KEPT {
+        if let Some(v) = from.get(*name) {
+            to.insert(*name, v.clone());
+        }
+    }
+}

@@ -1,0 +1,346 @@
+//! Which replica owns which target: every replica registers itself under
+//! `<prefix>replicas/<id>` (its address for other replicas) with an etcd lease it keeps alive,
+//! reads the live registrations every [`POLL`], and a target belongs to the live replica with
+//! the highest rendezvous score for it ([`score`]). When a replica stops (or loses etcd), its
+//! lease expires within the TTL and its targets spread over the others; when one joins, it
+//! takes about 1/n of them from each.
+//!
+//! Ownership is an optimization, never a guarantee: two replicas may briefly disagree (each
+//! reads the registrations on its own clock), and every commit stays guarded by the state
+//! key's `mod_revision`, so the worst a disagreement costs is a conflict and a decision made
+//! again. What it buys: the owner keeps its targets' state in memory and decides without
+//! reading etcd ([`super::EtcdStore`]'s cache), and the replicas do not keep overwriting each
+//! other's targets.
+
+use std::{
+    collections::hash_map::RandomState,
+    hash::{BuildHasher, Hasher},
+    sync::{
+        Arc, RwLock,
+        atomic::{AtomicBool, AtomicI64, Ordering},
+    },
+    time::Duration,
+};
+
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::{
+    EtcdStore,
+    pb::{LeaseGrantRequest, LeaseKeepAliveRequest, LeaseRevokeRequest, PutRequest, RangeRequest},
+    prefix_end,
+};
+
+/// How often the live registrations are read.
+pub const POLL: Duration = Duration::from_millis(250);
+/// The lease asked for, in seconds (etcd raises it to its minimum: 1.5 election timeouts,
+/// 2 s with its default 1 s election timeout).
+pub const LEASE_TTL_SECS: i64 = 2;
+
+/// A replica: its id and the address other replicas reach it at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Replica {
+    /// Random per process (a restarted replica is a new one).
+    pub id: String,
+    /// `host:port` of its gRPC listener.
+    pub addr: String,
+}
+
+/// This replica's view of who owns what.
+#[derive(Debug)]
+pub struct Ownership {
+    me: Replica,
+    /// The live replicas as last read (this one included while its registration is live);
+    /// empty until the first read, when every target counts as this replica's.
+    live: RwLock<Arc<Vec<Replica>>>,
+    /// The lease of this replica's registration (0: none).
+    lease: AtomicI64,
+    /// Set by [`EtcdStore::deregister`]: the registration task stops.
+    stopped: AtomicBool,
+    /// Whether calls for other replicas' targets are forwarded to them
+    /// ([`crate::store::HpaStore::owner_of`]); without, each replica decides what reaches it
+    /// and only caches what it owns.
+    pub forward: bool,
+}
+
+/// The rendezvous score of `replica` for `target`: FNV-1a over both, then splitmix64's
+/// finalizer so that close ids spread. Stable across builds and platforms (every replica
+/// must compute the same owner), unlike `std`'s hasher.
+pub fn score(replica: &str, target: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in replica.bytes().chain([0xff]).chain(target.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+impl Ownership {
+    /// A view for a replica reachable at `addr`, with a fresh random id.
+    pub fn new(addr: String, forward: bool) -> Self {
+        let id = format!("{:016x}", RandomState::new().build_hasher().finish());
+        Ownership {
+            me: Replica { id, addr },
+            live: RwLock::new(Arc::new(Vec::new())),
+            lease: AtomicI64::new(0),
+            stopped: AtomicBool::new(false),
+            forward,
+        }
+    }
+
+    /// This replica.
+    pub fn me(&self) -> &Replica {
+        &self.me
+    }
+
+    /// The live replicas as last read.
+    pub fn live(&self) -> Arc<Vec<Replica>> {
+        Arc::clone(
+            &self
+                .live
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    fn set_live(&self, live: Vec<Replica>) {
+        *self
+            .live
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(live);
+    }
+
+    /// The owner of `target` among the live replicas; `None` when it is this replica (or no
+    /// registration has been read yet).
+    pub fn owner_of(&self, target: &str) -> Option<Replica> {
+        let live = self.live();
+        let owner = live.iter().max_by_key(|r| score(&r.id, target))?;
+        (owner.id != self.me.id).then(|| owner.clone())
+    }
+
+    /// Whether this replica owns `target` ([`Self::owner_of`] is `None`).
+    pub fn owns(&self, target: &str) -> bool {
+        self.owner_of(target).is_none()
+    }
+}
+
+impl EtcdStore {
+    fn replicas_prefix(&self) -> Vec<u8> {
+        self.key(&[b"replicas/"])
+    }
+
+    /// Registers this replica (reachable at `addr`) and keeps its view of the live replicas
+    /// current, in a task of the current runtime, for as long as the store lives. The store's
+    /// cache then holds the targets this replica owns.
+    /// `forward`: calls for other replicas' targets go to them ([`Ownership::forward`]).
+    pub fn start_ownership(self: &Arc<Self>, addr: String, forward: bool) -> Arc<Ownership> {
+        let ownership = Arc::new(Ownership::new(addr, forward));
+        let _ = self.ownership.set(Arc::clone(&ownership));
+        let store = Arc::downgrade(self);
+        let view = Arc::clone(&ownership);
+        tokio::spawn(async move {
+            let mut lease: Option<(i64, tokio::sync::mpsc::Sender<LeaseKeepAliveRequest>)> = None;
+            let mut next_keep_alive = tokio::time::Instant::now();
+            loop {
+                let Some(store) = store.upgrade() else {
+                    return;
+                };
+                if view.stopped.load(Ordering::Relaxed) {
+                    return;
+                }
+                if lease.is_none() {
+                    match store.register(view.me()).await {
+                        Ok(l) => {
+                            view.lease.store(l.0, Ordering::Relaxed);
+                            lease = Some(l);
+                            next_keep_alive = tokio::time::Instant::now();
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "cannot register this replica in etcd")
+                        }
+                    }
+                }
+                if let Some((id, tx)) = &lease
+                    && tokio::time::Instant::now() >= next_keep_alive
+                {
+                    // A full channel means the stream is not read: start again.
+                    if tx.try_send(LeaseKeepAliveRequest { id: *id }).is_err() {
+                        lease = None;
+                    }
+                    next_keep_alive += Duration::from_millis(500);
+                }
+                match store.read_replicas().await {
+                    Ok(live) => {
+                        if lease.is_some() && !live.iter().any(|r| r.id == view.me().id) {
+                            // Our lease expired (a long pause, a partition): register again.
+                            lease = None;
+                        }
+                        view.set_live(live);
+                    }
+                    Err(e) => tracing::debug!(error = %e, "cannot read the replicas"),
+                }
+                drop(store);
+                tokio::time::sleep(POLL).await;
+            }
+        });
+        ownership
+    }
+
+    /// Grants a lease, puts this replica's registration under it and opens the keep-alive
+    /// stream; returns the lease and the stream's sender.
+    async fn register(
+        &self,
+        me: &Replica,
+    ) -> Result<(i64, tokio::sync::mpsc::Sender<LeaseKeepAliveRequest>), String> {
+        let mut lease_client = self.members.lease_client();
+        let grant = tokio::time::timeout(
+            self.options.request_timeout,
+            lease_client.lease_grant(LeaseGrantRequest {
+                ttl: LEASE_TTL_SECS,
+                id: 0,
+            }),
+        )
+        .await
+        .map_err(|_| "lease grant timed out".to_owned())?
+        .map_err(|s| s.message().to_owned())?
+        .into_inner();
+        if !grant.error.is_empty() {
+            return Err(grant.error);
+        }
+        let id = grant.id;
+        let key = self.key(&[b"replicas/", me.id.as_bytes()]);
+        let value = me.addr.clone().into_bytes();
+        self.members
+            .call(|mut kv| {
+                let request = PutRequest {
+                    key: key.clone(),
+                    value: value.clone(),
+                    lease: id,
+                    ..Default::default()
+                };
+                async move { kv.put(request).await }
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        // etcd answers the stream's headers with its first answer: ask at once.
+        tx.try_send(LeaseKeepAliveRequest { id })
+            .map_err(|e| e.to_string())?;
+        let mut responses = tokio::time::timeout(
+            self.options.request_timeout,
+            lease_client.lease_keep_alive(ReceiverStream::new(rx)),
+        )
+        .await
+        .map_err(|_| "lease keep-alive stream: no answer".to_owned())?
+        .map_err(|s| s.message().to_owned())?
+        .into_inner();
+        // Drain the answers; the stream ends (and the sender's channel fills) when etcd or
+        // the member goes away, which the loop notices and registers again.
+        tokio::spawn(async move {
+            while let Ok(Some(answer)) = responses.message().await {
+                if answer.ttl <= 0 {
+                    break;
+                }
+            }
+        });
+        tracing::info!(replica = %me.id, addr = %me.addr, lease = id, ttl = grant.ttl, "registered this replica in etcd");
+        Ok((id, tx))
+    }
+
+    /// The live registrations, sorted by id.
+    async fn read_replicas(&self) -> Result<Vec<Replica>, String> {
+        let prefix = self.replicas_prefix();
+        let response = self
+            .members
+            .once(|mut kv| {
+                let request = RangeRequest {
+                    range_end: prefix_end(&prefix),
+                    key: prefix.clone(),
+                    ..Default::default()
+                };
+                async move { kv.range(request).await }
+            })
+            .await?;
+        let mut live: Vec<Replica> = response
+            .kvs
+            .into_iter()
+            .filter_map(|kv| {
+                let id = String::from_utf8(kv.key.get(prefix.len()..)?.to_vec()).ok()?;
+                let addr = String::from_utf8(kv.value).ok()?;
+                Some(Replica { id, addr })
+            })
+            .collect();
+        live.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(live)
+    }
+
+    /// Revokes this replica's registration (a clean stop: its targets move at once instead of
+    /// after the lease's TTL). Best effort.
+    pub async fn deregister(&self) {
+        let Some(ownership) = self.ownership.get() else {
+            return;
+        };
+        ownership.stopped.store(true, Ordering::Relaxed);
+        let lease = ownership.lease.swap(0, Ordering::Relaxed);
+        if lease == 0 {
+            return;
+        }
+        let mut lease_client = self.members.lease_client();
+        let _ = tokio::time::timeout(
+            self.options.request_timeout,
+            lease_client.lease_revoke(LeaseRevokeRequest { id: lease }),
+        )
+        .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn replica(id: &str) -> Replica {
+        Replica {
+            id: id.into(),
+            addr: format!("{id}:1"),
+        }
+    }
+
+    /// Each replica of three owns about a third of the targets; when one leaves, only its
+    /// targets move (to the others), and the others' stay where they were.
+    #[test]
+    fn rendezvous_spreads_targets_and_moves_only_the_leavers() {
+        let view = |me: &str, ids: &[&str]| {
+            let o = Ownership::new(format!("{me}:1"), true);
+            let o = Ownership {
+                me: replica(me),
+                ..o
+            };
+            o.set_live(ids.iter().map(|id| replica(id)).collect());
+            o
+        };
+        let three = view("a", &["a", "b", "c"]);
+        let two = view("a", &["a", "b"]);
+        let targets: Vec<String> = (0..3000).map(|i| format!("fleet/{i:05}")).collect();
+        let owner = |v: &Ownership, t: &str| v.owner_of(t).map_or("a".to_owned(), |r| r.id);
+        let mut counts = std::collections::HashMap::new();
+        for t in &targets {
+            *counts.entry(owner(&three, t)).or_insert(0) += 1;
+        }
+        for id in ["a", "b", "c"] {
+            let n = counts[id];
+            assert!((800..1200).contains(&n), "{id} owns {n} of 3000");
+        }
+        for t in &targets {
+            let before = owner(&three, t);
+            if before != "c" {
+                assert_eq!(owner(&two, t), before, "{t} moved without need");
+            }
+        }
+        // No view read yet: everything is this replica's.
+        let empty = view("a", &[]);
+        assert!(targets.iter().all(|t| empty.owns(t)));
+    }
+}
