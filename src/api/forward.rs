@@ -23,6 +23,9 @@ use crate::pb::v1::horizontal_autoscaler_client::HorizontalAutoscalerClient;
 
 /// Marks a call one replica forwarded to another.
 pub(crate) const FORWARDED: &str = "autoscaled-forwarded";
+/// On a forwarded call's answer: the owner's address, so that a client can send the target's
+/// next calls there itself and save the hop (the etcd bench's client does).
+pub const OWNER: &str = "autoscaled-owner";
 
 /// The caller's headers a forwarded call keeps: who it is, and how long it may take.
 const KEPT: &[&str] = &["authorization", "grpc-timeout"];
@@ -89,8 +92,11 @@ impl Forwarder {
         let owner = owner.filter(|o| !o.is_empty())?;
         let client = self.client(&owner)?;
         match send(client, Self::onward(request)).await {
-            Ok(response) => {
+            Ok(mut response) => {
                 crate::metrics::forwarded(true);
+                if let Ok(value) = owner.parse() {
+                    response.metadata_mut().insert(OWNER, value);
+                }
                 Some(Ok(response))
             }
             // The call never reached the owner (it stopped, or cannot be reached): decided

@@ -21,7 +21,7 @@ pub(crate) mod codec;
 pub(crate) mod commit;
 pub(crate) mod context;
 pub mod convert;
-pub(crate) mod forward;
+pub mod forward;
 pub(crate) mod hpa;
 pub(crate) mod locks;
 pub(crate) mod overrides;
