@@ -138,8 +138,7 @@ impl StoredState {
     /// never logged: a run reaches the log when it is first extended or closed), a longer
     /// run loses its last decision and that decision's reading (its other fields stay those of
     /// the withdrawn decision, which said the same thing: same outcome, by the run rule) and
-    /// is logged whole again by the
-    /// write, which closes it.
+    /// is logged whole again by the write, which closes it.
     pub(crate) fn without_newest(mut self) -> Self {
         match self.pending.take() {
             Some(mut run) if run.run.count > 1 => {

@@ -3,16 +3,16 @@
 //! [`VpaOverrides`]). The record codecs (`record::hpa`, `record::vpa`) translate these to
 //! and from the versioned bytes; the record kinds (`hpa`, `vpa`) read and write them.
 
-use std::{borrow::Cow, time::Duration};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{
     hpa::Decision,
-    hpa::defaults::default_metric,
+    hpa::defaults::metrics_or_default,
     hpa::history::History,
     hpa::settings::Settings,
-    hpa::spec::{Behavior, HorizontalSpec, MetricSpec},
+    hpa::spec::{Behavior, HorizontalSpec, MetricSpec, MetricTargetType},
     time::Time,
     vpa::{
         amount::Resources,
@@ -126,13 +126,7 @@ impl Reading {
     /// The reading of `decision`, made at `time` against the spec's `metrics`.
     pub fn of(time: Time, decision: &Decision, metrics: &[MetricSpec]) -> Reading {
         // An empty list is Kubernetes' default metric, as the engine read it.
-        let defaulted;
-        let metrics = if metrics.is_empty() {
-            defaulted = [default_metric()];
-            &defaulted[..]
-        } else {
-            metrics
-        };
+        let metrics = metrics_or_default(metrics);
         let mut values = vec![None; metrics.len()];
         for outcome in &decision.metrics {
             if let (Some(slot), Ok(p), Some(target)) = (
@@ -234,13 +228,15 @@ impl DecisionEntry {
         }
     }
 
-    /// The spec's metric `index` as the engine read it (an empty list is Kubernetes' default
-    /// metric).
-    pub fn metric_spec(&self, index: usize) -> Option<Cow<'_, MetricSpec>> {
-        if self.metrics.is_empty() {
-            return (index == 0).then(|| Cow::Owned(default_metric()));
-        }
-        self.metrics.get(index).map(Cow::Borrowed)
+    /// The target type of the spec's metric `index` as the engine read it (an empty list is
+    /// Kubernetes' default metric); `None` for an unknown source type.
+    pub fn metric_target_type(&self, index: usize) -> Option<MetricTargetType> {
+        Some(
+            metrics_or_default(&self.metrics)
+                .get(index)?
+                .target()?
+                .target_type,
+        )
     }
 
     /// The group sizes of `decision.metrics[i]` (zeros when it has no pod groups).

@@ -174,25 +174,35 @@ pub(crate) fn decision_record(e: &DecisionEntry) -> pb::DecisionRecord {
         explanation: Some(explanation(d)),
         run_count: e.run.count,
         first_evaluation_time: Some(to_timestamp(e.run.first_time)),
-        readings: e.readings.iter().map(|r| decision_reading(e, r)).collect(),
+        readings: {
+            // Per entry of the record's metrics: its spec index and target type.
+            let slots: Vec<(usize, Option<MetricTargetType>)> = d
+                .metrics
+                .iter()
+                .map(|m| (m.index, e.metric_target_type(m.index)))
+                .collect();
+            e.readings
+                .iter()
+                .map(|r| decision_reading(&slots, r))
+                .collect()
+        },
         extensions: d.extensions.as_deref().map(migration::report),
     }
 }
 
-/// One decision's reading, its values in the order of the record's `metrics` (a reading is
-/// kept by the spec's metric index), each in the field its target type compares.
-fn decision_reading(e: &DecisionEntry, r: &Reading) -> pb::DecisionReading {
-    let metrics = e
-        .decision
-        .metrics
+/// One decision's reading, its values in the order of the record's `metrics` (`slots`: each
+/// one's spec index, by which a reading is kept, and target type), each in the field its
+/// target type compares.
+fn decision_reading(
+    slots: &[(usize, Option<MetricTargetType>)],
+    r: &Reading,
+) -> pb::DecisionReading {
+    let metrics = slots
         .iter()
-        .map(|m| {
-            let value = r.values.get(m.index).copied().flatten();
+        .map(|&(index, target_type)| {
+            let value = r.values.get(index).copied().flatten();
             let mut reading = pb::MetricReading::default();
-            match e
-                .metric_spec(m.index)
-                .and_then(|s| s.target().map(|t| t.target_type))
-            {
+            match target_type {
                 Some(MetricTargetType::Utilization) => {
                     reading.current_average_utilization =
                         value.map(|v| i32::try_from(v).unwrap_or(i32::MAX));

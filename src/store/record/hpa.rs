@@ -297,11 +297,10 @@ fn scale_event_from_record(e: &pb::ScaleEvent, base: i64) -> ScaleEvent {
 
 /// A decision run as a record, naming at most `max_pod_names` pods per group.
 pub(crate) fn run_to_record(e: &DecisionEntry, max_pod_names: usize) -> pb::DecisionRun {
-    let (run, seq) = (e.run, e.seq);
-    let first = run.first_time.unix_millis();
+    let first = e.run.first_time.unix_millis();
     pb::DecisionRun {
-        seq,
-        count: run.count,
+        seq: e.seq,
+        count: e.run.count,
         first_time_ms: first,
         // Left out when the last reading says it.
         last_time_delta_ms: (e.readings.last().map(|r| r.time) != Some(e.time))
@@ -541,6 +540,11 @@ pub(crate) fn apply_tail(mut logged: pb::DecisionRun, tail: &pb::RunTail) -> pb:
 
 fn decision_to_record(e: &DecisionEntry, max_pod_names: usize) -> pb::Decision {
     let d = &e.decision;
+    let (rescale_reason_prefix, rescale_reason) = d
+        .rescale_reason
+        .as_deref()
+        .map(codes::message_prefix)
+        .map_or((0, None), |(code, rest)| (code, Some(rest.to_owned())));
     pb::Decision {
         current_replicas: d.current_replicas,
         desired_replicas: d.desired_replicas,
@@ -558,14 +562,8 @@ fn decision_to_record(e: &DecisionEntry, max_pod_names: usize) -> pb::Decision {
         scale_up_limit: d.scale_up_limit,
         scale_down_limit: d.scale_down_limit,
         error: d.error.clone(),
-        rescale_reason: d
-            .rescale_reason
-            .as_deref()
-            .map(|r| codes::message_prefix(r).1.to_owned()),
-        rescale_reason_prefix: d
-            .rescale_reason
-            .as_deref()
-            .map_or(0, |r| codes::message_prefix(r).0),
+        rescale_reason,
+        rescale_reason_prefix,
         extensions: d.extensions.as_deref().map(report_to_record),
     }
 }

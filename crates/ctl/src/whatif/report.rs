@@ -101,13 +101,26 @@ fn time(t: Option<&prost_types::Timestamp>) -> String {
 
 /// A metric status's reading and its unit.
 fn reading(m: &api::MetricStatus) -> Option<(f64, &'static str)> {
+    current_of(
+        m.current_average_utilization,
+        m.current_average_value_milli,
+        m.current_value_milli,
+    )
+}
+
+/// The first of a metric's current values that is set, in a plotted unit, and that unit.
+fn current_of(
+    utilization: Option<i32>,
+    average_milli: Option<i64>,
+    value_milli: Option<i64>,
+) -> Option<(f64, &'static str)> {
     #[allow(clippy::cast_precision_loss)]
-    if let Some(u) = m.current_average_utilization {
+    if let Some(u) = utilization {
         Some((f64::from(u), "% of request"))
-    } else if let Some(v) = m.current_average_value_milli {
+    } else if let Some(v) = average_milli {
         Some((v as f64 / 1000.0, "per pod"))
     } else {
-        m.current_value_milli.map(|v| (v as f64 / 1000.0, "total"))
+        value_milli.map(|v| (v as f64 / 1000.0, "total"))
     }
 }
 
@@ -208,14 +221,12 @@ enum Drawn {
 
 /// A decision's reading of one metric, in the unit of [`reading`].
 fn reading_value(r: &api::MetricReading) -> Option<f64> {
-    #[allow(clippy::cast_precision_loss)]
-    if let Some(u) = r.current_average_utilization {
-        Some(f64::from(u))
-    } else if let Some(v) = r.current_average_value_milli {
-        Some(v as f64 / 1000.0)
-    } else {
-        r.current_value_milli.map(|v| v as f64 / 1000.0)
-    }
+    current_of(
+        r.current_average_utilization,
+        r.current_average_value_milli,
+        r.current_value_milli,
+    )
+    .map(|(v, _)| v)
 }
 
 const CSS: &str = r#"

@@ -87,6 +87,16 @@ pub fn set_defaults(spec: &HorizontalSpec, settings: &Settings) -> DefaultedSpec
     }
 }
 
+/// A spec's metrics as the controller reads them: an empty list is Kubernetes' default metric
+/// ([`default_metric`]).
+pub fn metrics_or_default(metrics: &[MetricSpec]) -> std::borrow::Cow<'_, [MetricSpec]> {
+    if metrics.is_empty() {
+        std::borrow::Cow::Owned(vec![default_metric()])
+    } else {
+        std::borrow::Cow::Borrowed(metrics)
+    }
+}
+
 /// The metric `SetDefaults_HorizontalPodAutoscaler` adds to an HPA without metrics.
 pub fn default_metric() -> MetricSpec {
     MetricSpec::Resource {

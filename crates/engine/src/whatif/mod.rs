@@ -30,7 +30,6 @@
 mod log;
 mod trace;
 
-use std::borrow::Cow;
 use std::fmt;
 
 use crate::{
@@ -293,15 +292,7 @@ fn reading(spec: &MetricSpec, p: Option<&MetricProposal>) -> (Option<i64>, Optio
     )
 }
 
-/// A spec's metrics as the controller reads them: an empty list is Kubernetes' default metric
-/// (`SetDefaults_HorizontalPodAutoscaler`: cpu at 80 %).
-fn metric_specs(metrics: &[MetricSpec]) -> Cow<'_, [MetricSpec]> {
-    if metrics.is_empty() {
-        Cow::Owned(vec![hpa::defaults::default_metric()])
-    } else {
-        Cow::Borrowed(metrics)
-    }
-}
+use hpa::defaults::metrics_or_default as metric_specs;
 
 /// The stored side of a step: what was decided, under which metrics.
 struct Stored<'a> {
