@@ -67,6 +67,7 @@ codes!(condition_reason, condition_reason_from, ConditionReason, {
     ConditionReason::ScaleOutPaused => 29,
     ConditionReason::NotPaused => 30,
     ConditionReason::FailedUpdateScale => 31,
+    ConditionReason::BudgetLimited => 32,
 });
 
 codes!(decision_path, decision_path_from, DecisionPath, {

@@ -111,6 +111,9 @@ pub enum ConditionReason {
     ScaleOutPaused,
     /// KEDA: no pause annotation is in force.
     NotPaused,
+    /// A scaling group's budget capped the desired count (`hpa::budget`; not a Kubernetes
+    /// reason: Kubernetes has no groups).
+    BudgetLimited,
 }
 
 impl ConditionReason {
@@ -149,6 +152,7 @@ impl ConditionReason {
             ConditionReason::ScaleInPaused => "ScaleInPaused",
             ConditionReason::ScaleOutPaused => "ScaleOutPaused",
             ConditionReason::NotPaused => "NotPaused",
+            ConditionReason::BudgetLimited => "BudgetLimited",
         }
     }
 }

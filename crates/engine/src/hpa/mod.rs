@@ -5,6 +5,7 @@
 //! The decision record is part of the engine's API: the service stores and returns it, and a
 //! replay of stored history under another spec compares records.
 
+pub mod budget;
 pub mod condition;
 pub mod defaults;
 pub mod extensions;
@@ -68,6 +69,10 @@ pub struct Decision {
     /// decisions of targets without extensions read and compare as before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extensions: Option<Box<extensions::ExtensionReport>>,
+    /// What a scaling group's budget did (`budget`); `None` for a target in no group, so its
+    /// decision is exactly the plain HPA's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Box<budget::BudgetReport>>,
 }
 
 /// The branch of `reconcileAutoscaler` that produced the decision.
@@ -313,6 +318,7 @@ impl<'a> Reconciliation<'a> {
                 error: None,
                 rescale_reason: None,
                 extensions: None,
+                budget: None,
             },
         }
     }
@@ -352,6 +358,47 @@ impl<'a> Reconciliation<'a> {
         self.conditions.put(normalized.able_to_scale);
         self.conditions.put(normalized.scaling_limited);
         normalized.desired
+    }
+
+    /// A scaling group's cap on the normalized count (`budget`): at most the allocation's
+    /// `allowed`, but a cut below the current count no faster than the scale-down rate limit
+    /// (behavior: `calculateScaleDownLimitWithBehaviors`; the legacy path has none). Sets
+    /// ScalingLimited True / `BudgetLimited` when it changes the count.
+    fn within_budget(
+        &mut self,
+        desired: i32,
+        allocation: &budget::Allocation,
+        rescale_reason: &mut Option<String>,
+    ) -> i32 {
+        if desired <= allocation.allowed {
+            return desired;
+        }
+        let current = self.decision.current_replicas;
+        let mut capped = allocation.allowed;
+        if capped < current {
+            if let Some(floor) = self.decision.scale_down_limit {
+                capped = capped.max(floor.min(current));
+            }
+            *rescale_reason = Some(budget::rescale_reason(&allocation.group));
+        }
+        if capped == desired {
+            return desired;
+        }
+        let used = allocation.others_held + i64::from(current.max(capped)) * allocation.units;
+        self.conditions.set(
+            ConditionType::ScalingLimited,
+            true,
+            ConditionReason::BudgetLimited,
+            budget::limited_message(
+                &allocation.group,
+                (allocation.capacity - used).max(0),
+                allocation.capacity,
+            ),
+        );
+        if capped == current {
+            *rescale_reason = None;
+        }
+        capped
     }
 
     /// The end of `reconcileAutoscaler`: apply the rescale (AbleToScale True /
@@ -414,6 +461,18 @@ pub fn evaluate(
     history: &History,
     now: Time,
 ) -> Result<Evaluation, InvalidInput> {
+    evaluate_within(settings, spec, observation, history, now, None)
+}
+
+/// [`evaluate`] with the normalized count capped by a scaling group's allocation.
+fn evaluate_within(
+    settings: &Settings,
+    spec: &HorizontalSpec,
+    observation: &Observation,
+    history: &History,
+    now: Time,
+    budget: Option<&budget::Allocation>,
+) -> Result<Evaluation, InvalidInput> {
     validate::validate(settings, spec, observation, history)?;
     if spec.extensions.is_some() || settings.scale_to_zero {
         // The gate's rules (ScaledToZero, a zero that is not ours left alone) need the
@@ -425,6 +484,7 @@ pub fn evaluate(
             observation,
             history,
             now,
+            budget,
         );
     }
     Ok(reconcile(
@@ -433,19 +493,74 @@ pub fn evaluate(
         observation,
         history,
         now,
-        Hooks::default(),
+        Hooks {
+            budget,
+            ..Hooks::default()
+        },
     ))
 }
 
-/// What the extensions change inside one reconciliation (`Hooks::default()`: nothing).
+/// A member of a scaling group deciding: the plain HPA's decision is the member's demand;
+/// the group's [`budget::Ledger`] turns it into an allocation, and the decision is made again
+/// with the count capped by it when the demand is above it. Returns the evaluation (its
+/// decision carries the [`budget::BudgetReport`]) and the member's new ledger entry; the
+/// caller stores both together. With the demand within the allocation the decision is the
+/// plain HPA's, report aside.
+pub fn evaluate_member(
+    settings: &Settings,
+    spec: &HorizontalSpec,
+    observation: &Observation,
+    history: &History,
+    now: Time,
+    member: budget::Membership<'_>,
+) -> Result<(Evaluation, budget::LedgerEntry), InvalidInput> {
+    let budget::Membership {
+        group,
+        ledger,
+        key,
+        units,
+    } = member;
+    let plain = evaluate(settings, spec, observation, history, now)?;
+    let demand = plain.decision.desired_replicas;
+    let current = observation.current_replicas;
+    let min = spec.min_replicas.unwrap_or(1);
+    let allocation = ledger.allocation(group, key, demand, current, min, units);
+    let mut evaluation = if demand > allocation.allowed {
+        evaluate_within(settings, spec, observation, history, now, Some(&allocation))?
+    } else {
+        plain
+    };
+    let entry = budget::LedgerEntry {
+        demand,
+        current,
+        told: evaluation.decision.desired_replicas,
+        min,
+        units,
+    };
+    evaluation.decision.budget = Some(Box::new(budget::BudgetReport {
+        group: group.to_owned(),
+        uncapped_replicas: demand,
+        fair_share: allocation.fair_share,
+        capacity: allocation.capacity,
+        units_per_replica: units,
+        used: allocation.others_held + entry.held(),
+    }));
+    Ok((evaluation, entry))
+}
+
+/// What the extensions and a scaling group change inside one reconciliation
+/// (`Hooks::default()`: nothing).
 #[derive(Default)]
-struct Hooks {
+struct Hooks<'a> {
     /// The metric outcomes, computed (and adjusted by fallback) before the reconciliation.
     outcomes: Option<Vec<MetricOutcome>>,
     /// The target is at zero because the controller scaled it there (`ScaledToZero` True,
     /// scale to zero with 1.37 semantics): its metrics are computed even when `min_replicas`
     /// is above 0 (`shouldComputeMetricsForZeroReplicas`), and the result is raised to min.
     scaled_to_zero: bool,
+    /// A scaling group's allocation: the normalized count is capped at `allowed`
+    /// ([`Reconciliation::within_budget`]).
+    budget: Option<&'a budget::Allocation>,
 }
 
 /// The body of [`evaluate`] on validated input.
@@ -455,7 +570,7 @@ fn reconcile(
     observation: &Observation,
     history: &History,
     now: Time,
-    hooks: Hooks,
+    hooks: Hooks<'_>,
 ) -> Evaluation {
     let current = observation.current_replicas;
     let mut r = Reconciliation::start(settings, spec, current, history, now);
@@ -535,6 +650,9 @@ fn reconcile(
         // `reconcileAutoscaler`: a target woken from zero gets at least min.
         desired = min;
         rescale_reason.get_or_insert_with(|| messages::BELOW_MIN.to_string());
+    }
+    if let Some(allocation) = hooks.budget {
+        desired = r.within_budget(desired, allocation, &mut rescale_reason);
     }
     r.finish(desired, desired != current, rescale_reason)
 }

@@ -369,6 +369,7 @@ fn replay_step(
                     error: Some("no metric could be replayed".to_owned()),
                     rescale_reason: None,
                     extensions: None,
+                    budget: None,
                 },
                 history: after,
             })

@@ -52,6 +52,8 @@ pub(crate) struct Input<'a> {
     pub(crate) now: Time,
     /// The defaulted `min_replicas`.
     pub(crate) min: i32,
+    /// A scaling group's allocation, for the HPA's part of the decision.
+    pub(crate) budget: Option<&'a crate::hpa::budget::Allocation>,
 }
 
 /// The value activation compares for a metric (milli-units), `None` when it has none.
@@ -208,6 +210,7 @@ pub(crate) fn decide(
             Hooks {
                 outcomes: Some(outcomes),
                 scaled_to_zero: false,
+                budget: input.budget,
             },
         )
     };

@@ -199,6 +199,7 @@ pub(crate) fn evaluate(
     observation: &Observation,
     history: &History,
     now: Time,
+    budget: Option<&crate::hpa::budget::Allocation>,
 ) -> Result<Evaluation, InvalidInput> {
     let gate_only = ext.is_none();
     let no_extensions;
@@ -300,6 +301,7 @@ pub(crate) fn evaluate(
                 history,
                 now,
                 min,
+                budget,
             },
             outcomes,
             &mut state,
@@ -317,6 +319,7 @@ pub(crate) fn evaluate(
             Hooks {
                 outcomes: Some(outcomes),
                 scaled_to_zero: settings.scale_to_zero && state.scaled_to_zero,
+                budget,
             },
         )
     };

@@ -1,0 +1,276 @@
+//! Properties of scaling groups (`engine::hpa::budget`), against reference models:
+//!
+//! * `fair_shares` equals the naive greedy that hands out one replica at a time;
+//! * any interleaving of members' decisions (members applying their counts late, demands
+//!   changing, capacity lowered) keeps the units held at or below the capacity;
+//! * steady demands converge to the fair shares within a bounded number of periods and stay;
+//! * one member with room decides exactly as the plain HPA, and under a tighter capacity as
+//!   the plain HPA capped at it.
+
+use std::collections::BTreeMap;
+
+use autoscaled_engine::{
+    hpa::budget::{Demand, Ledger, Membership, fair_shares},
+    hpa::history::History,
+    hpa::observation::Observation,
+    hpa::settings::Settings,
+    hpa::spec::{HorizontalSpec, MetricSpec, MetricTarget, MetricTargetType},
+    hpa::{evaluate, evaluate_member},
+    time::Time,
+};
+use proptest::prelude::*;
+
+const START: Time = Time::from_unix_secs(1_800_000_000);
+
+/// One replica at a time to the member holding the fewest units after taking it (ties: the
+/// first), while it fits: the definition `fair_shares` computes faster.
+fn greedy(capacity: i64, members: &[Demand]) -> Vec<i32> {
+    let mut shares: Vec<i32> = members.iter().map(|d| d.min).collect();
+    let mut left = capacity
+        - members
+            .iter()
+            .map(|d| i64::from(d.min) * d.units)
+            .sum::<i64>();
+    loop {
+        let next = members
+            .iter()
+            .enumerate()
+            .filter(|&(i, d)| shares[i] < d.demand.max(d.min) && d.units <= left)
+            .min_by_key(|&(i, d)| ((i64::from(shares[i]) + 1) * d.units, i));
+        let Some((i, d)) = next else { break };
+        shares[i] += 1;
+        left -= d.units;
+    }
+    shares
+}
+
+fn spec(min: i32, max: i32) -> HorizontalSpec {
+    HorizontalSpec {
+        min_replicas: Some(min),
+        max_replicas: max,
+        // An External AverageValue metric: the proposal is ceil(queue / 1000), whatever the
+        // current count, so a member's demand is set directly.
+        metrics: vec![MetricSpec::External {
+            name: "queue".into(),
+            target: MetricTarget {
+                target_type: MetricTargetType::AverageValue,
+                average_value: Some(1000),
+                ..MetricTarget::default()
+            },
+        }],
+        behavior: None,
+        extensions: None,
+    }
+}
+
+fn settings() -> Settings {
+    Settings {
+        tolerance: 0.0,
+        ..Settings::default()
+    }
+}
+
+fn observation(current: i32, need: i32) -> Observation {
+    let mut o = Observation {
+        current_replicas: current,
+        ..Observation::default()
+    };
+    o.external_metrics
+        .insert("queue".into(), vec![i64::from(need) * 1000]);
+    o
+}
+
+/// A member as the orchestrator sees it.
+#[derive(Clone, Debug)]
+struct Member {
+    key: String,
+    min: i32,
+    units: i64,
+    running: i32,
+    told: i32,
+    history: History,
+}
+
+fn members(mins: &[i32], units: &[i64]) -> Vec<Member> {
+    mins.iter()
+        .zip(units)
+        .enumerate()
+        .map(|(i, (&min, &units))| Member {
+            key: format!("m{i}"),
+            min,
+            units,
+            running: min,
+            told: min,
+            history: History::default(),
+        })
+        .collect()
+}
+
+/// One member's decision through the real engine; the ledger is updated as the store would.
+fn decide(m: &mut Member, ledger: &mut Ledger, need: i32, now: Time) -> i32 {
+    let (evaluation, entry) = evaluate_member(
+        &settings(),
+        &spec(m.min, 40),
+        &observation(m.running, need),
+        &m.history,
+        now,
+        Membership {
+            group: "g",
+            ledger,
+            key: &m.key,
+            units: m.units,
+        },
+    )
+    .unwrap();
+    m.history = evaluation.history;
+    m.told = evaluation.decision.desired_replicas;
+    ledger.members.insert(m.key.clone(), entry);
+    m.told
+}
+
+/// The units held by the members the group knows (those that decided since they joined),
+/// and by `joining`, which is about to decide, at what it runs.
+fn held(ms: &[Member], ledger: &Ledger, joining: Option<usize>) -> i64 {
+    ms.iter()
+        .enumerate()
+        .filter(|(i, m)| ledger.members.contains_key(&m.key) || joining == Some(*i))
+        .map(|(_, m)| i64::from(m.running.max(m.told)) * m.units)
+        .sum()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn fair_shares_equal_the_greedy_reference(
+        capacity in 0..60i64,
+        members in proptest::collection::vec((0..4i32, 0..20i32, 1..5i64), 0..7),
+    ) {
+        let members: Vec<Demand> = members
+            .into_iter()
+            .map(|(min, demand, units)| Demand { min, demand, units })
+            .collect();
+        let shares = fair_shares(capacity, &members);
+        let reference = greedy(capacity, &members);
+        prop_assert_eq!(&shares, &reference);
+        let mins: i64 = members.iter().map(|d| i64::from(d.min) * d.units).sum();
+        let used: i64 = shares.iter().zip(&members).map(|(&s, d)| i64::from(s) * d.units).sum();
+        prop_assert!(used <= capacity.max(mins));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    #[test]
+    fn any_interleaving_keeps_the_units_held_within_the_capacity(
+        shape in proptest::collection::vec((1..3i32, 1..4i64), 1..5),
+        extra in 0..30i64,
+        steps in proptest::collection::vec((0..5usize, 0..30i32, any::<bool>(), 0..40i64), 1..60),
+        lowered in proptest::option::of((0..60usize, 0..20i64)),
+    ) {
+        let (mins, units): (Vec<i32>, Vec<i64>) = shape.into_iter().unzip();
+        let mut ms = members(&mins, &units);
+        let floor: i64 = ms.iter().map(|m| i64::from(m.min) * m.units).sum();
+        let mut ledger = Ledger { capacity: floor + extra, members: BTreeMap::new() };
+        let mut now = START;
+        for (step, &(who, need, applies, wait)) in steps.iter().enumerate() {
+            if let Some((at, by)) = lowered
+                && at == step
+            {
+                // The capacity lowered (never below the minimums): from here on the held
+                // units never grow while above it.
+                ledger.capacity = (ledger.capacity - by).max(floor);
+            }
+            let i = who % ms.len();
+            if applies {
+                ms[i].running = ms[i].told;
+            }
+            // A member counts from its first decision: before it, what it runs is unknown to
+            // the group, so the decision is checked against what it ran when joining.
+            let before = held(&ms, &ledger, Some(i));
+            now = now.plus_secs(wait);
+            decide(&mut ms[i], &mut ledger, need, now);
+            let after = held(&ms, &ledger, None);
+            prop_assert!(
+                after <= ledger.capacity || after <= before,
+                "held {before} -> {after} units, capacity {}", ledger.capacity
+            );
+            prop_assert!(ms.iter().all(|m| m.told >= m.min));
+        }
+    }
+
+    #[test]
+    fn steady_demands_converge_to_the_fair_shares_and_stay(
+        shape in proptest::collection::vec((1..3i32, 1..4i64, 0..25i32), 1..5),
+        extra in 0..30i64,
+    ) {
+        let mins: Vec<i32> = shape.iter().map(|s| s.0).collect();
+        let units: Vec<i64> = shape.iter().map(|s| s.1).collect();
+        let needs: Vec<i32> = shape.iter().map(|s| s.2).collect();
+        let mut ms = members(&mins, &units);
+        let floor: i64 = ms.iter().map(|m| i64::from(m.min) * m.units).sum();
+        let capacity = floor + extra;
+        let mut ledger = Ledger { capacity, members: BTreeMap::new() };
+        let demands: Vec<Demand> = ms
+            .iter()
+            .zip(&needs)
+            .map(|(m, &need)| Demand { min: m.min, demand: need.min(40), units: m.units })
+            .collect();
+        let fair = fair_shares(capacity, &demands);
+        let mut now = START;
+        let mut counts = Vec::new();
+        // A period: every member decides once, 15 s apart, applying what it was told.
+        for _period in 0..20 {
+            for (m, &need) in ms.iter_mut().zip(&needs) {
+                now = now.plus_secs(15);
+                m.running = m.told;
+                decide(m, &mut ledger, need, now);
+            }
+            counts.push(ms.iter().map(|m| m.told).collect::<Vec<_>>());
+        }
+        // Converged within 10 periods, and no flip-flop after.
+        prop_assert!(counts[9..].iter().all(|c| *c == fair), "{counts:?} vs {fair:?}");
+    }
+
+    #[test]
+    fn one_member_decides_as_the_plain_hpa(
+        min in 1..3i32,
+        needs in proptest::collection::vec((0..30i32, 0..40i64), 1..20),
+        capacity in 1..40i64,
+    ) {
+        let (mut roomy, mut tight) = (Ledger { capacity: 40, ..Ledger::default() },
+            Ledger { capacity: capacity.max(i64::from(min)), ..Ledger::default() });
+        let (mut plain_history, mut current) = (History::default(), min);
+        let (mut tight_history, mut tight_current) = (History::default(), min);
+        let mut now = START;
+        for (need, wait) in needs {
+            now = now.plus_secs(wait);
+            let plain = evaluate(&settings(), &spec(min, 40), &observation(current, need), &plain_history, now).unwrap();
+            let (member, entry) = evaluate_member(
+                &settings(), &spec(min, 40), &observation(current, need), &plain_history, now,
+                Membership { group: "g", ledger: &roomy, key: "only", units: 1 },
+            ).unwrap();
+                    roomy.members.insert("only".into(), entry);
+            let mut without = member.decision.clone();
+            prop_assert!(without.budget.take().is_some());
+            prop_assert_eq!(&without, &plain.decision);
+            prop_assert_eq!(&member.history, &plain.history);
+            plain_history = plain.history;
+            current = plain.decision.desired_replicas;
+
+            // Under a capacity below its demand: the plain count capped at the capacity.
+            let uncapped = evaluate(&settings(), &spec(min, 40), &observation(tight_current, need), &tight_history, now).unwrap();
+            let (capped, entry) = evaluate_member(
+                &settings(), &spec(min, 40), &observation(tight_current, need), &tight_history, now,
+                Membership { group: "g", ledger: &tight, key: "only", units: 1 },
+            ).unwrap();
+            tight.members.insert("only".into(), entry);
+            let cap = i32::try_from(tight.capacity).unwrap();
+            let expected = uncapped.decision.desired_replicas.min(cap.max(tight_current.min(cap)));
+            prop_assert_eq!(capped.decision.desired_replicas, expected);
+            tight_history = capped.history;
+            tight_current = capped.decision.desired_replicas;
+        }
+    }
+}
