@@ -42,7 +42,7 @@ use tonic::{
 use crate::config::Limits;
 
 /// The descriptors of every service the port serves (ours, health) and of the error details.
-fn pool() -> &'static DescriptorPool {
+pub(crate) fn pool() -> &'static DescriptorPool {
     static POOL: OnceLock<DescriptorPool> = OnceLock::new();
     POOL.get_or_init(|| {
         let mut pool = DescriptorPool::new();

@@ -31,7 +31,7 @@ use crate::{
         },
     },
     store::{
-        HpaStore, SledStore, StoreError, VpaStore,
+        FleetStore, HpaStore, SledStore, StoreError, VpaStore,
         durability::{Durability, Mode},
         etcd::{EtcdOptions, EtcdStore, EtcdTls},
         sled::SledOptions,
@@ -464,7 +464,7 @@ pub async fn serve(
 /// most `config.shutdown_grace` and flushes the store. The store holds both the horizontal
 /// history and the vertical state; one flush (group commit) covers both. The TLS and
 /// authorization files of `config.security` are loaded here, and its `health_listen` bound.
-pub(crate) async fn serve_with_store<S: HpaStore + VpaStore>(
+pub(crate) async fn serve_with_store<S: HpaStore + VpaStore + FleetStore>(
     listener: TcpListener,
     config: Config,
     store: Arc<S>,
@@ -494,7 +494,7 @@ pub(crate) async fn bind_health(config: &Config) -> std::io::Result<Option<TcpLi
 /// [`serve_with_store`] with the security material already loaded and the plaintext health
 /// listener (`--health-listen`) already bound, so that the caller can report both addresses
 /// and fail on bad files before anything listens.
-pub async fn serve_secured<S: HpaStore + VpaStore>(
+pub async fn serve_secured<S: HpaStore + VpaStore + FleetStore>(
     listener: TcpListener,
     health_listener: Option<TcpListener>,
     config: Config,
@@ -503,6 +503,7 @@ pub async fn serve_secured<S: HpaStore + VpaStore>(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
     let vertical_store: Arc<dyn VpaStore> = store.clone();
+    let fleet_store: Arc<dyn FleetStore> = store.clone();
     let vertical_count_store = Arc::clone(&vertical_store);
     let store: Arc<dyn HpaStore> = store;
     let local: SocketAddr = listener.local_addr()?;
@@ -527,7 +528,8 @@ pub async fn serve_secured<S: HpaStore + VpaStore>(
             history_retention: config.history_retention,
         },
         crate::engine::hpa::evaluate,
-    );
+    )
+    .with_fleet(fleet_store);
     let vertical = VerticalService::new(
         vertical_store,
         Arc::clone(&durability),

@@ -14,7 +14,7 @@ use super::convert;
 use crate::{
     auth::{self, Caller, KeyFilter, Verb},
     pb::v1::{
-        DeleteTargetRequest, DeleteVerticalTargetRequest, GetHistoryRequest,
+        self as pb, DeleteTargetRequest, DeleteVerticalTargetRequest, GetHistoryRequest,
         GetRecommendationRequest, ListTargetsRequest, ListTargetsResponse,
         ListVerticalTargetsRequest, ListVerticalTargetsResponse, RecommendRequest,
         RecommendResponse, RecordUsageRequest, RecordUsageResponse, ReportScaleRequest,
@@ -163,6 +163,10 @@ impl<S: HorizontalAutoscaler + TargetSummaries> HorizontalAutoscaler for Authori
         request: Request<RecommendRequest>,
     ) -> Result<Response<RecommendResponse>, Status> {
         self.check(&request, Verb::Recommend, &request.get_ref().target_key)?;
+        // A policy's spec is read by the call: `read` on its name.
+        if !request.get_ref().policy.is_empty() {
+            self.check(&request, Verb::Read, &request.get_ref().policy)?;
+        }
         self.inner.recommend(request).await
     }
 
@@ -250,6 +254,117 @@ impl<S: HorizontalAutoscaler + TargetSummaries> HorizontalAutoscaler for Authori
         let who = caller(&request).cloned();
         let result = self.inner.delete_target(request).await;
         auth::audit(who.as_ref(), Verb::Delete, &key, &outcome(&result));
+        result
+    }
+
+    async fn put_policy(
+        &self,
+        request: Request<pb::PutPolicyRequest>,
+    ) -> Result<Response<pb::Policy>, Status> {
+        let name = request
+            .get_ref()
+            .policy
+            .as_ref()
+            .map(|p| p.name.clone())
+            .unwrap_or_default();
+        self.check(&request, Verb::Configure, &name)?;
+        let who = caller(&request).cloned();
+        let result = self.inner.put_policy(request).await;
+        auth::audit(who.as_ref(), Verb::Configure, &name, &outcome(&result));
+        result
+    }
+
+    async fn get_policy(
+        &self,
+        request: Request<pb::GetPolicyRequest>,
+    ) -> Result<Response<pb::Policy>, Status> {
+        self.check(&request, Verb::Read, &request.get_ref().name)?;
+        self.inner.get_policy(request).await
+    }
+
+    /// The page with only the policies the caller may read (a page may come back short).
+    async fn list_policies(
+        &self,
+        request: Request<pb::ListPoliciesRequest>,
+    ) -> Result<Response<pb::ListPoliciesResponse>, Status> {
+        let filter = KeyFilter::for_caller(caller(&request), self.enforce, Verb::Read)?;
+        let mut response = self.inner.list_policies(request).await?;
+        response
+            .get_mut()
+            .policies
+            .retain(|p| filter.allows(&p.name));
+        Ok(response)
+    }
+
+    async fn delete_policy(
+        &self,
+        request: Request<pb::DeletePolicyRequest>,
+    ) -> Result<Response<()>, Status> {
+        let name = request.get_ref().name.clone();
+        self.check(&request, Verb::Configure, &name)?;
+        let who = caller(&request).cloned();
+        let result = self.inner.delete_policy(request).await;
+        auth::audit(who.as_ref(), Verb::Configure, &name, &outcome(&result));
+        result
+    }
+
+    /// `configure` on the group's name and on everything it selects: each member key, each
+    /// member prefix (a prefix within the caller's prefixes selects only keys within them),
+    /// each policy it selects by.
+    async fn put_scaling_group(
+        &self,
+        request: Request<pb::PutScalingGroupRequest>,
+    ) -> Result<Response<pb::ScalingGroup>, Status> {
+        let group = request.get_ref().group.clone().unwrap_or_default();
+        self.check(&request, Verb::Configure, &group.name)?;
+        for selected in group
+            .member_keys
+            .iter()
+            .chain(&group.member_prefixes)
+            .chain(&group.member_policies)
+            .chain(group.member_units.keys())
+        {
+            self.check(&request, Verb::Configure, selected)?;
+        }
+        let who = caller(&request).cloned();
+        let result = self.inner.put_scaling_group(request).await;
+        auth::audit(
+            who.as_ref(),
+            Verb::Configure,
+            &group.name,
+            &outcome(&result),
+        );
+        result
+    }
+
+    async fn get_scaling_group(
+        &self,
+        request: Request<pb::GetScalingGroupRequest>,
+    ) -> Result<Response<pb::ScalingGroupStatus>, Status> {
+        self.check(&request, Verb::Read, &request.get_ref().name)?;
+        self.inner.get_scaling_group(request).await
+    }
+
+    /// The page with only the groups the caller may read (a page may come back short).
+    async fn list_scaling_groups(
+        &self,
+        request: Request<pb::ListScalingGroupsRequest>,
+    ) -> Result<Response<pb::ListScalingGroupsResponse>, Status> {
+        let filter = KeyFilter::for_caller(caller(&request), self.enforce, Verb::Read)?;
+        let mut response = self.inner.list_scaling_groups(request).await?;
+        response.get_mut().groups.retain(|g| filter.allows(&g.name));
+        Ok(response)
+    }
+
+    async fn delete_scaling_group(
+        &self,
+        request: Request<pb::DeleteScalingGroupRequest>,
+    ) -> Result<Response<()>, Status> {
+        let name = request.get_ref().name.clone();
+        self.check(&request, Verb::Configure, &name)?;
+        let who = caller(&request).cloned();
+        let result = self.inner.delete_scaling_group(request).await;
+        auth::audit(who.as_ref(), Verb::Configure, &name, &outcome(&result));
         result
     }
 }

@@ -20,8 +20,8 @@ use super::{locks::KeyLocks, status::ApiError};
 use crate::{
     engine::hpa::history::History,
     store::{
-        DecisionEntry, HpaState, HpaStore, Seen, StoreError, VpaState, VpaStore,
-        durability::Durability,
+        DecisionEntry, FleetStore, HpaState, HpaStore, ScalingGroupDef, Seen, StoreError, VpaState,
+        VpaStore, durability::Durability,
     },
 };
 
@@ -89,6 +89,44 @@ impl Kind for HpaAmend<'_> {
     ) -> Result<(), StoreError> {
         seen.withdraw_newest();
         self.0.commit_after(key, seen, history, entry).await
+    }
+}
+
+/// The HPA kind for a member of a scaling group: the target's history with the group (its
+/// definition and ledger, and the ledger's revision), and the new history with the group's new
+/// ledger. The ledger is written first, guarded by its revision, so two replicas cannot both
+/// spend the same units (the loser reads both again and decides again); a crash between the
+/// two writes leaves the ledger counting the member's new count, which is conservative.
+pub(crate) struct HpaMember<'a> {
+    pub(crate) hpa: &'a dyn HpaStore,
+    pub(crate) fleet: &'a dyn FleetStore,
+    pub(crate) group: &'a str,
+}
+
+/// A group as read for a member's decision: its definition and ledger, and its revision.
+pub(crate) type GroupRead = Option<(ScalingGroupDef, i64)>;
+
+impl Kind for HpaMember<'_> {
+    type State = (Option<HpaState>, GroupRead);
+    type Write = (History, DecisionEntry, GroupRead);
+    const TIMED: bool = true;
+    async fn load(&self, key: &str) -> Result<(Option<Self::State>, Seen), StoreError> {
+        let (state, seen) = self.hpa.load_for_update(key).await?;
+        let group = self.fleet.group(self.group).await?;
+        Ok((Some((state, group)), seen))
+    }
+    async fn write(
+        &self,
+        key: &str,
+        seen: Seen,
+        (history, entry, group): &Self::Write,
+    ) -> Result<(), StoreError> {
+        if let Some((group, revision)) = group {
+            self.fleet
+                .put_group(self.group, Some(*revision), group)
+                .await?;
+        }
+        self.hpa.commit_after(key, seen, history, entry).await
     }
 }
 

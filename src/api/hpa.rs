@@ -23,27 +23,28 @@ use tracing::{Span, field::Empty};
 use super::{
     authorized::{TargetSummaries, filtered_page},
     clock,
-    commit::{CommitPath, Hpa, HpaAmend},
+    commit::{CommitPath, Hpa, HpaAmend, HpaMember},
     convert::{self, Context, summary::SummaryPage},
+    fleet::Fleet,
     locks::KeyLocks,
     status::ApiError,
 };
 use crate::{
     auth::KeyFilter,
     config::Limits,
-    engine::hpa::{outcome, prune},
+    engine::hpa::{self, budget, outcome, prune},
     engine::{
         error::InvalidInput, hpa::Evaluation, hpa::condition::ConditionType, hpa::history::History,
         hpa::observation::Observation, hpa::settings::Settings, hpa::spec::HorizontalSpec,
         time::Time,
     },
     pb::v1::{
-        DeleteTargetRequest, GetHistoryRequest, ListTargetsRequest, ListTargetsResponse,
-        RecommendRequest, RecommendResponse, ReportScaleRequest, ReportScaleResponse,
-        SimulateRequest, SimulateResponse, TargetHistory,
+        self as pb, DeleteTargetRequest, GetHistoryRequest, ListTargetsRequest,
+        ListTargetsResponse, RecommendRequest, RecommendResponse, ReportScaleRequest,
+        ReportScaleResponse, SimulateRequest, SimulateResponse, TargetHistory,
         horizontal_autoscaler_server::HorizontalAutoscaler,
     },
-    store::{DecisionEntry, HpaStore, durability::Durability},
+    store::{DecisionEntry, FleetStore, HpaStore, durability::Durability},
 };
 
 /// The HPA decision function (`engine::hpa::evaluate`'s signature). A parameter so that tests
@@ -77,6 +78,8 @@ pub struct HorizontalService {
     evaluate: Evaluate,
     /// Writes for targets another replica owns go there (`api::forward`).
     forwarder: super::forward::Forwarder,
+    /// Policies and scaling groups (`api::fleet`); `None`: a service without them (tests).
+    fleet: Option<Arc<Fleet>>,
 }
 
 impl HorizontalService {
@@ -94,7 +97,20 @@ impl HorizontalService {
             options,
             evaluate,
             forwarder: super::forward::Forwarder::default(),
+            fleet: None,
         }
+    }
+
+    /// The service with policies and scaling groups kept in `store`.
+    pub fn with_fleet(mut self, store: Arc<dyn FleetStore>) -> Self {
+        self.fleet = Some(Arc::new(Fleet::new(store)));
+        self
+    }
+
+    fn fleet(&self) -> Result<&Fleet, ApiError> {
+        self.fleet.as_deref().ok_or_else(|| {
+            ApiError::FailedPrecondition("this server keeps no policies or scaling groups".into())
+        })
     }
 
     /// The per-target locks (tests check that none leak).
@@ -102,18 +118,27 @@ impl HorizontalService {
         self.commit.locks()
     }
 
-    async fn do_recommend(&self, req: RecommendRequest) -> Result<RecommendResponse, ApiError> {
+    fn context(&self) -> Context<'_> {
+        Context {
+            limits: &self.options.limits,
+            trust_request_time: self.options.trust_request_time,
+            server_now: clock::hpa_now(),
+            history_retention: self.options.history_retention,
+            scale_to_zero: self.options.defaults.scale_to_zero,
+        }
+    }
+
+    async fn do_recommend(&self, mut req: RecommendRequest) -> Result<RecommendResponse, ApiError> {
+        let policy = match &self.fleet {
+            Some(fleet) => fleet.resolve(&mut req).await?,
+            None if !req.policy.is_empty() => {
+                return Err(ApiError::field("policy", "this server keeps no policies"));
+            }
+            None => None,
+        };
+        let policy_name = std::mem::take(&mut req.policy);
         let time_from_request = self.options.trust_request_time && req.evaluation_time.is_some();
-        let input = convert::recommend_request(
-            req,
-            &Context {
-                limits: &self.options.limits,
-                trust_request_time: self.options.trust_request_time,
-                server_now: clock::hpa_now(),
-                history_retention: self.options.history_retention,
-                scale_to_zero: self.options.defaults.scale_to_zero,
-            },
-        )?;
+        let input = convert::recommend_request(req, &self.context())?;
         let span = Span::current();
         span.record("target.key", input.target_key.as_str());
         span.record("dry_run", input.dry_run);
@@ -132,29 +157,102 @@ impl HorizontalService {
         };
         let evaluate = self.evaluate;
         let retention = self.options.history_retention;
-        let (now, (_, entry), new_target) = self
-            .commit
-            .commit_decision(
-                &Hpa(&*self.store),
-                &input.target_key,
-                !input.dry_run,
-                now,
-                |state, &now| {
-                    let new_target = state.is_none();
-                    let history = state.map(|s| s.history).unwrap_or_default();
-                    let evaluation = catch_unwind(AssertUnwindSafe(|| {
-                        evaluate(&settings, &input.spec, &input.observation, &history, now)
-                    }))
-                    .map_err(|_| ApiError::Internal("the HPA engine panicked".to_owned()))?
-                    .map_err(convert::engine_invalid)?;
-                    let mut new_history = evaluation.history;
-                    prune::prune(&mut new_history, now, retention);
-                    let entry =
-                        DecisionEntry::single(now, evaluation.decision, &input.spec, &settings);
-                    Ok(((new_history, entry), new_target))
-                },
-            )
-            .await?;
+        // The history to store and the decision's log entry.
+        let record = |evaluation: Evaluation, now: Time| {
+            let mut new_history = evaluation.history;
+            prune::prune(&mut new_history, now, retention);
+            let mut entry = DecisionEntry::single(now, evaluation.decision, &input.spec, &settings);
+            if let Some(inputs) = entry.inputs.as_mut() {
+                inputs.policy.clone_from(&policy);
+            }
+            (new_history, entry)
+        };
+        let plain = |history: &History, now: Time| {
+            engine(|| evaluate(&settings, &input.spec, &input.observation, history, now))
+        };
+        let key = input.target_key.as_str();
+        let group = match &self.fleet {
+            Some(fleet) => fleet.group_of(key, &policy_name).await?,
+            None => None,
+        };
+        let (now, entry, new_target) = match (self.fleet.as_deref(), group) {
+            (Some(fleet), Some(group)) => {
+                // Members of one group decide one at a time on this replica (other replicas
+                // are held off by the ledger's revision).
+                let guard = if input.dry_run {
+                    None
+                } else {
+                    Some(fleet.lock_group(&group).await)
+                };
+                let member = HpaMember {
+                    hpa: &*self.store,
+                    fleet: fleet.store(),
+                    group: &group,
+                };
+                let (now, (_, entry, _), new_target) = self
+                    .commit
+                    .commit_decision(&member, key, !input.dry_run, now, |state, &now| {
+                        let (state, read) = state.unwrap_or((None, None));
+                        let new_target = state.is_none();
+                        let history = state.map(|s| s.history).unwrap_or_default();
+                        // The group deleted since it was looked up: the plain decision.
+                        let Some((mut def, revision)) = read else {
+                            let (h, e) = record(plain(&history, now)?, now);
+                            return Ok(((h, e, None), new_target));
+                        };
+                        if !def.ledger.members.contains_key(key)
+                            && def.ledger.members.len() >= budget::MAX_MEMBERS
+                        {
+                            return Err(ApiError::ResourceExhausted {
+                                field: "target_key".to_owned(),
+                                message: format!(
+                                    "scaling group {group:?} has {} members, the most a group may",
+                                    budget::MAX_MEMBERS
+                                ),
+                            });
+                        }
+                        let membership = budget::Membership {
+                            group: &group,
+                            ledger: &def.ledger,
+                            key,
+                            units: def.units_of(key),
+                        };
+                        let (evaluation, held) = engine(|| {
+                            hpa::evaluate_member(
+                                &settings,
+                                &input.spec,
+                                &input.observation,
+                                &history,
+                                now,
+                                membership,
+                            )
+                        })?;
+                        def.ledger.members.insert(key.to_owned(), held);
+                        let (h, e) = record(evaluation, now);
+                        Ok(((h, e, Some((def, revision))), new_target))
+                    })
+                    .await?;
+                drop(guard);
+                (now, entry, new_target)
+            }
+            _ => {
+                let (now, (_, entry), new_target) = self
+                    .commit
+                    .commit_decision(
+                        &Hpa(&*self.store),
+                        key,
+                        !input.dry_run,
+                        now,
+                        |state, &now| {
+                            let new_target = state.is_none();
+                            let history = state.map(|s| s.history).unwrap_or_default();
+                            Ok((record(plain(&history, now)?, now), new_target))
+                        },
+                    )
+                    .await?;
+                (now, entry, new_target)
+            }
+        };
         let recorded = !input.dry_run;
         let decision = &entry.decision;
         span.record("decision.current", decision.current_replicas);
@@ -192,6 +290,7 @@ impl HorizontalService {
         }
         let mut response =
             convert::recommend_response(decision, &input.spec.metrics, now, recorded);
+        response.policy = policy.as_ref().map(convert::policy_ref);
         // Derived from the request and the decision, after it: per call, never stored.
         response.warnings =
             convert::recommend_warnings(&input.spec, &input.observation, &settings, decision, now);
@@ -266,6 +365,9 @@ impl HorizontalService {
             return Err(ApiError::TargetNotFound(req.target_key));
         }
         crate::metrics::target_removed();
+        if let Some(fleet) = &self.fleet {
+            fleet.forget_member(&req.target_key).await?;
+        }
         Ok(())
     }
 }
@@ -342,6 +444,64 @@ impl HorizontalService {
     }
 }
 
+impl HorizontalService {
+    /// A policy's spec checked as a Recommend's: complete, or (without `max_replicas`) the
+    /// part of one that each target's own spec completes; violations named `policy.spec.*`.
+    fn check_policy_spec(&self, spec: &pb::HorizontalSpec) -> Result<(), ApiError> {
+        let mut spec = spec.clone();
+        if spec.max_replicas == 0 {
+            spec.max_replicas = spec.min_replicas.unwrap_or(1).max(1);
+        }
+        let probe = RecommendRequest {
+            target_key: "policy".to_owned(),
+            current_replicas: 1,
+            spec: Some(spec),
+            ..RecommendRequest::default()
+        };
+        match convert::recommend_request(probe, &self.context()) {
+            Ok(_) => Ok(()),
+            Err(ApiError::InvalidArgument(violations)) => Err(ApiError::InvalidArgument(
+                violations
+                    .into_iter()
+                    .map(|v| InvalidInput::new(format!("policy.{}", v.field), v.description))
+                    .collect(),
+            )),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `DeletePolicy`: refused while a target's newest decision used the policy (a scan of
+    /// the targets' newest runs, one read each), unless `force`.
+    async fn do_delete_policy(&self, req: pb::DeletePolicyRequest) -> Result<(), ApiError> {
+        let fleet = self.fleet()?;
+        convert::fleet::name("name", &req.name)?;
+        if !req.force {
+            let mut after: Option<String> = None;
+            loop {
+                let page = self.store.list_keys(after.as_deref(), 500).await?;
+                for key in &page.keys {
+                    let used = self.store.latest(key).await?.is_some_and(|e| {
+                        e.inputs
+                            .and_then(|i| i.policy)
+                            .is_some_and(|p| p.name == req.name)
+                    });
+                    if used {
+                        return Err(ApiError::FailedPrecondition(format!(
+                            "target {key:?} uses policy {:?} (its newest decision): move its targets off it first, or delete with force",
+                            req.name
+                        )));
+                    }
+                }
+                if !page.more {
+                    break;
+                }
+                after = page.keys.last().cloned();
+            }
+        }
+        fleet.delete_policy(&req.name, req.force).await
+    }
+}
+
 /// The stored decision a `ReportScale` names: the target's newest, at the reported time, with
 /// the reported desired count.
 fn reported_decision(
@@ -368,6 +528,13 @@ fn reported_decision(
         ));
     }
     Ok(newest)
+}
+
+/// Runs the engine, a panic in it becoming INTERNAL and its refusal INVALID_ARGUMENT.
+fn engine<T>(run: impl FnOnce() -> Result<T, InvalidInput>) -> Result<T, ApiError> {
+    catch_unwind(AssertUnwindSafe(run))
+        .map_err(|_| ApiError::Internal("the HPA engine panicked".to_owned()))?
+        .map_err(convert::engine_invalid)
 }
 
 /// With summaries, one read of the state record per key (`HpaStore::latest`, which carries
@@ -463,6 +630,89 @@ impl HorizontalAutoscaler for HorizontalService {
         Ok(Response::new(
             self.do_report_scale(request.into_inner()).await?,
         ))
+    }
+
+    #[tracing::instrument(name = "PutPolicy", skip_all)]
+    async fn put_policy(
+        &self,
+        request: Request<pb::PutPolicyRequest>,
+    ) -> Result<Response<pb::Policy>, Status> {
+        let fleet = self.fleet()?;
+        let policy = fleet
+            .put_policy(request.into_inner(), |spec| self.check_policy_spec(spec))
+            .await?;
+        Ok(Response::new(policy))
+    }
+
+    #[tracing::instrument(name = "GetPolicy", skip_all)]
+    async fn get_policy(
+        &self,
+        request: Request<pb::GetPolicyRequest>,
+    ) -> Result<Response<pb::Policy>, Status> {
+        Ok(Response::new(
+            self.fleet()?.get_policy(&request.get_ref().name).await?,
+        ))
+    }
+
+    #[tracing::instrument(name = "ListPolicies", skip_all)]
+    async fn list_policies(
+        &self,
+        request: Request<pb::ListPoliciesRequest>,
+    ) -> Result<Response<pb::ListPoliciesResponse>, Status> {
+        Ok(Response::new(
+            self.fleet()?.list_policies(request.get_ref()).await?,
+        ))
+    }
+
+    #[tracing::instrument(name = "DeletePolicy", skip_all)]
+    async fn delete_policy(
+        &self,
+        request: Request<pb::DeletePolicyRequest>,
+    ) -> Result<Response<()>, Status> {
+        self.do_delete_policy(request.into_inner()).await?;
+        Ok(Response::new(()))
+    }
+
+    #[tracing::instrument(name = "PutScalingGroup", skip_all)]
+    async fn put_scaling_group(
+        &self,
+        request: Request<pb::PutScalingGroupRequest>,
+    ) -> Result<Response<pb::ScalingGroup>, Status> {
+        let key_bytes = self.options.limits.max_key_bytes;
+        Ok(Response::new(
+            self.fleet()?
+                .put_group(request.into_inner(), key_bytes)
+                .await?,
+        ))
+    }
+
+    #[tracing::instrument(name = "GetScalingGroup", skip_all)]
+    async fn get_scaling_group(
+        &self,
+        request: Request<pb::GetScalingGroupRequest>,
+    ) -> Result<Response<pb::ScalingGroupStatus>, Status> {
+        Ok(Response::new(
+            self.fleet()?.get_group(&request.get_ref().name).await?,
+        ))
+    }
+
+    #[tracing::instrument(name = "ListScalingGroups", skip_all)]
+    async fn list_scaling_groups(
+        &self,
+        request: Request<pb::ListScalingGroupsRequest>,
+    ) -> Result<Response<pb::ListScalingGroupsResponse>, Status> {
+        Ok(Response::new(
+            self.fleet()?.list_groups(request.get_ref()).await?,
+        ))
+    }
+
+    #[tracing::instrument(name = "DeleteScalingGroup", skip_all)]
+    async fn delete_scaling_group(
+        &self,
+        request: Request<pb::DeleteScalingGroupRequest>,
+    ) -> Result<Response<()>, Status> {
+        self.fleet()?.delete_group(&request.get_ref().name).await?;
+        Ok(Response::new(()))
     }
 
     #[tracing::instrument(name = "DeleteTarget", skip_all, fields(target.key = Empty))]

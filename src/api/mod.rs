@@ -3,7 +3,8 @@
 //! * `authorized`: the per-key authorization check in front of both services;
 //! * [`convert`]: proto ↔ engine, validating every field with its proto path;
 //! * [`status`]: the one error → `tonic::Status` table;
-//! * `hpa`: the `HorizontalAutoscaler` service;
+//! * `hpa`: the `HorizontalAutoscaler` service, with `fleet` (its policies and scaling
+//!   groups);
 //! * `vpa`: the `VerticalAutoscaler` service (conversion in `convert::vpa`);
 //! * `commit`: the one write path of both (lock → load → decide → write → wait for the
 //!   flush), with `locks` (per-target async locks) and `clock` (the one request clock);
@@ -21,6 +22,7 @@ pub(crate) mod codec;
 pub(crate) mod commit;
 pub(crate) mod context;
 pub mod convert;
+pub(crate) mod fleet;
 pub mod forward;
 pub(crate) mod hpa;
 pub(crate) mod locks;

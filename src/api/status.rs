@@ -48,6 +48,13 @@ pub enum ApiError {
     /// the newest); the message says what to do instead.
     #[error("{0}")]
     FailedPrecondition(String),
+    /// A named thing other than a target (a policy, a scaling group) does not exist; the
+    /// message names it.
+    #[error("{0}")]
+    NotFound(String),
+    /// A write lost a race with another replica's; the message says to retry.
+    #[error("{0}")]
+    Aborted(String),
 }
 
 impl ApiError {
@@ -231,6 +238,8 @@ impl From<ApiError> for Status {
             }
             ApiError::DeadlineExceeded(message) => status(Code::DeadlineExceeded, &message),
             ApiError::FailedPrecondition(message) => status(Code::FailedPrecondition, &message),
+            ApiError::NotFound(message) => status(Code::NotFound, &message),
+            ApiError::Aborted(message) => status(Code::Aborted, &message),
             ApiError::Internal(message) => {
                 tracing::error!(error = %message, "internal error");
                 Status::internal("internal error (details in the server log)")

@@ -60,6 +60,12 @@ pub(crate) fn route(path: &str) -> Route {
             "Recommend" | "ReportScale" => Route::Method(Verb::Recommend),
             "GetHistory" | "ListTargets" | "Simulate" => Route::Method(Verb::Read),
             "DeleteTarget" => Route::Method(Verb::Delete),
+            "GetPolicy" | "ListPolicies" | "GetScalingGroup" | "ListScalingGroups" => {
+                Route::Method(Verb::Read)
+            }
+            "PutPolicy" | "DeletePolicy" | "PutScalingGroup" | "DeleteScalingGroup" => {
+                Route::Method(Verb::Configure)
+            }
             _ => Route::Unmapped,
         },
         "autoscaled.v1.VerticalAutoscaler" => match method {

@@ -5,7 +5,7 @@
 //! ```toml
 //! [[rule]]
 //! identity = "spiffe://example.org/team-a"   # a client certificate's URI SAN
-//! verbs = ["recommend", "read", "write-usage", "delete"]
+//! verbs = ["recommend", "read", "write-usage", "delete", "configure"]
 //! prefixes = ["team-a/"]
 //!
 //! [[rule]]
@@ -46,11 +46,23 @@ pub(crate) enum Verb {
     WriteUsage,
     /// `DeleteTarget`, `DeleteVerticalTarget`.
     Delete,
+    /// `PutPolicy`, `DeletePolicy`, `PutScalingGroup`, `DeleteScalingGroup`, on the policy's
+    /// or group's name; a group's member keys, prefixes and policies need it too, so a team
+    /// can only put a budget on its own targets. (`read` on a name: `GetPolicy`,
+    /// `ListPolicies`, `GetScalingGroup`, `ListScalingGroups`, and a Recommend naming a
+    /// policy.)
+    Configure,
 }
 
 impl Verb {
     /// Every verb, in the order the file documents them.
-    pub(crate) const ALL: [Verb; 4] = [Verb::Recommend, Verb::Read, Verb::WriteUsage, Verb::Delete];
+    pub(crate) const ALL: [Verb; 5] = [
+        Verb::Recommend,
+        Verb::Read,
+        Verb::WriteUsage,
+        Verb::Delete,
+        Verb::Configure,
+    ];
 
     /// The name in the authorization file, in errors and in metric labels.
     pub(crate) fn as_str(self) -> &'static str {
@@ -59,6 +71,7 @@ impl Verb {
             Verb::Read => "read",
             Verb::WriteUsage => "write-usage",
             Verb::Delete => "delete",
+            Verb::Configure => "configure",
         }
     }
 
@@ -336,7 +349,7 @@ mod tests {
     const FILE: &str = r#"
 [[rule]]
 identity = "spiffe://example.org/team-a"
-verbs = ["recommend", "read", "write-usage", "delete"]
+verbs = ["recommend", "read", "write-usage", "delete", "configure"]
 prefixes = ["team-a/"]
 
 [[rule]]

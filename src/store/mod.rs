@@ -26,6 +26,7 @@
 pub(crate) mod db;
 pub mod durability;
 pub mod etcd;
+pub mod fleet;
 pub(crate) mod folder_lock;
 pub(crate) mod hpa;
 pub(crate) mod keys;
@@ -42,9 +43,10 @@ use self::hpa::StoredState;
 use crate::engine::hpa::history::History;
 
 pub use self::db::Db;
+pub use self::fleet::{FleetStore, ScalingGroupDef, StoredPolicy};
 pub use self::sled::SledStore;
 pub use self::state::{
-    DecisionEntry, DecisionInputs, HpaState, MAX_RUN_DECISIONS, PodTotals, Reading, Run,
+    DecisionEntry, DecisionInputs, HpaState, MAX_RUN_DECISIONS, PodTotals, PolicyRef, Reading, Run,
     VpaOverrides, VpaState,
 };
 pub use self::vpa::VpaStore;

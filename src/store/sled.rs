@@ -260,6 +260,7 @@ mod tests {
             error: None,
             rescale_reason: None,
             extensions: None,
+            budget: None,
         }
     }
 

@@ -86,6 +86,19 @@ pub struct DecisionInputs {
     pub behavior: Option<Behavior>,
     /// The server defaults with the target's overrides applied.
     pub settings: Settings,
+    /// The policy the spec came from (`RecommendRequest.policy`), if any: a run holds
+    /// decisions under one version of one policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicyRef>,
+}
+
+/// A policy as a decision used it: its name and version.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyRef {
+    /// The policy's name.
+    pub name: String,
+    /// Its version when the decision was made.
+    pub version: u64,
 }
 
 /// The size of each pod group of one metric outcome.
@@ -176,6 +189,7 @@ impl DecisionEntry {
                 max_replicas: spec.max_replicas,
                 behavior: spec.behavior.clone(),
                 settings: settings.clone(),
+                policy: None,
             }),
             pod_totals: Vec::new(),
             readings: vec![Reading::of(time, &decision, &spec.metrics)],

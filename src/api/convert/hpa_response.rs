@@ -9,11 +9,11 @@ use crate::{
         hpa::condition::{Condition, ConditionType},
         hpa::history::{History, Recommendation, ScaleEvent},
         hpa::spec::{MetricSpec, MetricTargetType},
-        hpa::{Decision, MetricOutcome, PodGroups},
+        hpa::{Decision, MetricOutcome, PodGroups, budget::BudgetReport},
         time::Time,
     },
     pb::v1 as pb,
-    store::{DecisionEntry, Reading},
+    store::{DecisionEntry, PolicyRef, Reading},
 };
 
 /// `Time` as a protobuf `Timestamp`.
@@ -141,6 +141,9 @@ pub fn recommend_response(
             .map(|r| migration::removal_candidates(&r.removal_candidates))
             .unwrap_or_default(),
         extensions: d.extensions.as_deref().map(migration::report),
+        // The handler's to add: the policy is the request's, not the decision's.
+        policy: None,
+        budget: d.budget.as_deref().map(budget_report),
         // What the request left out is the handler's to add (`recommend_warnings`): it is
         // not part of the decision, and a logged decision has none.
         warnings: Vec::new(),
@@ -187,6 +190,33 @@ pub(crate) fn decision_record(e: &DecisionEntry) -> pb::DecisionRecord {
                 .collect()
         },
         extensions: d.extensions.as_deref().map(migration::report),
+        policy: e
+            .inputs
+            .as_ref()
+            .and_then(|i| i.policy.as_ref())
+            .map(policy_ref),
+        budget: d.budget.as_deref().map(budget_report),
+    }
+}
+
+/// A policy as a decision used it.
+pub(crate) fn policy_ref(p: &PolicyRef) -> pb::PolicyRef {
+    pb::PolicyRef {
+        name: p.name.clone(),
+        version: p.version,
+    }
+}
+
+/// What a scaling group did to a decision.
+fn budget_report(b: &BudgetReport) -> pb::BudgetReport {
+    pb::BudgetReport {
+        group: b.group.clone(),
+        uncapped_replicas: b.uncapped_replicas,
+        fair_share: b.fair_share,
+        capacity: b.capacity,
+        units_per_replica: b.units_per_replica,
+        used: b.used,
+        residual: b.residual(),
     }
 }
 

@@ -28,6 +28,7 @@
 //!
 //! Every name other modules use stays at `api::convert::<name>` through the re-exports below.
 
+pub(crate) mod fleet;
 pub(crate) mod history;
 pub(crate) mod hpa_request;
 pub(crate) mod hpa_response;
@@ -44,7 +45,7 @@ pub(crate) mod wire;
 // Public: `tests/api_properties.rs` drives one Recommend through both conversions, and
 // `autoscalectl`'s gRPC conformance executor inverts them (its `conformance::convert`).
 pub use hpa_request::{Context, RecommendInput, SettingsOverride, recommend_request};
-pub(crate) use hpa_response::decision_record;
+pub(crate) use hpa_response::{decision_record, policy_ref};
 pub use hpa_response::{metric_identity, recommend_response, target_history, to_timestamp};
 pub use hpa_warnings::{MAX_WARNING_PODS, recommend_warnings};
 pub(crate) use page::{next_page_token, page_request, page_token};

@@ -17,13 +17,14 @@ use crate::{
         hpa::spec::{Behavior, MetricSpec, MetricTarget, ScalingPolicy, ScalingRules},
         hpa::{
             Decision, MetricFailure, MetricOutcome, MetricProposal, PodGroups,
+            budget::BudgetReport,
             extensions::{
                 ExtensionReport, ExtensionState, FiredRule, MetricHealth, removal::RemovalCandidate,
             },
         },
         time::Time,
     },
-    store::{DecisionEntry, DecisionInputs, PodTotals, Reading, Run},
+    store::{DecisionEntry, DecisionInputs, PodTotals, PolicyRef, Reading, Run},
 };
 
 // === history ===
@@ -384,6 +385,16 @@ pub(crate) fn run_from_record(r: &pb::DecisionRun) -> Result<DecisionEntry, Stri
             .map(report_from_record)
             .transpose()?
             .map(Box::new),
+        budget: d.budget.as_ref().map(|b| {
+            Box::new(BudgetReport {
+                group: b.group.clone(),
+                uncapped_replicas: b.uncapped_replicas,
+                fair_share: b.fair_share,
+                capacity: b.capacity,
+                units_per_replica: b.units_per_replica,
+                used: b.used,
+            })
+        }),
     };
     let readings = r
         .readings
@@ -565,6 +576,14 @@ fn decision_to_record(e: &DecisionEntry, max_pod_names: usize) -> pb::Decision {
         rescale_reason,
         rescale_reason_prefix,
         extensions: d.extensions.as_deref().map(report_to_record),
+        budget: d.budget.as_deref().map(|b| pb::BudgetReport {
+            group: b.group.clone(),
+            uncapped_replicas: b.uncapped_replicas,
+            fair_share: b.fair_share,
+            capacity: b.capacity,
+            units_per_replica: b.units_per_replica,
+            used: b.used,
+        }),
     }
 }
 
@@ -899,6 +918,12 @@ fn inputs_to_record(i: &DecisionInputs) -> pb::Inputs {
             scale_down: b.scale_down.as_ref().map(rules_to_record),
         }),
         settings: None,
+        policy_name: i
+            .policy
+            .as_ref()
+            .map(|p| p.name.clone())
+            .unwrap_or_default(),
+        policy_version: i.policy.as_ref().map_or(0, |p| p.version),
         settings_changes: Some(pb::SettingsChanges {
             tolerance: changed_f(s.tolerance, d.tolerance),
             cpu_initialization_period_ms: changed(
@@ -968,6 +993,10 @@ fn inputs_from_record(i: &pb::Inputs) -> Result<DecisionInputs, String> {
             scale_up_limit_minimum: s.scale_up_limit_minimum,
             scale_to_zero: s.scale_to_zero,
         },
+        policy: (!i.policy_name.is_empty()).then(|| PolicyRef {
+            name: i.policy_name.clone(),
+            version: i.policy_version,
+        }),
     })
 }
 
@@ -1071,6 +1100,7 @@ mod tests {
                 "cpu resource utilization (percentage of request) above target".into(),
             ),
             extensions: None,
+            budget: None,
         };
         DecisionEntry {
             time: Time::from_unix_millis(1_767_225_660_000),
@@ -1096,6 +1126,7 @@ mod tests {
                 },
             ],
             inputs: Some(DecisionInputs {
+                policy: None,
                 min_replicas: Some(1),
                 max_replicas: 10,
                 behavior: Some(Behavior {
@@ -1442,6 +1473,20 @@ mod tests {
         no_inputs.inputs = None;
         let mut specs = later(sample_run());
         specs.metrics.pop();
+        let mut budget = later(sample_run());
+        budget.decision.budget = Some(Box::new(BudgetReport {
+            group: "gpus".into(),
+            uncapped_replicas: 6,
+            fair_share: 4,
+            capacity: 10,
+            units_per_replica: 2,
+            used: 9,
+        }));
+        let mut policy = later(sample_run());
+        policy.inputs.as_mut().unwrap().policy = Some(PolicyRef {
+            name: "tier/web".into(),
+            version: 3,
+        });
         vec![
             ("same", later(sample_run())),
             ("usage", usage),
@@ -1451,6 +1496,8 @@ mod tests {
             ("inputs", inputs),
             ("no inputs", no_inputs),
             ("metric specs", specs),
+            ("budget", budget),
+            ("policy", policy),
         ]
     }
 
@@ -1479,7 +1526,7 @@ mod tests {
             let expected = match what {
                 "usage" | "pods" => Some((false, true, false)),
                 "message" => Some((true, false, false)),
-                "scalars" => Some((false, false, true)),
+                "scalars" | "budget" => Some((false, false, true)),
                 _ => None,
             };
             assert_eq!(parts, expected, "{what}");

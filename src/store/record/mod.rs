@@ -20,6 +20,7 @@
 //! read as before and rewritten as version 2 by the target's next RecordUsage.
 
 pub(crate) mod codes;
+pub(crate) mod fleet;
 pub(crate) mod hpa;
 pub(crate) mod legacy;
 pub(crate) mod vpa;

@@ -55,6 +55,7 @@ pub(crate) fn recommend_request_for(
         current_replicas: observation.current_replicas,
         status_replicas: observation.status_replicas,
         spec: Some(horizontal_spec(spec, settings)),
+        policy: String::new(),
         pods: observation.pods.iter().map(pod).collect(),
         object_metrics_milli: observation
             .object_metrics
@@ -355,6 +356,16 @@ pub(crate) fn decision_from_response(
             .map(extension_report)
             .transpose()?
             .map(Box::new),
+        budget: r.budget.as_ref().map(|b| {
+            Box::new(autoscaled_engine::hpa::budget::BudgetReport {
+                group: b.group.clone(),
+                uncapped_replicas: b.uncapped_replicas,
+                fair_share: b.fair_share,
+                capacity: b.capacity,
+                units_per_replica: b.units_per_replica,
+                used: b.used,
+            })
+        }),
     })
 }
 

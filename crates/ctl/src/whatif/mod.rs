@@ -174,6 +174,8 @@ fn clone_error(e: &autoscaled::api::status::ApiError) -> autoscaled::api::status
         },
         ApiError::DeadlineExceeded(m) => ApiError::DeadlineExceeded(m.clone()),
         ApiError::FailedPrecondition(m) => ApiError::FailedPrecondition(m.clone()),
+        ApiError::NotFound(m) => ApiError::NotFound(m.clone()),
+        ApiError::Aborted(m) => ApiError::Aborted(m.clone()),
         ApiError::Store(_) | ApiError::Internal(_) => ApiError::Internal(e.to_string()),
     }
 }

@@ -127,6 +127,81 @@ impl HorizontalAutoscaler for Recorder {
         self.upstream.clone().simulate(request.into_inner()).await
     }
 
+    // Policies and groups: passed through, not traced.
+    async fn put_policy(
+        &self,
+        request: Request<api::PutPolicyRequest>,
+    ) -> Result<Response<api::Policy>, Status> {
+        self.upstream.clone().put_policy(request.into_inner()).await
+    }
+
+    async fn get_policy(
+        &self,
+        request: Request<api::GetPolicyRequest>,
+    ) -> Result<Response<api::Policy>, Status> {
+        self.upstream.clone().get_policy(request.into_inner()).await
+    }
+
+    async fn list_policies(
+        &self,
+        request: Request<api::ListPoliciesRequest>,
+    ) -> Result<Response<api::ListPoliciesResponse>, Status> {
+        self.upstream
+            .clone()
+            .list_policies(request.into_inner())
+            .await
+    }
+
+    async fn delete_policy(
+        &self,
+        request: Request<api::DeletePolicyRequest>,
+    ) -> Result<Response<()>, Status> {
+        self.upstream
+            .clone()
+            .delete_policy(request.into_inner())
+            .await
+    }
+
+    async fn put_scaling_group(
+        &self,
+        request: Request<api::PutScalingGroupRequest>,
+    ) -> Result<Response<api::ScalingGroup>, Status> {
+        self.upstream
+            .clone()
+            .put_scaling_group(request.into_inner())
+            .await
+    }
+
+    async fn get_scaling_group(
+        &self,
+        request: Request<api::GetScalingGroupRequest>,
+    ) -> Result<Response<api::ScalingGroupStatus>, Status> {
+        self.upstream
+            .clone()
+            .get_scaling_group(request.into_inner())
+            .await
+    }
+
+    async fn list_scaling_groups(
+        &self,
+        request: Request<api::ListScalingGroupsRequest>,
+    ) -> Result<Response<api::ListScalingGroupsResponse>, Status> {
+        self.upstream
+            .clone()
+            .list_scaling_groups(request.into_inner())
+            .await
+    }
+
+    async fn delete_scaling_group(
+        &self,
+        request: Request<api::DeleteScalingGroupRequest>,
+    ) -> Result<Response<()>, Status> {
+        self.upstream
+            .clone()
+            .delete_scaling_group(request.into_inner())
+            .await
+    }
+
     /// Passed through, not traced: a trace replays Recommend requests, each taken as applied.
     async fn report_scale(
         &self,

@@ -1,0 +1,185 @@
+//! The fleet record kinds: policies (named specs many targets use) and scaling groups (a
+//! capacity shared by member targets, with the group's ledger), one versioned record each in
+//! their own [`Space`]s (sled trees `policies` and `scaling_groups`, etcd prefixes `policies/`
+//! and `groups/`), keyed by name. They depend only on the database traits ([`Records`]), so
+//! every backend has them.
+//!
+//! A group's definition and its ledger are one record: a member's decision reads both and
+//! writes the ledger back guarded by the record's revision (etcd's `mod_revision`), so two
+//! replicas deciding members of one group at once cannot both spend the same units; the loser
+//! reads again and decides again (the API's commit path).
+
+use std::collections::BTreeMap;
+
+use super::{
+    KeyPage, StoreError,
+    db::{Records, Space},
+    record,
+};
+use crate::engine::{hpa::budget::Ledger, time::Time};
+
+/// Where policies live.
+pub(crate) const POLICIES: Space = Space {
+    tree: "policies",
+    etcd: "policies/",
+    kind: "policy",
+};
+
+/// Where scaling groups live.
+pub(crate) const GROUPS: Space = Space {
+    tree: "scaling_groups",
+    etcd: "groups/",
+    kind: "scaling group",
+};
+
+/// A stored policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredPolicy {
+    /// 1 when created, one more with each change.
+    pub version: u64,
+    /// When it was last put.
+    pub update_time: Time,
+    /// The API's `HorizontalSpec`, encoded as the client put it (a partial spec that each
+    /// call's own spec is merged over: `api::policy`).
+    pub horizontal_spec: Vec<u8>,
+}
+
+/// A stored scaling group: its definition and its ledger.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScalingGroupDef {
+    /// 1 when created, one more with each change of the definition (not of the ledger).
+    pub version: u64,
+    /// When the definition was last put.
+    pub update_time: Time,
+    /// Units one replica weighs unless `member_units` says otherwise.
+    pub units_per_replica: i64,
+    /// Units per replica by member key.
+    pub member_units: BTreeMap<String, i64>,
+    /// Members by key prefix.
+    pub member_prefixes: Vec<String>,
+    /// Members by the policy their Recommend names.
+    pub member_policies: Vec<String>,
+    /// Members by key.
+    pub member_keys: Vec<String>,
+    /// The capacity and what each member holds.
+    pub ledger: Ledger,
+}
+
+impl ScalingGroupDef {
+    /// Whether a target with `key`, naming `policy` (empty: none), is a member.
+    pub fn selects(&self, key: &str, policy: &str) -> bool {
+        self.member_keys.iter().any(|k| k == key)
+            || self
+                .member_prefixes
+                .iter()
+                .any(|p| key.starts_with(p.as_str()))
+            || (!policy.is_empty() && self.member_policies.iter().any(|p| p == policy))
+    }
+
+    /// Units one replica of `key` weighs.
+    pub fn units_of(&self, key: &str) -> i64 {
+        self.member_units
+            .get(key)
+            .copied()
+            .unwrap_or(self.units_per_replica)
+            .max(1)
+    }
+}
+
+/// The policies and scaling groups of a store. Writers of one name are serialized by the
+/// caller (the API's locks); on etcd a write with `if_revision` fails with
+/// [`StoreError::Conflict`] when another replica wrote in between.
+#[tonic::async_trait]
+pub trait FleetStore: super::Db {
+    /// The policy `name` and its revision.
+    async fn policy(&self, name: &str) -> Result<Option<(StoredPolicy, i64)>, StoreError>;
+    /// Writes the policy (if its revision is still `if_revision`; 0: absent).
+    async fn put_policy(
+        &self,
+        name: &str,
+        if_revision: Option<i64>,
+        policy: &StoredPolicy,
+    ) -> Result<(), StoreError>;
+    /// Removes the policy; false if there was none.
+    async fn delete_policy(&self, name: &str) -> Result<bool, StoreError>;
+    /// Up to `limit` policy names after `after`, in byte order.
+    async fn list_policies(&self, after: Option<&str>, limit: usize)
+    -> Result<KeyPage, StoreError>;
+    /// The group `name` and its revision.
+    async fn group(&self, name: &str) -> Result<Option<(ScalingGroupDef, i64)>, StoreError>;
+    /// Writes the group (if its revision is still `if_revision`; 0: absent).
+    async fn put_group(
+        &self,
+        name: &str,
+        if_revision: Option<i64>,
+        group: &ScalingGroupDef,
+    ) -> Result<(), StoreError>;
+    /// Removes the group; false if there was none.
+    async fn delete_group(&self, name: &str) -> Result<bool, StoreError>;
+    /// Up to `limit` group names after `after`, in byte order.
+    async fn list_groups(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError>;
+}
+
+/// Every backend with single-key records holds policies and groups.
+#[tonic::async_trait]
+impl<R: Records + ?Sized> FleetStore for R {
+    async fn policy(&self, name: &str) -> Result<Option<(StoredPolicy, i64)>, StoreError> {
+        match self.get_record(&POLICIES, name).await? {
+            None => Ok(None),
+            Some(r) => Ok(Some((
+                record::fleet::decode_policy(name, &r.bytes)?,
+                r.revision,
+            ))),
+        }
+    }
+
+    async fn put_policy(
+        &self,
+        name: &str,
+        if_revision: Option<i64>,
+        policy: &StoredPolicy,
+    ) -> Result<(), StoreError> {
+        let bytes = record::fleet::encode_policy(policy);
+        self.put_record(&POLICIES, name, if_revision, bytes).await
+    }
+
+    async fn delete_policy(&self, name: &str) -> Result<bool, StoreError> {
+        self.delete_record(&POLICIES, name).await
+    }
+
+    async fn list_policies(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<KeyPage, StoreError> {
+        self.list_records(&POLICIES, after, limit).await
+    }
+
+    async fn group(&self, name: &str) -> Result<Option<(ScalingGroupDef, i64)>, StoreError> {
+        match self.get_record(&GROUPS, name).await? {
+            None => Ok(None),
+            Some(r) => Ok(Some((
+                record::fleet::decode_group(name, &r.bytes)?,
+                r.revision,
+            ))),
+        }
+    }
+
+    async fn put_group(
+        &self,
+        name: &str,
+        if_revision: Option<i64>,
+        group: &ScalingGroupDef,
+    ) -> Result<(), StoreError> {
+        let bytes = record::fleet::encode_group(group);
+        self.put_record(&GROUPS, name, if_revision, bytes).await
+    }
+
+    async fn delete_group(&self, name: &str) -> Result<bool, StoreError> {
+        self.delete_record(&GROUPS, name).await
+    }
+
+    async fn list_groups(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError> {
+        self.list_records(&GROUPS, after, limit).await
+    }
+}
