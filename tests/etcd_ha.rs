@@ -792,3 +792,165 @@ async fn record_usage_from_two_replicas_on_one_target_loses_no_acknowledged_samp
         .unwrap();
     assert_eq!(counted, acknowledged);
 }
+
+/// A member call of the budget test: an External AverageValue metric, one replica per 1000 of
+/// `queue`, under the policy the test puts.
+fn member_call(key: &str, at_secs: i64, current: i32, demand: i64) -> RecommendRequest {
+    use autoscaled::pb::v1 as pb;
+    RecommendRequest {
+        target_key: key.into(),
+        current_replicas: current,
+        policy: "ha-tier".into(),
+        external_metrics: [(
+            "queue".to_owned(),
+            pb::ExternalMetricValues {
+                values_milli: vec![demand * 1000],
+            },
+        )]
+        .into(),
+        evaluation_time: Some(prost_types::Timestamp {
+            seconds: at_secs,
+            nanos: 0,
+        }),
+        ..Default::default()
+    }
+}
+
+/// A scaling group's members decided by two replicas at once (each member's calls sent to
+/// either replica, forwarded to its owner, the group's ledger written by both) never hold
+/// more than the capacity; a SIGKILLed replica loses no allocation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scaling_group_decided_by_two_replicas_stays_within_its_capacity() {
+    use autoscaled::pb::v1 as pb;
+    if !etcd_support::available() {
+        return;
+    }
+    let etcd = Etcd::start(1);
+    let mut replicas: Vec<Replica> = (0..2)
+        .map(|_| Replica::start(&etcd.endpoints(), "group/", &[]))
+        .collect();
+    let addrs: Vec<SocketAddr> = replicas.iter().map(Replica::addr).collect();
+    let mut admin = client(addrs[0]).await;
+    let metric = pb::MetricSpec {
+        r#type: pb::MetricSourceType::External as i32,
+        name: "queue".into(),
+        target: Some(pb::MetricTarget {
+            r#type: pb::MetricTargetType::AverageValue as i32,
+            average_value_milli: Some(1000),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    bounded(
+        "PutPolicy",
+        admin.put_policy(pb::PutPolicyRequest {
+            policy: Some(pb::Policy {
+                name: "ha-tier".into(),
+                spec: Some(pb::HorizontalSpec {
+                    min_replicas: Some(1),
+                    max_replicas: 40,
+                    metrics: vec![metric],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            expected_version: None,
+        }),
+    )
+    .await
+    .unwrap();
+    const CAPACITY: i64 = 23;
+    bounded(
+        "PutScalingGroup",
+        admin.put_scaling_group(pb::PutScalingGroupRequest {
+            group: Some(pb::ScalingGroup {
+                name: "shared".into(),
+                capacity: CAPACITY,
+                member_policies: vec!["ha-tier".into()],
+                ..Default::default()
+            }),
+            expected_version: None,
+        }),
+    )
+    .await
+    .unwrap();
+    // The other replica reads the groups' definitions at most a second late.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let status = |addr: SocketAddr| async move {
+        let mut c = client(addr).await;
+        bounded(
+            "GetScalingGroup",
+            c.get_scaling_group(pb::GetScalingGroupRequest {
+                name: "shared".into(),
+            }),
+        )
+        .await
+        .unwrap()
+        .into_inner()
+    };
+    let keys: Vec<String> = (0..10).map(|i| format!("ha/m{i}")).collect();
+    let mut running: BTreeMap<String, i32> = keys.iter().map(|k| (k.clone(), 1)).collect();
+    let t0 = epoch_millis() / 1000;
+    // The members join at what they run.
+    for (i, k) in keys.iter().enumerate() {
+        let mut c = client(addrs[i % 2]).await;
+        bounded("join", c.recommend(member_call(k, t0, 1, 1)))
+            .await
+            .unwrap();
+    }
+    assert_eq!(status(addrs[1]).await.used, 10);
+    let clients = [client(addrs[0]).await, client(addrs[1]).await];
+    let mut live = vec![0usize, 1];
+    for round in 1..=8i64 {
+        if round == 5 {
+            // SIGKILL a replica: the survivor takes its members over with their allocation.
+            let before = status(addrs[1]).await;
+            replicas[0].kill();
+            live = vec![1];
+            let after = status(addrs[1]).await;
+            assert_eq!(after.used, before.used, "nothing held is lost");
+            assert_eq!(after.members, before.members);
+        }
+        let calls: Vec<_> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| {
+                let mut c = clients[live[i % live.len()]].clone();
+                let req = member_call(k, t0 + 15 * round, running[k], 20);
+                let k = k.clone();
+                tokio::spawn(async move {
+                    let answer = bounded(format!("Recommend {k}"), c.recommend(req)).await;
+                    (k, answer)
+                })
+            })
+            .collect();
+        let mut told = 0;
+        for call in calls {
+            let (k, answer) = call.await.unwrap();
+            match answer {
+                Ok(r) => {
+                    let r = r.into_inner();
+                    told += r.desired_replicas;
+                    running.insert(k, r.desired_replicas);
+                }
+                // The call in flight on the killed replica's connection may fail; the member
+                // keeps what it runs.
+                Err(e) if round == 5 => {
+                    assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
+                    told += running[&k];
+                }
+                Err(e) => panic!("round {round}: {e:?}"),
+            }
+        }
+        let s = status(addrs[1]).await;
+        assert!(
+            i64::from(told) <= CAPACITY && s.used <= CAPACITY,
+            "round {round}: told {told}, held {} of {CAPACITY}",
+            s.used
+        );
+    }
+    // Ten members wanting 20 each share 23: 3 for the first three, 2 for the others.
+    let s = status(addrs[1]).await;
+    let counts: Vec<i32> = s.members.iter().map(|m| m.desired_replicas).collect();
+    assert_eq!(counts, vec![3, 3, 3, 2, 2, 2, 2, 2, 2, 2], "{s:?}");
+}
