@@ -27,8 +27,12 @@ pub(crate) enum Command {
     History(HistoryArgs),
     /// List targets with their last decision, one line each (as `kubectl get hpa`).
     Get(GetArgs),
-    /// Show a target's last decision in detail (as `kubectl describe hpa`).
+    /// Show a target's last decision, or a scaling group, in detail (as `kubectl describe`).
     Describe(DescribeArgs),
+    /// Create or replace the policies and scaling groups of a YAML file (docs/groups.md).
+    Apply(ApplyArgs),
+    /// Delete a policy or a scaling group.
+    Delete(DeleteArgs),
     /// What-if: replay a trace (offline) or a target's stored decisions (through a server)
     /// under another spec; print both runs side by side, optionally draw them (docs/whatif.md).
     Simulate(crate::whatif::SimulateArgs),
@@ -85,6 +89,59 @@ pub(crate) enum GetWhat {
     /// Every target (under --prefix), one line each, through all pages.
     #[command(visible_alias = "target")]
     Targets(GetTargetsArgs),
+    /// Every policy, one line each.
+    #[command(visible_alias = "policy")]
+    Policies(ServerArgs),
+    /// Every scaling group with what its members hold, one line each.
+    #[command(visible_alias = "group")]
+    Groups(ServerArgs),
+}
+
+/// Just a server to talk to.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ServerArgs {
+    /// Server address (`host:port` or `http://host:port`).
+    #[arg(long, value_name = "ADDR", env = "AUTOSCALED_ADDR", default_value = autoscaled::config::DEFAULT_LISTEN)]
+    pub(crate) addr: String,
+    #[command(flatten)]
+    pub(crate) security: crate::client::security::ClientSecurity,
+}
+
+/// `autoscalectl apply -f FILE.yaml`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ApplyArgs {
+    /// YAML (or JSON) documents, each `kind: Policy` or `kind: ScalingGroup`.
+    #[arg(short = 'f', long = "filename", value_name = "FILE.yaml")]
+    pub(crate) file: PathBuf,
+    #[command(flatten)]
+    pub(crate) server: ServerArgs,
+}
+
+/// `autoscalectl delete policy|group NAME`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct DeleteArgs {
+    #[command(subcommand)]
+    pub(crate) what: DeleteWhat,
+}
+
+/// What `delete` removes.
+#[derive(Debug, Subcommand)]
+pub(crate) enum DeleteWhat {
+    /// A policy (refused while a target's newest decision or a group uses it, unless --force).
+    Policy(DeleteNameArgs),
+    /// A scaling group (its members decide alone from their next call).
+    Group(DeleteNameArgs),
+}
+
+/// `autoscalectl delete policy|group NAME`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct DeleteNameArgs {
+    pub(crate) name: String,
+    /// Delete a policy even while it is in use.
+    #[arg(long)]
+    pub(crate) force: bool,
+    #[command(flatten)]
+    pub(crate) server: ServerArgs,
 }
 
 /// `autoscalectl get targets [--prefix P] [-o wide|json|yaml] [--watch]`.
@@ -124,6 +181,16 @@ pub(crate) struct DescribeArgs {
 pub(crate) enum DescribeWhat {
     /// One target: metrics current / target, bounds, conditions, recent decisions.
     Target(DescribeTargetArgs),
+    /// One scaling group: its capacity, what each member holds, and its fair share.
+    Group(DescribeGroupArgs),
+}
+
+/// `autoscalectl describe group NAME`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct DescribeGroupArgs {
+    pub(crate) name: String,
+    #[command(flatten)]
+    pub(crate) server: ServerArgs,
 }
 
 /// `autoscalectl describe target KEY`.
@@ -196,6 +263,43 @@ pub fn run(cli: Cli) -> ExitCode {
             &args.security,
             &args.target_key,
         )),
+        Command::Get(GetArgs {
+            what: GetWhat::Policies(args),
+        }) => crate::client::run(crate::client::policies::get_policies(
+            &args.addr,
+            &args.security,
+        )),
+        Command::Get(GetArgs {
+            what: GetWhat::Groups(args),
+        }) => crate::client::run(crate::client::policies::get_groups(
+            &args.addr,
+            &args.security,
+        )),
+        Command::Describe(DescribeArgs {
+            what: DescribeWhat::Group(args),
+        }) => crate::client::run(crate::client::policies::describe_group(
+            &args.server.addr,
+            &args.server.security,
+            &args.name,
+        )),
+        Command::Apply(args) => crate::client::run(crate::client::policies::apply(
+            &args.server.addr,
+            &args.server.security,
+            &args.file,
+        )),
+        Command::Delete(DeleteArgs { what }) => {
+            let (what, args) = match what {
+                DeleteWhat::Policy(args) => ("policy", args),
+                DeleteWhat::Group(args) => ("group", args),
+            };
+            crate::client::run(crate::client::policies::delete(
+                &args.server.addr,
+                &args.server.security,
+                what,
+                &args.name,
+                args.force,
+            ))
+        }
         Command::Simulate(args) => crate::client::run(crate::whatif::simulate_command(args)),
         Command::Record(args) => crate::whatif::record::run(args),
         Command::Report(args) => crate::client::run(crate::whatif::report::report_command(args)),

@@ -560,3 +560,120 @@ fn conformance_grpc_stops_at_once_against_a_server_on_its_own_clock() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("--trust-request-time"), "{err}");
 }
+
+/// Policies and scaling groups from the command line: `apply -f` the example file,
+/// `get policies`, `get groups`, a Recommend naming the policy (capped by the group),
+/// `describe group`, `history` showing both, `delete` refused then forced.
+#[test]
+fn apply_get_describe_and_delete_policies_and_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(&dir.path().join("data"));
+    let addr = server.addr.to_string();
+    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+    let file = root.join("examples/groups/gpus.yaml");
+    let applied = autoscaled(&["apply", "-f", file.to_str().unwrap(), "--addr", &addr]);
+    assert!(applied.status.success(), "{applied:?}");
+    assert_eq!(
+        stdout(&applied),
+        "policy/gpu-tier applied (version 1)\nscalinggroup/gpus applied (version 1)\n"
+    );
+    let again = autoscaled(&["apply", "-f", file.to_str().unwrap(), "--addr", &addr]);
+    assert!(stdout(&again).contains("policy/gpu-tier applied (version 2)"));
+
+    let policies = stdout(&autoscaled(&["get", "policies", "--addr", &addr]));
+    let lines: Vec<Vec<&str>> = policies.lines().map(words).collect();
+    assert_eq!(
+        lines[0],
+        ["NAME", "VERSION", "MIN", "MAX", "METRICS", "AGE"]
+    );
+    assert_eq!(
+        lines[1][..5],
+        ["gpu-tier", "2", "1", "20", "queue"],
+        "{policies}"
+    );
+
+    // inference/a wants 6, alone in a group of 10: 1 -> 4 (the legacy scale-up limit), then
+    // capacity lowered to 3 caps it.
+    let request = root.join("examples/groups/inference-a.json");
+    let out = autoscaled(&[
+        "recommend",
+        "--addr",
+        &addr,
+        "--file",
+        request.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let text = stdout(&out);
+    assert!(
+        text.contains("Policy:") && text.contains("gpu-tier (version 2)"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("Scaling group:") && l.contains("gpus: 4 uncapped")),
+        "{text}"
+    );
+    let lowered = dir.path().join("lowered.yaml");
+    std::fs::write(
+        &lowered,
+        "kind: ScalingGroup\nname: gpus\ncapacity: 3\nmemberPolicies: [gpu-tier]\n",
+    )
+    .unwrap();
+    let applied = autoscaled(&["apply", "-f", lowered.to_str().unwrap(), "--addr", &addr]);
+    assert!(applied.status.success(), "{applied:?}");
+    let out = stdout(&autoscaled(&[
+        "recommend",
+        "--addr",
+        &addr,
+        "--file",
+        request.to_str().unwrap(),
+    ]));
+    assert!(
+        out.lines()
+            .any(|l| words(l).starts_with(&["ScalingLimited", "True", "BudgetLimited"])),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| words(l) == ["Desired", "replicas:", "3"]),
+        "{out}"
+    );
+
+    let groups = stdout(&autoscaled(&["get", "groups", "--addr", &addr]));
+    let lines: Vec<Vec<&str>> = groups.lines().map(words).collect();
+    assert_eq!(
+        lines[0],
+        ["NAME", "CAPACITY", "USED", "RESIDUAL", "MEMBERS", "SELECTS"]
+    );
+    assert_eq!(
+        lines[1],
+        ["gpus", "3", "3", "0", "1", "policy=gpu-tier"],
+        "{groups}"
+    );
+    let described = stdout(&autoscaled(&["describe", "group", "gpus", "--addr", &addr]));
+    assert!(
+        described
+            .lines()
+            .any(|l| words(l) == ["inference/a", "4", "1", "3", "3", "1", "1", "3"]),
+        "{described}"
+    );
+    let history = stdout(&autoscaled(&["history", "--addr", &addr, "inference/a"]));
+    assert!(history.contains("gpu-tier (version 2)"), "{history}");
+
+    let refused = autoscaled(&["delete", "policy", "gpu-tier", "--addr", &addr]);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("FailedPrecondition"),
+        "{refused:?}"
+    );
+    let forced = autoscaled(&["delete", "policy", "gpu-tier", "--force", "--addr", &addr]);
+    assert_eq!(stdout(&forced), "policy/gpu-tier deleted\n", "{forced:?}");
+    let deleted = autoscaled(&["delete", "group", "gpus", "--addr", &addr]);
+    assert_eq!(
+        stdout(&deleted),
+        "scalinggroup/gpus deleted\n",
+        "{deleted:?}"
+    );
+    let empty = stdout(&autoscaled(&["get", "groups", "--addr", &addr]));
+    assert_eq!(empty.lines().count(), 1, "{empty}");
+}

@@ -387,6 +387,17 @@ pub fn describe_summary(s: &api::TargetSummary, history: &api::TargetHistory, no
             age(s.first_evaluation_time.as_ref(), now)
         ),
     ));
+    // The policy and the group are in the logged decision, not in the summary.
+    if let Some(newest) = history
+        .decisions
+        .first()
+        .filter(|d| d.evaluation_time == s.evaluation_time)
+    {
+        rows.extend(super::policy_and_budget(
+            newest.policy.as_ref(),
+            newest.budget.as_ref(),
+        ));
+    }
     let mut out = aligned(&rows);
     out.push_str(&describe_conditions(&s.conditions));
     let statuses: Vec<api::MetricStatus> = s

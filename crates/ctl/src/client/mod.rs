@@ -10,6 +10,7 @@
 
 pub mod fleet;
 pub(crate) mod migration;
+pub mod policies;
 pub mod security;
 
 use std::{fmt::Write as _, path::Path, sync::OnceLock};
@@ -411,6 +412,10 @@ pub fn describe_recommendation(
         "Desired replicas:".to_owned(),
         response.desired_replicas.to_string(),
     ));
+    rows.extend(policy_and_budget(
+        response.policy.as_ref(),
+        response.budget.as_ref(),
+    ));
     let mut out = aligned(&rows);
     out.push_str(&describe_conditions(&response.conditions));
     out.push_str(&describe_warnings(&response.warnings));
@@ -422,6 +427,36 @@ pub fn describe_recommendation(
         response.extensions.as_ref(),
     ));
     out
+}
+
+/// The rows naming a decision's policy and what its scaling group did, when it has them.
+pub(crate) fn policy_and_budget(
+    policy: Option<&api::PolicyRef>,
+    budget: Option<&api::BudgetReport>,
+) -> Vec<(String, String)> {
+    let mut rows = Vec::new();
+    if let Some(p) = policy {
+        rows.push((
+            "Policy:".to_owned(),
+            format!("{} (version {})", p.name, p.version),
+        ));
+    }
+    if let Some(b) = budget {
+        rows.push((
+            "Scaling group:".to_owned(),
+            format!(
+                "{}: {} uncapped, fair share {}, {} of {} units held ({} left, {} per replica)",
+                b.group,
+                b.uncapped_replicas,
+                b.fair_share,
+                b.used,
+                b.capacity,
+                b.residual,
+                b.units_per_replica
+            ),
+        ));
+    }
+    rows
 }
 
 /// The stored history of a target: the latest decision in full, then the stored
@@ -450,6 +485,10 @@ pub fn describe_history(history: &api::TargetHistory) -> String {
     rows.push((
         "Desired replicas:".to_owned(),
         last.desired_replicas.to_string(),
+    ));
+    rows.extend(policy_and_budget(
+        last.policy.as_ref(),
+        last.budget.as_ref(),
     ));
     let mut out = aligned(&rows);
     out.push_str(&describe_conditions(&last.conditions));
