@@ -43,6 +43,26 @@ type HorizontalAutoscalerClient interface {
 	// with no stored history; FAILED_PRECONDITION when the decision is not the target's newest
 	// (report before the next Recommend). Repeating a report changes nothing.
 	ReportScale(ctx context.Context, in *ReportScaleRequest, opts ...grpc.CallOption) (*ReportScaleResponse, error)
+	// Policies (docs/groups.md): named, versioned specs that Recommend calls name instead of
+	// (or under) their own spec. Creates or replaces the policy; its version starts at 1 and
+	// grows by one with each change, which takes effect on each target's next call.
+	PutPolicy(ctx context.Context, in *PutPolicyRequest, opts ...grpc.CallOption) (*Policy, error)
+	// NOT_FOUND if there is no such policy.
+	GetPolicy(ctx context.Context, in *GetPolicyRequest, opts ...grpc.CallOption) (*Policy, error)
+	// The policies, in name order.
+	ListPolicies(ctx context.Context, in *ListPoliciesRequest, opts ...grpc.CallOption) (*ListPoliciesResponse, error)
+	// FAILED_PRECONDITION while a scaling group selects members by it, unless `force`.
+	// Targets that still name it get NOT_FOUND (naming `policy`) on their next call.
+	DeletePolicy(ctx context.Context, in *DeletePolicyRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
+	// Scaling groups (docs/groups.md): a capacity shared by member targets, applied inside each
+	// member's decision. Creates or replaces the group; what the members hold is kept.
+	PutScalingGroup(ctx context.Context, in *PutScalingGroupRequest, opts ...grpc.CallOption) (*ScalingGroup, error)
+	// The group with what each member holds. NOT_FOUND if there is no such group.
+	GetScalingGroup(ctx context.Context, in *GetScalingGroupRequest, opts ...grpc.CallOption) (*ScalingGroupStatus, error)
+	// The groups, in name order.
+	ListScalingGroups(ctx context.Context, in *ListScalingGroupsRequest, opts ...grpc.CallOption) (*ListScalingGroupsResponse, error)
+	// Forgets the group: its members decide alone from their next call.
+	DeleteScalingGroup(ctx context.Context, in *DeleteScalingGroupRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
 }
 
 type horizontalAutoscalerClient struct {
@@ -107,6 +127,78 @@ func (c *horizontalAutoscalerClient) ReportScale(ctx context.Context, in *Report
 	return out, nil
 }
 
+func (c *horizontalAutoscalerClient) PutPolicy(ctx context.Context, in *PutPolicyRequest, opts ...grpc.CallOption) (*Policy, error) {
+	out := new(Policy)
+	err := c.cc.Invoke(ctx, "/autoscaled.v1.HorizontalAutoscaler/PutPolicy", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *horizontalAutoscalerClient) GetPolicy(ctx context.Context, in *GetPolicyRequest, opts ...grpc.CallOption) (*Policy, error) {
+	out := new(Policy)
+	err := c.cc.Invoke(ctx, "/autoscaled.v1.HorizontalAutoscaler/GetPolicy", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *horizontalAutoscalerClient) ListPolicies(ctx context.Context, in *ListPoliciesRequest, opts ...grpc.CallOption) (*ListPoliciesResponse, error) {
+	out := new(ListPoliciesResponse)
+	err := c.cc.Invoke(ctx, "/autoscaled.v1.HorizontalAutoscaler/ListPolicies", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *horizontalAutoscalerClient) DeletePolicy(ctx context.Context, in *DeletePolicyRequest, opts ...grpc.CallOption) (*emptypb.Empty, error) {
+	out := new(emptypb.Empty)
+	err := c.cc.Invoke(ctx, "/autoscaled.v1.HorizontalAutoscaler/DeletePolicy", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *horizontalAutoscalerClient) PutScalingGroup(ctx context.Context, in *PutScalingGroupRequest, opts ...grpc.CallOption) (*ScalingGroup, error) {
+	out := new(ScalingGroup)
+	err := c.cc.Invoke(ctx, "/autoscaled.v1.HorizontalAutoscaler/PutScalingGroup", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *horizontalAutoscalerClient) GetScalingGroup(ctx context.Context, in *GetScalingGroupRequest, opts ...grpc.CallOption) (*ScalingGroupStatus, error) {
+	out := new(ScalingGroupStatus)
+	err := c.cc.Invoke(ctx, "/autoscaled.v1.HorizontalAutoscaler/GetScalingGroup", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *horizontalAutoscalerClient) ListScalingGroups(ctx context.Context, in *ListScalingGroupsRequest, opts ...grpc.CallOption) (*ListScalingGroupsResponse, error) {
+	out := new(ListScalingGroupsResponse)
+	err := c.cc.Invoke(ctx, "/autoscaled.v1.HorizontalAutoscaler/ListScalingGroups", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *horizontalAutoscalerClient) DeleteScalingGroup(ctx context.Context, in *DeleteScalingGroupRequest, opts ...grpc.CallOption) (*emptypb.Empty, error) {
+	out := new(emptypb.Empty)
+	err := c.cc.Invoke(ctx, "/autoscaled.v1.HorizontalAutoscaler/DeleteScalingGroup", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HorizontalAutoscalerServer is the server API for HorizontalAutoscaler service.
 // All implementations must embed UnimplementedHorizontalAutoscalerServer
 // for forward compatibility
@@ -136,6 +228,26 @@ type HorizontalAutoscalerServer interface {
 	// with no stored history; FAILED_PRECONDITION when the decision is not the target's newest
 	// (report before the next Recommend). Repeating a report changes nothing.
 	ReportScale(context.Context, *ReportScaleRequest) (*ReportScaleResponse, error)
+	// Policies (docs/groups.md): named, versioned specs that Recommend calls name instead of
+	// (or under) their own spec. Creates or replaces the policy; its version starts at 1 and
+	// grows by one with each change, which takes effect on each target's next call.
+	PutPolicy(context.Context, *PutPolicyRequest) (*Policy, error)
+	// NOT_FOUND if there is no such policy.
+	GetPolicy(context.Context, *GetPolicyRequest) (*Policy, error)
+	// The policies, in name order.
+	ListPolicies(context.Context, *ListPoliciesRequest) (*ListPoliciesResponse, error)
+	// FAILED_PRECONDITION while a scaling group selects members by it, unless `force`.
+	// Targets that still name it get NOT_FOUND (naming `policy`) on their next call.
+	DeletePolicy(context.Context, *DeletePolicyRequest) (*emptypb.Empty, error)
+	// Scaling groups (docs/groups.md): a capacity shared by member targets, applied inside each
+	// member's decision. Creates or replaces the group; what the members hold is kept.
+	PutScalingGroup(context.Context, *PutScalingGroupRequest) (*ScalingGroup, error)
+	// The group with what each member holds. NOT_FOUND if there is no such group.
+	GetScalingGroup(context.Context, *GetScalingGroupRequest) (*ScalingGroupStatus, error)
+	// The groups, in name order.
+	ListScalingGroups(context.Context, *ListScalingGroupsRequest) (*ListScalingGroupsResponse, error)
+	// Forgets the group: its members decide alone from their next call.
+	DeleteScalingGroup(context.Context, *DeleteScalingGroupRequest) (*emptypb.Empty, error)
 	mustEmbedUnimplementedHorizontalAutoscalerServer()
 }
 
@@ -160,6 +272,30 @@ func (UnimplementedHorizontalAutoscalerServer) Simulate(context.Context, *Simula
 }
 func (UnimplementedHorizontalAutoscalerServer) ReportScale(context.Context, *ReportScaleRequest) (*ReportScaleResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ReportScale not implemented")
+}
+func (UnimplementedHorizontalAutoscalerServer) PutPolicy(context.Context, *PutPolicyRequest) (*Policy, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method PutPolicy not implemented")
+}
+func (UnimplementedHorizontalAutoscalerServer) GetPolicy(context.Context, *GetPolicyRequest) (*Policy, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetPolicy not implemented")
+}
+func (UnimplementedHorizontalAutoscalerServer) ListPolicies(context.Context, *ListPoliciesRequest) (*ListPoliciesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListPolicies not implemented")
+}
+func (UnimplementedHorizontalAutoscalerServer) DeletePolicy(context.Context, *DeletePolicyRequest) (*emptypb.Empty, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeletePolicy not implemented")
+}
+func (UnimplementedHorizontalAutoscalerServer) PutScalingGroup(context.Context, *PutScalingGroupRequest) (*ScalingGroup, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method PutScalingGroup not implemented")
+}
+func (UnimplementedHorizontalAutoscalerServer) GetScalingGroup(context.Context, *GetScalingGroupRequest) (*ScalingGroupStatus, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetScalingGroup not implemented")
+}
+func (UnimplementedHorizontalAutoscalerServer) ListScalingGroups(context.Context, *ListScalingGroupsRequest) (*ListScalingGroupsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListScalingGroups not implemented")
+}
+func (UnimplementedHorizontalAutoscalerServer) DeleteScalingGroup(context.Context, *DeleteScalingGroupRequest) (*emptypb.Empty, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteScalingGroup not implemented")
 }
 func (UnimplementedHorizontalAutoscalerServer) mustEmbedUnimplementedHorizontalAutoscalerServer() {}
 
@@ -282,6 +418,150 @@ func _HorizontalAutoscaler_ReportScale_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HorizontalAutoscaler_PutPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PutPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HorizontalAutoscalerServer).PutPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/autoscaled.v1.HorizontalAutoscaler/PutPolicy",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HorizontalAutoscalerServer).PutPolicy(ctx, req.(*PutPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HorizontalAutoscaler_GetPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HorizontalAutoscalerServer).GetPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/autoscaled.v1.HorizontalAutoscaler/GetPolicy",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HorizontalAutoscalerServer).GetPolicy(ctx, req.(*GetPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HorizontalAutoscaler_ListPolicies_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPoliciesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HorizontalAutoscalerServer).ListPolicies(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/autoscaled.v1.HorizontalAutoscaler/ListPolicies",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HorizontalAutoscalerServer).ListPolicies(ctx, req.(*ListPoliciesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HorizontalAutoscaler_DeletePolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeletePolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HorizontalAutoscalerServer).DeletePolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/autoscaled.v1.HorizontalAutoscaler/DeletePolicy",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HorizontalAutoscalerServer).DeletePolicy(ctx, req.(*DeletePolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HorizontalAutoscaler_PutScalingGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PutScalingGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HorizontalAutoscalerServer).PutScalingGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/autoscaled.v1.HorizontalAutoscaler/PutScalingGroup",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HorizontalAutoscalerServer).PutScalingGroup(ctx, req.(*PutScalingGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HorizontalAutoscaler_GetScalingGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetScalingGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HorizontalAutoscalerServer).GetScalingGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/autoscaled.v1.HorizontalAutoscaler/GetScalingGroup",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HorizontalAutoscalerServer).GetScalingGroup(ctx, req.(*GetScalingGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HorizontalAutoscaler_ListScalingGroups_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListScalingGroupsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HorizontalAutoscalerServer).ListScalingGroups(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/autoscaled.v1.HorizontalAutoscaler/ListScalingGroups",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HorizontalAutoscalerServer).ListScalingGroups(ctx, req.(*ListScalingGroupsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HorizontalAutoscaler_DeleteScalingGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteScalingGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HorizontalAutoscalerServer).DeleteScalingGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/autoscaled.v1.HorizontalAutoscaler/DeleteScalingGroup",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HorizontalAutoscalerServer).DeleteScalingGroup(ctx, req.(*DeleteScalingGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _HorizontalAutoscaler_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "autoscaled.v1.HorizontalAutoscaler",
 	HandlerType: (*HorizontalAutoscalerServer)(nil),
@@ -309,6 +589,38 @@ var _HorizontalAutoscaler_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReportScale",
 			Handler:    _HorizontalAutoscaler_ReportScale_Handler,
+		},
+		{
+			MethodName: "PutPolicy",
+			Handler:    _HorizontalAutoscaler_PutPolicy_Handler,
+		},
+		{
+			MethodName: "GetPolicy",
+			Handler:    _HorizontalAutoscaler_GetPolicy_Handler,
+		},
+		{
+			MethodName: "ListPolicies",
+			Handler:    _HorizontalAutoscaler_ListPolicies_Handler,
+		},
+		{
+			MethodName: "DeletePolicy",
+			Handler:    _HorizontalAutoscaler_DeletePolicy_Handler,
+		},
+		{
+			MethodName: "PutScalingGroup",
+			Handler:    _HorizontalAutoscaler_PutScalingGroup_Handler,
+		},
+		{
+			MethodName: "GetScalingGroup",
+			Handler:    _HorizontalAutoscaler_GetScalingGroup_Handler,
+		},
+		{
+			MethodName: "ListScalingGroups",
+			Handler:    _HorizontalAutoscaler_ListScalingGroups_Handler,
+		},
+		{
+			MethodName: "DeleteScalingGroup",
+			Handler:    _HorizontalAutoscaler_DeleteScalingGroup_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
