@@ -95,6 +95,13 @@ impl Fleet {
         let stored = self.store.policy(&policy.name).await?;
         let (version, revision) = stored.as_ref().map_or((0, 0), |(p, r)| (p.version, *r));
         expect_version(req.expected_version, version, "policy", &policy.name)?;
+        // The same spec again is no change (as `kubectl apply` of an unchanged file).
+        if let Some((same, _)) = stored
+            .as_ref()
+            .filter(|(p, _)| p.horizontal_spec == spec.encode_to_vec())
+        {
+            return conv::policy(&policy.name, same);
+        }
         let new = conv::stored_policy(&spec, version + 1, clock::hpa_now());
         self.store
             .put_policy(&policy.name, Some(revision), &new)
@@ -200,11 +207,17 @@ impl Fleet {
                 message: format!("the store holds {MAX_GROUPS} scaling groups, the most it may"),
             });
         }
-        let (version, revision, ledger) = match stored {
-            Some((g, r)) => (g.version, r, g.ledger),
-            None => (0, 0, budget::Ledger::default()),
+        let (version, revision, ledger, update_time) = match &stored {
+            Some((g, r)) => (g.version, *r, g.ledger.clone(), g.update_time),
+            None => (0, 0, budget::Ledger::default(), clock::hpa_now()),
         };
         expect_version(req.expected_version, version, "scaling group", &group.name)?;
+        // The same definition again is no change.
+        if let Some((same, _)) = &stored
+            && conv::stored_group(&group, version, update_time, ledger.clone()) == *same
+        {
+            return Ok(conv::group(&group.name, same));
+        }
         let new = conv::stored_group(&group, version + 1, clock::hpa_now(), ledger);
         self.store
             .put_group(&group.name, Some(revision), &new)

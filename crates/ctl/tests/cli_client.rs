@@ -575,10 +575,21 @@ fn apply_get_describe_and_delete_policies_and_groups() {
     assert!(applied.status.success(), "{applied:?}");
     assert_eq!(
         stdout(&applied),
-        "policy/gpu-tier applied (version 1)\nscalinggroup/gpus applied (version 1)\n"
+        "policy/gpu-tier: version 1\nscalinggroup/gpus: version 1\n"
     );
+    // The same file again changes nothing; a changed policy is version 2.
     let again = autoscaled(&["apply", "-f", file.to_str().unwrap(), "--addr", &addr]);
-    assert!(stdout(&again).contains("policy/gpu-tier applied (version 2)"));
+    assert_eq!(stdout(&again), stdout(&applied));
+    let changed = dir.path().join("changed.yaml");
+    std::fs::write(
+        &changed,
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .replace("maxReplicas: 20", "maxReplicas: 20\n  removalCandidates: true"),
+    )
+    .unwrap();
+    let again = autoscaled(&["apply", "-f", changed.to_str().unwrap(), "--addr", &addr]);
+    assert!(stdout(&again).contains("policy/gpu-tier: version 2"), "{again:?}");
 
     let policies = stdout(&autoscaled(&["get", "policies", "--addr", &addr]));
     let lines: Vec<Vec<&str>> = policies.lines().map(words).collect();

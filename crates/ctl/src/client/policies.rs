@@ -1,6 +1,7 @@
 //! Policies and scaling groups from the command line (docs/groups.md):
 //!
-//! * `autoscalectl apply -f FILE.yaml`: each document is a `kind: Policy` or
+//! * `autoscalectl apply -f FILE.yaml`: puts each document and prints its version (the same
+//!   again changes nothing and keeps the version); each document is a `kind: Policy` or
 //!   `kind: ScalingGroup`, its other fields those of the message in the proto3 JSON mapping
 //!   (written in YAML), e.g. `name`, `spec` (a HorizontalSpec), `capacity`, `memberPrefixes`;
 //! * `get policies`, `get groups`: one line each;
@@ -96,7 +97,7 @@ pub async fn apply(
                     .await
                     .map_err(rpc_error("PutPolicy"))?
                     .into_inner();
-                let _ = writeln!(out, "policy/{} applied (version {})", put.name, put.version);
+                let _ = writeln!(out, "policy/{}: version {}", put.name, put.version);
             }
             Applied::Group(group) => {
                 let put = client
@@ -107,11 +108,7 @@ pub async fn apply(
                     .await
                     .map_err(rpc_error("PutScalingGroup"))?
                     .into_inner();
-                let _ = writeln!(
-                    out,
-                    "scalinggroup/{} applied (version {})",
-                    put.name, put.version
-                );
+                let _ = writeln!(out, "scalinggroup/{}: version {}", put.name, put.version);
             }
         }
     }
