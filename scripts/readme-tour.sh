@@ -48,6 +48,15 @@ reader that stops early (\`head\`) ends the command quietly." <<'EOF'
 autoscalectl history --addr "$ADDR" examples/web --output json | head -n 8
 EOF
 
+step "Share a budget: one policy for a tier, a scaling group for its GPUs" 0 \
+"\`examples/groups/gpus.yaml\` puts a policy (the tier's spec) and a scaling group of 10 GPUs
+for the targets that name it; \`examples/groups/inference-a.json\` names the policy instead of
+carrying a spec. Each decision says which policy version it used and what the group allowed
+(docs/groups.md: three services sharing the 10 GPUs, period by period)." <<'EOF'
+autoscalectl apply --addr "$ADDR" -f examples/groups/gpus.yaml
+autoscalectl recommend --addr "$ADDR" --file examples/groups/inference-a.json | grep -E '^(Desired replicas|Policy|Scaling group):'
+EOF
+
 step "Exactly Kubernetes: the conformance cases through the engine" 0 \
 "The cases of \`../shared/conformance\` were translated from the upstream controller tests." <<'EOF'
 autoscalectl conformance ../shared/conformance/hpa | tail -n 1

@@ -45,14 +45,16 @@ type HorizontalAutoscalerClient interface {
 	ReportScale(ctx context.Context, in *ReportScaleRequest, opts ...grpc.CallOption) (*ReportScaleResponse, error)
 	// Policies (docs/groups.md): named, versioned specs that Recommend calls name instead of
 	// (or under) their own spec. Creates or replaces the policy; its version starts at 1 and
-	// grows by one with each change, which takes effect on each target's next call.
+	// grows by one with each change (the same spec again changes nothing), which takes effect
+	// on each target's next call.
 	PutPolicy(ctx context.Context, in *PutPolicyRequest, opts ...grpc.CallOption) (*Policy, error)
 	// NOT_FOUND if there is no such policy.
 	GetPolicy(ctx context.Context, in *GetPolicyRequest, opts ...grpc.CallOption) (*Policy, error)
 	// The policies, in name order.
 	ListPolicies(ctx context.Context, in *ListPoliciesRequest, opts ...grpc.CallOption) (*ListPoliciesResponse, error)
-	// FAILED_PRECONDITION while a scaling group selects members by it, unless `force`.
-	// Targets that still name it get NOT_FOUND (naming `policy`) on their next call.
+	// FAILED_PRECONDITION while a target's newest decision used it or a scaling group selects
+	// members by it, unless `force`. Targets that still name it get NOT_FOUND (naming `policy`)
+	// on their next call.
 	DeletePolicy(ctx context.Context, in *DeletePolicyRequest, opts ...grpc.CallOption) (*emptypb.Empty, error)
 	// Scaling groups (docs/groups.md): a capacity shared by member targets, applied inside each
 	// member's decision. Creates or replaces the group; what the members hold is kept.
@@ -230,14 +232,16 @@ type HorizontalAutoscalerServer interface {
 	ReportScale(context.Context, *ReportScaleRequest) (*ReportScaleResponse, error)
 	// Policies (docs/groups.md): named, versioned specs that Recommend calls name instead of
 	// (or under) their own spec. Creates or replaces the policy; its version starts at 1 and
-	// grows by one with each change, which takes effect on each target's next call.
+	// grows by one with each change (the same spec again changes nothing), which takes effect
+	// on each target's next call.
 	PutPolicy(context.Context, *PutPolicyRequest) (*Policy, error)
 	// NOT_FOUND if there is no such policy.
 	GetPolicy(context.Context, *GetPolicyRequest) (*Policy, error)
 	// The policies, in name order.
 	ListPolicies(context.Context, *ListPoliciesRequest) (*ListPoliciesResponse, error)
-	// FAILED_PRECONDITION while a scaling group selects members by it, unless `force`.
-	// Targets that still name it get NOT_FOUND (naming `policy`) on their next call.
+	// FAILED_PRECONDITION while a target's newest decision used it or a scaling group selects
+	// members by it, unless `force`. Targets that still name it get NOT_FOUND (naming `policy`)
+	// on their next call.
 	DeletePolicy(context.Context, *DeletePolicyRequest) (*emptypb.Empty, error)
 	// Scaling groups (docs/groups.md): a capacity shared by member targets, applied inside each
 	// member's decision. Creates or replaces the group; what the members hold is kept.

@@ -583,13 +583,17 @@ fn apply_get_describe_and_delete_policies_and_groups() {
     let changed = dir.path().join("changed.yaml");
     std::fs::write(
         &changed,
-        std::fs::read_to_string(&file)
-            .unwrap()
-            .replace("maxReplicas: 20", "maxReplicas: 20\n  removalCandidates: true"),
+        std::fs::read_to_string(&file).unwrap().replace(
+            "maxReplicas: 20",
+            "maxReplicas: 20\n  removalCandidates: true",
+        ),
     )
     .unwrap();
     let again = autoscaled(&["apply", "-f", changed.to_str().unwrap(), "--addr", &addr]);
-    assert!(stdout(&again).contains("policy/gpu-tier: version 2"), "{again:?}");
+    assert!(
+        stdout(&again).contains("policy/gpu-tier: version 2"),
+        "{again:?}"
+    );
 
     let policies = stdout(&autoscaled(&["get", "policies", "--addr", &addr]));
     let lines: Vec<Vec<&str>> = policies.lines().map(words).collect();
