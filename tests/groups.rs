@@ -174,6 +174,71 @@ async fn three_services_share_ten_gpus_fairly_and_a_restart_keeps_the_allocation
         counts.push(running.values().copied().collect::<Vec<_>>());
     }
     println!("{}", table.join("\n"));
+
+    // What-if: the group's stored logs replayed together. Under its own capacity the replay
+    // is what was decided, step for step; under 15 GPUs every service gets its demand.
+    let replay = |capacity: Option<i64>| {
+        let mut c = client.clone();
+        async move {
+            c.simulate(pb::SimulateRequest {
+                group: "gpus".into(),
+                group_capacity: capacity,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+        }
+    };
+    let same = replay(None).await;
+    assert_eq!(same.members.len(), 3);
+    for m in &same.members {
+        assert_eq!(m.steps.len(), 8, "{}", m.target_key);
+        for s in &m.steps {
+            assert_eq!(
+                s.simulated_desired_replicas, s.stored_desired_replicas,
+                "{}: {s:?}",
+                m.target_key
+            );
+        }
+    }
+    assert_eq!(same.group_held.len(), 24);
+    assert!(
+        same.group_held
+            .iter()
+            .all(|p| p.simulated == p.stored && p.stored <= 10)
+    );
+    let more = replay(Some(15)).await;
+    let last: Vec<i32> = more
+        .members
+        .iter()
+        .map(|m| m.steps.last().unwrap().simulated_desired_replicas)
+        .collect();
+    assert_eq!(last, vec![6, 4, 5]);
+    assert!(more.group_held.iter().all(|p| p.simulated <= 15));
+    assert!(more.group_held.iter().any(|p| p.simulated > 10));
+    let hours = |r: &pb::SimulateResponse, simulated: bool| -> f64 {
+        r.members
+            .iter()
+            .map(|m| {
+                let s = m.summary.as_ref().unwrap();
+                if simulated { s.simulated } else { s.stored }
+                    .as_ref()
+                    .unwrap()
+                    .replica_hours
+            })
+            .sum()
+    };
+    assert!(hours(&more, true) > hours(&more, false));
+    let bad = client
+        .simulate(pb::SimulateRequest {
+            group: "gpus".into(),
+            target_key: "inference/a".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), Code::InvalidArgument);
     // Converged to the max-min fair shares (ties to the first key) within 4 periods, and
     // no flip-flop after.
     for c in &counts[3..] {

@@ -15,6 +15,10 @@
 //! * the stored recommendations and scale events stay within `prune`'s caps
 //!   (`MAX_RECOMMENDATIONS`, `MAX_SCALE_EVENTS`) however many calls a target gets.
 //!
+//! * policies and scaling groups (with a group's ledger) read back as written, list in name
+//!   order and delete; on etcd a write guarded by a stale revision is a conflict and writes
+//!   nothing.
+//!
 //! Without etcd installed the etcd run prints `SKIPPED` and returns, except under `CI=true`
 //! where it fails (`etcd_support::available`; `scripts/etcd-ci.sh` installs etcd).
 
@@ -33,7 +37,8 @@ use autoscaled::{
         time::Time,
     },
     store::{
-        DecisionEntry, HpaStore, MAX_RUN_DECISIONS, SledStore,
+        DecisionEntry, FleetStore, HpaStore, MAX_RUN_DECISIONS, ScalingGroupDef, SledStore,
+        StoreError, StoredPolicy,
         etcd::{EtcdOptions, EtcdStore},
         sled::SledOptions,
     },
@@ -113,6 +118,7 @@ fn entry(secs: i64, desired: i32) -> DecisionEntry {
         error: None,
         rescale_reason: None,
         extensions: None,
+        budget: None,
     };
     DecisionEntry::single(
         Time::from_unix_secs(T0 + secs),
@@ -532,6 +538,77 @@ fn bounded_history(open: Open) {
     assert_eq!(runs(&*store, key), expected);
 }
 
+/// Policies and groups through [`FleetStore`]; `guarded`: the backend compares revisions
+/// (etcd), so a stale one is a conflict.
+fn fleet_contract(store: &dyn FleetStore, guarded: bool) {
+    use autoscaled::engine::hpa::budget::{Ledger, LedgerEntry};
+    let policy = |version| StoredPolicy {
+        version,
+        update_time: Time::from_unix_secs(T0),
+        horizontal_spec: vec![0x10, 0x0a],
+    };
+    assert!(wait(store.policy("tier/web")).unwrap().is_none());
+    wait(store.put_policy("tier/web", Some(0), &policy(1))).unwrap();
+    wait(store.put_policy("tier/api", None, &policy(1))).unwrap();
+    let (read, revision) = wait(store.policy("tier/web")).unwrap().unwrap();
+    assert_eq!(read, policy(1));
+    wait(store.put_policy("tier/web", Some(revision), &policy(2))).unwrap();
+    if guarded {
+        let stale = wait(store.put_policy("tier/web", Some(revision), &policy(3)));
+        assert!(
+            matches!(stale, Err(StoreError::Conflict { .. })),
+            "{stale:?}"
+        );
+    }
+    assert_eq!(
+        wait(store.policy("tier/web")).unwrap().unwrap().0,
+        policy(2)
+    );
+    let names = wait(store.list_policies(None, 10)).unwrap();
+    assert_eq!(names.keys, ["tier/api", "tier/web"]);
+    assert!(wait(store.delete_policy("tier/api")).unwrap());
+    assert!(!wait(store.delete_policy("tier/api")).unwrap());
+
+    let mut group = ScalingGroupDef {
+        version: 1,
+        units_per_replica: 1,
+        member_prefixes: vec!["gpu/".into()],
+        ledger: Ledger {
+            capacity: 10,
+            ..Ledger::default()
+        },
+        ..ScalingGroupDef::default()
+    };
+    group.ledger.members.insert(
+        "gpu/a".into(),
+        LedgerEntry {
+            demand: 6,
+            current: 3,
+            told: 4,
+            min: 1,
+            units: 2,
+        },
+    );
+    wait(store.put_group("gpus", Some(0), &group)).unwrap();
+    let (read, revision) = wait(store.group("gpus")).unwrap().unwrap();
+    assert_eq!(read, group);
+    let mut next = group.clone();
+    next.ledger.members.get_mut("gpu/a").unwrap().told = 5;
+    wait(store.put_group("gpus", Some(revision), &next)).unwrap();
+    if guarded {
+        // A second replica that read the group before that write cannot spend its units.
+        let stale = wait(store.put_group("gpus", Some(revision), &group));
+        assert!(
+            matches!(stale, Err(StoreError::Conflict { .. })),
+            "{stale:?}"
+        );
+    }
+    assert_eq!(wait(store.group("gpus")).unwrap().unwrap().0, next);
+    assert_eq!(wait(store.list_groups(None, 10)).unwrap().keys, ["gpus"]);
+    assert!(wait(store.delete_group("gpus")).unwrap());
+    assert!(wait(store.group("gpus")).unwrap().is_none());
+}
+
 #[test]
 fn sled_keeps_the_store_contract() {
     let dir = tempfile::tempdir().unwrap();
@@ -549,6 +626,8 @@ fn sled_keeps_the_store_contract() {
             .unwrap(),
         )
     });
+    let fleet = SledStore::open(&dir.path().join("fleet"), SledOptions::default()).unwrap();
+    fleet_contract(&fleet, false);
 }
 
 #[test]
@@ -571,4 +650,14 @@ fn etcd_keeps_the_store_contract() {
             .unwrap(),
         )
     });
+    let fleet = {
+        let _runtime = runtime().enter();
+        EtcdStore::connect(EtcdOptions {
+            endpoints: endpoints.clone(),
+            prefix: "fleet/".to_owned(),
+            ..EtcdOptions::default()
+        })
+        .unwrap()
+    };
+    fleet_contract(&fleet, true);
 }

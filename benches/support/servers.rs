@@ -167,6 +167,61 @@ impl HorizontalAutoscaler for Noop {
     ) -> Result<Response<pb::ReportScaleResponse>, Status> {
         Ok(Response::new(pb::ReportScaleResponse::default()))
     }
+    async fn put_policy(
+        &self,
+        _request: Request<pb::PutPolicyRequest>,
+    ) -> Result<Response<pb::Policy>, Status> {
+        Ok(Response::new(pb::Policy::default()))
+    }
+
+    async fn get_policy(
+        &self,
+        _request: Request<pb::GetPolicyRequest>,
+    ) -> Result<Response<pb::Policy>, Status> {
+        Ok(Response::new(pb::Policy::default()))
+    }
+
+    async fn list_policies(
+        &self,
+        _request: Request<pb::ListPoliciesRequest>,
+    ) -> Result<Response<pb::ListPoliciesResponse>, Status> {
+        Ok(Response::new(pb::ListPoliciesResponse::default()))
+    }
+
+    async fn delete_policy(
+        &self,
+        _request: Request<pb::DeletePolicyRequest>,
+    ) -> Result<Response<()>, Status> {
+        Ok(Response::new(()))
+    }
+
+    async fn put_scaling_group(
+        &self,
+        _request: Request<pb::PutScalingGroupRequest>,
+    ) -> Result<Response<pb::ScalingGroup>, Status> {
+        Ok(Response::new(pb::ScalingGroup::default()))
+    }
+
+    async fn get_scaling_group(
+        &self,
+        _request: Request<pb::GetScalingGroupRequest>,
+    ) -> Result<Response<pb::ScalingGroupStatus>, Status> {
+        Ok(Response::new(pb::ScalingGroupStatus::default()))
+    }
+
+    async fn list_scaling_groups(
+        &self,
+        _request: Request<pb::ListScalingGroupsRequest>,
+    ) -> Result<Response<pb::ListScalingGroupsResponse>, Status> {
+        Ok(Response::new(pb::ListScalingGroupsResponse::default()))
+    }
+
+    async fn delete_scaling_group(
+        &self,
+        _request: Request<pb::DeleteScalingGroupRequest>,
+    ) -> Result<Response<()>, Status> {
+        Ok(Response::new(()))
+    }
 }
 
 /// A response the size of a real one: three conditions, one metric with its pod groups.

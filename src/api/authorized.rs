@@ -232,7 +232,11 @@ impl<S: HorizontalAutoscaler + TargetSummaries> HorizontalAutoscaler for Authori
         request: Request<SimulateRequest>,
     ) -> Result<Response<SimulateResponse>, Status> {
         let req = request.get_ref();
-        if !req.target_key.is_empty() || req.trace.is_empty() {
+        // A group's replay: `read` on the group, which shows its members as GetScalingGroup
+        // does.
+        if !req.group.is_empty() {
+            self.check(&request, Verb::Read, &req.group)?;
+        } else if !req.target_key.is_empty() || req.trace.is_empty() {
             self.check(&request, Verb::Read, &req.target_key)?;
         }
         let mut checked: Vec<&str> = Vec::new();

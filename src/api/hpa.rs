@@ -419,6 +419,9 @@ impl HorizontalService {
     /// `Simulate` (see `api::simulate`): reads the decision log, never writes. The replay
     /// runs on a blocking thread: a long log is CPU work that must not stall other calls.
     async fn do_simulate(&self, req: SimulateRequest) -> Result<SimulateResponse, ApiError> {
+        if !req.group.is_empty() {
+            return self.do_simulate_group(req).await;
+        }
         Span::current().record("target.key", req.target_key.as_str());
         let options = super::simulate::SimulateOptions {
             defaults: self.options.defaults.clone(),
@@ -499,6 +502,44 @@ impl HorizontalService {
             }
         }
         fleet.delete_policy(&req.name, req.force).await
+    }
+}
+
+impl HorizontalService {
+    /// `Simulate` of a scaling group: the group's recorded members' logs, read here, replayed
+    /// together on a blocking thread (`api::simulate::replay_group`).
+    async fn do_simulate_group(&self, req: SimulateRequest) -> Result<SimulateResponse, ApiError> {
+        super::simulate::check_group_request(&req)?;
+        let fleet = self.fleet()?;
+        let Some((group, _)) = fleet.store().group(&req.group).await? else {
+            return Err(ApiError::NotFound(format!(
+                "no scaling group named {:?} (field group)",
+                req.group
+            )));
+        };
+        let capacity = req.group_capacity.unwrap_or(group.ledger.capacity);
+        let mut members = Vec::with_capacity(group.ledger.members.len());
+        for key in group.ledger.members.keys() {
+            let decisions = self.store.decisions(key).await?;
+            if !decisions.is_empty() {
+                members.push((key.clone(), group.units_of(key), decisions));
+            }
+        }
+        let options = super::simulate::SimulateOptions {
+            defaults: self.options.defaults.clone(),
+            limits: self.options.limits.clone(),
+            history_retention: self.options.history_retention,
+        };
+        let response = tokio::task::spawn_blocking(move || {
+            super::simulate::replay_group(&req, capacity, members, &options)
+        })
+        .await
+        .map_err(|_| ApiError::Internal("the simulation panicked".to_owned()))??;
+        let steps: usize = response.members.iter().map(|m| m.steps.len()).sum();
+        crate::metrics::simulate_steps(
+            steps as u64 + u64::try_from(response.omitted_steps).unwrap_or(0),
+        );
+        Ok(response)
     }
 }
 

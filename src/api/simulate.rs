@@ -336,6 +336,102 @@ fn summary(s: &whatif::RunSummary) -> pb::RunSummary {
     }
 }
 
+/// A group's members as the engine replays them: each one's key, units per replica and log.
+pub(crate) type MemberDecisions = Vec<(String, i64, Vec<DecisionEntry>)>;
+
+/// Checks a group replay's request (the caller loads the group and its members' logs).
+pub(crate) fn check_group_request(req: &pb::SimulateRequest) -> Result<(), ApiError> {
+    convert::fleet::name("group", &req.group)?;
+    if !req.target_key.is_empty() || !req.trace.is_empty() || req.spec.is_some() {
+        return Err(ApiError::field(
+            "group",
+            "a group replay runs each member under its recorded spec: give no target_key, trace or spec",
+        ));
+    }
+    if let Some(c) = req.group_capacity
+        && !(1..=crate::engine::hpa::budget::MAX_CAPACITY).contains(&c)
+    {
+        return Err(ApiError::field(
+            "group_capacity",
+            format!(
+                "must be 1 to {} units",
+                crate::engine::hpa::budget::MAX_CAPACITY
+            ),
+        ));
+    }
+    window(req).map(|_| ())
+}
+
+/// Replays a group's members together under `capacity` (see `engine::whatif::replay_group`).
+pub(crate) fn replay_group(
+    req: &pb::SimulateRequest,
+    capacity: i64,
+    members: MemberDecisions,
+    options: &SimulateOptions,
+) -> Result<pb::SimulateResponse, ApiError> {
+    let window = window(req)?;
+    let logs: Vec<whatif::MemberLog> = members
+        .into_iter()
+        .map(|(key, units, entries)| whatif::MemberLog {
+            key,
+            units,
+            runs: entries.into_iter().map(logged_run).collect(),
+        })
+        .collect();
+    let replay = whatif::replay_group(
+        &req.group,
+        capacity,
+        &logs,
+        window,
+        options.history_retention,
+    )
+    .map_err(|e| match e {
+        LogError::SpecRequired => ApiError::FailedPrecondition(
+            "a member's stored decisions predate the recorded spec (format 1): replay it alone with a spec".to_owned(),
+        ),
+        LogError::Invalid(e) => convert::engine_invalid(e),
+    })?;
+    // The notes are the group's: every member's replay carries them all.
+    let fidelity = replay
+        .members
+        .first()
+        .map_or_else(String::new, |(_, r)| r.fidelity.to_string());
+    let per_member = MAX_STEPS / replay.members.len().max(1);
+    let mut omitted = 0usize;
+    let members = replay
+        .members
+        .into_iter()
+        .map(|(key, r)| {
+            omitted += r.steps.len().saturating_sub(per_member);
+            pb::MemberSimulation {
+                target_key: key,
+                summary: Some(pb::SimulationSummary {
+                    stored: Some(summary(&r.stored)),
+                    simulated: Some(summary(&r.simulated)),
+                }),
+                steps: r.steps.into_iter().take(per_member).map(step).collect(),
+            }
+        })
+        .collect();
+    omitted += replay.held.len().saturating_sub(MAX_STEPS);
+    Ok(pb::SimulateResponse {
+        fidelity,
+        omitted_steps: i32::try_from(omitted).unwrap_or(i32::MAX),
+        members,
+        group_held: replay
+            .held
+            .into_iter()
+            .take(MAX_STEPS)
+            .map(|h| pb::GroupHeldPoint {
+                evaluation_time: Some(convert::to_timestamp(h.time)),
+                stored: h.stored,
+                simulated: h.simulated,
+            })
+            .collect(),
+        ..Default::default()
+    })
+}
+
 /// The response: the first [`MAX_STEPS`] steps, the summaries of all of them.
 fn response(replay: Replay) -> pb::SimulateResponse {
     let omitted = replay.steps.len().saturating_sub(MAX_STEPS);
@@ -347,5 +443,7 @@ fn response(replay: Replay) -> pb::SimulateResponse {
         fidelity: replay.fidelity.to_string(),
         omitted_steps: i32::try_from(omitted).unwrap_or(i32::MAX),
         steps: replay.steps.into_iter().take(MAX_STEPS).map(step).collect(),
+        members: Vec::new(),
+        group_held: Vec::new(),
     }
 }

@@ -672,6 +672,27 @@ fn apply_get_describe_and_delete_policies_and_groups() {
             .any(|l| words(l) == ["inference/a", "4", "1", "3", "3", "1", "1", "3"]),
         "{described}"
     );
+    // What-if: the group's stored decisions again under 8 GPUs.
+    let replay = stdout(&autoscaled(&[
+        "simulate",
+        "--addr",
+        &addr,
+        "--group",
+        "gpus",
+        "--capacity",
+        "8",
+    ]));
+    assert!(replay.starts_with("Capacity: 8 units"), "{replay}");
+    assert!(
+        replay
+            .lines()
+            .any(|l| l.starts_with("inference/a") && words(l)[1] == "2"),
+        "{replay}"
+    );
+    assert!(
+        replay.contains("Most units held: 4 stored, 4 simulated"),
+        "{replay}"
+    );
     let history = stdout(&autoscaled(&["history", "--addr", &addr, "inference/a"]));
     assert!(history.contains("gpu-tier (version 2)"), "{history}");
 

@@ -20,7 +20,7 @@ use autoscaled::pb::v1 as api;
 #[derive(Debug, PartialEq)]
 pub enum Applied {
     /// A `kind: Policy`.
-    Policy(api::Policy),
+    Policy(Box<api::Policy>),
     /// A `kind: ScalingGroup`.
     Group(api::ScalingGroup),
 }
@@ -66,7 +66,7 @@ pub fn parse_apply(text: &str, origin: &str) -> Result<Vec<Applied>, ClientError
             detail: e.to_string(),
         };
         out.push(match kind.as_str() {
-            "Policy" => Applied::Policy(dynamic.transcode_to().map_err(transcode)?),
+            "Policy" => Applied::Policy(Box::new(dynamic.transcode_to().map_err(transcode)?)),
             _ => Applied::Group(dynamic.transcode_to().map_err(transcode)?),
         });
     }
@@ -91,7 +91,7 @@ pub async fn apply(
             Applied::Policy(policy) => {
                 let put = client
                     .put_policy(api::PutPolicyRequest {
-                        policy: Some(policy),
+                        policy: Some(*policy),
                         expected_version: None,
                     })
                     .await

@@ -30,11 +30,18 @@ pub(crate) struct SimulateArgs {
     pub(crate) trace: Option<PathBuf>,
     /// Server to ask (`host:port` or `http://host:port`) with --target, which replays its
     /// stored decision log. [default: $AUTOSCALED_ADDR, else 127.0.0.1:50051]
-    #[arg(long, value_name = "ADDR", requires = "target")]
+    #[arg(long, value_name = "ADDR")]
     pub(crate) addr: Option<String>,
     /// The target whose stored decisions to replay, through the server at --addr.
     #[arg(long, value_name = "KEY", conflicts_with = "trace")]
     pub(crate) target: Option<String>,
+    /// The scaling group whose members' stored decisions to replay together, through the
+    /// server at --addr, each under its recorded spec (docs/groups.md).
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["trace", "target", "spec", "plot"])]
+    pub(crate) group: Option<String>,
+    /// With --group: the capacity to replay under, in units. [default: the group's]
+    #[arg(long, value_name = "UNITS", requires = "group")]
+    pub(crate) capacity: Option<i64>,
     /// A HorizontalSpec in proto3 JSON replacing the recorded spec.
     #[arg(long, value_name = "SPEC.json")]
     pub(crate) spec: Option<PathBuf>,
@@ -108,7 +115,7 @@ pub(crate) async fn simulate_command(args: SimulateArgs) -> Result<String, Clien
     };
     // `recommend`'s default: the environment, else the local server.
     let addr = args.addr.clone().or_else(|| {
-        args.target.as_ref().map(|_| {
+        args.target.as_ref().or(args.group.as_ref()).map(|_| {
             std::env::var("AUTOSCALED_ADDR")
                 .unwrap_or_else(|_| autoscaled::config::DEFAULT_LISTEN.to_owned())
         })
@@ -141,7 +148,31 @@ pub(crate) async fn simulate_command(args: SimulateArgs) -> Result<String, Clien
                 .into_inner();
             (response, format!("what-if: {target}"))
         }
-        _ => return Err(usage("give --trace FILE, or --addr ADDR --target KEY")),
+        (None, Some(addr), None) if args.group.is_some() => {
+            request.group = args.group.clone().unwrap_or_default();
+            request.group_capacity = args.capacity;
+            let response = args
+                .security
+                .horizontal(addr)
+                .await?
+                .simulate(request)
+                .await
+                .map_err(|s| ClientError::Rpc {
+                    rpc: "Simulate",
+                    code: s.code(),
+                    message: s.message().to_owned(),
+                })?
+                .into_inner();
+            return match args.output {
+                OutputFormat::Json => crate::client::to_json(&response, SIMULATE_RESPONSE),
+                OutputFormat::Text => Ok(describe_group(&response, args.capacity)),
+            };
+        }
+        _ => {
+            return Err(usage(
+                "give --trace FILE, or --addr ADDR --target KEY, or --addr ADDR --group NAME",
+            ));
+        }
     };
     if let Some(path) = &args.plot {
         write_plot(path, &plot::Timeline::from_simulation(&title, &response))?;
@@ -150,6 +181,53 @@ pub(crate) async fn simulate_command(args: SimulateArgs) -> Result<String, Clien
         OutputFormat::Json => crate::client::to_json(&response, SIMULATE_RESPONSE),
         OutputFormat::Text => Ok(describe(&response)),
     }
+}
+
+/// A group's replay: per member its stored and simulated curves' summaries and last counts,
+/// then the most units the group held, stored and simulated.
+fn describe_group(r: &api::SimulateResponse, capacity: Option<i64>) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Capacity: {}",
+        capacity.map_or_else(|| "the group's own".to_owned(), |c| format!("{c} units"))
+    );
+    let _ = writeln!(
+        out,
+        "{:<24} {:>7} {:>7} {:>13} {:>13} {:>7} {:>7}",
+        "MEMBER", "STEPS", "LAST", "REPLICA-H", "SIM REPLICA-H", "SIM", "EVENTS"
+    );
+    for m in &r.members {
+        let last = m.steps.last();
+        let summary = m.summary.unwrap_or_default();
+        let (stored, simulated) = (
+            summary.stored.unwrap_or_default(),
+            summary.simulated.unwrap_or_default(),
+        );
+        let _ = writeln!(
+            out,
+            "{:<24} {:>7} {:>7} {:>13.3} {:>13.3} {:>7} {:>7}",
+            m.target_key,
+            m.steps.len(),
+            last.map_or(0, |s| s.stored_desired_replicas),
+            stored.replica_hours,
+            simulated.replica_hours,
+            last.map_or(0, |s| s.simulated_desired_replicas),
+            format!("{}/{}", stored.scale_events, simulated.scale_events),
+        );
+    }
+    let most = |f: fn(&api::GroupHeldPoint) -> i64| r.group_held.iter().map(f).max().unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "Most units held: {} stored, {} simulated",
+        most(|p| p.stored),
+        most(|p| p.simulated)
+    );
+    if !r.fidelity.is_empty() {
+        let _ = writeln!(out, "Fidelity: {}", r.fidelity);
+    }
+    out
 }
 
 fn e_code(e: &autoscaled::api::status::ApiError) -> tonic::Code {

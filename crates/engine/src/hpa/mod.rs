@@ -514,19 +514,36 @@ pub fn evaluate_member(
     now: Time,
     member: budget::Membership<'_>,
 ) -> Result<(Evaluation, budget::LedgerEntry), InvalidInput> {
+    decide_member(
+        member,
+        observation.current_replicas,
+        spec.min_replicas.unwrap_or(1),
+        |budget| evaluate_within(settings, spec, observation, history, now, budget),
+    )
+}
+
+/// The budget step around any way of deciding (a live call, a replayed step): `decide(None)`
+/// decides as the plain HPA, which is the member's demand; when the demand is above the
+/// member's allocation, `decide(Some(allocation))` decides again with the count capped. The
+/// decision gets its [`budget::BudgetReport`]; the member's new ledger entry is returned with
+/// it.
+pub fn decide_member(
+    member: budget::Membership<'_>,
+    current: i32,
+    min: i32,
+    mut decide: impl FnMut(Option<&budget::Allocation>) -> Result<Evaluation, InvalidInput>,
+) -> Result<(Evaluation, budget::LedgerEntry), InvalidInput> {
     let budget::Membership {
         group,
         ledger,
         key,
         units,
     } = member;
-    let plain = evaluate(settings, spec, observation, history, now)?;
+    let plain = decide(None)?;
     let demand = plain.decision.desired_replicas;
-    let current = observation.current_replicas;
-    let min = spec.min_replicas.unwrap_or(1);
     let allocation = ledger.allocation(group, key, demand, current, min, units);
     let mut evaluation = if demand > allocation.allowed {
-        evaluate_within(settings, spec, observation, history, now, Some(&allocation))?
+        decide(Some(&allocation))?
     } else {
         plain
     };
@@ -669,6 +686,28 @@ pub fn normalize_only(
     history: &History,
     now: Time,
 ) -> Result<Evaluation, InvalidInput> {
+    normalize_only_within(
+        settings,
+        spec,
+        current_replicas,
+        prenormalized,
+        history,
+        now,
+        None,
+    )
+}
+
+/// [`normalize_only`] with the normalized count capped by a scaling group's allocation (the
+/// replay of a group's members: `whatif::replay_group`).
+pub fn normalize_only_within(
+    settings: &Settings,
+    spec: &HorizontalSpec,
+    current_replicas: i32,
+    prenormalized: i32,
+    history: &History,
+    now: Time,
+    budget: Option<&budget::Allocation>,
+) -> Result<Evaluation, InvalidInput> {
     validate::validate_settings(settings)?;
     validate::validate_spec(spec)?;
     validate::validate_history(history)?;
@@ -690,7 +729,11 @@ pub fn normalize_only(
         std::cmp::Ordering::Less => Some(messages::ALL_BELOW_TARGET.to_string()),
         std::cmp::Ordering::Equal => None,
     };
-    let desired = r.normalize(prenormalized);
+    let mut rescale_reason = rescale_reason;
+    let mut desired = r.normalize(prenormalized);
+    if let Some(allocation) = budget {
+        desired = r.within_budget(desired, allocation, &mut rescale_reason);
+    }
     Ok(r.finish(desired, desired != current_replicas, rescale_reason))
 }
 

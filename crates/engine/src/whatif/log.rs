@@ -111,85 +111,256 @@ pub fn replay_log(
     retention: Duration,
 ) -> Result<Replay, LogError> {
     let fixed = spec.map(|(spec, settings)| StepSpec::new(spec, settings));
-    let mut history = History::default();
-    let mut approximate: Vec<String> = Vec::new();
-    let mut note = |s: String| {
-        if !approximate.contains(&s) && approximate.len() < 8 {
-            approximate.push(s);
-        }
-    };
+    let mut notes = Notes::default();
+    let mut target = TargetReplay::new(runs, &mut notes);
     let mut steps = Vec::new();
-    // The last applied count of the log and of the simulated run.
-    let mut applied: Option<(i32, i32)> = None;
-    for run in runs {
-        let own = recorded_spec(run);
-        let step_spec = match (&fixed, &own) {
-            (Some(f), _) => f,
-            (None, Some(o)) => o,
-            (None, None) => return Err(LogError::SpecRequired),
-        };
-        // The per-metric proposals are reused unless the tolerance in force changes.
-        let tolerance_changed = match &own {
-            Some(o) => o.tolerances != step_spec.tolerances,
-            None => true,
-        };
-        if own.is_none() {
-            note("decisions stored without their spec (format 1) reuse or recompute proposals without knowing the tolerance in force".to_owned());
+    for k in 0..target.planned.len() {
+        let (step, _) = target.step(k, fixed.as_ref(), window, retention, &mut notes, None)?;
+        steps.extend(step);
+    }
+    Ok(Replay::new(steps, Fidelity::Records(notes.0)))
+}
+
+/// One member of a group replay: its key, the units one of its replicas weighs, its log.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemberLog {
+    /// The member's target key.
+    pub key: String,
+    /// Units per replica.
+    pub units: i64,
+    /// Its decision log, oldest run first.
+    pub runs: Vec<LoggedRun>,
+}
+
+/// A group's replay: each member's, and the units the group held along the way.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupReplay {
+    /// Per member, in the order given.
+    pub members: Vec<(String, Replay)>,
+    /// After each replayed decision inside the window: the units the members held as stored
+    /// and as simulated.
+    pub held: Vec<GroupHeld>,
+}
+
+/// The units a group's members held after one decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupHeld {
+    /// The decision's instant.
+    pub time: Time,
+    /// As stored: each member's higher of its current and desired counts at its latest
+    /// decision so far.
+    pub stored: i64,
+    /// As simulated under the replay's capacity.
+    pub simulated: i64,
+}
+
+/// What-if for a scaling group: replays its members' decision logs together, in time order
+/// (ties in member order), each under its recorded spec, with the group's budget of
+/// `capacity` units applied as the server applies it ([`hpa::decide_member`]), each member
+/// starting from the count the simulated run gave it ([`closed_loop`]).
+pub fn replay_group(
+    group: &str,
+    capacity: i64,
+    members: &[MemberLog],
+    window: Window,
+    retention: Duration,
+) -> Result<GroupReplay, LogError> {
+    let mut notes = Notes::default();
+    let mut targets: Vec<TargetReplay<'_>> = members
+        .iter()
+        .map(|m| TargetReplay::new(&m.runs, &mut notes))
+        .collect();
+    let mut order: Vec<(Time, usize, usize)> = targets
+        .iter()
+        .enumerate()
+        .flat_map(|(m, t)| t.planned.iter().enumerate().map(move |(k, p)| (p.1, m, k)))
+        .collect();
+    order.sort_unstable();
+    let mut ledger = hpa::budget::Ledger {
+        capacity,
+        ..Default::default()
+    };
+    let mut stored_held: Vec<i64> = vec![0; members.len()];
+    let mut steps: Vec<Vec<super::ReplayStep>> = vec![Vec::new(); members.len()];
+    let mut held = Vec::new();
+    for (now, m, k) in order {
+        let member = &members[m];
+        let (step, entry) = targets[m].step(
+            k,
+            None,
+            window,
+            retention,
+            &mut notes,
+            Some((group, &ledger, &member.key, member.units)),
+        )?;
+        if let Some(entry) = entry {
+            ledger.members.insert(member.key.clone(), entry);
         }
-        let (times, thinned) = expand(run);
-        if thinned {
-            note(format!(
-                "runs of more than {MAX_STEPS_PER_RUN} decisions are replayed as {MAX_STEPS_PER_RUN} evenly spaced steps"
-            ));
-        } else if times.iter().filter(|(_, r)| r.is_none()).count() > 1 {
-            note("the decisions of a run recorded without their readings are replayed evenly spaced, each with the run's last reading".to_owned());
-        }
-        for (now, reading) in times {
-            let at_reading;
-            let run = match reading {
-                Some(r) => {
-                    at_reading = with_reading(run, r);
-                    &at_reading
-                }
-                None => run,
-            };
-            let recorded_current = run.decision.current_replicas;
-            let current = match applied {
-                Some((base, own)) => closed_loop(recorded_current, base, own),
-                None => recorded_current,
-            };
-            let evaluation = replay_step(
-                run,
-                step_spec,
-                current,
-                now,
-                &history,
-                tolerance_changed,
-                &mut note,
-            )?;
-            history = evaluation.history;
-            prune(&mut history, now, retention);
-            applied = Some((
-                run.decision.desired_replicas,
-                evaluation.decision.desired_replicas,
-            ));
-            if !window.contains(now) {
-                continue;
-            }
-            let stored = Stored {
-                current: recorded_current,
-                decision: &run.decision,
-                metrics: &run.metrics,
-            };
-            let simulated = Simulated {
-                current,
-                decision: evaluation.decision,
-                metrics: &step_spec.defaulted.metrics,
-            };
-            steps.push(step(now, false, stored, simulated));
+        let run = &member.runs[targets[m].planned[k].0];
+        stored_held[m] = i64::from(
+            run.decision
+                .current_replicas
+                .max(run.decision.desired_replicas)
+                .max(0),
+        ) * member.units;
+        if let Some(step) = step {
+            steps[m].push(step);
+            held.push(GroupHeld {
+                time: now,
+                stored: stored_held.iter().sum(),
+                simulated: ledger.held(),
+            });
         }
     }
-    Ok(Replay::new(steps, Fidelity::Records(approximate)))
+    Ok(GroupReplay {
+        members: members
+            .iter()
+            .zip(steps)
+            .map(|(m, steps)| {
+                (
+                    m.key.clone(),
+                    Replay::new(steps, Fidelity::Records(notes.0.clone())),
+                )
+            })
+            .collect(),
+        held,
+    })
+}
+
+/// Why a replay is approximate, each reason once, at most 8.
+#[derive(Default)]
+struct Notes(Vec<String>);
+
+impl Notes {
+    fn add(&mut self, s: String) {
+        if !self.0.contains(&s) && self.0.len() < 8 {
+            self.0.push(s);
+        }
+    }
+}
+
+/// One target's decision log being replayed, one planned step at a time.
+struct TargetReplay<'r> {
+    runs: &'r [LoggedRun],
+    /// Each run's recorded spec (`None`: logged before the inputs were kept).
+    own: Vec<Option<StepSpec>>,
+    /// The decisions to replay, in log order: the run's index, the instant, the reading.
+    planned: Vec<(usize, Time, Option<&'r LoggedReading>)>,
+    history: History,
+    /// The last applied count of the log and of the simulated run.
+    applied: Option<(i32, i32)>,
+}
+
+impl<'r> TargetReplay<'r> {
+    fn new(runs: &'r [LoggedRun], notes: &mut Notes) -> Self {
+        let mut own = Vec::with_capacity(runs.len());
+        let mut planned = Vec::new();
+        for (i, run) in runs.iter().enumerate() {
+            let spec = recorded_spec(run);
+            if spec.is_none() {
+                notes.add("decisions stored without their spec (format 1) reuse or recompute proposals without knowing the tolerance in force".to_owned());
+            }
+            own.push(spec);
+            let (times, thinned) = expand(run);
+            if thinned {
+                notes.add(format!(
+                    "runs of more than {MAX_STEPS_PER_RUN} decisions are replayed as {MAX_STEPS_PER_RUN} evenly spaced steps"
+                ));
+            } else if times.iter().filter(|(_, r)| r.is_none()).count() > 1 {
+                notes.add("the decisions of a run recorded without their readings are replayed evenly spaced, each with the run's last reading".to_owned());
+            }
+            planned.extend(times.into_iter().map(|(t, r)| (i, t, r)));
+        }
+        TargetReplay {
+            runs,
+            own,
+            planned,
+            history: History::default(),
+            applied: None,
+        }
+    }
+
+    /// Replays planned step `k` under `fixed` (else the run's recorded spec), as a member of
+    /// a group when `member` is given (its name, ledger, key and units). Returns the step when
+    /// it is inside `window`, and the member's new ledger entry.
+    fn step(
+        &mut self,
+        k: usize,
+        fixed: Option<&StepSpec>,
+        window: Window,
+        retention: Duration,
+        notes: &mut Notes,
+        member: Option<(&str, &hpa::budget::Ledger, &str, i64)>,
+    ) -> Result<(Option<super::ReplayStep>, Option<hpa::budget::LedgerEntry>), LogError> {
+        let (i, now, reading) = self.planned[k];
+        let logged = &self.runs[i];
+        let own = self.own[i].as_ref();
+        let step_spec = fixed.or(own).ok_or(LogError::SpecRequired)?;
+        // The per-metric proposals are reused unless the tolerance in force changes.
+        let tolerance_changed = own.is_none_or(|o| o.tolerances != step_spec.tolerances);
+        let at_reading;
+        let run = match reading {
+            Some(r) => {
+                at_reading = with_reading(logged, r);
+                &at_reading
+            }
+            None => logged,
+        };
+        let recorded_current = run.decision.current_replicas;
+        let current = match self.applied {
+            Some((base, own)) => closed_loop(recorded_current, base, own),
+            None => recorded_current,
+        };
+        let history = &self.history;
+        let mut replay = |budget: Option<&hpa::budget::Allocation>| {
+            replay_step(
+                &StepAt {
+                    run,
+                    spec: step_spec,
+                    current,
+                    now,
+                    history,
+                    tolerance_changed,
+                },
+                &mut |s| notes.add(s),
+                budget,
+            )
+        };
+        let (evaluation, entry) = match member {
+            None => (replay(None)?, None),
+            Some((group, ledger, key, units)) => {
+                let membership = hpa::budget::Membership {
+                    group,
+                    ledger,
+                    key,
+                    units,
+                };
+                let min = step_spec.spec.min_replicas.unwrap_or(1);
+                let (e, entry) = hpa::decide_member(membership, current, min, replay)?;
+                (e, Some(entry))
+            }
+        };
+        self.history = evaluation.history;
+        prune(&mut self.history, now, retention);
+        self.applied = Some((
+            run.decision.desired_replicas,
+            evaluation.decision.desired_replicas,
+        ));
+        if !window.contains(now) {
+            return Ok((None, entry));
+        }
+        let stored = Stored {
+            current: recorded_current,
+            decision: &run.decision,
+            metrics: &run.metrics,
+        };
+        let simulated = Simulated {
+            current,
+            decision: evaluation.decision,
+            metrics: &step_spec.defaulted.metrics,
+        };
+        Ok((Some(step(now, false, stored, simulated)), entry))
+    }
 }
 
 /// The spec and settings one logged step is replayed under.
@@ -309,18 +480,33 @@ fn with_reading(run: &LoggedRun, reading: &LoggedReading) -> LoggedRun {
     out
 }
 
-/// One logged decision replayed under `s` from `current`: the shortcuts through
-/// [`hpa::evaluate`] itself, otherwise the metric proposals combined and normalized by
-/// [`hpa::normalize_only`].
-fn replay_step(
-    run: &LoggedRun,
-    s: &StepSpec,
+/// What one replayed step starts from: the logged run (at the step's reading), the spec it is
+/// replayed under, the simulated count and history, and whether the tolerance changed.
+struct StepAt<'a> {
+    run: &'a LoggedRun,
+    spec: &'a StepSpec,
     current: i32,
     now: Time,
-    history: &History,
+    history: &'a History,
     tolerance_changed: bool,
+}
+
+/// One logged decision replayed under `s` from `current`: the shortcuts through
+/// [`hpa::evaluate`] itself, otherwise the metric proposals combined and normalized by
+/// [`hpa::normalize_only`] (capped by a scaling group's `budget`, if given).
+fn replay_step(
+    at: &StepAt<'_>,
     note: &mut impl FnMut(String),
+    budget: Option<&hpa::budget::Allocation>,
 ) -> Result<hpa::Evaluation, InvalidInput> {
+    let &StepAt {
+        run,
+        spec: s,
+        current,
+        now,
+        history,
+        tolerance_changed,
+    } = at;
     let min = s.defaulted.min_replicas;
     let max = s.defaulted.max_replicas;
     if (current == 0 && min != 0) || current > max || current < min {
@@ -375,8 +561,15 @@ fn replay_step(
             })
         }
         Some(prenormalized) => {
-            let mut e =
-                hpa::normalize_only(&s.settings, &s.spec, current, prenormalized, history, now)?;
+            let mut e = hpa::normalize_only_within(
+                &s.settings,
+                &s.spec,
+                current,
+                prenormalized,
+                history,
+                now,
+                budget,
+            )?;
             e.decision.metrics = outcomes;
             Ok(e)
         }

@@ -40,7 +40,8 @@ use crate::{
 };
 
 pub use self::log::{
-    LogError, LoggedInputs, LoggedReading, LoggedRun, MAX_STEPS_PER_RUN, PodTotals, replay_log,
+    GroupHeld, GroupReplay, LogError, LoggedInputs, LoggedReading, LoggedRun, MAX_STEPS_PER_RUN,
+    MemberLog, PodTotals, replay_group, replay_log,
 };
 pub use self::trace::{TraceError, TraceStep, replay_trace};
 
