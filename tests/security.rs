@@ -726,3 +726,134 @@ async fn health_listener_connections_are_bounded() {
     assert_eq!(answered, Some(1));
     server.stop().await;
 }
+
+fn denied<T: std::fmt::Debug>(r: Result<tonic::Response<T>, tonic::Status>) {
+    assert_eq!(r.unwrap_err().code(), tonic::Code::PermissionDenied);
+}
+
+/// Policies and scaling groups are resources under the tenants' prefixes: a tenant puts and
+/// names only its own policies, puts a budget only on its own targets (every key, prefix and
+/// policy a group selects needs `configure`), lists only what it may read, and a refused put
+/// stores nothing.
+#[tokio::test]
+async fn a_tenant_configures_policies_and_budgets_for_its_own_targets_only() {
+    use autoscaled::pb::v1 as pb;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("test CA");
+    let authz = TENANTS.replace(
+        r#"verbs = ["recommend", "read", "write-usage", "delete"]"#,
+        r#"verbs = ["recommend", "read", "write-usage", "delete", "configure"]"#,
+    );
+    let server = Secure::start(
+        &dir.path().join("data"),
+        mtls(dir.path(), &ca, Some(&authz)),
+        false,
+    )
+    .await;
+    let connect = async |leaf: &Leaf| {
+        HorizontalAutoscalerClient::new(
+            channel(server.addr, Some(client_tls(&ca.pem, Some(leaf))))
+                .await
+                .unwrap(),
+        )
+    };
+    let mut a = connect(&ca.client_uri(TEAM_A)).await;
+    let mut b = connect(&ca.client_uri(TEAM_B)).await;
+    let mut auditor = connect(&ca.client_cn("auditor")).await;
+    let policy = |name: &str| pb::PutPolicyRequest {
+        policy: Some(pb::Policy {
+            name: name.into(),
+            spec: Some(pb::HorizontalSpec {
+                max_replicas: 10,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        expected_version: None,
+    };
+    let group = |name: &str, prefixes: &[&str], policies: &[&str]| pb::PutScalingGroupRequest {
+        group: Some(pb::ScalingGroup {
+            name: name.into(),
+            capacity: 5,
+            member_prefixes: prefixes.iter().map(|p| (*p).to_owned()).collect(),
+            member_policies: policies.iter().map(|p| (*p).to_owned()).collect(),
+            ..Default::default()
+        }),
+        expected_version: None,
+    };
+
+    a.put_policy(policy("team-a/web")).await.unwrap();
+    denied(a.put_policy(policy("team-b/web")).await);
+    denied(auditor.put_policy(policy("team-a/x")).await);
+    b.put_policy(policy("team-b/web")).await.unwrap();
+    // A's group over its own prefix; not over B's targets, nor by B's policy, nor everything.
+    a.put_scaling_group(group("team-a/budget", &["team-a/"], &["team-a/web"]))
+        .await
+        .unwrap();
+    denied(
+        a.put_scaling_group(group("team-a/grab", &["team-b/"], &[]))
+            .await,
+    );
+    denied(
+        a.put_scaling_group(group("team-a/grab", &[], &["team-b/web"]))
+            .await,
+    );
+    denied(
+        a.put_scaling_group(group("team-a/grab", &["team-"], &[]))
+            .await,
+    );
+    // Naming another tenant's policy is reading it: refused.
+    let mut call = steady_state::recommend_request("team-a/svc".into());
+    call.policy = "team-b/web".into();
+    denied(a.recommend(call).await);
+    // Lists show each tenant its own; the auditor sees all.
+    let names = |r: pb::ListPoliciesResponse| -> Vec<String> {
+        r.policies.into_iter().map(|p| p.name).collect()
+    };
+    let mine = a
+        .list_policies(pb::ListPoliciesRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(names(mine), ["team-a/web"]);
+    let all = auditor
+        .list_policies(pb::ListPoliciesRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(names(all), ["team-a/web", "team-b/web"]);
+    let groups = b
+        .list_scaling_groups(pb::ListScalingGroupsRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(groups.groups.is_empty(), "{groups:?}");
+    denied(
+        b.get_scaling_group(pb::GetScalingGroupRequest {
+            name: "team-a/budget".into(),
+        })
+        .await,
+    );
+    denied(
+        b.simulate(pb::SimulateRequest {
+            group: "team-a/budget".into(),
+            ..Default::default()
+        })
+        .await,
+    );
+    denied(
+        b.delete_policy(pb::DeletePolicyRequest {
+            name: "team-a/web".into(),
+            force: true,
+        })
+        .await,
+    );
+    // Nothing refused was stored.
+    let stored = auditor
+        .list_scaling_groups(pb::ListScalingGroupsRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(stored.groups.len(), 1);
+    server.stop().await;
+}
