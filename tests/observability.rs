@@ -583,8 +583,9 @@ async fn refusals_are_audited_escaped_and_unknown_methods_do_not_grow_metrics() 
 
 /// Every RPC of the descriptor set, generated: team-a's token on a key of team-b's is
 /// PERMISSION_DENIED, stores nothing, is audited and counted; a List (no key) shows none of
-/// team-b's keys. A new RPC is covered without a change here; one that takes no
-/// `target_key` and is not a List fails this test until its authorization is decided here.
+/// team-b's keys. Policies and scaling groups are named as keys are (`name`, or the name of
+/// the message a Put carries). A new RPC is covered without a change here; one that takes no
+/// key or name and is not a List fails this test until its authorization is decided here.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_rpc_of_the_descriptor_set_denies_another_tenants_key() {
     use prost::Message;
@@ -592,7 +593,7 @@ async fn every_rpc_of_the_descriptor_set_denies_another_tenants_key() {
     let dir = tempfile::tempdir().unwrap();
     let authz = dir.path().join("authz.toml");
     let hash = autoscaled::auth::policy::sha256_hex;
-    let verbs = "verbs = [\"recommend\", \"read\", \"write-usage\", \"delete\"]";
+    let verbs = "verbs = [\"recommend\", \"read\", \"write-usage\", \"delete\", \"configure\"]";
     std::fs::write(
         &authz,
         format!(
@@ -627,6 +628,37 @@ async fn every_rpc_of_the_descriptor_set_denies_another_tenants_key() {
     .encode_to_vec();
     let before = raw_call(&channel, &format!("{H}GetHistory"), &as_b, &history).await;
     assert_eq!(before.0, 0);
+    // And a policy and a scaling group, named as its keys are.
+    let policy = pb::PutPolicyRequest {
+        policy: Some(pb::Policy {
+            name: "team-b/web".into(),
+            spec: Some(pb::HorizontalSpec {
+                max_replicas: 5,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        expected_version: None,
+    }
+    .encode_to_vec();
+    assert_eq!(
+        raw_status(&channel, &format!("{H}PutPolicy"), &as_b, &policy).await,
+        0
+    );
+    let group = pb::PutScalingGroupRequest {
+        group: Some(pb::ScalingGroup {
+            name: "team-b/web".into(),
+            capacity: 5,
+            member_prefixes: vec!["team-b/".into()],
+            ..Default::default()
+        }),
+        expected_version: None,
+    }
+    .encode_to_vec();
+    assert_eq!(
+        raw_status(&channel, &format!("{H}PutScalingGroup"), &as_b, &group).await,
+        0
+    );
 
     let pool = DescriptorPool::decode(autoscaled::pb::FILE_DESCRIPTOR_SET).unwrap();
     let mut denied = 0;
@@ -636,9 +668,22 @@ async fn every_rpc_of_the_descriptor_set_denies_another_tenants_key() {
             let path = format!("/{}/{}", service.full_name(), method.name());
             let input = method.input();
             let mut message = DynamicMessage::new(input.clone());
-            let keyed = input.get_field_by_name("target_key").is_some();
-            if keyed {
-                message.set_field_by_name("target_key", Value::String("team-b/web".into()));
+            // A key, a name (policies, groups), or a named message (Put of one).
+            let team_b = || Value::String("team-b/web".into());
+            let mut keyed = true;
+            if input.get_field_by_name("target_key").is_some() {
+                message.set_field_by_name("target_key", team_b());
+            } else if input.get_field_by_name("name").is_some() {
+                message.set_field_by_name("name", team_b());
+            } else if let Some(field) = ["policy", "group"]
+                .into_iter()
+                .find_map(|f| input.get_field_by_name(f))
+            {
+                let mut named = DynamicMessage::new(field.kind().as_message().unwrap().clone());
+                named.set_field_by_name("name", team_b());
+                message.set_field(&field, Value::Message(named));
+            } else {
+                keyed = false;
             }
             let (code, body) = raw_call(&channel, &path, &as_a, &message.encode_to_vec()).await;
             if keyed {
@@ -651,18 +696,43 @@ async fn every_rpc_of_the_descriptor_set_denies_another_tenants_key() {
                 );
                 assert_eq!(code, 0, "{path}");
                 let response = DynamicMessage::decode(method.output(), body.as_slice()).unwrap();
-                let keys = response.get_field_by_name("target_keys").unwrap();
-                let keys = keys.as_list().unwrap();
+                // Keys, or named things (policies, groups).
+                let names: Vec<String> =
+                    if let Some(keys) = response.get_field_by_name("target_keys") {
+                        keys.as_list()
+                            .unwrap()
+                            .iter()
+                            .map(|k| k.as_str().unwrap().to_owned())
+                            .collect()
+                    } else {
+                        let items = ["policies", "groups"]
+                            .into_iter()
+                            .find_map(|f| response.get_field_by_name(f))
+                            .unwrap_or_else(|| panic!("{path}: a List of what?"));
+                        items
+                            .as_list()
+                            .unwrap()
+                            .iter()
+                            .map(|m| {
+                                m.as_message()
+                                    .unwrap()
+                                    .get_field_by_name("name")
+                                    .unwrap()
+                                    .as_str()
+                                    .unwrap()
+                                    .to_owned()
+                            })
+                            .collect()
+                    };
                 assert!(
-                    keys.iter()
-                        .all(|k| !k.as_str().unwrap().starts_with("team-b/")),
-                    "{path} lists team-b's keys: {keys:?}"
+                    names.iter().all(|k| !k.starts_with("team-b/")),
+                    "{path} lists team-b's: {names:?}"
                 );
             }
             methods.push(path);
         }
     }
-    assert!(methods.len() >= 9, "{methods:?}");
+    assert!(methods.len() >= 17, "{methods:?}");
 
     // Nothing changed: team-b's history is as it was, and its vertical target is there.
     let after = raw_call(&channel, &format!("{H}GetHistory"), &as_b, &history).await;
@@ -674,6 +744,19 @@ async fn every_rpc_of_the_descriptor_set_denies_another_tenants_key() {
     .encode_to_vec();
     let path = format!("{V}GetRecommendation");
     assert_eq!(raw_status(&channel, &path, &as_b, &vertical).await, 0);
+    // team-b's policy and group are still there, unchanged (version 1).
+    let named = pb::GetPolicyRequest {
+        name: "team-b/web".into(),
+    }
+    .encode_to_vec();
+    let (code, body) = raw_call(&channel, &format!("{H}GetPolicy"), &as_b, &named).await;
+    assert_eq!(
+        (code, pb::Policy::decode(body.as_slice()).unwrap().version),
+        (0, 1)
+    );
+    let (code, body) = raw_call(&channel, &format!("{H}GetScalingGroup"), &as_b, &named).await;
+    let status = pb::ScalingGroupStatus::decode(body.as_slice()).unwrap();
+    assert_eq!((code, status.group.unwrap().version), (0, 1));
 
     let body = scrape(metrics_addr);
     let counted = sample_sum(&body, "autoscaled_authz_denied_total", &[]);

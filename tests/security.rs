@@ -740,10 +740,11 @@ async fn a_tenant_configures_policies_and_budgets_for_its_own_targets_only() {
     use autoscaled::pb::v1 as pb;
     let dir = tempfile::tempdir().unwrap();
     let ca = Ca::new("test CA");
+    // Team B may also read team A's policy (a shared catalog of specs).
     let authz = TENANTS.replace(
         r#"verbs = ["recommend", "read", "write-usage", "delete"]"#,
         r#"verbs = ["recommend", "read", "write-usage", "delete", "configure"]"#,
-    );
+    ) + "[[rule]]\nidentity = \"spiffe://example.org/team-b\"\nverbs = [\"read\"]\nprefixes = [\"team-a/web\"]\n";
     let server = Secure::start(
         &dir.path().join("data"),
         mtls(dir.path(), &ca, Some(&authz)),
@@ -806,6 +807,18 @@ async fn a_tenant_configures_policies_and_budgets_for_its_own_targets_only() {
     let mut call = steady_state::recommend_request("team-a/svc".into());
     call.policy = "team-b/web".into();
     denied(a.recommend(call).await);
+    // B may read A's policy and name it, but its target does not join A's group (selected
+    // by that policy): a group's members stay within the rights of whoever put it.
+    let mut call = steady_state::recommend_request("team-b/svc".into());
+    call.policy = "team-a/web".into();
+    call.spec = None;
+    let answer = b.recommend(call).await.unwrap().into_inner();
+    assert!(answer.budget.is_none(), "{answer:?}");
+    let mut call = steady_state::recommend_request("team-a/svc".into());
+    call.policy = "team-a/web".into();
+    call.spec = None;
+    let answer = a.recommend(call).await.unwrap().into_inner();
+    assert_eq!(answer.budget.unwrap().group, "team-a/budget");
     // Lists show each tenant its own; the auditor sees all.
     let names = |r: pb::ListPoliciesResponse| -> Vec<String> {
         r.policies.into_iter().map(|p| p.name).collect()

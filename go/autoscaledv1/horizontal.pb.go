@@ -1540,8 +1540,9 @@ type RecommendResponse struct {
 	Extensions *ExtensionReport `protobuf:"bytes,61,opt,name=extensions,proto3" json:"extensions,omitempty"`
 	// The policy the spec came from (`RecommendRequest.policy`); absent without one.
 	Policy *PolicyRef `protobuf:"bytes,62,opt,name=policy,proto3" json:"policy,omitempty"`
-	// The target's scaling group, if it is in one: the plain HPA's count (uncapped) and what
-	// the group allowed. Absent for a target in no group.
+	// The target's scaling group, if it is in one: the plain HPA's count (uncapped), the
+	// target's fair share and the group's use (`desired_replicas` is what the group allowed).
+	// Absent for a target in no group.
 	Budget *BudgetReport `protobuf:"bytes,63,opt,name=budget,proto3" json:"budget,omitempty"`
 	// Fields of `pods` this request left out (or at their proto default) that made Kubernetes'
 	// rules count pods as unready, missing or not ready for this decision: a pod without a
@@ -4956,7 +4957,8 @@ type DeletePolicyRequest struct {
 	unknownFields protoimpl.UnknownFields
 
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// Delete even while a scaling group selects its members by this policy.
+	// Delete even while a target's newest decision used it or a scaling group selects its
+	// members by it.
 	Force bool `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
 }
 
@@ -5008,7 +5010,8 @@ func (x *DeletePolicyRequest) GetForce() bool {
 
 // A capacity shared by member targets. A target is a member of the first group, in name
 // order, that lists its key, one of whose prefixes its key starts with, or one of whose
-// policies its Recommend names.
+// policies its Recommend names; with an authorization file, only targets under the key
+// prefixes that whoever put the group may `configure`.
 type ScalingGroup struct {
 	state         protoimpl.MessageState
 	sizeCache     protoimpl.SizeCache
@@ -5234,7 +5237,9 @@ type ScalingGroupStatus struct {
 	Used int64 `protobuf:"varint,2,opt,name=used,proto3" json:"used,omitempty"`
 	// Units left (0 when over).
 	Residual int64 `protobuf:"varint,3,opt,name=residual,proto3" json:"residual,omitempty"`
-	// The members that decided since they joined, in key order.
+	// The members in the group's ledger, in key order: those that decided since they joined,
+	// until DeleteTarget (or a change of the group's keys or prefixes that no longer selects
+	// them).
 	Members []*GroupMember `protobuf:"bytes,4,rep,name=members,proto3" json:"members,omitempty"`
 }
 

@@ -49,6 +49,11 @@ pub(crate) trait TargetSummaries {
     ) -> Result<ListTargetsResponse, Status>;
 }
 
+/// The key prefixes a scaling group's members must be under: the `configure` rights of the
+/// caller who puts it, handed to the service with the request.
+#[derive(Clone, Debug)]
+pub(crate) struct GroupScope(pub(crate) Vec<String>);
+
 /// A service whose calls are checked against the caller's rights on the target key.
 pub(crate) struct Authorized<S> {
     inner: S,
@@ -232,10 +237,21 @@ impl<S: HorizontalAutoscaler + TargetSummaries> HorizontalAutoscaler for Authori
         request: Request<SimulateRequest>,
     ) -> Result<Response<SimulateResponse>, Status> {
         let req = request.get_ref();
-        // A group's replay: `read` on the group, which shows its members as GetScalingGroup
-        // does.
+        // A group's replay: `read` on the group, and on every member whose log it replays.
         if !req.group.is_empty() {
             self.check(&request, Verb::Read, &req.group)?;
+            if self.enforce {
+                let status = self
+                    .inner
+                    .get_scaling_group(Request::new(pb::GetScalingGroupRequest {
+                        name: req.group.clone(),
+                    }))
+                    .await?
+                    .into_inner();
+                for member in &status.members {
+                    self.check(&request, Verb::Read, &member.target_key)?;
+                }
+            }
         } else if !req.target_key.is_empty() || req.trace.is_empty() {
             self.check(&request, Verb::Read, &req.target_key)?;
         }
@@ -317,8 +333,15 @@ impl<S: HorizontalAutoscaler + TargetSummaries> HorizontalAutoscaler for Authori
     /// each policy it selects by.
     async fn put_scaling_group(
         &self,
-        request: Request<pb::PutScalingGroupRequest>,
+        mut request: Request<pb::PutScalingGroupRequest>,
     ) -> Result<Response<pb::ScalingGroup>, Status> {
+        if let Some(prefixes) =
+            KeyFilter::for_caller(caller(&request), self.enforce, Verb::Configure)?
+                .allowed_prefixes()
+        {
+            let scope = GroupScope(prefixes.to_vec());
+            request.extensions_mut().insert(scope);
+        }
         let group = request.get_ref().group.clone().unwrap_or_default();
         self.check(&request, Verb::Configure, &group.name)?;
         for selected in group

@@ -16,12 +16,15 @@
 
 use std::{future::Future, sync::Arc, time::Instant};
 
-use super::{locks::KeyLocks, status::ApiError};
+use super::{
+    locks::{KeyGuard, KeyLocks},
+    status::ApiError,
+};
 use crate::{
     engine::hpa::history::History,
     store::{
-        DecisionEntry, FleetStore, HpaState, HpaStore, ScalingGroupDef, Seen, StoreError, VpaState,
-        VpaStore, durability::Durability,
+        DecisionEntry, FleetStore, GroupWrite, HpaState, HpaStore, ScalingGroupDef, Seen,
+        StoreError, VpaState, VpaStore, durability::Durability,
     },
 };
 
@@ -94,9 +97,10 @@ impl Kind for HpaAmend<'_> {
 
 /// The HPA kind for a member of a scaling group: the target's history with the group (its
 /// definition and ledger, and the ledger's revision), and the new history with the group's new
-/// ledger. The ledger is written first, guarded by its revision, so two replicas cannot both
-/// spend the same units (the loser reads both again and decides again); a crash between the
-/// two writes leaves the ledger counting the member's new count, which is conservative.
+/// ledger, written in one transaction guarded by both revisions
+/// ([`HpaStore::commit_member_after`]): two replicas cannot both spend the same units (the
+/// loser reads both again and decides again), and no crash separates a member's count from the
+/// group's record of it.
 pub(crate) struct HpaMember<'a> {
     pub(crate) hpa: &'a dyn HpaStore,
     pub(crate) fleet: &'a dyn FleetStore,
@@ -121,12 +125,19 @@ impl Kind for HpaMember<'_> {
         seen: Seen,
         (history, entry, group): &Self::Write,
     ) -> Result<(), StoreError> {
-        if let Some((group, revision)) = group {
-            self.fleet
-                .put_group(self.group, Some(*revision), group)
-                .await?;
+        match group {
+            Some((group, revision)) => {
+                let write = GroupWrite {
+                    name: self.group.to_owned(),
+                    revision: *revision,
+                    group: group.clone(),
+                };
+                self.hpa
+                    .commit_member_after(key, seen, history, entry, &write)
+                    .await
+            }
+            None => self.hpa.commit_after(key, seen, history, entry).await,
         }
-        self.hpa.commit_after(key, seen, history, entry).await
     }
 }
 
@@ -176,10 +187,26 @@ impl CommitPath {
         key: &str,
         record: bool,
         now: impl FnOnce() -> N,
+        decide: impl FnMut(Option<K::State>, &N) -> Result<(K::Write, O), ApiError>,
+    ) -> Result<(N, K::Write, O), ApiError> {
+        self.commit_decision_holding(kind, key, record, None, now, decide)
+            .await
+    }
+
+    /// [`Self::commit_decision`] for a caller that holds another lock for it (a scaling
+    /// group's, `held`), released with the target's before the wait for the flush, so that
+    /// the members of a group share flushes as targets do.
+    pub(crate) async fn commit_decision_holding<K: Kind, N, O>(
+        &self,
+        kind: &K,
+        key: &str,
+        record: bool,
+        held: Option<KeyGuard>,
+        now: impl FnOnce() -> N,
         mut decide: impl FnMut(Option<K::State>, &N) -> Result<(K::Write, O), ApiError>,
     ) -> Result<(N, K::Write, O), ApiError> {
         let guard = if record {
-            Some(self.locks.lock(key).await)
+            Some((self.locks.lock(key).await, held))
         } else {
             None
         };

@@ -52,6 +52,9 @@ pub(crate) struct Fleet {
     store: Arc<dyn FleetStore>,
     locks: KeyLocks,
     index: Mutex<GroupIndex>,
+    /// One re-read of the index at a time: the calls that find it stale meanwhile wait for
+    /// that one instead of each reading every group.
+    refresh: tokio::sync::Mutex<()>,
 }
 
 fn lock_name(kind: &str, name: &str) -> String {
@@ -64,6 +67,7 @@ impl Fleet {
             store,
             locks: KeyLocks::default(),
             index: Mutex::new(GroupIndex::default()),
+            refresh: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -194,6 +198,7 @@ impl Fleet {
         &self,
         req: pb::PutScalingGroupRequest,
         key_bytes: usize,
+        scope: Option<Vec<String>>,
     ) -> Result<pb::ScalingGroup, ApiError> {
         let group = req
             .group
@@ -214,11 +219,24 @@ impl Fleet {
         expect_version(req.expected_version, version, "scaling group", &group.name)?;
         // The same definition again is no change.
         if let Some((same, _)) = &stored
-            && conv::stored_group(&group, version, update_time, ledger.clone()) == *same
+            && conv::stored_group(&group, version, update_time, ledger.clone(), scope.clone())
+                == *same
         {
             return Ok(conv::group(&group.name, same));
         }
-        let new = conv::stored_group(&group, version + 1, clock::hpa_now(), ledger);
+        let mut new = conv::stored_group(&group, version + 1, clock::hpa_now(), ledger, scope);
+        // Members the new definition no longer selects leave the ledger (by policy: each
+        // member's next call says, so those stay until then or DeleteTarget).
+        if new.member_policies.is_empty() {
+            let selected: Vec<String> = new
+                .ledger
+                .members
+                .keys()
+                .filter(|k| new.selects(k, ""))
+                .cloned()
+                .collect();
+            new.ledger.members.retain(|k, _| selected.contains(k));
+        }
         self.store
             .put_group(&group.name, Some(revision), &new)
             .await
@@ -292,29 +310,62 @@ impl Fleet {
     /// A deleted target leaves every group's ledger (what it held is free again).
     pub(crate) async fn forget_member(&self, key: &str) -> Result<(), ApiError> {
         let groups = self.groups(true).await?;
-        for (name, _) in groups.iter() {
-            let _guard = self.lock_group(name).await;
-            let Some((mut g, revision)) = self.store.group(name).await? else {
-                continue;
-            };
-            if g.ledger.members.remove(key).is_some() {
-                self.store
-                    .put_group(name, Some(revision), &g)
-                    .await
-                    .map_err(written)?;
+        for (name, g) in groups.iter() {
+            if g.ledger.members.contains_key(key) {
+                self.edit_ledger(name, |ledger| ledger.members.remove(key).is_some())
+                    .await?;
             }
         }
         Ok(())
     }
 
+    /// Changes group `name`'s ledger with `edit` (which says whether it changed anything),
+    /// read again and retried while another replica writes the group in between.
+    async fn edit_ledger(
+        &self,
+        name: &str,
+        mut edit: impl FnMut(&mut budget::Ledger) -> bool,
+    ) -> Result<(), ApiError> {
+        let _guard = self.lock_group(name).await;
+        for _ in 0..super::commit::MAX_CONFLICT_RETRIES {
+            let Some((mut g, revision)) = self.store.group(name).await? else {
+                return Ok(());
+            };
+            if !edit(&mut g.ledger) {
+                return Ok(());
+            }
+            match self.store.put_group(name, Some(revision), &g).await {
+                Err(StoreError::Conflict { .. }) => continue,
+                result => return result.map_err(ApiError::from),
+            }
+        }
+        Err(written(StoreError::Conflict {
+            key: name.to_owned(),
+        }))
+    }
+
     /// The groups' definitions (ledgers as read then), re-read when older than
     /// [`INDEX_MAX_AGE`] or when `fresh`.
     async fn groups(&self, fresh: bool) -> Result<Arc<Vec<(String, ScalingGroupDef)>>, ApiError> {
-        {
+        let current = |max_age: Duration| {
             let index = self.index.lock().unwrap_or_else(|e| e.into_inner());
-            if !fresh && index.read_at.is_some_and(|t| t.elapsed() < INDEX_MAX_AGE) {
-                return Ok(Arc::clone(&index.groups));
-            }
+            index
+                .read_at
+                .is_some_and(|t| t.elapsed() < max_age)
+                .then(|| Arc::clone(&index.groups))
+        };
+        if !fresh && let Some(groups) = current(INDEX_MAX_AGE) {
+            return Ok(groups);
+        }
+        let started = Instant::now();
+        let _one = self.refresh.lock().await;
+        // Read by another call while this one waited: as fresh as asked.
+        if let Some(groups) = current(if fresh {
+            started.elapsed()
+        } else {
+            INDEX_MAX_AGE
+        }) {
+            return Ok(groups);
         }
         let read_at = Instant::now();
         let mut groups = Vec::new();

@@ -191,7 +191,7 @@ impl HorizontalService {
                 };
                 let (now, (_, entry, _), new_target) = self
                     .commit
-                    .commit_decision(&member, key, !input.dry_run, now, |state, &now| {
+                    .commit_decision_holding(&member, key, !input.dry_run, guard, now, |state, &now| {
                         let (state, read) = state.unwrap_or((None, None));
                         let new_target = state.is_none();
                         let history = state.map(|s| s.history).unwrap_or_default();
@@ -227,12 +227,16 @@ impl HorizontalService {
                                 membership,
                             )
                         })?;
-                        def.ledger.members.insert(key.to_owned(), held);
                         let (h, e) = record(evaluation, now);
+                        // What the member holds did not change: the group's record stays (a
+                        // write per call would rewrite the whole ledger for nothing).
+                        if def.ledger.members.get(key) == Some(&held) {
+                            return Ok(((h, e, None), new_target));
+                        }
+                        def.ledger.members.insert(key.to_owned(), held);
                         Ok(((h, e, Some((def, revision))), new_target))
                     })
                     .await?;
-                drop(guard);
                 (now, entry, new_target)
             }
             _ => {
@@ -356,6 +360,12 @@ impl HorizontalService {
     async fn do_delete_target(&self, req: DeleteTargetRequest) -> Result<(), ApiError> {
         convert::target_key(&req.target_key, &self.options.limits)?;
         Span::current().record("target.key", req.target_key.as_str());
+        // Out of every group's ledger first, so that a failure leaves the target to delete
+        // again (and a repeated delete of a deleted target still frees what it held): a
+        // ledger entry without its target only holds units back, never spends them twice.
+        if let Some(fleet) = &self.fleet {
+            fleet.forget_member(&req.target_key).await?;
+        }
         let store = &self.store;
         if !self
             .commit
@@ -365,9 +375,6 @@ impl HorizontalService {
             return Err(ApiError::TargetNotFound(req.target_key));
         }
         crate::metrics::target_removed();
-        if let Some(fleet) = &self.fleet {
-            fleet.forget_member(&req.target_key).await?;
-        }
         Ok(())
     }
 }
@@ -519,11 +526,24 @@ impl HorizontalService {
         };
         let capacity = req.group_capacity.unwrap_or(group.ledger.capacity);
         let mut members = Vec::with_capacity(group.ledger.members.len());
+        let mut decisions_in_all = 0u64;
         for key in group.ledger.members.keys() {
             let decisions = self.store.decisions(key).await?;
+            decisions_in_all += decisions.iter().map(|e| e.run.count.max(1)).sum::<u64>();
             if !decisions.is_empty() {
                 members.push((key.clone(), group.units_of(key), decisions));
             }
+        }
+        // Each replayed decision computes the fair shares over every member: bounded work.
+        let work = decisions_in_all.saturating_mul(members.len().max(1) as u64);
+        if decisions_in_all > MAX_GROUP_REPLAY_DECISIONS || work > MAX_GROUP_REPLAY_WORK {
+            return Err(ApiError::ResourceExhausted {
+                field: "group".to_owned(),
+                message: format!(
+                    "{decisions_in_all} stored decisions of {} members: a group replay runs at most {MAX_GROUP_REPLAY_DECISIONS} decisions, and {MAX_GROUP_REPLAY_WORK} decisions × members",
+                    members.len()
+                ),
+            });
         }
         let options = super::simulate::SimulateOptions {
             defaults: self.options.defaults.clone(),
@@ -570,6 +590,11 @@ fn reported_decision(
     }
     Ok(newest)
 }
+
+/// The most stored decisions a group replay runs (`Simulate` with `group`), and the most
+/// decisions × members (each decision computes the fair shares over every member).
+const MAX_GROUP_REPLAY_DECISIONS: u64 = 50_000;
+const MAX_GROUP_REPLAY_WORK: u64 = 5_000_000;
 
 /// Runs the engine, a panic in it becoming INTERNAL and its refusal INVALID_ARGUMENT.
 fn engine<T>(run: impl FnOnce() -> Result<T, InvalidInput>) -> Result<T, ApiError> {
@@ -720,9 +745,14 @@ impl HorizontalAutoscaler for HorizontalService {
         request: Request<pb::PutScalingGroupRequest>,
     ) -> Result<Response<pb::ScalingGroup>, Status> {
         let key_bytes = self.options.limits.max_key_bytes;
+        // The configure rights of the caller (`Authorized`): the group's members stay within.
+        let scope = request
+            .extensions()
+            .get::<super::authorized::GroupScope>()
+            .map(|s| s.0.clone());
         Ok(Response::new(
             self.fleet()?
-                .put_group(request.into_inner(), key_bytes)
+                .put_group(request.into_inner(), key_bytes, scope)
                 .await?,
         ))
     }

@@ -195,6 +195,11 @@ impl KeyFilter {
         })
     }
 
+    /// The prefixes the filter lets through; `None`: every key.
+    pub(crate) fn allowed_prefixes(&self) -> Option<&[String]> {
+        self.prefixes.as_deref()
+    }
+
     /// Under explicit prefixes (tests).
     #[cfg(test)]
     pub(crate) fn prefixes(prefixes: Vec<String>) -> Self {

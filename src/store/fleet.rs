@@ -63,11 +63,20 @@ pub struct ScalingGroupDef {
     pub member_keys: Vec<String>,
     /// The capacity and what each member holds.
     pub ledger: Ledger,
+    /// `Some`: only targets under these key prefixes are members, whatever selects them (the
+    /// `configure` rights of whoever put the group); `None`: no restriction (no authorization
+    /// file).
+    pub scope: Option<Vec<String>>,
 }
 
 impl ScalingGroupDef {
     /// Whether a target with `key`, naming `policy` (empty: none), is a member.
     pub fn selects(&self, key: &str, policy: &str) -> bool {
+        if let Some(scope) = &self.scope
+            && !scope.iter().any(|p| key.starts_with(p.as_str()))
+        {
+            return false;
+        }
         self.member_keys.iter().any(|k| k == key)
             || self
                 .member_prefixes

@@ -384,6 +384,39 @@ impl HpaTrees {
         history: &History,
         decision: &DecisionEntry,
     ) -> Result<(), StoreError> {
+        self.commit_loaded_with(key, previous, history, decision, None)
+    }
+
+    /// The commit point: the state record's single-key write, or, with `also` (a tree, a key
+    /// and a value: a scaling group's record), that write and the other in one transaction.
+    fn commit_point(
+        &self,
+        state_key: &[u8],
+        bytes: &[u8],
+        also: Option<(&sled::Tree, &[u8], &[u8])>,
+    ) -> Result<(), StoreError> {
+        let Some((tree, other_key, other)) = also else {
+            self.track(self.state.insert(state_key, bytes))?;
+            return Ok(());
+        };
+        (&self.state, tree)
+            .transaction(|(state, tree)| {
+                state.insert(state_key, bytes)?;
+                tree.insert(other_key, other)?;
+                Ok(())
+            })
+            .map_err(tx_error)
+    }
+
+    /// [`Self::commit_loaded`], the commit point writing `also` too ([`Self::commit_point`]).
+    pub(super) fn commit_loaded_with(
+        &self,
+        key: &str,
+        previous: Option<StoredState>,
+        history: &History,
+        decision: &DecisionEntry,
+        also: Option<(&sled::Tree, &[u8], &[u8])>,
+    ) -> Result<(), StoreError> {
         let state_key = keys::state_key(key);
         let max_names = self.options.max_pod_names;
         let previous = previous.unwrap_or(StoredState {
@@ -419,8 +452,7 @@ impl HpaTrees {
             let tail = hpa::tail_of(record, &logged);
             let bytes = StoredState::encode_tail(history, previous.next_seq, log_len, tail);
             // The commit point: one single-key write.
-            self.track(self.state.insert(state_key, bytes))?;
-            return Ok(());
+            return self.commit_point(state_key, &bytes, also);
         }
         let seq = previous.next_seq;
         // 1. The newest run is closed: it goes into the log under its final key, complete
@@ -483,10 +515,7 @@ impl HpaTrees {
             pending: Some(fresh),
             logged_body: None,
         };
-        self.track(
-            self.state
-                .insert(state_key, next.encode(history, max_names)),
-        )?;
+        self.commit_point(state_key, &next.encode(history, max_names), also)?;
         // 4. A crash before this leaves at most these few old runs on disk; `decisions`
         //    shows only the newest `decision_log_len`.
         for old in &to_remove {

@@ -218,6 +218,30 @@ pub trait HpaStore: Db {
         history: &History,
         decision: &DecisionEntry,
     ) -> Result<(), StoreError>;
+    /// [`Self::commit_after`] of a scaling group's member, with the group's record (its new
+    /// ledger) written in the same transaction, guarded by the group's revision as read: both
+    /// or neither, and [`StoreError::Conflict`] if either changed since it was read.
+    async fn commit_member_after(
+        &self,
+        key: &str,
+        seen: Seen,
+        history: &History,
+        decision: &DecisionEntry,
+        group: &GroupWrite,
+    ) -> Result<(), StoreError>;
+}
+
+/// A scaling group's record to write with a member's commit
+/// ([`HpaStore::commit_member_after`]).
+#[derive(Clone, Debug)]
+pub struct GroupWrite {
+    /// The group's name.
+    pub name: String,
+    /// Its revision when read (etcd's `mod_revision`; sled: 0, its writers serialized by the
+    /// API's per-group lock).
+    pub revision: i64,
+    /// The group with the member's new ledger entry.
+    pub group: ScalingGroupDef,
 }
 
 /// Why the store failed.

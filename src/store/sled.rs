@@ -10,10 +10,11 @@
 use std::{path::Path, sync::Arc, time::Duration};
 
 use super::{
-    Db, DecisionEntry, HpaState, HpaStore, KeyPage, Loaded, Seen, StoreError,
+    Db, DecisionEntry, GroupWrite, HpaState, HpaStore, KeyPage, Loaded, Seen, StoreError,
     db::{Records, SledDb, Space, Versioned},
+    fleet,
     hpa::{self, HpaTrees, LogOptions},
-    vpa,
+    record, vpa,
 };
 use crate::engine::hpa::history::History;
 
@@ -25,7 +26,12 @@ pub const DEFAULT_MAX_POD_NAMES: usize = 50;
 pub const DEFAULT_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The trees opened at start-up.
-const TREES: &[&str] = &[hpa::STATE_TREE, hpa::DECISION_TREE, vpa::VERTICAL_TREE];
+const TREES: &[&str] = &[
+    hpa::STATE_TREE,
+    hpa::DECISION_TREE,
+    vpa::VERTICAL_TREE,
+    fleet::GROUPS.tree,
+];
 
 /// Options of [`SledStore::open`].
 #[derive(Clone, Debug)]
@@ -194,6 +200,37 @@ impl HpaStore for SledStore {
                 previous = previous.map(hpa::StoredState::without_newest);
             }
             t.commit_loaded(key, previous, history, decision)
+        })
+    }
+
+    /// The member's commit point and the group's record in one sled transaction over both
+    /// trees (the group's writers are serialized by the API's per-group lock).
+    async fn commit_member_after(
+        &self,
+        key: &str,
+        seen: Seen,
+        history: &History,
+        decision: &DecisionEntry,
+        group: &GroupWrite,
+    ) -> Result<(), StoreError> {
+        let bytes = record::fleet::encode_group(&group.group);
+        self.db.guarded(|o| {
+            let t = HpaTrees::of(o, self.log_options())?;
+            let groups = o.tree(fleet::GROUPS.tree)?;
+            let mut previous = match seen.loaded {
+                Some(l) if l.generation == t.generation => l.state,
+                _ => t.read_state(key)?,
+            };
+            if seen.withdraw_newest {
+                previous = previous.map(hpa::StoredState::without_newest);
+            }
+            t.commit_loaded_with(
+                key,
+                previous,
+                history,
+                decision,
+                Some((&groups, group.name.as_bytes(), bytes.as_slice())),
+            )
         })
     }
 

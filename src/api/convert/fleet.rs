@@ -88,6 +88,13 @@ pub(crate) fn check_group(g: &pb::ScalingGroup, key_bytes: usize) -> Result<(), 
         );
     }
     for (key, &units) in &g.member_units {
+        if key.is_empty() || key.len() > key_bytes || key.chars().any(char::is_control) {
+            v.add(
+                "group.member_units",
+                format!("keys must be target keys (1 to {key_bytes} bytes, no control characters)"),
+            );
+            break;
+        }
         if !units_ok(units) {
             v.add(
                 format!("group.member_units[{key}]"),
@@ -141,6 +148,7 @@ pub(crate) fn stored_group(
     version: u64,
     now: Time,
     mut ledger: Ledger,
+    scope: Option<Vec<String>>,
 ) -> ScalingGroupDef {
     ledger.capacity = g.capacity;
     let units_per_replica = if g.units_per_replica == 0 {
@@ -157,6 +165,7 @@ pub(crate) fn stored_group(
         member_policies: g.member_policies.clone(),
         member_keys: g.member_keys.clone(),
         ledger,
+        scope,
     }
 }
 

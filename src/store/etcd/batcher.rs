@@ -33,6 +33,17 @@ pub(super) struct Pending {
     pub(super) resends: u32,
     /// The state key's new `mod_revision` once etcd applied the commit.
     pub(super) done: oneshot::Sender<Result<i64, StoreError>>,
+    /// Another key the commit writes (a scaling group's record, in `ops`) and the
+    /// `mod_revision` it must still have. Two commits guarding the same key never share a
+    /// transaction: the second would build on what the first replaces.
+    pub(super) guard: Option<(Vec<u8>, i64)>,
+}
+
+impl Pending {
+    fn compares(&self) -> impl Iterator<Item = (&Vec<u8>, i64)> {
+        std::iter::once((&self.state_key, self.expected))
+            .chain(self.guard.as_ref().map(|(k, r)| (k, *r)))
+    }
 }
 
 /// Transactions in flight at once. One at a time makes a replica's decisions wait for etcd's
@@ -80,12 +91,19 @@ pub(super) async fn batcher(members: Arc<Members>, mut rx: mpsc::UnboundedReceiv
         while let Ok(p) = rx.try_recv() {
             queue.push_back(p);
         }
-        let mut batch = Vec::new();
+        let mut batch: Vec<Pending> = Vec::new();
         let mut bytes = 0;
         let mut ops = 0;
         while let Some(p) = queue.front() {
+            let guarded_twice = p.guard.as_ref().is_some_and(|(k, _)| {
+                batch
+                    .iter()
+                    .any(|b| b.guard.as_ref().is_some_and(|(g, _)| g == k))
+            });
             if !batch.is_empty()
-                && (ops + p.ops.len() > MAX_BATCH_OPS || bytes + p.bytes > MAX_BATCH_BYTES)
+                && (guarded_twice
+                    || ops + p.ops.len() > MAX_BATCH_OPS
+                    || bytes + p.bytes > MAX_BATCH_BYTES)
             {
                 break;
             }
@@ -109,21 +127,23 @@ pub(super) async fn batcher(members: Arc<Members>, mut rx: mpsc::UnboundedReceiv
 async fn send_batch(members: &Members, batch: Vec<Pending>) -> Vec<Pending> {
     let mut request = TxnRequest::default();
     for p in &batch {
-        request.compare.push(Compare {
-            result: CompareResult::Equal as i32,
-            target: CompareTarget::Mod as i32,
-            key: p.state_key.clone(),
-            target_union: Some(TargetUnion::ModRevision(p.expected)),
-            range_end: vec![],
-        });
+        for (key, revision) in p.compares() {
+            request.compare.push(Compare {
+                result: CompareResult::Equal as i32,
+                target: CompareTarget::Mod as i32,
+                key: key.clone(),
+                target_union: Some(TargetUnion::ModRevision(revision)),
+                range_end: vec![],
+            });
+            request.failure.push(RequestOp {
+                request: Some(Op::RequestRange(RangeRequest {
+                    key: key.clone(),
+                    keys_only: true,
+                    ..Default::default()
+                })),
+            });
+        }
         request.success.extend(p.ops.iter().cloned());
-        request.failure.push(RequestOp {
-            request: Some(Op::RequestRange(RangeRequest {
-                key: p.state_key.clone(),
-                keys_only: true,
-                ..Default::default()
-            })),
-        });
     }
     let result = members
         .once(|mut kv| async move { kv.txn(request).await })
@@ -138,21 +158,18 @@ async fn send_batch(members: &Members, batch: Vec<Pending>) -> Vec<Pending> {
             }
         }
         Ok(response) => {
-            // Some guard failed: the failure branch read every state key's revision.
-            for (mut p, r) in batch.into_iter().zip(
-                response
-                    .responses
-                    .into_iter()
-                    .map(Some)
-                    .chain(std::iter::repeat_with(|| None)),
-            ) {
-                let now = match r.and_then(|r| r.response) {
-                    Some(OpResponse::ResponseRange(range)) => {
-                        range.kvs.first().map_or(0, |kv| kv.mod_revision)
-                    }
-                    _ => -1,
-                };
-                if now == p.expected && p.resends + 1 < MAX_RESENDS {
+            // Some guard failed: the failure branch read every guarded key's revision, in
+            // the order of the compares.
+            let mut now = response.responses.into_iter().map(|r| match r.response {
+                Some(OpResponse::ResponseRange(range)) => {
+                    range.kvs.first().map_or(0, |kv| kv.mod_revision)
+                }
+                _ => -1,
+            });
+            for mut p in batch {
+                let read: Vec<i64> = now.by_ref().take(p.compares().count()).collect();
+                let unchanged = p.compares().map(|(_, expected)| expected).eq(read);
+                if unchanged && p.resends + 1 < MAX_RESENDS {
                     p.resends += 1;
                     again.push(p);
                 } else {

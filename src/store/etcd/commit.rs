@@ -11,7 +11,11 @@ use super::{
 };
 use crate::{
     engine::hpa::history::History,
-    store::{DecisionEntry, Loaded, Run, Seen, StoreError, hpa::StoredState, record::hpa},
+    store::{
+        DecisionEntry, GroupWrite, Loaded, Run, Seen, StoreError, fleet,
+        hpa::StoredState,
+        record::{self, hpa},
+    },
 };
 
 impl EtcdStore {
@@ -25,6 +29,7 @@ impl EtcdStore {
         seen: Seen,
         history: &History,
         decision: &DecisionEntry,
+        also: Option<&GroupWrite>,
     ) -> Result<(), StoreError> {
         let max_names = self.options.max_pod_names;
         // The log's keys as the cache knows them for the state this commit builds on.
@@ -142,6 +147,18 @@ impl EtcdStore {
                 ..Default::default()
             })),
         });
+        // A scaling group's record, in the same transaction, guarded by its revision.
+        let guard = also.map(|g| {
+            let group_key = self.record_key(&fleet::GROUPS, &g.name);
+            ops.push(RequestOp {
+                request: Some(Op::RequestPut(PutRequest {
+                    key: group_key.clone(),
+                    value: record::fleet::encode_group(&g.group),
+                    ..Default::default()
+                })),
+            });
+            (group_key, g.revision)
+        });
         let bytes = ops
             .iter()
             .map(|op| match &op.request {
@@ -163,6 +180,7 @@ impl EtcdStore {
             attempts: 0,
             resends: 0,
             done,
+            guard,
         };
         self.commits
             .send(pending)

@@ -79,7 +79,7 @@ use self::{
     tls::tls_config,
 };
 use super::{
-    Db, DecisionEntry, HpaState, HpaStore, KeyPage, Loaded, Seen, StoreError,
+    Db, DecisionEntry, GroupWrite, HpaState, HpaStore, KeyPage, Loaded, Seen, StoreError,
     db::Space,
     hpa::{StoredState, runs_with_pending},
     keys, vpa,
@@ -486,7 +486,20 @@ impl HpaStore for EtcdStore {
         history: &History,
         decision: &DecisionEntry,
     ) -> Result<(), StoreError> {
-        self.commit_guarded(key, seen, history, decision).await
+        self.commit_guarded(key, seen, history, decision, None)
+            .await
+    }
+
+    async fn commit_member_after(
+        &self,
+        key: &str,
+        seen: Seen,
+        history: &History,
+        decision: &DecisionEntry,
+        group: &GroupWrite,
+    ) -> Result<(), StoreError> {
+        self.commit_guarded(key, seen, history, decision, Some(group))
+            .await
     }
 
     /// As the sled store: the closed runs, then the pending one, at most `decision_log_len`.

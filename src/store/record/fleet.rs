@@ -61,6 +61,8 @@ pub(crate) fn encode_group(g: &ScalingGroupDef) -> Vec<u8> {
                 units: e.units,
             })
             .collect(),
+        scoped: g.scope.is_some(),
+        scope: g.scope.clone().unwrap_or_default(),
     })
 }
 
@@ -82,6 +84,7 @@ pub(crate) fn decode_group(name: &str, bytes: &[u8]) -> Result<ScalingGroupDef, 
         member_prefixes: r.member_prefixes,
         member_policies: r.member_policies,
         member_keys: r.member_keys,
+        scope: r.scoped.then_some(r.scope),
         ledger: Ledger {
             capacity: r.capacity,
             members: r
@@ -132,6 +135,7 @@ mod tests {
                 capacity: 10,
                 ..Ledger::default()
             },
+            scope: Some(vec!["inference/".into()]),
         };
         g.ledger.members.insert(
             "inference/llama".into(),
@@ -146,7 +150,7 @@ mod tests {
         g
     }
 
-    const GOLDEN_GROUP: &str = "02080310f6c1e285e368180a20012a130a0f696e666572656e63652f6c6c616d611002320a696e666572656e63652f3a086770752d74696572420962617463682f6f6e654a1b0a0f696e666572656e63652f6c6c616d6110061803200428013002";
+    const GOLDEN_GROUP: &str = "02080310f6c1e285e368180a20012a130a0f696e666572656e63652f6c6c616d611002320a696e666572656e63652f3a086770752d74696572420962617463682f6f6e654a1b0a0f696e666572656e63652f6c6c616d611006180320042801300250015a0a696e666572656e63652f";
     const GOLDEN_POLICY: &str = "02080710f6c1e285e3681a04100a1801";
 
     #[test]
