@@ -57,8 +57,123 @@ fn env_u64(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// CPU seconds a process has used (`/proc/PID/stat` utime + stime), 0 where unreadable.
+fn cpu_secs(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command (which may hold spaces) start after its closing ')'.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    // utime and stime are fields 14 and 15 of stat(5), 12 and 13 after the command.
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i).and_then(|v| v.parse::<f64>().ok()))
+        .sum();
+    ticks / 100.0 // USER_HZ
+}
+
+/// The counters of one etcd member's `/metrics` that say what a decision costs it: gRPC calls
+/// handled by method (any code), and the member's own MVCC and Raft counters.
+fn etcd_counters(client_url: &str) -> std::collections::BTreeMap<String, f64> {
+    use std::io::{Read, Write};
+    let mut out = std::collections::BTreeMap::new();
+    let Some(addr) = client_url.strip_prefix("http://") else {
+        return out;
+    };
+    let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
+        return out;
+    };
+    let _ = write!(
+        stream,
+        "GET /metrics HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    );
+    let mut body = String::new();
+    let _ = stream.read_to_string(&mut body);
+    for line in body.lines().filter(|l| !l.starts_with('#')) {
+        let Some((name, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let Ok(value) = value.parse::<f64>() else {
+            continue;
+        };
+        let key = if let Some(labels) = name.strip_prefix("grpc_server_handled_total{") {
+            match labels
+                .split(',')
+                .find_map(|l| l.strip_prefix("grpc_method=\""))
+                .and_then(|m| m.strip_suffix('"'))
+            {
+                Some(method) => format!("grpc {method}"),
+                None => continue,
+            }
+        } else if [
+            "etcd_mvcc_put_total",
+            "etcd_mvcc_range_total",
+            "etcd_mvcc_txn_total",
+            "etcd_server_proposals_committed_total",
+            "etcd_disk_wal_fsync_duration_seconds_count",
+        ]
+        .contains(&name)
+        {
+            name.to_owned()
+        } else {
+            continue;
+        };
+        *out.entry(key).or_default() += value;
+    }
+    out
+}
+
+/// What the etcd members did per decision over a window: `before` and `after` are each
+/// member's counters; gRPC calls are summed over the members (each serves its own clients),
+/// the Raft and MVCC counters taken from the member that counted most (the leader's view).
+fn etcd_per_decision(
+    before: &[std::collections::BTreeMap<String, f64>],
+    after: &[std::collections::BTreeMap<String, f64>],
+    decisions: u64,
+) -> String {
+    let mut grpc: std::collections::BTreeMap<&str, f64> = Default::default();
+    let mut own: std::collections::BTreeMap<&str, f64> = Default::default();
+    for (b, a) in before.iter().zip(after) {
+        for (k, v) in a {
+            let delta = v - b.get(k).copied().unwrap_or(0.0);
+            if let Some(method) = k.strip_prefix("grpc ") {
+                *grpc.entry(method).or_default() += delta;
+            } else {
+                let e = own.entry(k.as_str()).or_default();
+                *e = e.max(delta);
+            }
+        }
+    }
+    let n = decisions.max(1) as f64;
+    let mut parts: Vec<String> = grpc
+        .iter()
+        .filter(|(_, v)| **v > 0.0)
+        .map(|(m, v)| format!("{m} {:.2}", v / n))
+        .collect();
+    parts.extend(own.iter().map(|(k, v)| {
+        let short = k
+            .trim_start_matches("etcd_")
+            .trim_end_matches("_total")
+            .trim_end_matches("_duration_seconds_count");
+        format!("{short} {:.2}", v / n)
+    }));
+    parts.join(", ")
+}
+
+/// The processes whose CPU a setup reports: (what, pids).
+type Processes = Vec<(&'static str, Vec<u32>)>;
+
 struct Figures {
     ok: u64,
+    /// CPU seconds of each group of processes over the measured window.
+    cpu: Vec<(&'static str, f64)>,
+    /// The etcd members' counters before and after the window.
+    etcd: Option<(
+        Vec<std::collections::BTreeMap<String, f64>>,
+        Vec<std::collections::BTreeMap<String, f64>>,
+    )>,
     /// Every failed call, timeouts included.
     errors: u64,
     /// Calls without an answer within [`CALL_TIMEOUT`] (also in `errors`).
@@ -67,7 +182,14 @@ struct Figures {
     latency: Histogram<u64>,
 }
 
-async fn load(addrs: &[SocketAddr], prefix: &str, in_flight: usize, measure: Duration) -> Figures {
+async fn load(
+    addrs: &[SocketAddr],
+    prefix: &str,
+    in_flight: usize,
+    measure: Duration,
+    processes: Processes,
+    etcd_urls: Vec<String>,
+) -> Figures {
     let mut clients = Vec::new();
     for i in 0..CHANNELS {
         let addr = addrs[i % addrs.len()];
@@ -87,6 +209,31 @@ async fn load(addrs: &[SocketAddr], prefix: &str, in_flight: usize, measure: Dur
     let start = Instant::now();
     let measure_from = start + Duration::from_secs(1);
     let deadline = measure_from + measure;
+    // CPU of each group (and of this client process) over the measured window.
+    let mut processes = processes;
+    processes.push(("client", vec![std::process::id()]));
+    let cpu = tokio::spawn(async move {
+        let sample = |p: &Processes| -> Vec<f64> {
+            p.iter()
+                .map(|(_, pids)| pids.iter().map(|&pid| cpu_secs(pid)).sum())
+                .collect()
+        };
+        let counters =
+            |urls: &[String]| -> Vec<_> { urls.iter().map(|u| etcd_counters(u)).collect() };
+        tokio::time::sleep_until(measure_from.into()).await;
+        let before = sample(&processes);
+        let etcd_before = counters(&etcd_urls);
+        tokio::time::sleep_until(deadline.into()).await;
+        let after = sample(&processes);
+        let etcd_after = counters(&etcd_urls);
+        let cpu = processes
+            .iter()
+            .zip(before.iter().zip(after))
+            .map(|((what, _), (b, a))| (*what, a - b))
+            .collect::<Vec<_>>();
+        let etcd = (!etcd_urls.is_empty()).then_some((etcd_before, etcd_after));
+        (cpu, etcd)
+    });
     let mut tasks = Vec::new();
     for t in 0..in_flight {
         let (clients, route) = (Arc::clone(&clients), Arc::clone(&route));
@@ -154,6 +301,8 @@ async fn load(addrs: &[SocketAddr], prefix: &str, in_flight: usize, measure: Dur
     }
     let mut figures = Figures {
         ok: 0,
+        cpu: Vec::new(),
+        etcd: None,
         errors: 0,
         timeouts: 0,
         secs: measure.as_secs_f64(),
@@ -166,6 +315,7 @@ async fn load(addrs: &[SocketAddr], prefix: &str, in_flight: usize, measure: Dur
         figures.timeouts += timeouts;
         figures.latency.add(&latency).unwrap();
     }
+    (figures.cpu, figures.etcd) = cpu.await.unwrap();
     figures
 }
 
@@ -183,6 +333,27 @@ fn print(name: &str, f: &Figures, noop: Option<f64>) {
             100.0 * rate / n
         )),
     );
+    // Where the machine's cores went: cores used by each group, and its CPU per decision.
+    let ok = f.ok.max(1) as f64;
+    let split: Vec<String> = f
+        .cpu
+        .iter()
+        .map(|(what, secs)| {
+            format!(
+                "{what} {:.2} cores ({:.0} µs/decision)",
+                secs / f.secs,
+                1e6 * secs / ok
+            )
+        })
+        .collect();
+    println!("{:<14} cpu: {}", "", split.join(", "));
+    if let Some((before, after)) = &f.etcd {
+        println!(
+            "{:<14} etcd per decision: {}",
+            "",
+            etcd_per_decision(before, after, f.ok)
+        );
+    }
 }
 
 fn replica(endpoints: &str, prefix: &str, data: &std::path::Path) -> binary::Server {
@@ -224,20 +395,54 @@ fn main() {
 
     // The no-op server of the other load benches (this binary again, in its own process).
     let noop_server = servers::start_noop_server().expect("the no-op server starts");
-    let noop = runtime.block_on(load(&[noop_server.addr], "noop", in_flight, measure));
+    let noop = runtime.block_on(load(
+        &[noop_server.addr],
+        "noop",
+        in_flight,
+        measure,
+        vec![(
+            "server",
+            noop_server
+                .child
+                .iter()
+                .map(std::process::Child::id)
+                .collect(),
+        )],
+        Vec::new(),
+    ));
     drop(noop_server);
     let noop_rate = noop.ok as f64 / noop.secs;
     print("no-op", &noop, None);
 
     {
         let sled = binary::start(&tmp.path().join("sled"));
-        let f = runtime.block_on(load(&[sled.addr], "sled", in_flight, measure));
+        let f = runtime.block_on(load(
+            &[sled.addr],
+            "sled",
+            in_flight,
+            measure,
+            vec![("server", vec![sled.child.id()])],
+            Vec::new(),
+        ));
         print("sled", &f, Some(noop_rate));
     }
     {
         let etcd = etcd_support::Etcd::start(1);
         let r = replica(&etcd.endpoints(), "bench/", &tmp.path().join("r1"));
-        let f = runtime.block_on(load(&[r.addr], "e1", in_flight, measure));
+        let f = runtime.block_on(load(
+            &[r.addr],
+            "e1",
+            in_flight,
+            measure,
+            vec![
+                ("replicas", vec![r.child.id()]),
+                (
+                    "etcd",
+                    etcd.members.iter().filter_map(|m| m.pid()).collect(),
+                ),
+            ],
+            etcd.members.iter().map(|m| m.client_url()).collect(),
+        ));
         print("etcd 1m/1r", &f, Some(noop_rate));
     }
     {
@@ -256,7 +461,20 @@ fn main() {
                 })
                 .collect();
             let addrs: Vec<SocketAddr> = replicas.iter().map(|r| r.addr).collect();
-            let f = runtime.block_on(load(&addrs, &format!("e3-{n}"), in_flight, measure));
+            let f = runtime.block_on(load(
+                &addrs,
+                &format!("e3-{n}"),
+                in_flight,
+                measure,
+                vec![
+                    ("replicas", replicas.iter().map(|r| r.child.id()).collect()),
+                    (
+                        "etcd",
+                        etcd.members.iter().filter_map(|m| m.pid()).collect(),
+                    ),
+                ],
+                etcd.members.iter().map(|m| m.client_url()).collect(),
+            ));
             print(&format!("etcd 3m/{n}r"), &f, Some(noop_rate));
         }
 

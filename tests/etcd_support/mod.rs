@@ -73,6 +73,11 @@ impl Member {
     pub fn running(&self) -> bool {
         self.child.is_some()
     }
+    /// The member's process id while it runs (the benchmarks read its CPU time).
+    #[allow(dead_code)]
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
 }
 
 /// Real certificates made with `openssl`: a CA, the members' certificate (IP SAN 127.0.0.1)
