@@ -76,7 +76,7 @@ fn cpu_secs(pid: u32) -> f64 {
 
 /// The counters of one etcd member's `/metrics` that say what a decision costs it: gRPC calls
 /// handled by method (any code), and the member's own MVCC and Raft counters.
-fn etcd_counters(client_url: &str) -> std::collections::BTreeMap<String, f64> {
+fn etcd_counters(client_url: &str) -> Counters {
     use std::io::{Read, Write};
     let mut out = std::collections::BTreeMap::new();
     let Some(addr) = client_url.strip_prefix("http://") else {
@@ -129,8 +129,8 @@ fn etcd_counters(client_url: &str) -> std::collections::BTreeMap<String, f64> {
 /// member's counters; gRPC calls are summed over the members (each serves its own clients),
 /// the Raft and MVCC counters taken from the member that counted most (the leader's view).
 fn etcd_per_decision(
-    before: &[std::collections::BTreeMap<String, f64>],
-    after: &[std::collections::BTreeMap<String, f64>],
+    before: &[Counters],
+    after: &[Counters],
     decisions: u64,
 ) -> String {
     let mut grpc: std::collections::BTreeMap<&str, f64> = Default::default();
@@ -162,6 +162,9 @@ fn etcd_per_decision(
     parts.join(", ")
 }
 
+/// One etcd member's counters, by name ([`etcd_counters`]).
+type Counters = std::collections::BTreeMap<String, f64>;
+
 /// The processes whose CPU a setup reports: (what, pids).
 type Processes = Vec<(&'static str, Vec<u32>)>;
 
@@ -170,10 +173,7 @@ struct Figures {
     /// CPU seconds of each group of processes over the measured window.
     cpu: Vec<(&'static str, f64)>,
     /// The etcd members' counters before and after the window.
-    etcd: Option<(
-        Vec<std::collections::BTreeMap<String, f64>>,
-        Vec<std::collections::BTreeMap<String, f64>>,
-    )>,
+    etcd: Option<(Vec<Counters>, Vec<Counters>)>,
     /// Every failed call, timeouts included.
     errors: u64,
     /// Calls without an answer within [`CALL_TIMEOUT`] (also in `errors`).
