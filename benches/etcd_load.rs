@@ -128,11 +128,7 @@ fn etcd_counters(client_url: &str) -> Counters {
 /// What the etcd members did per decision over a window: `before` and `after` are each
 /// member's counters; gRPC calls are summed over the members (each serves its own clients),
 /// the Raft and MVCC counters taken from the member that counted most (the leader's view).
-fn etcd_per_decision(
-    before: &[Counters],
-    after: &[Counters],
-    decisions: u64,
-) -> String {
+fn etcd_per_decision(before: &[Counters], after: &[Counters], decisions: u64) -> String {
     let mut grpc: std::collections::BTreeMap<&str, f64> = Default::default();
     let mut own: std::collections::BTreeMap<&str, f64> = Default::default();
     for (b, a) in before.iter().zip(after) {

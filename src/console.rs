@@ -558,6 +558,29 @@ async fn target(key: &str, token: Option<&str>, remote: Option<SocketAddr>) -> P
                 .filter(|r| !r.is_empty())
                 .map_or(String::new(), |r| format!(": {}", esc(r)))
         );
+        // The policy the spec came from, and what the target's scaling group allowed.
+        if let Some(name) = newest["policy"]["name"].as_str() {
+            let _ = write!(
+                out,
+                "<p id=policy>Policy: {} (version {})</p>",
+                esc(name),
+                int(&newest["policy"]["version"]).unwrap_or(0)
+            );
+        }
+        let b = &newest["budget"];
+        if let Some(group) = b["group"].as_str() {
+            let _ = write!(
+                out,
+                "<p id=budget>Scaling group {}: {} uncapped, fair share {}, {} of {} units held ({} left, {} per replica)</p>",
+                esc(group),
+                int(&b["uncappedReplicas"]).unwrap_or(0),
+                int(&b["fairShare"]).unwrap_or(0),
+                int(&b["used"]).unwrap_or(0),
+                int(&b["capacity"]).unwrap_or(0),
+                int(&b["residual"]).unwrap_or(0),
+                int(&b["unitsPerReplica"]).unwrap_or(0)
+            );
+        }
         out.push_str("<table class=conditions><tr><th>Condition</th><th>Status</th><th>Reason</th><th>Message</th></tr>");
         for c in newest["conditions"].as_array().into_iter().flatten() {
             let _ = write!(

@@ -17,6 +17,23 @@ fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// One HTTP/1.1 request with a JSON body (empty: none): the status and the body.
+fn http(addr: std::net::SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, body.to_owned())
+}
+
 fn words(line: &str) -> Vec<&str> {
     line.split_whitespace().collect()
 }
@@ -567,7 +584,9 @@ fn conformance_grpc_stops_at_once_against_a_server_on_its_own_clock() {
 #[test]
 fn apply_get_describe_and_delete_policies_and_groups() {
     let dir = tempfile::tempdir().unwrap();
-    let server = common::start(&dir.path().join("data"));
+    let mut command = common::command(&dir.path().join("data"));
+    command.args(["--metrics-listen", "127.0.0.1:0"]);
+    let server = common::spawn(command);
     let addr = server.addr.to_string();
     let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
     let file = root.join("examples/groups/gpus.yaml");
@@ -695,6 +714,23 @@ fn apply_get_describe_and_delete_policies_and_groups() {
     );
     let history = stdout(&autoscaled(&["history", "--addr", &addr, "inference/a"]));
     assert!(history.contains("gpu-tier (version 2)"), "{history}");
+    // The console's target page says the same.
+    let (status, page) = http(server.admin.unwrap(), "GET", "/targets/inference%2Fa", "");
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Policy: gpu-tier (version 2)"), "{page}");
+    assert!(
+        page.contains("Scaling group gpus: 4 uncapped, fair share 3, 3 of 3 units held"),
+        "{page}"
+    );
+    // HTTP/JSON (Connect) on the gRPC port: a bad group is a 400 naming the field.
+    let (status, body) = http(
+        server.addr,
+        "POST",
+        "/autoscaled.v1.HorizontalAutoscaler/PutScalingGroup",
+        r#"{"group": {"name": "gpus", "capacity": 0, "memberPrefixes": ["x/"]}}"#,
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("group.capacity"), "{body}");
 
     let refused = autoscaled(&["delete", "policy", "gpu-tier", "--addr", &addr]);
     assert!(!refused.status.success());
