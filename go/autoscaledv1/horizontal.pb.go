@@ -4844,7 +4844,8 @@ type ListPoliciesRequest struct {
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
-	// At most this many (default and maximum 500).
+	// At most this many (0: 100; at most 1000); a page is also cut short where the next item
+	// would take the response past 3.5 MiB (its token continues after the last one returned).
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The `next_page_token` of the previous page.
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`

@@ -134,9 +134,17 @@ impl Fleet {
             .list_policies(page.after.as_deref(), page.size)
             .await?;
         let mut policies = Vec::with_capacity(keys.keys.len());
-        for name in &keys.keys {
+        let mut budget = ResponseBudget::default();
+        for (i, name) in keys.keys.iter().enumerate() {
             if let Some((p, _)) = self.store.policy(name).await? {
-                policies.push(conv::policy(name, &p)?);
+                let policy = conv::policy(name, &p)?;
+                if !budget.fits(policy.encoded_len()) {
+                    return Ok(pb::ListPoliciesResponse {
+                        policies,
+                        next_page_token: convert::page_token(&keys.keys[i - 1]),
+                    });
+                }
+                policies.push(policy);
             }
         }
         Ok(pb::ListPoliciesResponse {
@@ -267,9 +275,17 @@ impl Fleet {
             .list_groups(page.after.as_deref(), page.size)
             .await?;
         let mut groups = Vec::with_capacity(keys.keys.len());
-        for name in &keys.keys {
+        let mut budget = ResponseBudget::default();
+        for (i, name) in keys.keys.iter().enumerate() {
             if let Some((g, _)) = self.store.group(name).await? {
-                groups.push(conv::group(name, &g));
+                let group = conv::group(name, &g);
+                if !budget.fits(group.encoded_len()) {
+                    return Ok(pb::ListScalingGroupsResponse {
+                        groups,
+                        next_page_token: convert::page_token(&keys.keys[i - 1]),
+                    });
+                }
+                groups.push(group);
             }
         }
         Ok(pb::ListScalingGroupsResponse {
@@ -396,6 +412,26 @@ impl Fleet {
     }
 }
 
+/// A List page's bytes: the first item always goes in (a page makes progress), the next only
+/// while the page stays within [`RESPONSE_BUDGET_BYTES`](convert::history::RESPONSE_BUDGET_BYTES),
+/// as GetHistory's pages.
+#[derive(Default)]
+struct ResponseBudget {
+    used: usize,
+    items: usize,
+}
+
+impl ResponseBudget {
+    fn fits(&mut self, bytes: usize) -> bool {
+        if self.items > 0 && self.used + bytes > convert::history::RESPONSE_BUDGET_BYTES {
+            return false;
+        }
+        self.used += bytes;
+        self.items += 1;
+        true
+    }
+}
+
 /// `expected_version` against the stored version (0: none stored).
 fn expect_version(
     expected: Option<u64>,
@@ -480,6 +516,18 @@ mod tests {
             }),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_list_page_holds_its_first_item_then_stays_within_the_budget() {
+        let limit = convert::history::RESPONSE_BUDGET_BYTES;
+        let mut b = ResponseBudget::default();
+        assert!(b.fits(limit + 1), "the first item always goes in");
+        assert!(!b.fits(1));
+        let mut b = ResponseBudget::default();
+        assert!(b.fits(limit - 10));
+        assert!(b.fits(10));
+        assert!(!b.fits(1));
     }
 
     #[test]

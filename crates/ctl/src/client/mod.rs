@@ -217,7 +217,7 @@ fn plaintext_hint(code: tonic::Code, message: &str) -> &'static str {
     }
 }
 
-fn rpc_error(rpc: &'static str) -> impl FnOnce(tonic::Status) -> ClientError {
+pub(crate) fn rpc_error(rpc: &'static str) -> impl FnOnce(tonic::Status) -> ClientError {
     move |status| ClientError::Rpc {
         rpc,
         code: status.code(),

@@ -134,35 +134,13 @@ pub(crate) async fn simulate_command(args: SimulateArgs) -> Result<String, Clien
         }
         (None, Some(addr), Some(target)) => {
             request.target_key = target.clone();
-            let response = args
-                .security
-                .horizontal(addr)
-                .await?
-                .simulate(request)
-                .await
-                .map_err(|s| ClientError::Rpc {
-                    rpc: "Simulate",
-                    code: s.code(),
-                    message: s.message().to_owned(),
-                })?
-                .into_inner();
+            let response = simulate_rpc(&args.security, addr, request).await?;
             (response, format!("what-if: {target}"))
         }
         (None, Some(addr), None) if args.group.is_some() => {
             request.group = args.group.clone().unwrap_or_default();
             request.group_capacity = args.capacity;
-            let response = args
-                .security
-                .horizontal(addr)
-                .await?
-                .simulate(request)
-                .await
-                .map_err(|s| ClientError::Rpc {
-                    rpc: "Simulate",
-                    code: s.code(),
-                    message: s.message().to_owned(),
-                })?
-                .into_inner();
+            let response = simulate_rpc(&args.security, addr, request).await?;
             return match args.output {
                 OutputFormat::Json => crate::client::to_json(&response, SIMULATE_RESPONSE),
                 OutputFormat::Text => Ok(describe_group(&response, args.capacity)),
@@ -181,6 +159,21 @@ pub(crate) async fn simulate_command(args: SimulateArgs) -> Result<String, Clien
         OutputFormat::Json => crate::client::to_json(&response, SIMULATE_RESPONSE),
         OutputFormat::Text => Ok(describe(&response)),
     }
+}
+
+/// `Simulate` through the server at `addr`.
+async fn simulate_rpc(
+    security: &crate::client::security::ClientSecurity,
+    addr: &str,
+    request: api::SimulateRequest,
+) -> Result<api::SimulateResponse, ClientError> {
+    Ok(security
+        .horizontal(addr)
+        .await?
+        .simulate(request)
+        .await
+        .map_err(crate::client::rpc_error("Simulate"))?
+        .into_inner())
 }
 
 /// A group's replay: per member its stored and simulated curves' summaries and last counts,
