@@ -118,6 +118,15 @@ impl HorizontalService {
         self.commit.locks()
     }
 
+    /// What a replay needs of the configuration.
+    fn simulate_options(&self) -> super::simulate::SimulateOptions {
+        super::simulate::SimulateOptions {
+            defaults: self.options.defaults.clone(),
+            limits: self.options.limits.clone(),
+            history_retention: self.options.history_retention,
+        }
+    }
+
     fn context(&self) -> Context<'_> {
         Context {
             limits: &self.options.limits,
@@ -430,11 +439,7 @@ impl HorizontalService {
             return self.do_simulate_group(req).await;
         }
         Span::current().record("target.key", req.target_key.as_str());
-        let options = super::simulate::SimulateOptions {
-            defaults: self.options.defaults.clone(),
-            limits: self.options.limits.clone(),
-            history_retention: self.options.history_retention,
-        };
+        let options = self.simulate_options();
         let store = Arc::clone(&self.store);
         // The log is read on the blocking thread too, where the store's future is driven to
         // completion on the server's runtime.
@@ -545,11 +550,7 @@ impl HorizontalService {
                 ),
             });
         }
-        let options = super::simulate::SimulateOptions {
-            defaults: self.options.defaults.clone(),
-            limits: self.options.limits.clone(),
-            history_retention: self.options.history_retention,
-        };
+        let options = self.simulate_options();
         let response = tokio::task::spawn_blocking(move || {
             super::simulate::replay_group(&req, capacity, members, &options)
         })

@@ -102,6 +102,35 @@ impl SledStore {
         HpaTrees::with(&self.db, self.log_options(), f)
     }
 
+    /// [`HpaStore::commit_after`] (and, with `group`, the group's record at the same commit
+    /// point): on the state `load_for_update` read, unless the store reopened since.
+    fn commit_seen(
+        &self,
+        key: &str,
+        seen: Seen,
+        history: &History,
+        decision: &DecisionEntry,
+        group: Option<&GroupWrite>,
+    ) -> Result<(), StoreError> {
+        let bytes = group.map(|g| record::fleet::encode_group(&g.group));
+        self.db.guarded(|o| {
+            let t = HpaTrees::of(o, self.log_options())?;
+            let groups = group.map(|_| o.tree(fleet::GROUPS.tree)).transpose()?;
+            let mut previous = match seen.loaded {
+                Some(l) if l.generation == t.generation => l.state,
+                _ => t.read_state(key)?,
+            };
+            if seen.withdraw_newest {
+                previous = previous.map(hpa::StoredState::without_newest);
+            }
+            let also = group
+                .zip(groups.as_ref())
+                .zip(bytes.as_deref())
+                .map(|((g, tree), bytes)| (tree, g.name.as_bytes(), bytes));
+            t.commit_loaded_with(key, previous, history, decision, also)
+        })
+    }
+
     /// The HPA trees (tests look at the records directly).
     #[cfg(test)]
     fn trees(&self) -> Result<HpaTrees, StoreError> {
@@ -191,16 +220,7 @@ impl HpaStore for SledStore {
         history: &History,
         decision: &DecisionEntry,
     ) -> Result<(), StoreError> {
-        self.hpa(|t| {
-            let mut previous = match seen.loaded {
-                Some(l) if l.generation == t.generation => l.state,
-                _ => t.read_state(key)?,
-            };
-            if seen.withdraw_newest {
-                previous = previous.map(hpa::StoredState::without_newest);
-            }
-            t.commit_loaded(key, previous, history, decision)
-        })
+        self.commit_seen(key, seen, history, decision, None)
     }
 
     /// The member's commit point and the group's record in one sled transaction over both
@@ -213,25 +233,7 @@ impl HpaStore for SledStore {
         decision: &DecisionEntry,
         group: &GroupWrite,
     ) -> Result<(), StoreError> {
-        let bytes = record::fleet::encode_group(&group.group);
-        self.db.guarded(|o| {
-            let t = HpaTrees::of(o, self.log_options())?;
-            let groups = o.tree(fleet::GROUPS.tree)?;
-            let mut previous = match seen.loaded {
-                Some(l) if l.generation == t.generation => l.state,
-                _ => t.read_state(key)?,
-            };
-            if seen.withdraw_newest {
-                previous = previous.map(hpa::StoredState::without_newest);
-            }
-            t.commit_loaded_with(
-                key,
-                previous,
-                history,
-                decision,
-                Some((&groups, group.name.as_bytes(), bytes.as_slice())),
-            )
-        })
+        self.commit_seen(key, seen, history, decision, Some(group))
     }
 
     async fn commit(
