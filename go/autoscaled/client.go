@@ -13,6 +13,11 @@
 // retried: INVALID_ARGUMENT and the rest describe the request, and sending it again gives the
 // same answer.
 //
+// Replicas on etcd share the targets out, and a replica forwards a Recommend or ReportScale
+// for a target another replica owns, naming the owner in the answer's autoscaled-owner
+// header. Recommend and ReportScale follow it: a target's next calls go to its owner
+// directly, saving the hop, and back to the dialed address if the owner cannot be reached.
+//
 // The generated stubs are in package github.com/autoscaled/autoscaled/go/autoscaledv1; use
 // Client.Horizontal and Client.Vertical for the RPCs this package does not wrap.
 package autoscaled
@@ -22,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"sync"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -29,6 +35,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/autoscaled/autoscaled/go/autoscaledv1"
@@ -38,6 +45,18 @@ import (
 const (
 	HorizontalService = "autoscaled.v1.HorizontalAutoscaler"
 	VerticalService   = "autoscaled.v1.VerticalAutoscaler"
+)
+
+// OwnerHeader names, on a forwarded call's answer, the address of the replica that owns the
+// target (see Client.Recommend).
+const OwnerHeader = "autoscaled-owner"
+
+// Bounds on what a Client remembers of owners: targets routed (past it the routes start
+// over, learned again from the next forwarded answers) and owner connections (past it, calls
+// for further owners stay on the dialed connection and are forwarded).
+const (
+	maxRoutes = 100000
+	maxOwners = 64
 )
 
 // Defaults used when no option overrides them.
@@ -55,6 +74,7 @@ type options struct {
 	maxBackoff     time.Duration
 	creds          credentials.TransportCredentials
 	dialOptions    []grpc.DialOption
+	ownerRouting   bool
 }
 
 // Option configures Dial.
@@ -89,12 +109,30 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dialOptions = append(o.dialOptions, opts...) }
 }
 
-// Client calls one autoscaled server. It is safe for concurrent use.
+// WithoutOwnerRouting keeps every call on the dialed connection: a replica then forwards
+// the calls for targets it does not own (one more hop each).
+func WithoutOwnerRouting() Option {
+	return func(o *options) { o.ownerRouting = false }
+}
+
+// Client calls one autoscaled server (and, for Recommend and ReportScale, the replica that
+// owns the target, once an answer named it). It is safe for concurrent use.
 type Client struct {
 	conn       *grpc.ClientConn
 	horizontal pb.HorizontalAutoscalerClient
 	vertical   pb.VerticalAutoscalerClient
 	health     healthpb.HealthClient
+	// What the owners are dialed with: the caller's options, one attempt per call (a call
+	// that cannot reach an owner goes back to the dialed connection at once).
+	ownerDial []grpc.DialOption
+	routing   bool
+
+	mu sync.Mutex
+	// Target key -> owner address, from the autoscaled-owner header of a forwarded answer.
+	routes map[string]string
+	// Owner address -> its connection, dialed on first use.
+	owners map[string]*grpc.ClientConn
+	closed bool
 }
 
 // Dial connects to the autoscaled server at addr ("host:port"). Unless
@@ -106,6 +144,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		maxAttempts:    DefaultMaxAttempts,
 		initialBackoff: DefaultInitialBackoff,
 		maxBackoff:     DefaultMaxBackoff,
+		ownerRouting:   true,
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -116,25 +155,99 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	if o.callTimeout < 0 || o.initialBackoff < 0 || o.maxBackoff < o.initialBackoff {
 		return nil, errors.New("autoscaled: timeouts and backoffs must be >= 0 and max backoff >= initial")
 	}
-	dialOpts := make([]grpc.DialOption, 0, len(o.dialOptions)+2)
+	transport := grpc.WithInsecure() // grpc-go 1.33 (Debian bookworm) has no credentials/insecure package.
 	if o.creds != nil {
-		dialOpts = append(dialOpts, grpc.WithTransportCredentials(o.creds))
-	} else {
-		// grpc-go 1.33 (Debian bookworm) has no credentials/insecure package.
-		dialOpts = append(dialOpts, grpc.WithInsecure())
+		transport = grpc.WithTransportCredentials(o.creds)
 	}
-	dialOpts = append(dialOpts, grpc.WithChainUnaryInterceptor(o.unaryInterceptor))
+	dialOpts := []grpc.DialOption{transport, grpc.WithChainUnaryInterceptor(o.unaryInterceptor)}
 	dialOpts = append(dialOpts, o.dialOptions...)
 	conn, err := grpc.DialContext(ctx, addr, dialOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("autoscaled: dial %s: %w", addr, err)
 	}
+	// Owners are dialed with the same credentials and per-call timeout, one attempt per call;
+	// the caller's raw dial options (grpc.WithBlock among them) apply to addr only.
+	once := o
+	once.maxAttempts = 1
+	ownerDial := []grpc.DialOption{transport, grpc.WithChainUnaryInterceptor(once.unaryInterceptor)}
 	return &Client{
 		conn:       conn,
 		horizontal: pb.NewHorizontalAutoscalerClient(conn),
 		vertical:   pb.NewVerticalAutoscalerClient(conn),
 		health:     healthpb.NewHealthClient(conn),
+		ownerDial:  ownerDial,
+		routing:    o.ownerRouting,
+		routes:     map[string]string{},
+		owners:     map[string]*grpc.ClientConn{},
 	}, nil
+}
+
+// route is the stub for target's calls: its owner's, when an answer named one, else the
+// dialed connection's ("" as owner).
+func (c *Client) route(target string) (pb.HorizontalAutoscalerClient, string) {
+	if !c.routing {
+		return c.horizontal, ""
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	owner, ok := c.routes[target]
+	if !ok || c.closed {
+		return c.horizontal, ""
+	}
+	conn, ok := c.owners[owner]
+	if !ok {
+		if len(c.owners) >= maxOwners {
+			return c.horizontal, ""
+		}
+		var err error
+		// Without grpc.WithBlock this returns at once; it fails only on bad options.
+		conn, err = grpc.Dial(owner, c.ownerDial...)
+		if err != nil {
+			delete(c.routes, target)
+			return c.horizontal, ""
+		}
+		c.owners[owner] = conn
+	}
+	return pb.NewHorizontalAutoscalerClient(conn), owner
+}
+
+// learn keeps the owner a forwarded answer named for target.
+func (c *Client) learn(target string, header metadata.MD) {
+	owners := header.Get(OwnerHeader)
+	if !c.routing || len(owners) == 0 || owners[0] == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.routes) >= maxRoutes {
+		c.routes = map[string]string{}
+	}
+	c.routes[target] = owners[0]
+}
+
+// forget sends target's calls to the dialed connection again (its owner could not be reached).
+func (c *Client) forget(target string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.routes, target)
+}
+
+// routed makes one call for target where its owner is, learning the owner from a forwarded
+// answer; a call that cannot reach a remembered owner (UNAVAILABLE: it stopped, or moved) is
+// made again on the dialed connection, which decides or forwards it to the current owner.
+func routed[T any](c *Client, target string, call func(pb.HorizontalAutoscalerClient, grpc.CallOption) (T, error)) (T, error) {
+	stub, owner := c.route(target)
+	var header metadata.MD
+	resp, err := call(stub, grpc.Header(&header))
+	if owner != "" && status.Code(err) == codes.Unavailable {
+		c.forget(target)
+		header = nil
+		resp, err = call(c.horizontal, grpc.Header(&header))
+	}
+	if err == nil {
+		c.learn(target, header)
+	}
+	return resp, err
 }
 
 // unaryInterceptor applies the per-call timeout to each attempt and retries UNAVAILABLE.
@@ -177,8 +290,17 @@ func (o *options) invokeOnce(ctx context.Context, method string, req, reply inte
 	return invoker(ctx, method, req, reply, cc, callOpts...)
 }
 
-// Close closes the connection.
-func (c *Client) Close() error { return c.conn.Close() }
+// Close closes the connection, and those to the owners.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	for _, conn := range c.owners {
+		conn.Close()
+	}
+	c.owners = map[string]*grpc.ClientConn{}
+	c.mu.Unlock()
+	return c.conn.Close()
+}
 
 // Conn is the underlying connection, for other stubs.
 func (c *Client) Conn() *grpc.ClientConn { return c.conn }
@@ -193,9 +315,12 @@ func (c *Client) Vertical() pb.VerticalAutoscalerClient { return c.vertical }
 // Recommend evaluates one snapshot of a target and returns the desired replica count, the
 // HPA conditions and the explanation. Unless req.DryRun, the server records the decision
 // before answering. A retried call (after UNAVAILABLE) may be recorded twice if the first
-// attempt reached the server; that is as harmless as an extra HPA sync.
+// attempt reached the server; that is as harmless as an extra HPA sync. It goes to the
+// target's owner when a forwarded answer named it (OwnerHeader).
 func (c *Client) Recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.RecommendResponse, error) {
-	return c.horizontal.Recommend(ctx, req)
+	return routed(c, req.GetTargetKey(), func(h pb.HorizontalAutoscalerClient, o grpc.CallOption) (*pb.RecommendResponse, error) {
+		return h.Recommend(ctx, req, o)
+	})
 }
 
 // ReportScale tells the server whether the rescale of resp (the target's newest decision)
@@ -210,12 +335,15 @@ func (c *Client) ReportScale(ctx context.Context, targetKey string, resp *pb.Rec
 	} else {
 		errMsg = ""
 	}
-	return c.horizontal.ReportScale(ctx, &pb.ReportScaleRequest{
+	req := &pb.ReportScaleRequest{
 		TargetKey:       targetKey,
 		EvaluationTime:  resp.GetEvaluationTime(),
 		DesiredReplicas: resp.GetDesiredReplicas(),
 		Outcome:         outcome,
 		Message:         errMsg,
+	}
+	return routed(c, targetKey, func(h pb.HorizontalAutoscalerClient, o grpc.CallOption) (*pb.ReportScaleResponse, error) {
+		return h.ReportScale(ctx, req, o)
 	})
 }
 

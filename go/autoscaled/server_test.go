@@ -17,6 +17,7 @@ import (
 // realServer is one `autoscaled serve` process shared by the end-to-end tests of this package.
 type realServer struct {
 	addr    string
+	admin   string // the admin listener (/metrics), when started with --metrics-listen
 	cmd     *exec.Cmd
 	dataDir string
 	stderr  *strings.Builder
@@ -64,7 +65,11 @@ func autoscaledBin() (string, error) {
 
 // startServer runs `autoscaled serve --listen 127.0.0.1:0 --data-dir TMP` and waits for its
 // `autoscaled listening on ADDR` line, which carries the port the kernel chose.
-func startServer() (*realServer, error) {
+func startServer() (*realServer, error) { return startServerWith() }
+
+// startServerWith is startServer with more flags; with --metrics-listen it also waits for the
+// `autoscaled admin listening on ADDR` line that follows.
+func startServerWith(flags ...string) (*realServer, error) {
 	bin, err := autoscaledBin()
 	if err != nil {
 		return nil, err
@@ -74,7 +79,12 @@ func startServer() (*realServer, error) {
 		return nil, err
 	}
 	s := &realServer{dataDir: dataDir, stderr: &strings.Builder{}, exited: make(chan struct{})}
-	s.cmd = exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir)
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, flags...)
+	wantAdmin := false
+	for _, f := range flags {
+		wantAdmin = wantAdmin || f == "--metrics-listen"
+	}
+	s.cmd = exec.Command(bin, args...)
 	s.cmd.Stderr = &lockedWriter{w: s.stderr}
 	stdout, err := s.cmd.StdoutPipe()
 	if err != nil {
@@ -84,12 +94,19 @@ func startServer() (*realServer, error) {
 		os.RemoveAll(dataDir)
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	addrCh := make(chan string, 1)
+	addrCh := make(chan [2]string, 1)
 	go func() {
+		var addrs [2]string
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			if rest := strings.TrimPrefix(sc.Text(), "autoscaled listening on "); rest != sc.Text() {
-				addrCh <- strings.TrimSpace(rest)
+				addrs[0] = strings.TrimSpace(rest)
+			}
+			if rest := strings.TrimPrefix(sc.Text(), "autoscaled admin listening on "); rest != sc.Text() {
+				addrs[1] = strings.TrimSpace(rest)
+			}
+			if addrs[0] != "" && (addrs[1] != "" || !wantAdmin) {
+				addrCh <- addrs
 				break
 			}
 		}
@@ -97,7 +114,8 @@ func startServer() (*realServer, error) {
 	}()
 	go func() { s.cmd.Wait(); close(s.exited) }()
 	select {
-	case s.addr = <-addrCh:
+	case addrs := <-addrCh:
+		s.addr, s.admin = addrs[0], addrs[1]
 		return s, nil
 	case <-s.exited:
 		os.RemoveAll(dataDir)
