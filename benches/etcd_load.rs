@@ -11,11 +11,21 @@
 //!   replica that owns it (the others forward its calls there: `api::forward`), and the client
 //!   sends a target's later calls to the owner a forwarded answer names (`autoscaled-owner`).
 //!
+//! * `store 3m/1s` .. `3m/3s`: no server, the store alone: one to three `EtcdStore`s in the
+//!   bench's own process, as that many replicas' stores, each committing the targets it would
+//!   own (the owner's memory, one guarded put per decision, commits sharing transactions): the
+//!   ceiling of a server that commits every acknowledged decision through this store.
+//!
 //! Closed loop: `ETCD_LOAD_IN_FLIGHT` (default 16) requests in flight over 4 connections,
 //! round-robin over 256 targets, `ETCD_LOAD_SECS` (default 3) measured after 1 s of warm-up.
 //! Then the etcd bytes of one target after 1 and after 100 decisions (keys + values; etcd's
 //! own per-key index overhead excluded). Client, servers and etcd share the machine's cores:
 //! the figures are lower bounds, the ratios are the point.
+//!
+//! `ETCD_LOAD_REPLICA_CPU=0.1` gives the sled server and every replica a CPU limit of 0.1
+//! cores each, as a Kubernetes pod's `limits.cpu` does (a CFS quota in a cgroup of its own;
+//! needs root): the replicas then bound each setup, not the two cores they share with etcd
+//! and the client, which is how a platform that adds replicas for capacity runs them.
 //!
 //! `cargo bench --bench etcd_load` (or `scripts/etcd-ci.sh bench`). Needs etcd installed.
 
@@ -46,6 +56,9 @@ use tonic::transport::Channel;
 
 const KEYS: usize = 256;
 const CHANNELS: usize = 4;
+/// The etcd prefix and the target keys of the store-only setups ([`store_only`]).
+const STORE_ONLY_ETCD_PREFIX: &str = "store-only/";
+const STORE_ONLY_TARGETS: &str = "so";
 /// The bound on each call (sent as `grpc-timeout` too): a stuck server makes calls count as
 /// errors (timeouts) instead of hanging the bench.
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -158,6 +171,13 @@ fn etcd_per_decision(before: &[Counters], after: &[Counters], decisions: u64) ->
     parts.join(", ")
 }
 
+/// A measured window's CPU seconds by group of processes, and the etcd members' counters
+/// before and after it.
+type Window = (
+    Vec<(&'static str, f64)>,
+    Option<(Vec<Counters>, Vec<Counters>)>,
+);
+
 /// One etcd member's counters, by name ([`etcd_counters`]).
 type Counters = std::collections::BTreeMap<String, f64>;
 
@@ -205,31 +225,7 @@ async fn load(
     let start = Instant::now();
     let measure_from = start + Duration::from_secs(1);
     let deadline = measure_from + measure;
-    // CPU of each group (and of this client process) over the measured window.
-    let mut processes = processes;
-    processes.push(("client", vec![std::process::id()]));
-    let cpu = tokio::spawn(async move {
-        let sample = |p: &Processes| -> Vec<f64> {
-            p.iter()
-                .map(|(_, pids)| pids.iter().map(|&pid| cpu_secs(pid)).sum())
-                .collect()
-        };
-        let counters =
-            |urls: &[String]| -> Vec<_> { urls.iter().map(|u| etcd_counters(u)).collect() };
-        tokio::time::sleep_until(measure_from.into()).await;
-        let before = sample(&processes);
-        let etcd_before = counters(&etcd_urls);
-        tokio::time::sleep_until(deadline.into()).await;
-        let after = sample(&processes);
-        let etcd_after = counters(&etcd_urls);
-        let cpu = processes
-            .iter()
-            .zip(before.iter().zip(after))
-            .map(|((what, _), (b, a))| (*what, a - b))
-            .collect::<Vec<_>>();
-        let etcd = (!etcd_urls.is_empty()).then_some((etcd_before, etcd_after));
-        (cpu, etcd)
-    });
+    let cpu = sample_window(processes, etcd_urls, measure_from, deadline);
     let mut tasks = Vec::new();
     for t in 0..in_flight {
         let (clients, route) = (Arc::clone(&clients), Arc::clone(&route));
@@ -313,6 +309,231 @@ async fn load(
     }
     (figures.cpu, figures.etcd) = cpu.await.unwrap();
     figures
+}
+
+/// Samples each group's CPU (and this client process's) and the etcd members' counters at
+/// `measure_from` and `deadline`: the window's figures, once it has passed.
+fn sample_window(
+    processes: Processes,
+    etcd_urls: Vec<String>,
+    measure_from: Instant,
+    deadline: Instant,
+) -> tokio::task::JoinHandle<Window> {
+    let mut processes = processes;
+    processes.push(("client", vec![std::process::id()]));
+    tokio::spawn(async move {
+        let sample = |p: &Processes| -> Vec<f64> {
+            p.iter()
+                .map(|(_, pids)| pids.iter().map(|&pid| cpu_secs(pid)).sum())
+                .collect()
+        };
+        let counters =
+            |urls: &[String]| -> Vec<_> { urls.iter().map(|u| etcd_counters(u)).collect() };
+        tokio::time::sleep_until(measure_from.into()).await;
+        let before = sample(&processes);
+        let etcd_before = counters(&etcd_urls);
+        tokio::time::sleep_until(deadline.into()).await;
+        let after = sample(&processes);
+        let etcd_after = counters(&etcd_urls);
+        let cpu = processes
+            .iter()
+            .zip(before.iter().zip(after))
+            .map(|((what, _), (b, a))| (*what, a - b))
+            .collect::<Vec<_>>();
+        let etcd = (!etcd_urls.is_empty()).then_some((etcd_before, etcd_after));
+        (cpu, etcd)
+    })
+}
+
+/// The store alone, without a server: `stores` [`EtcdStore`]s in this process, as that many
+/// replicas' stores would be, each committing the targets it would own (target `i` to store
+/// `i % stores`), `in_flight` loops in all, each a read for update (the owner's memory) and a
+/// guarded commit of the target's own state and newest decision, as a Recommend makes them.
+/// The targets are [`STORE_ONLY_TARGETS`]`/0` .. `/255` under [`STORE_ONLY_ETCD_PREFIX`],
+/// decided once beforehand through a replica.
+/// What etcd and our commit path reach when nothing else runs: the ceiling of any server that
+/// commits every acknowledged decision through this store on these members.
+async fn store_only(
+    endpoints: &str,
+    stores: usize,
+    in_flight: usize,
+    measure: Duration,
+    processes: Processes,
+    etcd_urls: Vec<String>,
+) -> Figures {
+    use autoscaled::store::HpaStore;
+    let stores: Vec<Arc<EtcdStore>> = (0..stores)
+        .map(|_| {
+            Arc::new(
+                EtcdStore::connect(EtcdOptions {
+                    endpoints: endpoints.split(',').map(str::to_owned).collect(),
+                    prefix: STORE_ONLY_ETCD_PREFIX.to_owned(),
+                    ..EtcdOptions::default()
+                })
+                .unwrap(),
+            )
+        })
+        .collect();
+    // Every target's history and newest decision, as the replica committed them.
+    let mut targets = Vec::new();
+    for i in 0..KEYS {
+        let key = format!("{STORE_ONLY_TARGETS}/{i}");
+        let store = &stores[i % stores.len()];
+        let (state, _) = store.load_for_update(&key).await.unwrap();
+        let history = state.expect("the target was decided beforehand").history;
+        // A fresh decision as the API commits one: its own reading, no run yet; each commit
+        // a second later than the one before, so that the open run grows and is trimmed as
+        // a live target's does.
+        let mut decision = store.latest(&key).await.unwrap().unwrap();
+        let newest = decision.readings.pop();
+        decision.readings = newest.into_iter().collect();
+        decision.run = Default::default();
+        decision.seq = 0;
+        targets.push((key, history, decision));
+    }
+    let targets = Arc::new(targets);
+    let start = Instant::now();
+    let measure_from = start + Duration::from_secs(1);
+    let deadline = measure_from + measure;
+    let cpu = sample_window(processes, etcd_urls, measure_from, deadline);
+    let mut tasks = Vec::new();
+    for t in 0..in_flight {
+        let (stores, targets) = (stores.clone(), Arc::clone(&targets));
+        tasks.push(tokio::spawn(async move {
+            let (mut ok, mut errors) = (0, 0);
+            let mut latency = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+            // Loop `t` commits its own targets among those of store `t % stores` in turn,
+            // as the calls of one client routed to their owner would (no two loops share
+            // a target: the API's per-target lock would serialize them).
+            let (n, m) = (stores.len(), in_flight.div_ceil(stores.len()));
+            let mine: Vec<usize> = (0..KEYS)
+                .filter(|i| i % n == t % n && (i / n) % m == t / n)
+                .collect();
+            let store = &stores[t % n];
+            let mut mine: Vec<_> = mine.into_iter().map(|i| targets[i].clone()).collect();
+            let mut next = 0;
+            loop {
+                let sent = Instant::now();
+                if sent >= deadline || mine.is_empty() {
+                    break;
+                }
+                let count = mine.len();
+                let (key, history, decision) = &mut mine[next % count];
+                next += 1;
+                decision.time = decision.time.plus_secs(1);
+                let outcome = async {
+                    let (_, seen) = store.load_for_update(key).await?;
+                    store.commit_after(key, seen, history, decision).await
+                }
+                .await;
+                let done = Instant::now();
+                if sent < measure_from || done > deadline {
+                    continue;
+                }
+                match outcome {
+                    Ok(()) => {
+                        ok += 1;
+                        latency.saturating_record(done.duration_since(sent).as_micros() as u64);
+                    }
+                    Err(_) => errors += 1,
+                }
+            }
+            (ok, errors, latency)
+        }));
+    }
+    let mut figures = Figures {
+        ok: 0,
+        cpu: Vec::new(),
+        etcd: None,
+        errors: 0,
+        timeouts: 0,
+        secs: measure.as_secs_f64(),
+        latency: Histogram::new_with_bounds(1, 60_000_000, 3).unwrap(),
+    };
+    for t in tasks {
+        let (ok, errors, latency) = t.await.unwrap();
+        figures.ok += ok;
+        figures.errors += errors;
+        figures.latency.add(&latency).unwrap();
+    }
+    (figures.cpu, figures.etcd) = cpu.await.unwrap();
+    figures
+}
+
+/// A CPU limit on one server process, as a Kubernetes pod's `resources.limits.cpu` sets one: a
+/// CFS quota of `cores` × the 100 ms period, in a cgroup of the process's own (cgroup v1's
+/// `cpu` controller or v2's `cpu.max`). With `ETCD_LOAD_REPLICA_CPU` set, the sled server and
+/// every replica get one, so that the replicas, not the machine's two cores, bound what a
+/// setup decides: the case in which a platform adds replicas. The cgroup is removed when this
+/// is dropped.
+struct CpuLimit {
+    dir: std::path::PathBuf,
+}
+
+impl CpuLimit {
+    const PERIOD_US: u64 = 100_000;
+
+    fn apply(pid: u32, cores: f64) -> Result<CpuLimit, String> {
+        let quota = (cores * Self::PERIOD_US as f64).round() as u64;
+        let name = format!("autoscaled-bench-{}-{pid}", std::process::id());
+        let v2 = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers");
+        let (dir, files): (std::path::PathBuf, Vec<(&str, String)>) = if std::fs::read_to_string(v2)
+            .is_ok_and(|c| c.split_whitespace().any(|c| c == "cpu"))
+        {
+            (
+                std::path::Path::new("/sys/fs/cgroup").join(name),
+                vec![("cpu.max", format!("{quota} {}", Self::PERIOD_US))],
+            )
+        } else {
+            (
+                std::path::Path::new("/sys/fs/cgroup/cpu").join(name),
+                vec![
+                    ("cpu.cfs_period_us", Self::PERIOD_US.to_string()),
+                    ("cpu.cfs_quota_us", quota.to_string()),
+                ],
+            )
+        };
+        let fail = |what: &str, e: std::io::Error| format!("{what} in {}: {e}", dir.display());
+        std::fs::create_dir(&dir).map_err(|e| fail("creating the cgroup", e))?;
+        let limit = CpuLimit { dir: dir.clone() };
+        for (file, value) in files {
+            std::fs::write(dir.join(file), value).map_err(|e| fail(file, e))?;
+        }
+        // Moves the whole process, every thread (cgroup.procs, v1 and v2).
+        std::fs::write(dir.join("cgroup.procs"), pid.to_string())
+            .map_err(|e| fail("cgroup.procs", e))?;
+        Ok(limit)
+    }
+
+    /// The limit of `ETCD_LOAD_REPLICA_CPU` (cores) on `pid`, if set; a limit that cannot be
+    /// set stops the bench (its figures would mean something else).
+    fn from_env(pid: u32) -> Option<CpuLimit> {
+        let cores: f64 = std::env::var("ETCD_LOAD_REPLICA_CPU").ok()?.parse().ok()?;
+        Some(Self::apply(pid, cores).unwrap_or_else(|e| {
+            panic!("ETCD_LOAD_REPLICA_CPU={cores}: cannot limit the server's CPU: {e}")
+        }))
+    }
+}
+
+impl Drop for CpuLimit {
+    fn drop(&mut self) {
+        // A cgroup with a task cannot be removed: its process (killed after this, or still
+        // exiting) goes back to the parent first.
+        if let (Ok(procs), Some(parent)) = (
+            std::fs::read_to_string(self.dir.join("cgroup.procs")),
+            self.dir.parent(),
+        ) {
+            for pid in procs.split_whitespace() {
+                let _ = std::fs::write(parent.join("cgroup.procs"), pid);
+            }
+        }
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.dir).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 fn print(name: &str, f: &Figures, noop: Option<f64>) {
@@ -412,6 +633,7 @@ fn main() {
 
     {
         let sled = binary::start(&tmp.path().join("sled"));
+        let _limit = CpuLimit::from_env(sled.child.id());
         let f = runtime.block_on(load(
             &[sled.addr],
             "sled",
@@ -425,6 +647,7 @@ fn main() {
     {
         let etcd = etcd_support::Etcd::start(1);
         let r = replica(&etcd.endpoints(), "bench/", &tmp.path().join("r1"));
+        let _limit = CpuLimit::from_env(r.child.id());
         let f = runtime.block_on(load(
             &[r.addr],
             "e1",
@@ -456,6 +679,10 @@ fn main() {
                     )
                 })
                 .collect();
+            let _limits: Vec<CpuLimit> = replicas
+                .iter()
+                .filter_map(|r| CpuLimit::from_env(r.child.id()))
+                .collect();
             let addrs: Vec<SocketAddr> = replicas.iter().map(|r| r.addr).collect();
             let f = runtime.block_on(load(
                 &addrs,
@@ -472,6 +699,38 @@ fn main() {
                 etcd.members.iter().map(|m| m.client_url()).collect(),
             ));
             print(&format!("etcd 3m/{n}r"), &f, Some(noop_rate));
+        }
+
+        // The store alone (no server): the targets decided once through a replica, which is
+        // then stopped; n stores in this process commit them as n replicas' stores would.
+        {
+            let seed = replica(
+                &etcd.endpoints(),
+                STORE_ONLY_ETCD_PREFIX,
+                &tmp.path().join("seed"),
+            );
+            runtime.block_on(load(
+                &[seed.addr],
+                STORE_ONLY_TARGETS,
+                in_flight,
+                Duration::from_millis(200),
+                Vec::new(),
+                Vec::new(),
+            ));
+        }
+        for n in [1usize, 2, 3] {
+            let f = runtime.block_on(store_only(
+                &etcd.endpoints(),
+                n,
+                in_flight,
+                measure,
+                vec![(
+                    "etcd",
+                    etcd.members.iter().filter_map(|m| m.pid()).collect(),
+                )],
+                etcd.members.iter().map(|m| m.client_url()).collect(),
+            ));
+            print(&format!("store 3m/{n}s"), &f, Some(noop_rate));
         }
 
         // Bytes per target.
