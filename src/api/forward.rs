@@ -26,6 +26,10 @@ pub(crate) const FORWARDED: &str = "autoscaled-forwarded";
 /// On a forwarded call's answer: the owner's address, so that a client can send the target's
 /// next calls there itself and save the hop (the etcd bench's client does).
 pub const OWNER: &str = "autoscaled-owner";
+/// On an UNAVAILABLE answer: the owner declined the call before reading or writing anything
+/// (its registration lapsed: `store::etcd::ownership::Registration`), so the replica that
+/// forwarded it decides it itself.
+pub(crate) const DECLINED: &str = "autoscaled-declined";
 
 /// The caller's headers a forwarded call keeps: who it is, and how long it may take.
 const KEPT: &[&str] = &["authorization", "grpc-timeout"];
@@ -99,11 +103,12 @@ impl Forwarder {
                 }
                 Some(Ok(response))
             }
-            // The call never reached the owner (it stopped, or cannot be reached): decided
-            // here. A call that did reach it may have been committed there, so any other
-            // failure (the owner killed mid-call) is the caller's answer, as it would be had
-            // the caller called the owner itself: deciding again here could log it twice.
-            Err(status) if never_sent(&status) => {
+            // The call never reached the owner (it stopped, or cannot be reached), or the
+            // owner declined it untouched (cut off from etcd): decided here. A call that did
+            // reach it may have been committed there, so any other failure (the owner killed
+            // mid-call) is the caller's answer, as it would be had the caller called the owner
+            // itself: deciding again here could log it twice.
+            Err(status) if never_sent(&status) || status.metadata().contains_key(DECLINED) => {
                 crate::metrics::forwarded(false);
                 tracing::debug!(%owner, error = %status.message(), "owner unreachable: deciding here");
                 None

@@ -198,6 +198,18 @@ fn store_status(e: &StoreError) -> Status {
         StoreError::FlusherStopped => Status::unavailable("the server is shutting down"),
         // etcd unreachable: another replica (or a retry once etcd is back) may succeed.
         StoreError::Etcd(_) => Status::unavailable("the history store (etcd) is unreachable"),
+        // Declined before anything was read or written: a replica that forwarded the call
+        // decides it itself (`api::forward`), a client may retry on another replica.
+        StoreError::Lapsed => {
+            let mut status = Status::unavailable(
+                "this replica is cut off from etcd (its registration lapsed); another replica decides its targets",
+            );
+            status.metadata_mut().insert(
+                super::forward::DECLINED,
+                tonic::metadata::MetadataValue::from_static("1"),
+            );
+            status
+        }
         // Still conflicting after the API's retries: the target is written by another replica
         // right now; retrying the call is safe.
         StoreError::Conflict { .. } => {

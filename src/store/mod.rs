@@ -205,6 +205,12 @@ pub trait HpaStore: Db {
     fn owner_of(&self, _key: &str) -> Option<String> {
         None
     }
+    /// Whether this replica declines to decide now ([`StoreError::Lapsed`]: cut off from etcd
+    /// longer than its registration's lease, so the other replicas own its targets). Checked
+    /// before anything is read, so that such a replica answers at once.
+    fn declines(&self) -> bool {
+        false
+    }
     /// [`Self::load`] for a read-modify-write: also returns what [`Self::commit_after`] needs
     /// to detect that another writer (another replica) committed in between.
     async fn load_for_update(&self, key: &str) -> Result<(Option<HpaState>, Seen), StoreError>;
@@ -315,4 +321,11 @@ pub enum StoreError {
     /// (it is not acknowledged).
     #[error("etcd: {0}")]
     Etcd(String),
+    /// This replica's registration in etcd lapsed (it was cut off from etcd longer than its
+    /// lease): the other replicas own its targets, so it decides nothing until it has
+    /// registered again. Nothing was read or written.
+    #[error(
+        "this replica's registration in etcd lapsed; it decides nothing until it registers again"
+    )]
+    Lapsed,
 }

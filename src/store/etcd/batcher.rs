@@ -10,6 +10,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::{
     MAX_ATTEMPTS, MAX_BATCH_BYTES, MAX_BATCH_OPS, MAX_RESENDS,
     members::{Members, etcd_error},
+    ownership::Registration,
     pb::{
         Compare, RangeRequest, RequestOp, TxnRequest,
         compare::{CompareResult, CompareTarget, TargetUnion},
@@ -57,7 +58,11 @@ impl Pending {
 pub(super) const MAX_TXNS_IN_FLIGHT: usize = 1;
 
 /// Sends the queued commits, batching those that arrive while transactions are in flight.
-pub(super) async fn batcher(members: Arc<Members>, mut rx: mpsc::UnboundedReceiver<Pending>) {
+pub(super) async fn batcher(
+    members: Arc<Members>,
+    registration: Arc<Registration>,
+    mut rx: mpsc::UnboundedReceiver<Pending>,
+) {
     let mut queue: VecDeque<Pending> = VecDeque::new();
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_TXNS_IN_FLIGHT));
     // Commits a batch gives back (not applied, not conflicting), sent again first.
@@ -115,10 +120,10 @@ pub(super) async fn batcher(members: Arc<Members>, mut rx: mpsc::UnboundedReceiv
             ops += p.ops.len();
             batch.extend(queue.pop_front());
         }
-        let members = Arc::clone(&members);
+        let (members, registration) = (Arc::clone(&members), Arc::clone(&registration));
         let again_tx = again_tx.clone();
         tokio::spawn(async move {
-            let again = send_batch(&members, batch).await;
+            let again = send_batch(&members, &registration, batch).await;
             if !again.is_empty() {
                 let _ = again_tx.send(again);
             }
@@ -128,7 +133,11 @@ pub(super) async fn batcher(members: Arc<Members>, mut rx: mpsc::UnboundedReceiv
 }
 
 /// Sends one batch; returns the commits to send again (not applied, not conflicting).
-async fn send_batch(members: &Members, batch: Vec<Pending>) -> Vec<Pending> {
+async fn send_batch(
+    members: &Members,
+    registration: &Registration,
+    batch: Vec<Pending>,
+) -> Vec<Pending> {
     let mut request = TxnRequest::default();
     for p in &batch {
         for (key, revision) in p.compares() {
@@ -149,9 +158,13 @@ async fn send_batch(members: &Members, batch: Vec<Pending>) -> Vec<Pending> {
         }
         request.success.extend(p.ops.iter().cloned());
     }
-    let result = members
-        .once(|mut kv| async move { kv.txn(request).await })
-        .await;
+    // A replica whose registration lapses meanwhile stops waiting: the other replicas own its
+    // targets by then, and its callers (a replica that forwarded the call among them) learn
+    // at once that this commit is not acknowledged.
+    let result = tokio::select! {
+        result = members.once(|mut kv| async move { kv.txn(request).await }) => result,
+        () = registration.lapse() => Err("no answer before this replica's registration lapsed".to_owned()),
+    };
     let mut again = Vec::new();
     match result {
         Ok(response) if response.succeeded => {
@@ -179,6 +192,16 @@ async fn send_batch(members: &Members, batch: Vec<Pending>) -> Vec<Pending> {
                 } else {
                     let _ = p.done.send(Err(StoreError::Conflict { key: p.target }));
                 }
+            }
+        }
+        Err(message) if registration.lapsed() => {
+            // Cut off from etcd long enough for the registration to lapse: a read-back
+            // would wait out its tries too. Not acknowledged, outcome unknown.
+            for p in batch {
+                let _ = p.done.send(Err(etcd_error(
+                    "commit (outcome unknown, not acknowledged: this replica's registration lapsed)",
+                    &message,
+                )));
             }
         }
         Err(message) => {

@@ -163,6 +163,8 @@ pub struct EtcdStore {
     ownership: OnceLock<Arc<Ownership>>,
     /// The state of owned targets as this replica last committed it.
     cache: Mutex<StateCache>,
+    /// When this replica's registration expires (never, without [`Self::start_ownership`]).
+    registration: Arc<ownership::Registration>,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -226,10 +228,12 @@ impl EtcdStore {
             per_try: options.request_timeout,
         });
         let (commits, rx) = mpsc::unbounded_channel();
-        tokio::spawn(batcher(Arc::clone(&members), rx));
+        let registration = Arc::new(ownership::Registration::new());
+        tokio::spawn(batcher(Arc::clone(&members), Arc::clone(&registration), rx));
         Ok(EtcdStore {
             members,
             commits,
+            registration,
             prefix: options.prefix.as_bytes().to_vec(),
             cache: Mutex::new(StateCache::new(options.state_cache_targets)),
             ownership: OnceLock::new(),
@@ -447,6 +451,9 @@ impl HpaStore for EtcdStore {
     /// From the cache for a target this replica owns (no read: a stale entry fails the
     /// commit's guard, which drops it, and the API reads again); otherwise one read.
     async fn load_for_update(&self, key: &str) -> Result<(Option<HpaState>, Seen), StoreError> {
+        if self.registration.lapsed() {
+            return Err(StoreError::Lapsed);
+        }
         let (mut stored, revision) = match self.cached_state(key) {
             Some((state, revision)) => (Some(state), revision),
             None => self.read_state(key).await?,
@@ -541,6 +548,10 @@ impl HpaStore for EtcdStore {
         ownership.owner_of(key).map(|r| r.addr)
     }
 
+    fn declines(&self) -> bool {
+        self.registration.lapsed()
+    }
+
     async fn delete(&self, key: &str) -> Result<bool, StoreError> {
         self.cache_forget(key);
         let prefix = self.decision_prefix(key);
@@ -574,6 +585,11 @@ impl Db for EtcdStore {
     }
 
     async fn probe(&self) -> Result<(), StoreError> {
+        // A replica whose registration lapsed decides nothing until it has registered again:
+        // not serving meanwhile.
+        if self.registration.lapsed() {
+            return Err(StoreError::Lapsed);
+        }
         // A linearizable read goes through the leader's read index: it succeeds only when a
         // quorum is reachable, i.e. when a write could succeed too.
         self.range(RangeRequest {

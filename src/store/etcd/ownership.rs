@@ -36,6 +36,64 @@ pub const POLL: Duration = Duration::from_millis(250);
 /// 2 s with its default 1 s election timeout).
 pub const LEASE_TTL_SECS: i64 = 2;
 
+/// When this replica's registration expires in etcd, as far as it knows: the lease's TTL
+/// after the last grant or keep-alive etcd answered. Once it has expired the other replicas
+/// own this one's targets (they read the registrations without it), so this one
+/// declines to decide ([`StoreError::Lapsed`](crate::store::StoreError::Lapsed)) until it
+/// has registered again: a replica cut off from etcd then answers at once instead of
+/// waiting for commits that cannot be made, and a forwarding replica decides in its place.
+#[derive(Debug)]
+pub(super) struct Registration {
+    base: std::time::Instant,
+    /// Milliseconds after `base`; 0: never registered (a store without replicas, or before
+    /// the first registration), which never lapses.
+    expires_ms: AtomicI64,
+}
+
+impl Registration {
+    pub(super) fn new() -> Self {
+        Registration {
+            base: std::time::Instant::now(),
+            expires_ms: AtomicI64::new(0),
+        }
+    }
+
+    fn now_ms(&self) -> i64 {
+        i64::try_from(self.base.elapsed().as_millis()).unwrap_or(i64::MAX)
+    }
+
+    /// etcd answered a grant or a keep-alive with `ttl_secs` left.
+    fn renewed(&self, ttl_secs: i64) {
+        let until = self
+            .now_ms()
+            .saturating_add(ttl_secs.saturating_mul(1000))
+            .max(1);
+        self.expires_ms.store(until, Ordering::Relaxed);
+    }
+
+    /// Whether the registration has expired (it was made once, and not renewed in time).
+    pub(super) fn lapsed(&self) -> bool {
+        let until = self.expires_ms.load(Ordering::Relaxed);
+        until != 0 && self.now_ms() > until
+    }
+
+    /// Returns once the registration has lapsed (never, for one never made): a renewal
+    /// meanwhile moves the moment on.
+    pub(super) async fn lapse(&self) {
+        loop {
+            let until = self.expires_ms.load(Ordering::Relaxed);
+            if until == 0 {
+                std::future::pending::<()>().await;
+            }
+            let left = until.saturating_sub(self.now_ms());
+            if left < 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(left.unsigned_abs() + 1)).await;
+        }
+    }
+}
+
 /// A replica: its id and the address other replicas reach it at.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Replica {
@@ -211,6 +269,7 @@ impl EtcdStore {
             return Err(grant.error);
         }
         let id = grant.id;
+        let registration = Arc::clone(&self.registration);
         let key = self.key(&[b"replicas/", me.id.as_bytes()]);
         let value = me.addr.clone().into_bytes();
         self.members
@@ -239,11 +298,13 @@ impl EtcdStore {
         .into_inner();
         // Drain the answers; the stream ends (and the sender's channel fills) when etcd or
         // the member goes away, which the loop notices and registers again.
+        registration.renewed(grant.ttl);
         tokio::spawn(async move {
             while let Ok(Some(answer)) = responses.message().await {
                 if answer.ttl <= 0 {
                     break;
                 }
+                registration.renewed(answer.ttl);
             }
         });
         tracing::info!(replica = %me.id, addr = %me.addr, lease = id, ttl = grant.ttl, "registered this replica in etcd");
@@ -300,6 +361,29 @@ impl EtcdStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A registration never made never lapses; one renewed with time left has not lapsed;
+    /// one whose time ran out has, and `lapse` returns then.
+    #[tokio::test]
+    async fn a_registration_lapses_only_once_made_and_not_renewed() {
+        let r = Registration::new();
+        assert!(!r.lapsed());
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), r.lapse())
+                .await
+                .is_err(),
+            "a registration never made lapsed"
+        );
+        r.renewed(LEASE_TTL_SECS);
+        assert!(!r.lapsed());
+        r.renewed(0);
+        tokio::time::timeout(Duration::from_secs(5), r.lapse())
+            .await
+            .expect("a registration without time left lapses");
+        assert!(r.lapsed());
+        r.renewed(LEASE_TTL_SECS);
+        assert!(!r.lapsed(), "renewed again");
+    }
 
     fn replica(id: &str) -> Replica {
         Replica {
