@@ -476,7 +476,8 @@ impl CpuLimit {
     fn apply(pid: u32, cores: f64) -> Result<CpuLimit, String> {
         let quota = (cores * Self::PERIOD_US as f64).round() as u64;
         let name = format!("autoscaled-bench-{}-{pid}", std::process::id());
-        let v2 = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers");
+        // cgroup v2 when the root hands the cpu controller down to its children.
+        let v2 = std::path::Path::new("/sys/fs/cgroup/cgroup.subtree_control");
         let (dir, files): (std::path::PathBuf, Vec<(&str, String)>) = if std::fs::read_to_string(v2)
             .is_ok_and(|c| c.split_whitespace().any(|c| c == "cpu"))
         {
@@ -508,7 +509,12 @@ impl CpuLimit {
     /// The limit of `ETCD_LOAD_REPLICA_CPU` (cores) on `pid`, if set; a limit that cannot be
     /// set stops the bench (its figures would mean something else).
     fn from_env(pid: u32) -> Option<CpuLimit> {
-        let cores: f64 = std::env::var("ETCD_LOAD_REPLICA_CPU").ok()?.parse().ok()?;
+        let value = std::env::var("ETCD_LOAD_REPLICA_CPU").ok()?;
+        let cores: f64 = value
+            .parse()
+            .ok()
+            .filter(|c: &f64| *c > 0.0)
+            .unwrap_or_else(|| panic!("ETCD_LOAD_REPLICA_CPU={value:?}: not a number of cores"));
         Some(Self::apply(pid, cores).unwrap_or_else(|e| {
             panic!("ETCD_LOAD_REPLICA_CPU={cores}: cannot limit the server's CPU: {e}")
         }))

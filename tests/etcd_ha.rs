@@ -1091,10 +1091,40 @@ async fn a_replica_partitioned_from_etcd_stops_deciding_and_its_targets_move() {
     partition.set(true);
     let cut = start.elapsed();
     wait_health(b.addr(), ServingStatus::NotServing).await;
-    // What B had sent before the cut has failed by now (a try waits 2 s for its answer,
-    // then the outcome is read back, which fails too): from here on it commits nothing.
+    // What B had sent before the cut has failed by now (its registration has lapsed, so it
+    // stopped waiting for etcd): from here on it commits nothing.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let decided_while_cut = decided_by_b();
+    // Called directly, it declines the targets it owned (UNAVAILABLE, marked: nothing read or
+    // written) and forwards the others.
+    let mut direct = client(b.addr()).await;
+    let mut declined = 0;
+    let first = next.fetch_add(TARGETS, Ordering::SeqCst);
+    for n in first..first + TARGETS {
+        let target = format!("part-t{}", n % TARGETS);
+        let millis = base + n as i64;
+        match bounded(
+            "Recommend on the cut replica",
+            direct.recommend(request(&target, millis)),
+        )
+        .await
+        {
+            Ok(_) => acks.lock().unwrap().entry(target).or_default().push(millis),
+            Err(status) => {
+                assert_eq!(
+                    status.code(),
+                    tonic::Code::Unavailable,
+                    "{target}: {status}"
+                );
+                assert!(
+                    status.metadata().contains_key("autoscaled-declined"),
+                    "{target}: not declined: {status}"
+                );
+                declined += 1;
+            }
+        }
+    }
+    assert!(declined > 0, "the cut replica declined none of its targets");
     // Every target decided after the cut: the cut replica's targets moved to the other.
     let moved = loop {
         let times = acked_at.lock().unwrap().clone();
@@ -1147,7 +1177,8 @@ async fn a_replica_partitioned_from_etcd_stops_deciding_and_its_targets_move() {
     let acked = acks.values().map(Vec::len).sum::<usize>();
     println!(
         "partition: every target decided within {moved:?} after the cut; the cut replica \
-         decided again {resumed:?} after the heal; {acked} acknowledged, {failed} failed calls"
+         declined {declined} of {TARGETS} targets called directly and decided again \
+         {resumed:?} after the heal; {acked} acknowledged, {failed} failed calls"
     );
     // A call that failed may have been committed (its answer lost in the cut): at least the
     // acknowledged ones, each once.

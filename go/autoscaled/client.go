@@ -16,7 +16,9 @@
 // Replicas on etcd share the targets out, and a replica forwards a Recommend or ReportScale
 // for a target another replica owns, naming the owner in the answer's autoscaled-owner
 // header. Recommend and ReportScale follow it: a target's next calls go to its owner
-// directly, saving the hop, and back to the dialed address if the owner cannot be reached.
+// directly, saving the hop, and back to the dialed address when the owner fails them (made
+// again there at once only when the owner surely did not act on the call: it could not be
+// reached, or it declined untouched because it is cut off from etcd).
 //
 // The generated stubs are in package github.com/autoscaled/autoscaled/go/autoscaledv1; use
 // Client.Horizontal and Client.Vertical for the RPCs this package does not wrap.
@@ -27,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,6 +53,10 @@ const (
 // OwnerHeader names, on a forwarded call's answer, the address of the replica that owns the
 // target (see Client.Recommend).
 const OwnerHeader = "autoscaled-owner"
+
+// declinedHeader marks an UNAVAILABLE answer of a replica that declined the call before
+// reading or writing anything (it is cut off from etcd): another replica may decide it.
+const declinedHeader = "autoscaled-declined"
 
 // Bounds on what a Client remembers of owners: targets routed (past it the routes start
 // over, learned again from the next forwarded answers) and owner connections (past it, calls
@@ -219,30 +226,71 @@ func (c *Client) learn(target string, header metadata.MD) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
 	if len(c.routes) >= maxRoutes {
 		c.routes = map[string]string{}
+		for addr, conn := range c.owners {
+			conn.Close()
+			delete(c.owners, addr)
+		}
 	}
 	c.routes[target] = owners[0]
 }
 
-// forget sends target's calls to the dialed connection again (its owner could not be reached).
-func (c *Client) forget(target string) {
+// forget sends the calls of every target routed to owner to the dialed connection again
+// (the owner failed one: it stopped, cannot be reached, hangs, or is cut off from etcd), and
+// closes the connection to it (replicas come and go with rollouts; their connections must
+// not pile up). A later forwarded answer names the owner again if it is back.
+func (c *Client) forget(owner string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.routes, target)
+	for target, o := range c.routes {
+		if o == owner {
+			delete(c.routes, target)
+		}
+	}
+	if conn, ok := c.owners[owner]; ok {
+		conn.Close()
+		delete(c.owners, owner)
+	}
+}
+
+// neverSent reports whether err is grpc-go's failure to pick a connection (none could be
+// made: "connection error: ..."), so that the request was not sent. A connection that broke
+// with the request in flight fails with its own description ("transport is closing") instead.
+func neverSent(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.Unavailable && strings.HasPrefix(st.Message(), "connection error:")
+}
+
+// ownerFailed reports whether an owner's error says it cannot serve the target now (rather
+// than something about the request), so that the target's calls go back to the dialed address.
+func ownerFailed(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Unknown, codes.Internal:
+		return true
+	}
+	return false
 }
 
 // routed makes one call for target where its owner is, learning the owner from a forwarded
-// answer; a call that cannot reach a remembered owner (UNAVAILABLE: it stopped, or moved) is
-// made again on the dialed connection, which decides or forwards it to the current owner.
-func routed[T any](c *Client, target string, call func(pb.HorizontalAutoscalerClient, grpc.CallOption) (T, error)) (T, error) {
+// answer. When a remembered owner fails the call, the target's calls go back to the dialed
+// address; this one is made again there only if the owner surely did not act on it (it could
+// not be reached, or it declined untouched): any other failure may have been committed there,
+// and sending the call again could record it twice, so it is the caller's answer.
+func routed[T any](c *Client, target string, call func(pb.HorizontalAutoscalerClient, ...grpc.CallOption) (T, error)) (T, error) {
 	stub, owner := c.route(target)
-	var header metadata.MD
-	resp, err := call(stub, grpc.Header(&header))
-	if owner != "" && status.Code(err) == codes.Unavailable {
-		c.forget(target)
-		header = nil
-		resp, err = call(c.horizontal, grpc.Header(&header))
+	var header, trailer metadata.MD
+	resp, err := call(stub, grpc.Header(&header), grpc.Trailer(&trailer))
+	if owner != "" && ownerFailed(err) {
+		c.forget(owner)
+		declined := len(header.Get(declinedHeader)) > 0 || len(trailer.Get(declinedHeader)) > 0
+		if declined || neverSent(err) {
+			header = nil
+			resp, err = call(c.horizontal, grpc.Header(&header))
+		}
 	}
 	if err == nil {
 		c.learn(target, header)
@@ -318,8 +366,8 @@ func (c *Client) Vertical() pb.VerticalAutoscalerClient { return c.vertical }
 // attempt reached the server; that is as harmless as an extra HPA sync. It goes to the
 // target's owner when a forwarded answer named it (OwnerHeader).
 func (c *Client) Recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.RecommendResponse, error) {
-	return routed(c, req.GetTargetKey(), func(h pb.HorizontalAutoscalerClient, o grpc.CallOption) (*pb.RecommendResponse, error) {
-		return h.Recommend(ctx, req, o)
+	return routed(c, req.GetTargetKey(), func(h pb.HorizontalAutoscalerClient, o ...grpc.CallOption) (*pb.RecommendResponse, error) {
+		return h.Recommend(ctx, req, o...)
 	})
 }
 
@@ -342,8 +390,8 @@ func (c *Client) ReportScale(ctx context.Context, targetKey string, resp *pb.Rec
 		Outcome:         outcome,
 		Message:         errMsg,
 	}
-	return routed(c, targetKey, func(h pb.HorizontalAutoscalerClient, o grpc.CallOption) (*pb.ReportScaleResponse, error) {
-		return h.ReportScale(ctx, req, o)
+	return routed(c, targetKey, func(h pb.HorizontalAutoscalerClient, o ...grpc.CallOption) (*pb.ReportScaleResponse, error) {
+		return h.ReportScale(ctx, req, o...)
 	})
 }
 

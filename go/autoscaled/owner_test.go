@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/autoscaled/autoscaled/go/autoscaled"
 	pb "github.com/autoscaled/autoscaled/go/autoscaledv1"
 )
@@ -118,7 +121,8 @@ func ownerRequest(key string) *pb.RecommendRequest {
 // A client that follows the owner header sends each target's calls (Recommend and
 // ReportScale) to its owner once an answer named it, so no call takes the forwarding hop; a
 // client without it has the first replica forward every call for the second's targets. When
-// the owner is SIGKILLed, the routed calls go back to the dialed replica and succeed.
+// the owner is SIGKILLed, the routed calls go back to the dialed replica, at most one call
+// failing on the dead owner's connection.
 func TestRecommendAndReportScaleGoToTheTargetsOwner(t *testing.T) {
 	etcd := startEtcd(t)
 	prefix := fmt.Sprintf("go-owner-%d/", os.Getpid())
@@ -184,7 +188,29 @@ func TestRecommendAndReportScaleGoToTheTargetsOwner(t *testing.T) {
 	}
 
 	// The owner dies: its targets' calls go back to the dialed replica, which decides them.
+	// A call already on the dead owner's connection may fail (UNAVAILABLE: the client cannot
+	// tell whether the owner received it, so it is not sent again); that failure sends every
+	// target of the owner back to the dialed replica.
 	b.cmd.Process.Kill()
 	<-b.exited
-	round(routing)
+	failed := 0
+	for _, key := range targets {
+		resp, err := routing.Recommend(ctx, ownerRequest(key))
+		if err != nil {
+			if status.Code(err) != codes.Unavailable {
+				t.Fatalf("Recommend %s after the owner died: %v", key, err)
+			}
+			failed++
+			if resp, err = routing.Recommend(ctx, ownerRequest(key)); err != nil {
+				t.Fatalf("Recommend %s again after the owner died: %v", key, err)
+			}
+		}
+		if _, err := routing.ReportScale(ctx, key, resp, true, ""); err != nil {
+			t.Fatalf("ReportScale %s after the owner died: %v", key, err)
+		}
+	}
+	t.Logf("after the owner's SIGKILL: %d call(s) failed on its connection", failed)
+	if failed > 1 {
+		t.Errorf("%d calls failed after the owner's SIGKILL: the first failure should have sent every target it owned back to the dialed replica", failed)
+	}
 }

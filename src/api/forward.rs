@@ -110,7 +110,7 @@ impl Forwarder {
             // itself: deciding again here could log it twice.
             Err(status) if never_sent(&status) || status.metadata().contains_key(DECLINED) => {
                 crate::metrics::forwarded(false);
-                tracing::debug!(%owner, error = %status.message(), "owner unreachable: deciding here");
+                tracing::debug!(%owner, error = %status.message(), "owner unreachable or declined: deciding here");
                 None
             }
             Err(status) => Some(Err(status)),

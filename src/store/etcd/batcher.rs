@@ -138,6 +138,14 @@ async fn send_batch(
     registration: &Registration,
     batch: Vec<Pending>,
 ) -> Vec<Pending> {
+    // Lapsed before anything was sent: declined, nothing written (the caller's replica, or
+    // the one that forwarded the call, may decide it elsewhere).
+    if registration.lapsed() {
+        for p in batch {
+            let _ = p.done.send(Err(StoreError::Lapsed));
+        }
+        return Vec::new();
+    }
     let mut request = TxnRequest::default();
     for p in &batch {
         for (key, revision) in p.compares() {
@@ -162,6 +170,7 @@ async fn send_batch(
     // targets by then, and its callers (a replica that forwarded the call among them) learn
     // at once that this commit is not acknowledged.
     let result = tokio::select! {
+        biased;
         result = members.once(|mut kv| async move { kv.txn(request).await }) => result,
         () = registration.lapse() => Err("no answer before this replica's registration lapsed".to_owned()),
     };
@@ -194,20 +203,20 @@ async fn send_batch(
                 }
             }
         }
-        Err(message) if registration.lapsed() => {
-            // Cut off from etcd long enough for the registration to lapse: a read-back
-            // would wait out its tries too. Not acknowledged, outcome unknown.
-            for p in batch {
-                let _ = p.done.send(Err(etcd_error(
-                    "commit (outcome unknown, not acknowledged: this replica's registration lapsed)",
-                    &message,
-                )));
-            }
-        }
         Err(message) => {
-            // Applied or not? Read each target back.
+            // Applied or not? Read each target back, unless the registration lapses first
+            // (cut off from etcd: the read-back would wait out its tries too). Then not
+            // acknowledged, outcome unknown.
             for mut p in batch {
-                match resolve(members, &p).await {
+                let resolved = tokio::select! {
+                    biased;
+                    resolved = resolve(members, &p) => resolved,
+                    () = registration.lapse() => Err(etcd_error(
+                        "this replica's registration lapsed",
+                        "no answer from etcd",
+                    )),
+                };
+                match resolved {
                     Ok(Resolved::Applied(revision)) => {
                         let _ = p.done.send(Ok(revision));
                     }

@@ -320,16 +320,23 @@ impl EtcdStore {
     }
 
     /// One linearizable `Range`.
+    /// A read, member after member. Given up once this replica's registration has lapsed
+    /// ([`StoreError::Lapsed`]: a call waiting for it is declined, nothing having been
+    /// written, instead of waiting out the tries of a replica cut off from etcd); the
+    /// registration's own reads do not come through here.
     pub(super) async fn range(
         &self,
         request: RangeRequest,
     ) -> Result<pb::RangeResponse, StoreError> {
-        self.members
-            .call(|mut kv| {
-                let request = request.clone();
-                async move { kv.range(request).await }
-            })
-            .await
+        let read = self.members.call(|mut kv| {
+            let request = request.clone();
+            async move { kv.range(request).await }
+        });
+        tokio::select! {
+            biased;
+            response = read => response,
+            () = self.registration.lapse() => Err(StoreError::Lapsed),
+        }
     }
 
     pub(super) async fn get(&self, key: Vec<u8>) -> Result<Option<KeyValue>, StoreError> {

@@ -32,6 +32,8 @@ use super::{
 
 /// How often the live registrations are read.
 pub const POLL: Duration = Duration::from_millis(250);
+/// How often the registration's lease is kept alive.
+const KEEP_ALIVE: Duration = Duration::from_millis(500);
 /// The lease asked for, in seconds (etcd raises it to its minimum: 1.5 election timeouts,
 /// 2 s with its default 1 s election timeout).
 pub const LEASE_TTL_SECS: i64 = 2;
@@ -50,6 +52,14 @@ pub(super) struct Registration {
     expires_ms: AtomicI64,
 }
 
+/// How long past its estimated expiry a registration still counts as live. A new etcd leader
+/// extends every lease, so keep-alives that went unanswered through an election have not lost
+/// the registration; the estimate counts from the last keep-alive asked for (at most
+/// [`KEEP_ALIVE`] before an election starts), so with the 2 s lease it tolerates elections of
+/// 2 s, twice etcd's default election timeout, before declining. Longer, and a cut-off
+/// replica would keep the calls forwarded to it waiting longer.
+const LAPSE_GRACE_MS: i64 = 500;
+
 impl Registration {
     pub(super) fn new() -> Self {
         Registration {
@@ -62,19 +72,25 @@ impl Registration {
         i64::try_from(self.base.elapsed().as_millis()).unwrap_or(i64::MAX)
     }
 
-    /// etcd answered a grant or a keep-alive with `ttl_secs` left.
-    fn renewed(&self, ttl_secs: i64) {
-        let until = self
-            .now_ms()
-            .saturating_add(ttl_secs.saturating_mul(1000))
-            .max(1);
+    /// etcd answered a keep-alive with `ttl_secs` left, to a request sent at `sent_ms`
+    /// ([`Self::now_ms`]): the lease runs at most that long from the request. An answer
+    /// arriving late never moves the expiry back.
+    fn renewed(&self, sent_ms: i64, ttl_secs: i64) {
+        let until = sent_ms.saturating_add(ttl_secs.saturating_mul(1000)).max(1);
+        self.expires_ms.fetch_max(until, Ordering::Relaxed);
+    }
+
+    /// A new lease, asked for at `sent_ms`, with `ttl_secs`: its expiry replaces the old one's.
+    fn granted(&self, sent_ms: i64, ttl_secs: i64) {
+        let until = sent_ms.saturating_add(ttl_secs.saturating_mul(1000)).max(1);
         self.expires_ms.store(until, Ordering::Relaxed);
     }
 
-    /// Whether the registration has expired (it was made once, and not renewed in time).
+    /// Whether the registration has expired (it was made once, and not renewed in time,
+    /// [`LAPSE_GRACE_MS`] included).
     pub(super) fn lapsed(&self) -> bool {
         let until = self.expires_ms.load(Ordering::Relaxed);
-        until != 0 && self.now_ms() > until
+        until != 0 && self.now_ms() > until.saturating_add(LAPSE_GRACE_MS)
     }
 
     /// Returns once the registration has lapsed (never, for one never made): a renewal
@@ -85,7 +101,9 @@ impl Registration {
             if until == 0 {
                 std::future::pending::<()>().await;
             }
-            let left = until.saturating_sub(self.now_ms());
+            let left = until
+                .saturating_add(LAPSE_GRACE_MS)
+                .saturating_sub(self.now_ms());
             if left < 0 {
                 return;
             }
@@ -200,8 +218,8 @@ impl EtcdStore {
         let store = Arc::downgrade(self);
         let view = Arc::clone(&ownership);
         tokio::spawn(async move {
-            let mut lease: Option<(i64, tokio::sync::mpsc::Sender<LeaseKeepAliveRequest>)> = None;
-            let mut next_keep_alive = tokio::time::Instant::now();
+            // The lease, and whether its keep-alive stream still runs.
+            let mut lease: Option<(i64, Arc<AtomicBool>)> = None;
             loop {
                 let Some(store) = store.upgrade() else {
                     return;
@@ -209,32 +227,31 @@ impl EtcdStore {
                 if view.stopped.load(Ordering::Relaxed) {
                     return;
                 }
+                if lease
+                    .as_ref()
+                    .is_some_and(|(_, alive)| !alive.load(Ordering::Relaxed))
+                {
+                    // The keep-alive stream ended: register again.
+                    lease = None;
+                }
                 if lease.is_none() {
                     match store.register(view.me()).await {
                         Ok(l) => {
                             view.lease.store(l.0, Ordering::Relaxed);
                             lease = Some(l);
-                            next_keep_alive = tokio::time::Instant::now();
                         }
                         Err(e) => {
                             tracing::warn!(error = %e, "cannot register this replica in etcd")
                         }
                     }
                 }
-                if let Some((id, tx)) = &lease
-                    && tokio::time::Instant::now() >= next_keep_alive
-                {
-                    // A full channel means the stream is not read: start again.
-                    if tx.try_send(LeaseKeepAliveRequest { id: *id }).is_err() {
-                        lease = None;
-                    }
-                    next_keep_alive += Duration::from_millis(500);
-                }
                 match store.read_replicas().await {
                     Ok(live) => {
                         if lease.is_some() && !live.iter().any(|r| r.id == view.me().id) {
                             // Our lease expired (a long pause, a partition): register again.
-                            lease = None;
+                            if let Some((_, alive)) = lease.take() {
+                                alive.store(false, Ordering::Relaxed);
+                            }
                         }
                         view.set_live(live);
                     }
@@ -247,13 +264,13 @@ impl EtcdStore {
         ownership
     }
 
-    /// Grants a lease, puts this replica's registration under it and opens the keep-alive
-    /// stream; returns the lease and the stream's sender.
-    async fn register(
-        &self,
-        me: &Replica,
-    ) -> Result<(i64, tokio::sync::mpsc::Sender<LeaseKeepAliveRequest>), String> {
+    /// Grants a lease, puts this replica's registration under it and keeps it alive (a
+    /// keep-alive every [`KEEP_ALIVE`] from a task of its own, so that a slow read of the
+    /// registrations never delays one); returns the lease and a flag that turns false when
+    /// the keep-alive stream has ended (set it false to end it).
+    async fn register(&self, me: &Replica) -> Result<(i64, Arc<AtomicBool>), String> {
         let mut lease_client = self.members.lease_client();
+        let granted_at = self.registration.now_ms();
         let grant = tokio::time::timeout(
             self.options.request_timeout,
             lease_client.lease_grant(LeaseGrantRequest {
@@ -286,6 +303,7 @@ impl EtcdStore {
             .map_err(|e| e.to_string())?;
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         // etcd answers the stream's headers with its first answer: ask at once.
+        let asked = Arc::new(AtomicI64::new(self.registration.now_ms()));
         tx.try_send(LeaseKeepAliveRequest { id })
             .map_err(|e| e.to_string())?;
         let mut responses = tokio::time::timeout(
@@ -296,19 +314,42 @@ impl EtcdStore {
         .map_err(|_| "lease keep-alive stream: no answer".to_owned())?
         .map_err(|s| s.message().to_owned())?
         .into_inner();
-        // Drain the answers; the stream ends (and the sender's channel fills) when etcd or
-        // the member goes away, which the loop notices and registers again.
-        registration.renewed(grant.ttl);
-        tokio::spawn(async move {
-            while let Ok(Some(answer)) = responses.message().await {
-                if answer.ttl <= 0 {
-                    break;
+        registration.granted(granted_at, grant.ttl);
+        let alive = Arc::new(AtomicBool::new(true));
+        // Ask every KEEP_ALIVE until the stream ends or the registration is given up; a full
+        // channel means the stream is not read any more.
+        {
+            let (alive, asked, registration) = (
+                Arc::clone(&alive),
+                Arc::clone(&asked),
+                Arc::clone(&registration),
+            );
+            tokio::spawn(async move {
+                while alive.load(Ordering::Relaxed) {
+                    tokio::time::sleep(KEEP_ALIVE).await;
+                    asked.store(registration.now_ms(), Ordering::Relaxed);
+                    if tx.try_send(LeaseKeepAliveRequest { id }).is_err() {
+                        alive.store(false, Ordering::Relaxed);
+                    }
                 }
-                registration.renewed(answer.ttl);
-            }
-        });
+            });
+        }
+        // Drain the answers, each renewing the registration from when it was asked for; the
+        // stream ends when etcd or the member goes away, and the loop registers again.
+        {
+            let alive = Arc::clone(&alive);
+            tokio::spawn(async move {
+                while let Ok(Some(answer)) = responses.message().await {
+                    if answer.ttl <= 0 || !alive.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    registration.renewed(asked.load(Ordering::Relaxed), answer.ttl);
+                }
+                alive.store(false, Ordering::Relaxed);
+            });
+        }
         tracing::info!(replica = %me.id, addr = %me.addr, lease = id, ttl = grant.ttl, "registered this replica in etcd");
-        Ok((id, tx))
+        Ok((id, alive))
     }
 
     /// The live registrations, sorted by id.
@@ -374,14 +415,19 @@ mod tests {
                 .is_err(),
             "a registration never made lapsed"
         );
-        r.renewed(LEASE_TTL_SECS);
+        r.granted(r.now_ms(), LEASE_TTL_SECS);
         assert!(!r.lapsed());
-        r.renewed(0);
+        // An answer to an older request never moves the expiry back.
+        r.renewed(0, 0);
+        assert!(!r.lapsed());
+        // A new lease without time left: lapsed once the grace has passed.
+        r.granted(r.now_ms(), 0);
+        assert!(!r.lapsed(), "within the grace");
         tokio::time::timeout(Duration::from_secs(5), r.lapse())
             .await
             .expect("a registration without time left lapses");
         assert!(r.lapsed());
-        r.renewed(LEASE_TTL_SECS);
+        r.renewed(r.now_ms(), LEASE_TTL_SECS);
         assert!(!r.lapsed(), "renewed again");
     }
 
