@@ -224,10 +224,21 @@ fn the_admin_listener_answers_probes_and_refuses_other_paths() {
         common::http(admin, "GET", "/healthz"),
         (200, "ok\n".to_owned())
     );
-    assert_eq!(
-        common::http(admin, "GET", "/readyz"),
-        (200, "ok\n".to_owned())
-    );
+    // Ready once serving: the listening lines come just before (503 until then).
+    let started = std::time::Instant::now();
+    loop {
+        match common::http(admin, "GET", "/readyz") {
+            (200, body) => {
+                assert_eq!(body, "ok\n");
+                break;
+            }
+            (503, body) if started.elapsed() < std::time::Duration::from_secs(10) => {
+                assert!(body.starts_with("not serving"), "{body}");
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => panic!("/readyz: {other:?}"),
+        }
+    }
     let (status, body) = common::http(admin, "GET", "/metrics");
     assert_eq!(status, 200);
     assert!(body.contains("autoscaled_build_info"), "{body}");
