@@ -291,15 +291,7 @@ async fn load(
             (ok, errors, timeouts, latency)
         }));
     }
-    let mut figures = Figures {
-        ok: 0,
-        cpu: Vec::new(),
-        etcd: None,
-        errors: 0,
-        timeouts: 0,
-        secs: measure.as_secs_f64(),
-        latency: Histogram::new_with_bounds(1, 60_000_000, 3).unwrap(),
-    };
+    let mut figures = Figures::of_window(measure);
     for t in tasks {
         let (ok, errors, timeouts, latency) = t.await.unwrap();
         figures.ok += ok;
@@ -441,15 +433,7 @@ async fn store_only(
             (ok, errors, latency)
         }));
     }
-    let mut figures = Figures {
-        ok: 0,
-        cpu: Vec::new(),
-        etcd: None,
-        errors: 0,
-        timeouts: 0,
-        secs: measure.as_secs_f64(),
-        latency: Histogram::new_with_bounds(1, 60_000_000, 3).unwrap(),
-    };
+    let mut figures = Figures::of_window(measure);
     for t in tasks {
         let (ok, errors, latency) = t.await.unwrap();
         figures.ok += ok;
@@ -538,6 +522,21 @@ impl Drop for CpuLimit {
                 return;
             }
             std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Figures {
+    /// Nothing counted yet, over a window of `measure`.
+    fn of_window(measure: Duration) -> Figures {
+        Figures {
+            ok: 0,
+            cpu: Vec::new(),
+            etcd: None,
+            errors: 0,
+            timeouts: 0,
+            secs: measure.as_secs_f64(),
+            latency: Histogram::new_with_bounds(1, 60_000_000, 3).unwrap(),
         }
     }
 }

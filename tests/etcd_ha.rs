@@ -499,6 +499,20 @@ async fn not_serving_while_etcd_is_down_and_a_clean_restart_after_all_of_etcd_re
     check_history(fresh.addr(), &all, false).await;
 }
 
+/// Stops the load `tasks` (each counting its failed calls) through `stop` and returns their
+/// failed calls in all. Every call in a task is bounded (10 s), so a task ends soon after.
+async fn stop_load(stop: &AtomicBool, tasks: Vec<tokio::task::JoinHandle<usize>>) -> usize {
+    stop.store(true, Ordering::SeqCst);
+    let mut failed = 0;
+    for t in tasks {
+        failed += tokio::time::timeout(Duration::from_secs(60), t)
+            .await
+            .expect("a load task did not stop within 60 s")
+            .unwrap();
+    }
+    failed
+}
+
 /// Decisions acknowledged in each phase of the failover test before the next one starts.
 const ACKS_PER_PHASE: usize = 20;
 
@@ -612,15 +626,7 @@ async fn failover_kill_a_replica_then_the_etcd_leader_under_load() {
         "after the etcd leader SIGKILL",
     )
     .await;
-    stop.store(true, Ordering::SeqCst);
-    let mut failed = 0;
-    for t in tasks {
-        // Every call in a task is bounded (10 s), so a task ends soon after `stop`.
-        failed += tokio::time::timeout(Duration::from_secs(60), t)
-            .await
-            .expect("a load task did not stop within 60 s")
-            .unwrap();
-    }
+    let failed = stop_load(&stop, tasks).await;
     println!(
         "failover: {ACKS_PER_PHASE} decisions acknowledged {under_load:?} after the start, {after_replica_kill:?} after the replica SIGKILL, {after_leader_kill:?} after the etcd leader SIGKILL"
     );
@@ -1165,14 +1171,7 @@ async fn a_replica_partitioned_from_etcd_stops_deciding_and_its_targets_move() {
     }
     let resumed = healed.elapsed();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    stop.store(true, Ordering::SeqCst);
-    let mut failed = 0;
-    for t in tasks {
-        failed += tokio::time::timeout(Duration::from_secs(60), t)
-            .await
-            .expect("a load task did not stop within 60 s")
-            .unwrap();
-    }
+    let failed = stop_load(&stop, tasks).await;
     let acks = acks.lock().unwrap().clone();
     let acked = acks.values().map(Vec::len).sum::<usize>();
     println!(
