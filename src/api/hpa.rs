@@ -651,9 +651,6 @@ impl HorizontalAutoscaler for HorizontalService {
             if let Some(answer) = self.forwarder.call(owner, &request, send).await {
                 return answer;
             }
-            if self.store.declines() {
-                return Err(ApiError::Store(crate::store::StoreError::Lapsed).into());
-            }
         }
         let response = self.do_recommend(request.into_inner()).await?;
         Ok(Response::new(response))
@@ -696,9 +693,6 @@ impl HorizontalAutoscaler for HorizontalService {
         let send = |mut c: Client, r| async move { c.report_scale(r).await };
         if let Some(answer) = self.forwarder.call(owner, &request, send).await {
             return answer;
-        }
-        if self.store.declines() {
-            return Err(ApiError::Store(crate::store::StoreError::Lapsed).into());
         }
         Ok(Response::new(
             self.do_report_scale(request.into_inner()).await?,

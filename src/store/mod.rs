@@ -205,12 +205,6 @@ pub trait HpaStore: Db {
     fn owner_of(&self, _key: &str) -> Option<String> {
         None
     }
-    /// Whether this replica declines to decide now ([`StoreError::Lapsed`]: cut off from etcd
-    /// longer than its registration's lease, so the other replicas own its targets). Checked
-    /// before anything is read, so that such a replica answers at once.
-    fn declines(&self) -> bool {
-        false
-    }
     /// [`Self::load`] for a read-modify-write: also returns what [`Self::commit_after`] needs
     /// to detect that another writer (another replica) committed in between.
     async fn load_for_update(&self, key: &str) -> Result<(Option<HpaState>, Seen), StoreError>;

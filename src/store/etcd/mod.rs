@@ -319,15 +319,17 @@ impl EtcdStore {
         self.key(&[space.etcd.as_bytes(), target.as_bytes()])
     }
 
-    /// One linearizable `Range`.
-    /// A read, member after member. Given up once this replica's registration has lapsed
-    /// ([`StoreError::Lapsed`]: a call waiting for it is declined, nothing having been
-    /// written, instead of waiting out the tries of a replica cut off from etcd); the
-    /// registration's own reads do not come through here.
+    /// One linearizable `Range`, member after member. Not sent once this replica's
+    /// registration has lapsed, and given up when it lapses meanwhile ([`StoreError::Lapsed`]:
+    /// the call is declined, nothing having been written, instead of waiting out the tries of
+    /// a replica cut off from etcd); the registration's own reads do not come through here.
     pub(super) async fn range(
         &self,
         request: RangeRequest,
     ) -> Result<pb::RangeResponse, StoreError> {
+        if self.registration.lapsed() {
+            return Err(StoreError::Lapsed);
+        }
         let read = self.members.call(|mut kv| {
             let request = request.clone();
             async move { kv.range(request).await }
@@ -456,7 +458,8 @@ impl HpaStore for EtcdStore {
     }
 
     /// From the cache for a target this replica owns (no read: a stale entry fails the
-    /// commit's guard, which drops it, and the API reads again); otherwise one read.
+    /// commit's guard, which drops it, and the API reads again); otherwise one read. A
+    /// replica whose registration lapsed declines here, before deciding.
     async fn load_for_update(&self, key: &str) -> Result<(Option<HpaState>, Seen), StoreError> {
         if self.registration.lapsed() {
             return Err(StoreError::Lapsed);
@@ -555,10 +558,6 @@ impl HpaStore for EtcdStore {
         ownership.owner_of(key).map(|r| r.addr)
     }
 
-    fn declines(&self) -> bool {
-        self.registration.lapsed()
-    }
-
     async fn delete(&self, key: &str) -> Result<bool, StoreError> {
         self.cache_forget(key);
         let prefix = self.decision_prefix(key);
@@ -592,13 +591,9 @@ impl Db for EtcdStore {
     }
 
     async fn probe(&self) -> Result<(), StoreError> {
-        // A replica whose registration lapsed decides nothing until it has registered again:
-        // not serving meanwhile.
-        if self.registration.lapsed() {
-            return Err(StoreError::Lapsed);
-        }
         // A linearizable read goes through the leader's read index: it succeeds only when a
-        // quorum is reachable, i.e. when a write could succeed too.
+        // quorum is reachable, i.e. when a write could succeed too. A replica whose
+        // registration lapsed fails it too (`range`): not serving until it registers again.
         self.range(RangeRequest {
             key: self.key(&[b"health"]),
             count_only: true,
