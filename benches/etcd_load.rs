@@ -56,6 +56,8 @@ use tonic::transport::Channel;
 
 const KEYS: usize = 256;
 const CHANNELS: usize = 4;
+/// Calls before each setup's measured window (connections made, owners learned).
+const WARM_UP: Duration = Duration::from_secs(1);
 /// The etcd prefix and the target keys of the store-only setups ([`store_only`]).
 const STORE_ONLY_ETCD_PREFIX: &str = "store-only/";
 const STORE_ONLY_TARGETS: &str = "so";
@@ -222,10 +224,7 @@ async fn load(
     let route: Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>> = Arc::default();
     let template = Arc::new(steady_state::recommend_request(String::new()));
     let next = Arc::new(AtomicUsize::new(0));
-    let start = Instant::now();
-    let measure_from = start + Duration::from_secs(1);
-    let deadline = measure_from + measure;
-    let cpu = sample_window(processes, etcd_urls, measure_from, deadline);
+    let (measure_from, deadline, cpu) = sample_window(processes, etcd_urls, measure);
     let mut tasks = Vec::new();
     for t in 0..in_flight {
         let (clients, route) = (Arc::clone(&clients), Arc::clone(&route));
@@ -303,17 +302,19 @@ async fn load(
     figures
 }
 
-/// Samples each group's CPU (and this client process's) and the etcd members' counters at
-/// `measure_from` and `deadline`: the window's figures, once it has passed.
+/// The measured window: [`WARM_UP`] from now, then `measure` long. Returns its start, its end,
+/// and a task that samples each group's CPU (and this client process's) and the etcd
+/// members' counters at both ends: the window's figures, once it has passed.
 fn sample_window(
     processes: Processes,
     etcd_urls: Vec<String>,
-    measure_from: Instant,
-    deadline: Instant,
-) -> tokio::task::JoinHandle<Window> {
+    measure: Duration,
+) -> (Instant, Instant, tokio::task::JoinHandle<Window>) {
+    let measure_from = Instant::now() + WARM_UP;
+    let deadline = measure_from + measure;
     let mut processes = processes;
     processes.push(("client", vec![std::process::id()]));
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         let sample = |p: &Processes| -> Vec<f64> {
             p.iter()
                 .map(|(_, pids)| pids.iter().map(|&pid| cpu_secs(pid)).sum())
@@ -334,7 +335,8 @@ fn sample_window(
             .collect::<Vec<_>>();
         let etcd = (!etcd_urls.is_empty()).then_some((etcd_before, etcd_after));
         (cpu, etcd)
-    })
+    });
+    (measure_from, deadline, task)
 }
 
 /// The store alone, without a server: `stores` [`EtcdStore`]s in this process, as that many
@@ -384,10 +386,7 @@ async fn store_only(
         targets.push((key, history, decision));
     }
     let targets = Arc::new(targets);
-    let start = Instant::now();
-    let measure_from = start + Duration::from_secs(1);
-    let deadline = measure_from + measure;
-    let cpu = sample_window(processes, etcd_urls, measure_from, deadline);
+    let (measure_from, deadline, cpu) = sample_window(processes, etcd_urls, measure);
     let mut tasks = Vec::new();
     for t in 0..in_flight {
         let (stores, targets) = (stores.clone(), Arc::clone(&targets));

@@ -129,8 +129,8 @@ type Client struct {
 	horizontal pb.HorizontalAutoscalerClient
 	vertical   pb.VerticalAutoscalerClient
 	health     healthpb.HealthClient
-	// What the owners are dialed with: the caller's options, one attempt per call (a call
-	// that cannot reach an owner goes back to the dialed connection at once).
+	// What the owners are dialed with: the caller's credentials and per-call timeout, one
+	// attempt per call (the caller's raw dial options apply to the dialed address only).
 	ownerDial []grpc.DialOption
 	routing   bool
 
