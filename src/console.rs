@@ -435,10 +435,15 @@ async fn fleet(query: &str, token: Option<&str>, remote: Option<SocketAddr>) -> 
         let desired = int(&s["desiredReplicas"]).unwrap_or(0);
         let _ = write!(
             out,
-            "<tr class={}><td><a href=\"/targets/{}\">{}</a></td><td>{current} → {desired}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr class={}><td><a href=\"/targets/{}\">{}</a>{}</td><td>{current} → {desired}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             standing.class(),
             percent_encode(key),
             esc(key),
+            if s["shadow"] == true {
+                " <span class=shadow title=\"decisions recorded as if applied; nothing scaled\">shadow</span>"
+            } else {
+                ""
+            },
             int(&s["minReplicas"]).map_or("-".into(), |v| v.to_string()),
             int(&s["maxReplicas"]).map_or("-".into(), |v| v.to_string()),
             metrics_cell(s),
@@ -497,15 +502,24 @@ fn metric_values(status: &Value, target: &Value) -> (Option<f64>, Option<f64>) {
     }
 }
 
-/// The conditions that are not as they should be, else the AbleToScale reason.
+/// Whether a condition is in the state it has when nothing is wrong or limited: AbleToScale
+/// and ScalingActive True, ScalingLimited False, ScaledToZero False (the HPAScaleToZero gate
+/// keeps that condition on every target, mostly False).
+fn usual(kind: &str, status: &str) -> bool {
+    match kind {
+        "AbleToScale" | "ScalingActive" => status == "True",
+        "ScalingLimited" | "ScaledToZero" => status == "False",
+        _ => false,
+    }
+}
+
+/// The conditions that are not as they usually are, and the AbleToScale reason.
 fn conditions_cell(s: &Value) -> String {
     let mut parts = Vec::new();
     for c in s["conditions"].as_array().into_iter().flatten() {
         let t = c["type"].as_str().unwrap_or("");
         let st = c["status"].as_str().unwrap_or("");
-        let bad =
-            (t == "ScalingLimited" && st == "True") || (t != "ScalingLimited" && st == "False");
-        if bad || t == "AbleToScale" {
+        if !usual(t, st) || t == "AbleToScale" {
             parts.push(format!(
                 "<span title=\"{}\">{} {}</span>",
                 esc(c["message"].as_str().unwrap_or("")),
@@ -558,6 +572,9 @@ async fn target(key: &str, token: Option<&str>, remote: Option<SocketAddr>) -> P
                 .filter(|r| !r.is_empty())
                 .map_or(String::new(), |r| format!(": {}", esc(r)))
         );
+        if newest["shadow"] == true {
+            out.push_str("<p id=mode>Shadow mode: these decisions are recorded as if applied; the caller scales nothing (a live call starts the target afresh).</p>");
+        }
         // The policy the spec came from, and what the target's scaling group allowed.
         if let Some(name) = newest["policy"]["name"].as_str() {
             let _ = write!(
@@ -895,10 +912,11 @@ fn runs_table(runs: &[Value]) -> String {
         };
         let _ = write!(
             out,
-            "<tr{class}><td>{}</td><td>{}</td><td>{}</td><td>{current} → {desired}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr{class}><td>{}</td><td>{}</td><td>{}</td><td>{current} → {desired}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(r["firstEvaluationTime"].as_str().unwrap_or("")),
             esc(r["evaluationTime"].as_str().unwrap_or("")),
             int(&r["runCount"]).unwrap_or(1),
+            if r["shadow"] == true { " (shadow)" } else { "" },
             esc(&reason("AbleToScale")),
             esc(&reason("ScalingActive")),
             esc(&reason("ScalingLimited")),
@@ -977,7 +995,7 @@ fn redirect(to: &'static str) -> Page {
 }
 
 const STYLE: &str = "body{font-family:sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left;vertical-align:top}th{background:#f0f0f0}\
-tr.failing td,p.failing,span.failing{background:#fde2e2}tr.limited td,p.limited,span.limited{background:#fff3cd}tr.atmax td,p.atmax,span.atmax{background:#e8e0f8}.error{color:#b00020}h2{font-size:16px;margin-top:1.2em}a{color:#0b57d0}";
+span.shadow{background:#e0ecf8;border-radius:3px;padding:0 4px;font-size:12px}tr.failing td,p.failing,span.failing{background:#fde2e2}tr.limited td,p.limited,span.limited{background:#fff3cd}tr.atmax td,p.atmax,span.atmax{background:#e8e0f8}.error{color:#b00020}h2{font-size:16px;margin-top:1.2em}a{color:#0b57d0}";
 
 /// A page that does not refresh itself (the login form, errors).
 fn html(status: StatusCode, title: &str, body: &str) -> Page {
@@ -1037,6 +1055,25 @@ mod tests {
         let key = "team a/web<1>&ü";
         assert_eq!(percent_decode(&percent_encode(key)).as_deref(), Some(key));
         assert_eq!(esc("<a href=\"x\">"), "&lt;a href=&quot;x&quot;&gt;");
+    }
+
+    /// A row shows what is not as usual (and AbleToScale's reason), not the conditions every
+    /// target has: ScaledToZero False on each row was noise.
+    #[test]
+    fn conditions_in_their_usual_state_are_hidden() {
+        let usual = json!({"conditions": [
+            {"type": "AbleToScale", "status": "True", "reason": "ReadyForNewScale"},
+            {"type": "ScalingActive", "status": "True", "reason": "ValidMetricFound"},
+            {"type": "ScalingLimited", "status": "False", "reason": "DesiredWithinRange"},
+            {"type": "ScaledToZero", "status": "False", "reason": "NotScaledToZero"},
+        ]});
+        let cell = conditions_cell(&usual);
+        assert!(cell.contains("AbleToScale ReadyForNewScale"), "{cell}");
+        for hidden in ["ValidMetricFound", "DesiredWithinRange", "NotScaledToZero"] {
+            assert!(!cell.contains(hidden), "{cell}");
+        }
+        let zero = json!({"conditions": [{"type": "ScaledToZero", "status": "True", "reason": "ScaledToZero"}]});
+        assert!(conditions_cell(&zero).contains("ScaledToZero"));
     }
 
     #[test]

@@ -685,7 +685,7 @@ pub async fn serve_secured<S: HpaStore + VpaStore + FleetStore>(
         tracing::info!(local = %health, "health listener up (grpc.health.v1.Health, plaintext, no credentials)");
     }
     if let Some(metrics) = config.metrics_listen {
-        tracing::info!(local = %metrics, "admin listener up (GET /metrics, /healthz, /readyz)");
+        tracing::info!(local = %metrics, console = %format!("http://{metrics}/"), "admin listener up (GET / the console, /metrics, /healthz, /readyz)");
     }
 
     let mut triggered = false;

@@ -584,9 +584,11 @@ async fn refusals_are_audited_escaped_and_unknown_methods_do_not_grow_metrics() 
     );
     assert!(refused.len() < 200, "{} refusal lines", refused.len());
     assert!(
-        text.lines().any(
-            |l| l.contains("admin listener up") && l.contains(&format!("local={metrics_addr}"))
-        ),
+        // The start-up line names the console too.
+        text.lines().any(|l| l.contains("admin listener up")
+            && l.contains("GET / the console")
+            && l.contains(&format!("local={metrics_addr}"))
+            && l.contains(&format!("console=http://{metrics_addr}/"))),
         "{text}"
     );
     assert!(body.contains("autoscaled_build_info{"), "{body}");

@@ -48,15 +48,37 @@ pub(crate) trait Kind {
     async fn write(&self, key: &str, seen: Seen, write: &Self::Write) -> Result<(), StoreError>;
 }
 
+/// A target's state as a decision reads it: the controller's memory and, when the newest
+/// decision was made in shadow mode, the count it asked for (the count the target has as if
+/// it had been applied).
+pub(crate) struct TargetState {
+    pub(crate) state: HpaState,
+    pub(crate) shadow_replicas: Option<i32>,
+}
+
+impl TargetState {
+    fn of(state: Option<HpaState>, seen: &Seen) -> Option<TargetState> {
+        let shadow_replicas = seen
+            .newest()
+            .filter(|e| e.shadow())
+            .map(|e| e.decision.desired_replicas);
+        state.map(|state| TargetState {
+            state,
+            shadow_replicas,
+        })
+    }
+}
+
 /// The HPA kind: the history, and the new history with the decision's log entry.
 pub(crate) struct Hpa<'a>(pub &'a dyn HpaStore);
 
 impl Kind for Hpa<'_> {
-    type State = HpaState;
+    type State = TargetState;
     type Write = (History, DecisionEntry);
     const TIMED: bool = true;
-    async fn load(&self, key: &str) -> Result<(Option<HpaState>, Seen), StoreError> {
-        self.0.load_for_update(key).await
+    async fn load(&self, key: &str) -> Result<(Option<TargetState>, Seen), StoreError> {
+        let (state, seen) = self.0.load_for_update(key).await?;
+        Ok((TargetState::of(state, &seen), seen))
     }
     async fn write(
         &self,
@@ -111,13 +133,13 @@ pub(crate) struct HpaMember<'a> {
 pub(crate) type GroupRead = Option<(ScalingGroupDef, i64)>;
 
 impl Kind for HpaMember<'_> {
-    type State = (Option<HpaState>, GroupRead);
+    type State = (Option<TargetState>, GroupRead);
     type Write = (History, DecisionEntry, GroupRead);
     const TIMED: bool = true;
     async fn load(&self, key: &str) -> Result<(Option<Self::State>, Seen), StoreError> {
         let (state, seen) = self.hpa.load_for_update(key).await?;
         let group = self.fleet.group(self.group).await?;
-        Ok((Some((state, group)), seen))
+        Ok((Some((TargetState::of(state, &seen), group)), seen))
     }
     async fn write(
         &self,

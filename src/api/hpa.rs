@@ -23,7 +23,7 @@ use tracing::{Span, field::Empty};
 use super::{
     authorized::{TargetSummaries, filtered_page},
     clock,
-    commit::{CommitPath, Hpa, HpaAmend, HpaMember},
+    commit::{CommitPath, Hpa, HpaAmend, HpaMember, TargetState},
     convert::{self, Context, summary::SummaryPage},
     fleet::Fleet,
     locks::KeyLocks,
@@ -56,6 +56,38 @@ pub(crate) type Evaluate = fn(
     &History,
     Time,
 ) -> Result<Evaluation, InvalidInput>;
+
+/// What a decision builds on: the controller's memory, and the count in shadow mode.
+struct Start {
+    history: History,
+    /// The count the target has as if its shadow decisions had been applied: what the newest
+    /// one asked for, when this call and that decision are both shadow.
+    shadow_replicas: Option<i32>,
+}
+
+impl Start {
+    /// A shadow call after shadow decisions goes on from the count they asked for. A live
+    /// call after shadow decisions starts afresh, as a new HPA does (its recommendations
+    /// seeded with the current count): the shadow's scale events never happened, and its
+    /// stabilization window was kept against a count the target never ran. A shadow call
+    /// after live decisions starts from them and the count the caller reports.
+    fn of(state: Option<TargetState>, shadow: bool) -> Start {
+        match state {
+            None => Start {
+                history: History::default(),
+                shadow_replicas: None,
+            },
+            Some(t) if t.shadow_replicas.is_some() && !shadow => Start {
+                history: History::default(),
+                shadow_replicas: None,
+            },
+            Some(t) => Start {
+                history: t.state.history,
+                shadow_replicas: t.shadow_replicas.filter(|_| shadow),
+            },
+        }
+    }
+}
 
 /// What the service needs from the configuration.
 #[derive(Clone, Debug)]
@@ -173,11 +205,23 @@ impl HorizontalService {
             let mut entry = DecisionEntry::single(now, evaluation.decision, &input.spec, &settings);
             if let Some(inputs) = entry.inputs.as_mut() {
                 inputs.policy.clone_from(&policy);
+                inputs.shadow = input.shadow;
             }
             (new_history, entry)
         };
-        let plain = |history: &History, now: Time| {
-            engine(|| evaluate(&settings, &input.spec, &input.observation, history, now))
+        // In shadow mode the target has the count its newest shadow decision asked for.
+        let shadowed = |count: Option<i32>| {
+            count.map(|n| {
+                let mut o = input.observation.clone();
+                o.current_replicas = n;
+                o.status_replicas = Some(n);
+                o
+            })
+        };
+        let plain = |start: &Start, now: Time| {
+            let observation = shadowed(start.shadow_replicas);
+            let observation = observation.as_ref().unwrap_or(&input.observation);
+            engine(|| evaluate(&settings, &input.spec, observation, &start.history, now))
         };
         let key = input.target_key.as_str();
         let group = match &self.fleet {
@@ -203,10 +247,10 @@ impl HorizontalService {
                     .commit_decision_holding(&member, key, !input.dry_run, guard, now, |state, &now| {
                         let (state, read) = state.unwrap_or((None, None));
                         let new_target = state.is_none();
-                        let history = state.map(|s| s.history).unwrap_or_default();
+                        let start = Start::of(state, input.shadow);
                         // The group deleted since it was looked up: the plain decision.
                         let Some((mut def, revision)) = read else {
-                            let (h, e) = record(plain(&history, now)?, now);
+                            let (h, e) = record(plain(&start, now)?, now);
                             return Ok(((h, e, None), new_target));
                         };
                         if !def.ledger.members.contains_key(key)
@@ -226,12 +270,13 @@ impl HorizontalService {
                             key,
                             units: def.units_of(key),
                         };
+                        let observation = shadowed(start.shadow_replicas);
                         let (evaluation, held) = engine(|| {
                             hpa::evaluate_member(
                                 &settings,
                                 &input.spec,
-                                &input.observation,
-                                &history,
+                                observation.as_ref().unwrap_or(&input.observation),
+                                &start.history,
                                 now,
                                 membership,
                             )
@@ -258,8 +303,8 @@ impl HorizontalService {
                         now,
                         |state, &now| {
                             let new_target = state.is_none();
-                            let history = state.map(|s| s.history).unwrap_or_default();
-                            Ok((record(plain(&history, now)?, now), new_target))
+                            let start = Start::of(state, input.shadow);
+                            Ok((record(plain(&start, now)?, now), new_target))
                         },
                     )
                     .await?;
@@ -278,12 +323,14 @@ impl HorizontalService {
                 .find(|c| c.condition_type == condition_type)
                 .map_or("None", |c| c.reason.as_str())
         };
-        // A dry run is a decision but rescales nothing.
+        // A dry run or a shadow decision is a decision but rescales nothing.
         crate::metrics::hpa_decision(
             decision.path.as_str(),
             reason(ConditionType::AbleToScale),
             reason(ConditionType::ScalingLimited),
-            (!input.dry_run && decision.desired_replicas != decision.current_replicas)
+            (!input.dry_run
+                && !input.shadow
+                && decision.desired_replicas != decision.current_replicas)
                 .then_some(decision.desired_replicas > decision.current_replicas),
         );
         if recorded {
@@ -303,6 +350,7 @@ impl HorizontalService {
         }
         let mut response =
             convert::recommend_response(decision, &input.spec.metrics, now, recorded);
+        response.shadow = input.shadow;
         response.policy = policy.as_ref().map(convert::policy_ref);
         // Derived from the request and the decision, after it: per call, never stored.
         response.warnings =
@@ -588,6 +636,13 @@ fn reported_decision(
                 report.desired_replicas, newest.decision.desired_replicas
             ),
         ));
+    }
+    if newest.shadow() {
+        return Err(ApiError::FailedPrecondition(format!(
+            "the decision at {} ms of target {key:?} was made in shadow mode: nothing was to be \
+             applied, so there is no scale to report",
+            report.time.unix_millis()
+        )));
     }
     Ok(newest)
 }

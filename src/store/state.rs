@@ -90,6 +90,10 @@ pub struct DecisionInputs {
     /// decisions under one version of one policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<PolicyRef>,
+    /// Decided in shadow mode (`RecommendRequest.shadow`): recorded as if applied, nothing
+    /// scaled. A run holds decisions of one mode.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shadow: bool,
 }
 
 /// A policy as a decision used it: its name and version.
@@ -190,6 +194,7 @@ impl DecisionEntry {
                 behavior: spec.behavior.clone(),
                 settings: settings.clone(),
                 policy: None,
+                shadow: false,
             }),
             pod_totals: Vec::new(),
             readings: vec![Reading::of(time, &decision, &spec.metrics)],
@@ -202,10 +207,15 @@ impl DecisionEntry {
         }
     }
 
+    /// Whether the run's decisions were made in shadow mode.
+    pub fn shadow(&self) -> bool {
+        self.inputs.as_ref().is_some_and(|i| i.shadow)
+    }
+
     /// Whether `next` extends this run instead of starting a new one: it says the same thing
-    /// ([`Self::same_outcome`]) under the same spec and settings (so a run has one spec, which
-    /// the log stores once for runs in a row: `record::hpa::closed_run_to_record`), and the
-    /// run has room ([`MAX_RUN_DECISIONS`]).
+    /// ([`Self::same_outcome`]) under the same spec, settings and mode (so a run has one spec,
+    /// which the log stores once for runs in a row: `record::hpa::closed_run_to_record`), and
+    /// the run has room ([`MAX_RUN_DECISIONS`]).
     pub fn extends_with(&self, next: &DecisionEntry) -> bool {
         self.run.count < MAX_RUN_DECISIONS
             && self.same_outcome(next)

@@ -31,7 +31,7 @@ pub(crate) enum Command {
     Describe(DescribeArgs),
     /// Create or replace the policies and scaling groups of a YAML file (docs/groups.md).
     Apply(ApplyArgs),
-    /// Delete a policy or a scaling group.
+    /// Delete a target's history, a policy or a scaling group.
     Delete(DeleteArgs),
     /// What-if: replay a trace (offline) or a target's stored decisions (through a server)
     /// under another spec; print both runs side by side, optionally draw them (docs/whatif.md).
@@ -57,6 +57,13 @@ pub(crate) struct RecommendArgs {
     /// `kubectl get hpa NAME -o yaml` prints it); the request file then carries no spec.
     #[arg(long, value_name = "HPA.yaml")]
     pub(crate) hpa: Option<PathBuf>,
+    /// Shadow mode: record the decision as if applied (the next one starts from its count);
+    /// scale nothing (docs/shadow.md).
+    #[arg(long, conflicts_with = "dry_run")]
+    pub(crate) shadow: bool,
+    /// Decide with the stored history but record nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
     #[arg(long, value_enum, default_value_t)]
     pub(crate) output: crate::client::OutputFormat,
     #[command(flatten)]
@@ -117,7 +124,7 @@ pub(crate) struct ApplyArgs {
     pub(crate) server: ServerArgs,
 }
 
-/// `autoscalectl delete policy|group NAME`.
+/// `autoscalectl delete target|policy|group NAME`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct DeleteArgs {
     #[command(subcommand)]
@@ -127,6 +134,9 @@ pub(crate) struct DeleteArgs {
 /// What `delete` removes.
 #[derive(Debug, Subcommand)]
 pub(crate) enum DeleteWhat {
+    /// A target: everything stored for it (its decisions and the controller's memory), as
+    /// deleting an HPA forgets it; what it held in a scaling group is freed.
+    Target(DeleteTargetArgs),
     /// A policy (refused while a target's newest decision or a group uses it, unless --force).
     Policy(DeleteNameArgs),
     /// A scaling group (its members decide alone from their next call).
@@ -140,6 +150,14 @@ pub(crate) struct DeleteNameArgs {
     /// Delete a policy even while it is in use.
     #[arg(long)]
     pub(crate) force: bool,
+    #[command(flatten)]
+    pub(crate) server: ServerArgs,
+}
+
+/// `autoscalectl delete target KEY`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct DeleteTargetArgs {
+    pub(crate) target_key: String,
     #[command(flatten)]
     pub(crate) server: ServerArgs,
 }
@@ -236,6 +254,10 @@ pub fn run(cli: Cli) -> ExitCode {
             &args.security,
             &args.file,
             args.hpa.as_deref(),
+            crate::client::Mode {
+                shadow: args.shadow,
+                dry_run: args.dry_run,
+            },
             args.output,
         )),
         Command::History(args) => crate::client::run(crate::client::history(
@@ -287,10 +309,18 @@ pub fn run(cli: Cli) -> ExitCode {
             &args.server.security,
             &args.file,
         )),
+        Command::Delete(DeleteArgs {
+            what: DeleteWhat::Target(args),
+        }) => crate::client::run(crate::client::fleet::delete_target(
+            &args.server.addr,
+            &args.server.security,
+            &args.target_key,
+        )),
         Command::Delete(DeleteArgs { what }) => {
             let (what, args) = match what {
                 DeleteWhat::Policy(args) => ("policy", args),
                 DeleteWhat::Group(args) => ("group", args),
+                DeleteWhat::Target(_) => unreachable!("matched above"),
             };
             crate::client::run(crate::client::policies::delete(
                 &args.server.addr,

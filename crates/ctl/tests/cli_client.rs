@@ -548,6 +548,54 @@ fn first_hour_client_behaviour() {
         String::from_utf8_lossy(&both.stderr).contains("also has a spec"),
         "{both:?}"
     );
+
+    // Shadow: recorded (shown as such), the next decision starting from its count.
+    let shadow = autoscaled(&[
+        "recommend",
+        "--addr",
+        &addr,
+        "--shadow",
+        "--file",
+        &example("recommend.json"),
+    ]);
+    assert!(shadow.status.success(), "{shadow:?}");
+    let out = stdout(&shadow);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("Recorded:") && l.contains("shadow")),
+        "{out}"
+    );
+    let listed = stdout(&autoscaled(&["get", "targets", "--addr", &addr]));
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("examples/web") && l.contains("shadow:")),
+        "{listed}"
+    );
+    let described = stdout(&autoscaled(&[
+        "describe",
+        "target",
+        "examples/web",
+        "--addr",
+        &addr,
+    ]));
+    assert!(
+        described.contains("Mode:") && described.contains("shadow"),
+        "{described}"
+    );
+
+    // delete target: the history goes, the listing forgets it, a second delete is NOT_FOUND.
+    let deleted = autoscaled(&["delete", "target", "examples/web", "--addr", &addr]);
+    assert!(deleted.status.success(), "{deleted:?}");
+    assert_eq!(stdout(&deleted).trim(), "target/examples/web deleted");
+    let listed = stdout(&autoscaled(&["get", "targets", "--addr", &addr]));
+    assert!(!listed.contains("examples/web"), "{listed}");
+    let again = autoscaled(&["delete", "target", "examples/web", "--addr", &addr]);
+    assert_eq!(again.status.code(), Some(1), "{again:?}");
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("NotFound"),
+        "{again:?}"
+    );
 }
 
 #[test]

@@ -48,6 +48,8 @@ pub struct RecommendInput {
     pub observation: Observation,
     /// Decide without storing the new history (a what-if; nothing acknowledged changes).
     pub dry_run: bool,
+    /// Shadow mode: recorded as if applied, the caller scales nothing.
+    pub shadow: bool,
     /// The evaluation instant: the request's (trusted) or the server's.
     pub now: Time,
 }
@@ -224,6 +226,12 @@ pub fn recommend_request(
         }
     }
     let unavailable_metrics: BTreeSet<String> = req.unavailable_metrics.into_iter().collect();
+    if req.dry_run && req.shadow {
+        v.add(
+            "shadow",
+            "not with dry_run: a shadow decision is recorded (as if applied), a dry run records nothing",
+        );
+    }
 
     let observation = Observation {
         current_replicas: req.current_replicas,
@@ -240,6 +248,7 @@ pub fn recommend_request(
         settings,
         observation,
         dry_run: req.dry_run,
+        shadow: req.shadow,
         now,
     })
 }

@@ -135,6 +135,9 @@ pub fn recommend_response(
         explanation: Some(explanation(d)),
         evaluation_time: Some(to_timestamp(now)),
         recorded,
+        current_replicas: Some(d.current_replicas),
+        // The handler's to set: the mode is the request's.
+        shadow: false,
         removal_candidates: d
             .extensions
             .as_ref()
@@ -196,6 +199,7 @@ pub(crate) fn decision_record(e: &DecisionEntry) -> pb::DecisionRecord {
             .and_then(|i| i.policy.as_ref())
             .map(policy_ref),
         budget: d.budget.as_deref().map(budget_report),
+        shadow: e.shadow(),
     }
 }
 

@@ -105,6 +105,7 @@ pub(crate) fn target_summary(key: &str, newest: Option<&DecisionEntry>) -> pb::T
         explanation: record.explanation,
         run_count: record.run_count,
         first_evaluation_time: record.first_evaluation_time,
+        shadow: record.shadow,
     }
 }
 

@@ -924,6 +924,7 @@ fn inputs_to_record(i: &DecisionInputs) -> pb::Inputs {
             .map(|p| p.name.clone())
             .unwrap_or_default(),
         policy_version: i.policy.as_ref().map_or(0, |p| p.version),
+        shadow: i.shadow,
         settings_changes: Some(pb::SettingsChanges {
             tolerance: changed_f(s.tolerance, d.tolerance),
             cpu_initialization_period_ms: changed(
@@ -997,6 +998,7 @@ fn inputs_from_record(i: &pb::Inputs) -> Result<DecisionInputs, String> {
             name: i.policy_name.clone(),
             version: i.policy_version,
         }),
+        shadow: i.shadow,
     })
 }
 
@@ -1127,6 +1129,7 @@ mod tests {
             ],
             inputs: Some(DecisionInputs {
                 policy: None,
+                shadow: false,
                 min_replicas: Some(1),
                 max_replicas: 10,
                 behavior: Some(Behavior {
@@ -1487,6 +1490,8 @@ mod tests {
             name: "tier/web".into(),
             version: 3,
         });
+        let mut shadow = later(sample_run());
+        shadow.inputs.as_mut().unwrap().shadow = true;
         vec![
             ("same", later(sample_run())),
             ("usage", usage),
@@ -1498,6 +1503,7 @@ mod tests {
             ("metric specs", specs),
             ("budget", budget),
             ("policy", policy),
+            ("shadow", shadow),
         ]
     }
 

@@ -252,19 +252,42 @@ fn condition<'a>(s: &'a api::TargetSummary, kind: &str) -> Option<&'a api::Condi
 }
 
 /// The short status of a target: what stops or limits it first (AbleToScale False,
-/// ScalingActive False, ScalingLimited True, by that order), else AbleToScale's reason.
+/// ScalingActive False, ScalingLimited True, by that order), else AbleToScale's reason;
+/// `shadow:` before it for a target in shadow mode.
 pub fn short_status(s: &api::TargetSummary) -> String {
     let when = |kind: &str, status: &str| {
         condition(s, kind)
             .filter(|c| c.status == status)
             .map(|c| c.reason.clone())
     };
-    when("AbleToScale", "False")
+    let status = when("AbleToScale", "False")
         .or_else(|| when("ScalingActive", "False"))
         .or_else(|| when("ScalingLimited", "True"))
         .or_else(|| condition(s, "AbleToScale").map(|c| c.reason.clone()))
         .filter(|r| !r.is_empty())
-        .unwrap_or_else(|| "-".to_owned())
+        .unwrap_or_else(|| "-".to_owned());
+    if s.shadow {
+        format!("shadow:{status}")
+    } else {
+        status
+    }
+}
+
+/// `autoscalectl delete target KEY`: DeleteTarget.
+pub async fn delete_target(
+    addr: &str,
+    security: &ClientSecurity,
+    key: &str,
+) -> Result<String, ClientError> {
+    security
+        .horizontal(addr)
+        .await?
+        .delete_target(api::DeleteTargetRequest {
+            target_key: key.to_owned(),
+        })
+        .await
+        .map_err(rpc_error("DeleteTarget"))?;
+    Ok(format!("target/{key} deleted"))
 }
 
 /// The `get targets` table (kubectl's columns, without REFERENCE: the key is the name).
@@ -378,6 +401,12 @@ pub fn describe_summary(s: &api::TargetSummary, history: &api::TargetHistory, no
         "Desired replicas:".to_owned(),
         s.desired_replicas.to_string(),
     ));
+    if s.shadow {
+        rows.push((
+            "Mode:".to_owned(),
+            "shadow (decisions recorded as if applied; nothing scaled)".to_owned(),
+        ));
+    }
     rows.push((
         "Decided so:".to_owned(),
         format!(

@@ -141,14 +141,31 @@ pub fn parse_recommend_request(
     let mut value: serde_json::Value =
         serde_json::from_str(json).map_err(|e| json_error(e.to_string()))?;
     crate::kube::request_json::normalize_quantities(&descriptor, &mut value).map_err(json_error)?;
-    let message =
-        DynamicMessage::deserialize(descriptor, value).map_err(|e| json_error(e.to_string()))?;
+    let message = deserialize_named(descriptor, value).map_err(json_error)?;
     message
         .transcode_to::<api::RecommendRequest>()
         .map_err(|e| ClientError::Descriptor {
             message: RECOMMEND_REQUEST,
             detail: e.to_string(),
         })
+}
+
+/// `value` as a `descriptor` message; a failure names the field by its path
+/// (`spec.metrics[0].target.type: unrecognized enum value ...`).
+pub fn deserialize_named(
+    descriptor: prost_reflect::MessageDescriptor,
+    value: serde_json::Value,
+) -> Result<DynamicMessage, String> {
+    let mut track = serde_path_to_error::Track::new();
+    let de = serde_path_to_error::Deserializer::new(value, &mut track);
+    DynamicMessage::deserialize(descriptor, de).map_err(|e| {
+        let path = track.path().to_string();
+        if path == "." || path.is_empty() {
+            e.to_string()
+        } else {
+            format!("{path}: {e}")
+        }
+    })
 }
 
 /// Reads and parses a `RecommendRequest` file.
@@ -325,9 +342,12 @@ pub async fn recommend(
     security: &crate::client::security::ClientSecurity,
     file: &Path,
     hpa: Option<&Path>,
+    mode: Mode,
     output: OutputFormat,
 ) -> Result<String, ClientError> {
-    let request = read_request_with_manifest(file, hpa)?;
+    let mut request = read_request_with_manifest(file, hpa)?;
+    request.shadow |= mode.shadow;
+    request.dry_run |= mode.dry_run;
     let response = security
         .horizontal(addr)
         .await?
@@ -339,6 +359,15 @@ pub async fn recommend(
         OutputFormat::Json => to_json(&response, RECOMMEND_RESPONSE),
         OutputFormat::Text => Ok(describe_recommendation(&request, &response)),
     }
+}
+
+/// How `recommend` asks: the file's own flags, or shadow mode, or a dry run.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Mode {
+    /// `--shadow`.
+    pub shadow: bool,
+    /// `--dry-run`.
+    pub dry_run: bool,
 }
 
 /// `autoscalectl history`: fetches and renders the stored history of `target_key`.
@@ -377,7 +406,14 @@ pub fn describe_recommendation(
             "Evaluation time:".to_owned(),
             timestamp(response.evaluation_time.as_ref()),
         ),
-        ("Recorded:".to_owned(), response.recorded.to_string()),
+        (
+            "Recorded:".to_owned(),
+            if response.shadow {
+                "true (shadow: as if applied; scale nothing)".to_owned()
+            } else {
+                response.recorded.to_string()
+            },
+        ),
         ("Metrics:".to_owned(), "( current / target )".to_owned()),
     ];
     for (index, status) in response.metrics.iter().enumerate() {
@@ -406,7 +442,10 @@ pub fn describe_recommendation(
     ));
     rows.push((
         "Current replicas:".to_owned(),
-        request.current_replicas.to_string(),
+        response
+            .current_replicas
+            .unwrap_or(request.current_replicas)
+            .to_string(),
     ));
     rows.push((
         "Desired replicas:".to_owned(),

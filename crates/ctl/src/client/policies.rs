@@ -10,7 +10,6 @@
 
 use std::{fmt::Write as _, path::Path};
 
-use prost_reflect::DynamicMessage;
 use serde::Deserialize as _;
 
 use super::{ClientError, descriptor, rpc_error, security::ClientSecurity};
@@ -59,7 +58,7 @@ pub fn parse_apply(text: &str, origin: &str) -> Result<Vec<Applied>, ClientError
                 ));
             }
         };
-        let dynamic = DynamicMessage::deserialize(descriptor(name)?, json)
+        let dynamic = super::deserialize_named(descriptor(name)?, json)
             .map_err(|e| error(message, format!("document {}: {e}", index + 1)))?;
         let transcode = |e: prost::DecodeError| ClientError::Descriptor {
             message: name,

@@ -56,6 +56,7 @@ pub(crate) fn recommend_request_for(
         status_replicas: observation.status_replicas,
         spec: Some(horizontal_spec(spec, settings)),
         policy: String::new(),
+        shadow: false,
         pods: observation.pods.iter().map(pod).collect(),
         object_metrics_milli: observation
             .object_metrics
