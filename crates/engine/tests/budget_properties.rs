@@ -5,7 +5,10 @@
 //!   changing, capacity lowered) keeps the units held at or below the capacity;
 //! * steady demands converge to the fair shares within a bounded number of periods and stay;
 //! * one member with room decides exactly as the plain HPA, and under a tighter capacity as
-//!   the plain HPA capped at it.
+//!   the plain HPA capped at it;
+//! * freeing the budget (the capacity raised, the other members leaving) gives each member
+//!   what the plain HPA decides from the same history at that moment, on the legacy path and
+//!   with a behavior.
 
 use std::collections::BTreeMap;
 
@@ -14,7 +17,7 @@ use autoscaled_engine::{
     hpa::history::History,
     hpa::observation::Observation,
     hpa::settings::Settings,
-    hpa::spec::{HorizontalSpec, MetricSpec, MetricTarget, MetricTargetType},
+    hpa::spec::{Behavior, HorizontalSpec, MetricSpec, MetricTarget, MetricTargetType},
     hpa::{evaluate, evaluate_member},
     time::Time,
 };
@@ -22,8 +25,8 @@ use proptest::prelude::*;
 
 const START: Time = Time::from_unix_secs(1_800_000_000);
 
-/// One replica at a time to the member holding the fewest units after taking it (ties: the
-/// first), while it fits: the definition `fair_shares` computes faster.
+/// One replica at a time to the member holding the fewest units (ties: the first) whose next
+/// replica fits (progressive filling): the definition `fair_shares` computes faster.
 fn greedy(capacity: i64, members: &[Demand]) -> Vec<i32> {
     let mut shares: Vec<i32> = members.iter().map(|d| d.min).collect();
     let mut left = capacity
@@ -36,7 +39,7 @@ fn greedy(capacity: i64, members: &[Demand]) -> Vec<i32> {
             .iter()
             .enumerate()
             .filter(|&(i, d)| shares[i] < d.demand.max(d.min) && d.units <= left)
-            .min_by_key(|&(i, d)| ((i64::from(shares[i]) + 1) * d.units, i));
+            .min_by_key(|&(i, d)| (i64::from(shares[i]) * d.units, i));
         let Some((i, d)) = next else { break };
         shares[i] += 1;
         left -= d.units;
@@ -45,6 +48,10 @@ fn greedy(capacity: i64, members: &[Demand]) -> Vec<i32> {
 }
 
 fn spec(min: i32, max: i32) -> HorizontalSpec {
+    spec_with(min, max, None)
+}
+
+fn spec_with(min: i32, max: i32, behavior: Option<Behavior>) -> HorizontalSpec {
     HorizontalSpec {
         min_replicas: Some(min),
         max_replicas: max,
@@ -58,7 +65,7 @@ fn spec(min: i32, max: i32) -> HorizontalSpec {
                 ..MetricTarget::default()
             },
         }],
-        behavior: None,
+        behavior,
         extensions: None,
     }
 }
@@ -89,6 +96,8 @@ struct Member {
     running: i32,
     told: i32,
     history: History,
+    /// The spec's behavior (`None`: the legacy path).
+    behavior: Option<Behavior>,
 }
 
 fn members(mins: &[i32], units: &[i64]) -> Vec<Member> {
@@ -102,6 +111,7 @@ fn members(mins: &[i32], units: &[i64]) -> Vec<Member> {
             running: min,
             told: min,
             history: History::default(),
+            behavior: None,
         })
         .collect()
 }
@@ -110,7 +120,7 @@ fn members(mins: &[i32], units: &[i64]) -> Vec<Member> {
 fn decide(m: &mut Member, ledger: &mut Ledger, need: i32, now: Time) -> i32 {
     let (evaluation, entry) = evaluate_member(
         &settings(),
-        &spec(m.min, 40),
+        &spec_with(m.min, 40, m.behavior.clone()),
         &observation(m.running, need),
         &m.history,
         now,
@@ -271,6 +281,113 @@ proptest! {
             prop_assert_eq!(capped.decision.desired_replicas, expected);
             tight_history = capped.history;
             tight_current = capped.decision.desired_replicas;
+        }
+    }
+
+    #[test]
+    fn freeing_the_budget_gives_what_the_plain_hpa_decides_from_the_same_history(
+        shape in proptest::collection::vec((1..3i32, 1..4i64), 2..5),
+        extra in 0..10i64,
+        steps in proptest::collection::vec((0..5usize, 0..30i32, 0..40i64), 1..40),
+        behavior in any::<bool>(),
+        raised in any::<bool>(),
+        after in proptest::collection::vec((0..30i32, 0..40i64), 1..10),
+    ) {
+        let (mins, units): (Vec<i32>, Vec<i64>) = shape.into_iter().unzip();
+        let mut ms = members(&mins, &units);
+        for m in &mut ms {
+            m.behavior = behavior.then(Behavior::default);
+        }
+        let floor: i64 = ms.iter().map(|m| i64::from(m.min) * m.units).sum();
+        let mut ledger = Ledger { capacity: floor + extra, members: BTreeMap::new() };
+        let mut now = START;
+        // Under a tight capacity: members capped, their windows holding uncapped demands.
+        for &(who, need, wait) in &steps {
+            let i = who % ms.len();
+            ms[i].running = ms[i].told;
+            now = now.plus_secs(wait);
+            decide(&mut ms[i], &mut ledger, need, now);
+        }
+        // Freed: the capacity raised past every demand, or every other member gone.
+        if raised {
+            ledger.capacity = 1_000;
+        } else {
+            let keep = ms[0].key.clone();
+            ledger.members.retain(|k, _| *k == keep);
+            ledger.capacity = 1_000;
+        }
+        let m = &mut ms[0];
+        for (need, wait) in after {
+            m.running = m.told;
+            now = now.plus_secs(wait);
+            let spec = spec_with(m.min, 40, m.behavior.clone());
+            let plain = evaluate(&settings(), &spec, &observation(m.running, need), &m.history, now).unwrap();
+            let (member, entry) = evaluate_member(
+                &settings(), &spec, &observation(m.running, need), &m.history, now,
+                Membership { group: "g", ledger: &ledger, key: &m.key, units: m.units },
+            ).unwrap();
+            let mut without = member.decision.clone();
+            prop_assert!(without.budget.take().is_some());
+            prop_assert_eq!(&without, &plain.decision);
+            prop_assert_eq!(&member.history, &plain.history);
+            ledger.members.insert(m.key.clone(), entry);
+            m.history = member.history;
+            m.told = member.decision.desired_replicas;
+        }
+    }
+}
+
+/// The case from a new user's first hour: a member capped at 3 while its demand was 8; the
+/// load falls to 1; the group is deleted. With a behavior (the default 0 s scale-up window)
+/// the plain HPA holds 3 (the stabilization never scales up past the current recommendation)
+/// and comes down once the window has passed. On the legacy path, Kubernetes' stabilization is
+/// the window's highest recommendation in both directions (`stabilizeRecommendation`), so the
+/// plain HPA goes back up to 8 within the legacy scale-up limit, as it does when maxReplicas
+/// is raised over a window of higher recommendations: a member that should not, gets a behavior.
+#[test]
+fn a_group_deleted_under_a_falling_load_gives_the_plain_hpas_count() {
+    for behavior in [Some(Behavior::default()), None] {
+        let mut ms = members(&[1, 1], &[1, 1]);
+        for m in &mut ms {
+            m.behavior.clone_from(&behavior);
+        }
+        let mut ledger = Ledger {
+            capacity: 4,
+            members: BTreeMap::new(),
+        };
+        let mut now = START;
+        // b holds 1; a wants 8 and is capped at 3.
+        decide(&mut ms[1], &mut ledger, 1, now);
+        for _ in 0..8 {
+            now = now.plus_secs(15);
+            ms[0].running = ms[0].told;
+            decide(&mut ms[0], &mut ledger, 8, now);
+        }
+        assert_eq!(ms[0].told, 3);
+        // The load falls, still capped for a minute; then the group is gone.
+        let a = &mut ms[0];
+        let spec = spec_with(1, 40, behavior.clone());
+        let mut counts = Vec::new();
+        for _ in 0..30 {
+            now = now.plus_secs(15);
+            a.running = a.told;
+            let e = evaluate(
+                &settings(),
+                &spec,
+                &observation(a.running, 1),
+                &a.history,
+                now,
+            )
+            .unwrap();
+            a.history = e.history;
+            a.told = e.decision.desired_replicas;
+            counts.push(a.told);
+        }
+        if behavior.is_some() {
+            assert!(counts.iter().all(|&c| c <= 3), "{counts:?}");
+            assert_eq!(counts.last(), Some(&1), "{counts:?}");
+        } else {
+            assert_eq!(&counts[..2], &[6, 8], "{counts:?}");
         }
     }
 }

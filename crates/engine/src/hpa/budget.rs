@@ -7,9 +7,12 @@
 //! * **Demand** is what the plain HPA decides for the member (`evaluate`'s desired count:
 //!   stabilized and rate-limited, never capped). The stabilization window keeps these uncapped
 //!   recommendations, so a member scales up at once when capacity frees.
-//! * **Fair share** ([`fair_shares`]): max-min fairness in units over the members' demands.
-//!   Each member first gets its minimum; then the next replica always goes to the member that
-//!   holds the fewest units after taking it (ties: the smaller key), while it fits. A function
+//! * **Fair share** ([`fair_shares`]): max-min fairness in units over the members' demands
+//!   (progressive filling, as for network flows): each member first gets its minimum; then
+//!   the next replica always goes to the member that holds the fewest units (ties: the smaller
+//!   key) whose next replica still fits. With members of different weights this raises the
+//!   smallest holding first: 10 units, x at 3 per replica wanting 3 and y at 1 wanting 6, give
+//!   x = 2 and y = 4 (6 and 4 units), not x = 1 and y = 6 (3 and 6, one unit idle). A function
 //!   of the demands alone, so steady demands give a steady allocation (no flip-flop).
 //! * **Held** ([`LedgerEntry::held`]): what a member runs or was told to run, whichever is
 //!   higher; its current replicas count until it reports the smaller count, so a member
@@ -99,12 +102,14 @@ pub struct Demand {
 
 /// The max-min fair shares (replicas) of `capacity` units among `members`, in their order
 /// (which breaks ties: pass them in key order). Each member gets its minimum; the next
-/// replica goes to the member holding the fewest units after taking it, while it fits.
+/// replica goes to the member holding the fewest units whose next replica fits (progressive
+/// filling).
 ///
 /// Computed by water-filling: the highest level `L` (units) at which every member at
-/// `clamp(L / units, min, demand)` replicas fits, found by bisection, then the remainder
-/// replica by replica in that order. O(n log capacity + remainder), the remainder being
-/// below the sum of the members' units per replica.
+/// `clamp(ceil(L / units), min, demand)` replicas (the fewest replicas holding at least `L`)
+/// fits, found by bisection; progressive filling passes through exactly that allocation,
+/// and goes on replica by replica from there. O(n log capacity + remainder), the remainder
+/// being below the number of members.
 pub fn fair_shares(capacity: i64, members: &[Demand]) -> Vec<i32> {
     let want = |d: &Demand| d.demand.max(d.min).max(0);
     let units = |d: &Demand| d.units.max(1);
@@ -112,7 +117,7 @@ pub fn fair_shares(capacity: i64, members: &[Demand]) -> Vec<i32> {
         members
             .iter()
             .map(|d| {
-                let by_level = i32::try_from(level / units(d)).unwrap_or(i32::MAX);
+                let by_level = i32::try_from((level + units(d) - 1) / units(d)).unwrap_or(i32::MAX);
                 by_level.clamp(d.min.max(0), want(d))
             })
             .collect()
@@ -149,14 +154,14 @@ pub fn fair_shares(capacity: i64, members: &[Demand]) -> Vec<i32> {
     }
     let mut shares = at_level(lo);
     let mut left = capacity - cost(&shares);
-    // The remainder: next replicas in (units after taking it, position) order, each while it
-    // fits. A member whose next replica does not fit now never fits later (`left` only
-    // shrinks), so it leaves the queue.
+    // The remainder: next replicas in (units held, position) order, each while it fits. A
+    // member whose next replica does not fit now never fits later (`left` only shrinks), so it
+    // leaves the queue.
     let mut queue: BinaryHeap<Reverse<(i64, usize)>> = shares
         .iter()
         .enumerate()
         .filter(|&(i, &s)| s < want(&members[i]))
-        .map(|(i, &s)| Reverse(((i64::from(s) + 1) * units(&members[i]), i)))
+        .map(|(i, &s)| Reverse((i64::from(s) * units(&members[i]), i)))
         .collect();
     while let Some(Reverse((_, i))) = queue.pop() {
         let u = units(&members[i]);
@@ -166,7 +171,7 @@ pub fn fair_shares(capacity: i64, members: &[Demand]) -> Vec<i32> {
         shares[i] += 1;
         left -= u;
         if shares[i] < want(&members[i]) {
-            queue.push(Reverse(((i64::from(shares[i]) + 1) * u, i)));
+            queue.push(Reverse((i64::from(shares[i]) * u, i)));
         }
     }
     shares
@@ -307,6 +312,15 @@ mod tests {
         assert_eq!(fair_shares(100, &[d(1, 6, 1), d(0, 4, 2)]), vec![6, 4]);
         assert_eq!(fair_shares(3, &[d(2, 6, 1), d(2, 4, 1)]), vec![2, 2]);
         assert_eq!(fair_shares(0, &[]), Vec::<i32>::new());
+    }
+
+    #[test]
+    fn mixed_weights_raise_the_smallest_holding_first() {
+        // 10 units: x at 3 per replica wanting 3, y at 1 wanting 6. Max-min in units gives
+        // 6 and 4; handing each replica to whoever holds least after taking it gave 3 and 6
+        // with one unit idle.
+        assert_eq!(fair_shares(10, &[d(0, 3, 3), d(0, 6, 1)]), vec![2, 4]);
+        assert_eq!(fair_shares(10, &[d(1, 3, 3), d(1, 6, 1)]), vec![2, 4]);
     }
 
     #[test]
