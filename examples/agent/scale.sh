@@ -7,6 +7,9 @@
 #                           print "scaled to N (was M)"
 #   scale.sh DIR stop-all   stop every worker (test cleanup)
 #
+# The workers are published with the label job="worker", or job="<content of DIR/job>" when
+# that file exists (several pools scraped by one Prometheus).
+#
 # Fault injection for the agent's tests (checked by `set` only):
 #   DIR/hang   `set` hangs (sleeps an hour) until killed: exec'd so a kill of the shell's
 #              pid or process group (timeout) leaves nothing behind
@@ -56,11 +59,12 @@ stop_worker() { # SIGTERM, wait until it is gone (worker.py removes its own file
 }
 
 write_targets() { # atomically (tmp + rename): Prometheus must never read half a file
-  local name targets="" json='[]'
+  local name targets="" json='[]' job=worker
+  [ ! -e "$dir/job" ] || job=$(cat "$dir/job")
   while read -r name; do
     targets+="${targets:+, }\"127.0.0.1:$(cat "$workers/$name.port")\""
   done < <(live_names)
-  [ -z "$targets" ] || json="[{\"targets\": [$targets], \"labels\": {\"job\": \"worker\"}}]"
+  [ -z "$targets" ] || json="[{\"targets\": [$targets], \"labels\": {\"job\": \"$job\"}}]"
   echo "$json" >"$dir/targets.json.tmp"
   mv -f "$dir/targets.json.tmp" "$dir/targets.json"
 }

@@ -7,6 +7,11 @@ Serves GET /metrics on 127.0.0.1:<free port> with
   worker_load                 the total load in DIR/load (missing or garbage: 0) divided by
                               the live workers (the *.port files in DIR/workers, at least 1):
                               a load balancer spreading the load evenly over the instances;
+  process_cpu_seconds_total   CPU seconds used, as a counter: the service's total CPU in
+                              DIR/cpu (millicores, e.g. 2700) shared evenly by the live
+                              workers, integrated over time (simulated: nothing is burnt);
+  http_requests_total         requests served, as a counter: DIR/rps (requests per second
+                              for the whole service) shared the same way;
   process_start_time_seconds  when this process started (unix seconds).
 Writes DIR/workers/NAME.port (atomically, once bound: its presence means "serving") and
 NAME.pid; removes both on SIGTERM/SIGINT and exits 0.
@@ -15,6 +20,7 @@ import http.server
 import os
 import signal
 import sys
+import threading
 import time
 
 START = time.time()
@@ -37,9 +43,10 @@ def main():
     port_file = os.path.join(workers, name + ".port")
     pid_file = os.path.join(workers, name + ".pid")
 
-    def load():
+    def share(file):
+        """This worker's share of the total in DIR/file (missing or garbage: 0)."""
         try:
-            with open(os.path.join(base, "load")) as f:
+            with open(os.path.join(base, file)) as f:
                 total = float(f.read().strip())
         except (OSError, ValueError):
             return 0.0
@@ -48,15 +55,35 @@ def main():
         live = sum(1 for n in os.listdir(workers) if n.endswith(".port"))
         return total / max(live, 1)
 
+    # The counters, advanced at each scrape by the share in force since the previous one.
+    counters = {"cpu": 0.0, "requests": 0.0, "at": time.time()}
+    lock = threading.Lock()
+
+    def advance():
+        with lock:
+            now = time.time()
+            dt = max(now - counters["at"], 0.0)
+            counters["at"] = now
+            counters["cpu"] += share("cpu") / 1000.0 * dt
+            counters["requests"] += share("rps") * dt
+            return counters["cpu"], counters["requests"]
+
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
             if self.path.split("?", 1)[0] != "/metrics":
                 self.send_error(404)
                 return
+            cpu, requests = advance()
             body = (
                 "# HELP worker_load Load on this instance (total load / live instances).\n"
                 "# TYPE worker_load gauge\n"
-                f"worker_load {load()!r}\n"
+                f"worker_load {share('load')!r}\n"
+                "# HELP process_cpu_seconds_total CPU time used (simulated from DIR/cpu).\n"
+                "# TYPE process_cpu_seconds_total counter\n"
+                f"process_cpu_seconds_total {cpu!r}\n"
+                "# HELP http_requests_total Requests served (simulated from DIR/rps).\n"
+                "# TYPE http_requests_total counter\n"
+                f"http_requests_total {requests!r}\n"
                 "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n"
                 "# TYPE process_start_time_seconds gauge\n"
                 f"process_start_time_seconds {START!r}\n"

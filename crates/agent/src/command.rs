@@ -47,6 +47,8 @@ pub async fn run(argv: &[String], timeout: Duration) -> Result<Output, String> {
         .spawn()
         .map_err(|e| format!("cannot run {program:?}: {e}"))?;
     let pid = child.id();
+    // A period dropped while its command runs (the agent stopping) leaves nothing behind.
+    let mut group = GroupGuard(pid);
     let stdout = child.stdout.take().ok_or("no stdout")?;
     let stderr = child.stderr.take().ok_or("no stderr")?;
     // Each pipe is read up to the cap and drained past it (a chatty command must not block
@@ -80,7 +82,12 @@ pub async fn run(argv: &[String], timeout: Duration) -> Result<Output, String> {
         let (out, err) = tokio::join!(collect(out_task), collect(err_task));
         Ok::<_, String>((status, out, err))
     };
-    match tokio::time::timeout(timeout, work).await {
+    let outcome = tokio::time::timeout(timeout, work).await;
+    if outcome.is_ok() {
+        // It exited: what it left in the background is its own business.
+        group.0 = None;
+    }
+    match outcome {
         Ok(Ok((status, out, err))) => {
             if status.success() {
                 Ok(Output {
@@ -99,12 +106,23 @@ pub async fn run(argv: &[String], timeout: Duration) -> Result<Output, String> {
         }
         Ok(Err(e)) => Err(format!("{program:?}: {e}")),
         Err(_) => {
-            if let Some(pid) = pid {
+            if let Some(pid) = group.0.take() {
                 kill_group(pid);
             }
             Err(format!(
                 "{program:?} did not finish within {timeout:?}; killed"
             ))
+        }
+    }
+}
+
+/// Kills the command's process group when dropped before the command exited.
+struct GroupGuard(Option<u32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.take() {
+            kill_group(pid);
         }
     }
 }
@@ -196,6 +214,45 @@ mod tests {
         .unwrap();
         assert!(started.elapsed() < Duration::from_secs(8));
         assert!(detached.stdout.is_empty() || detached.stdout.trim() == "4");
+    }
+
+    /// A period dropped while its command runs (the agent giving up on a stop) kills the
+    /// command's whole process group: nothing it started outlives the agent.
+    #[tokio::test]
+    async fn a_dropped_command_leaves_no_process_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("child.pid");
+        let script = format!("sleep 30 & echo $! > {}; wait", pid_file.display());
+        let task = tokio::spawn(async move {
+            run(&["sh".into(), "-c".into(), script], Duration::from_secs(60)).await
+        });
+        let mut child = None;
+        for _ in 0..100 {
+            if let Ok(text) = std::fs::read_to_string(&pid_file)
+                && let Ok(pid) = text.trim().parse::<u32>()
+            {
+                child = Some(pid);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let child = child.expect("the command started its child");
+        task.abort();
+        let _ = task.await;
+        // Dead: gone, or a zombie waiting for init to reap it.
+        let alive = |pid: u32| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                s.rsplit_once(')')
+                    .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+            })
+        };
+        for _ in 0..100 {
+            if !alive(child) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("the command's child {child} outlived the dropped period");
     }
 
     #[test]

@@ -36,6 +36,8 @@ pub enum ConfigError {
 pub struct Config {
     pub server: ServerConfig,
     pub metrics_listen: Option<String>,
+    /// Delete a target's history on the server when it is removed from the file.
+    pub delete_removed: bool,
     pub prometheus: Option<PrometheusConfig>,
     pub targets: Vec<Target>,
     /// One line per target that was skipped: `targets[2] (web): unknown field ...`.
@@ -117,10 +119,13 @@ struct FileTop {
 struct AgentDefaults {
     #[serde(default, with = "opt_duration")]
     sync_period: Option<Duration>,
-    #[serde(default)]
-    dry_run: Option<bool>,
+    /// `dry_run` is the field's earlier name.
+    #[serde(default, alias = "dry_run")]
+    shadow: Option<bool>,
     #[serde(default)]
     metrics_listen: Option<String>,
+    #[serde(default)]
+    delete_removed: bool,
 }
 
 /// One target as written.
@@ -128,21 +133,28 @@ struct AgentDefaults {
 #[serde(deny_unknown_fields)]
 struct TargetFile {
     key: String,
-    /// The HorizontalSpec in proto3 JSON field names (`max_replicas`, `metrics`, `behavior`).
-    spec: Value,
+    /// The HorizontalSpec in proto3 JSON field names (`max_replicas`, `metrics`, `behavior`);
+    /// with `policy`, merged over the policy's by the server.
+    #[serde(default)]
+    spec: Option<Value>,
+    /// A policy's name (PutPolicy): its spec is the base, `spec` is merged over it.
+    #[serde(default)]
+    policy: Option<String>,
     #[serde(default, with = "opt_duration")]
     sync_period: Option<Duration>,
-    #[serde(default)]
-    dry_run: Option<bool>,
+    /// `dry_run` is the field's earlier name.
+    #[serde(default, alias = "dry_run")]
+    shadow: Option<bool>,
     /// A command printing the current replica count (the scheduler's desired count).
     #[serde(default)]
     replicas: Option<CommandFile>,
     /// Instances from Prometheus.
     #[serde(default)]
     pods: Option<PodsFile>,
-    /// One query per spec metric, by the metric's name (the resource for Resource metrics).
+    /// One query per spec metric, by the metric's name (the resource for Resource metrics):
+    /// the query, or `{ query, window }`.
     #[serde(default)]
-    metrics: BTreeMap<String, String>,
+    metrics: BTreeMap<String, Value>,
     /// Instead of Prometheus: a command printing a RecommendRequest in proto3 JSON.
     #[serde(default)]
     source: Option<CommandFile>,
@@ -171,7 +183,8 @@ struct PodsFile {
     /// The label naming the instance.
     #[serde(default = "default_label")]
     label: String,
-    /// Requests per resource: a number is milli-units for every instance, a string a query
+    /// Requests per resource: a number is milli-units for every instance, a quantity
+    /// (`"500m"`, `"1"`, `"2Gi"`) the same in Kubernetes' units, any other string a query
     /// (base units per instance).
     #[serde(default)]
     requests: BTreeMap<String, Value>,
@@ -212,11 +225,26 @@ pub enum Source {
         url: String,
         timeout: Duration,
         pods: Option<PodQueries>,
-        /// Spec metric name → query.
-        metrics: BTreeMap<String, String>,
+        /// Spec metric name → its query.
+        metrics: BTreeMap<String, MetricQuery>,
     },
     Command(CommandSpec),
 }
+
+/// One metric's query, and the window its per-instance samples were measured over.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MetricQuery {
+    pub query: String,
+    /// As written; a Resource metric without one takes [`DEFAULT_RESOURCE_WINDOW`].
+    pub window: Option<Duration>,
+}
+
+/// The window a Resource metric's samples carry unless the file says otherwise: what
+/// metrics-server reports with its default `--metric-resolution` (15 s), the pipeline whose
+/// samples Kubernetes' CPU start-up rule was written for (`groupPods`: a sample counts once
+/// its window lies after the pod's Ready transition). The 1-minute default the server applies
+/// to a sample without a window belongs to the custom metrics path.
+pub const DEFAULT_RESOURCE_WINDOW: Duration = Duration::from_secs(15);
 
 /// The per-instance queries.
 #[derive(Clone, Debug, PartialEq)]
@@ -250,9 +278,12 @@ pub enum Actuator {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Target {
     pub key: String,
+    /// The spec as written: whole, or (with `policy`) the fields merged over the policy's.
     pub spec: pb::HorizontalSpec,
+    pub policy: Option<String>,
     pub sync_period: Duration,
-    pub dry_run: bool,
+    /// Decisions are recorded as if applied, and nothing is scaled (the server's shadow mode).
+    pub shadow: bool,
     pub replicas: Option<CommandSpec>,
     pub source: Source,
     pub actuator: Actuator,
@@ -283,7 +314,7 @@ impl Config {
         } else {
             toml::from_str(text).map_err(|e| parse_error(e.to_string().trim_end().to_owned()))?
         };
-        let top: FileTop = serde_json::from_value(value).map_err(|e| parse_error(e.to_string()))?;
+        let top: FileTop = read(value, "").map_err(parse_error)?;
         if top.prometheus.as_ref().is_some_and(|p| p.timeout.is_zero()) {
             return Err(parse_error(
                 "prometheus.timeout: must be more than 0".to_owned(),
@@ -293,6 +324,7 @@ impl Config {
         let mut config = Config {
             server: top.server.unwrap_or_default(),
             metrics_listen: defaults.metrics_listen.clone(),
+            delete_removed: defaults.delete_removed,
             prometheus: top.prometheus,
             targets: Vec::new(),
             rejected: Vec::new(),
@@ -315,6 +347,170 @@ impl Config {
     }
 }
 
+/// `value` as a `T`, with a failure naming the field by its path (`spec.metrics[0].type`,
+/// `sync_period`), under `prefix` when one is given.
+fn read<T: serde::de::DeserializeOwned>(value: Value, prefix: &str) -> Result<T, String> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let mut path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        // An unknown field is named by the message itself: the path is where it stands.
+        if inner.starts_with("unknown field")
+            && let Some(field) = inner.split('`').nth(1)
+            && (path == field || path.ends_with(&format!(".{field}")))
+        {
+            path = path
+                .strip_suffix(field)
+                .unwrap_or("")
+                .trim_end_matches('.')
+                .to_owned();
+            if path.is_empty() {
+                path = ".".to_owned();
+            }
+        }
+        match (prefix.is_empty(), path.as_str()) {
+            (true, ".") => inner,
+            (true, _) => format!("{path}: {inner}"),
+            (false, ".") => format!("{prefix}: {inner}"),
+            (false, _) => format!("{prefix}.{path}: {inner}"),
+        }
+    })
+}
+
+/// A metric's entry: the query, or `{ query, window }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MetricTable {
+    query: String,
+    #[serde(default, with = "opt_duration")]
+    window: Option<Duration>,
+}
+
+fn metric_query(name: &str, value: Value) -> Result<MetricQuery, String> {
+    match value {
+        Value::String(query) => Ok(MetricQuery {
+            query,
+            window: None,
+        }),
+        table @ Value::Object(_) => {
+            let t: MetricTable = read(table, &format!("metrics.{name}"))?;
+            if t.window.is_some_and(|w| w.is_zero()) {
+                return Err(format!("metrics.{name}.window: must be more than 0"));
+            }
+            Ok(MetricQuery {
+                query: t.query,
+                window: t.window,
+            })
+        }
+        _ => Err(format!(
+            "metrics.{name}: a query (string) or {{ query = \"...\", window = \"15s\" }}"
+        )),
+    }
+}
+
+/// A `pods.requests` entry: a number (milli-units), a Kubernetes quantity, or a query.
+fn request(resource: &str, value: Value) -> Result<Request, String> {
+    match value {
+        Value::Number(n) => n
+            .as_i64()
+            .filter(|m| *m >= 0)
+            .map(Request::Milli)
+            .ok_or(format!(
+                "pods.requests.{resource}: a number is milli-units, a non-negative integer"
+            )),
+        Value::String(text) => match autoscaled_ctl::kube::quantity::parse_milli(&text) {
+            Ok(m) if m >= 0 => Ok(Request::Milli(m)),
+            Ok(_) => Err(format!("pods.requests.{resource}: {text:?} is negative")),
+            // Anything that is not a quantity is a query (`500m` is no PromQL expression).
+            Err(_) => Ok(Request::Query(text)),
+        },
+        _ => Err(format!(
+            "pods.requests.{resource}: a number (milli-units), a quantity (\"500m\") or a query (string)"
+        )),
+    }
+}
+
+/// An http:// URL that parses, with a host (the agent's HTTP client speaks plain HTTP). The
+/// error never shows the URL's credentials or query, even when it does not parse.
+fn http_url(url: &str, field: &str) -> Result<(), String> {
+    let uri: hyper::Uri = url
+        .parse()
+        .map_err(|e| format!("{field}: {} is not a URL: {e}", crate::http::shown(url)))?;
+    if uri.scheme_str() != Some("http") || uri.host().is_none() {
+        return Err(format!(
+            "{field}: an http:// URL with a host (https is not supported: put a TLS proxy on loopback)"
+        ));
+    }
+    Ok(())
+}
+
+/// Per-instance metric types: the ones whose samples are the pods'.
+fn per_pod(metric: &pb::MetricSpec) -> bool {
+    metric.r#type == pb::MetricSourceType::Resource as i32
+        || metric.r#type == pb::MetricSourceType::ContainerResource as i32
+        || metric.r#type == pb::MetricSourceType::Pods as i32
+}
+
+/// The checks between a spec's metrics and a Prometheus source's queries, each naming the
+/// field: at load when the file gives the metrics, each period when a policy does.
+pub fn check_metrics(
+    metrics: &[pb::MetricSpec],
+    queries: &BTreeMap<String, MetricQuery>,
+    pods: Option<&PodQueries>,
+) -> Result<(), String> {
+    if metrics.is_empty() {
+        return Err(
+            "spec.metrics: give the metrics (the agent has no default cpu query)".to_owned(),
+        );
+    }
+    for metric in metrics {
+        let name = &metric.name;
+        let Some(query) = queries.get(name) else {
+            return Err(format!(
+                "metrics.{name}: the spec's metric {name:?} has no query"
+            ));
+        };
+        if metric.r#type == pb::MetricSourceType::ContainerResource as i32 {
+            return Err(format!(
+                "metrics.{name}: ContainerResource metrics need a command source"
+            ));
+        }
+        if query.window.is_some() && !per_pod(metric) {
+            return Err(format!(
+                "metrics.{name}.window: only per-instance metrics (Resource, Pods) carry a window"
+            ));
+        }
+        if per_pod(metric) && pods.is_none() {
+            return Err(format!(
+                "pods: the {name} metric is per instance: give pods.ready (one series per instance)"
+            ));
+        }
+        // Kubernetes counts no pod without a start time for cpu (`groupPods`: unready).
+        if metric.r#type == pb::MetricSourceType::Resource as i32
+            && name == "cpu"
+            && pods.is_some_and(|p| p.start_time.is_none())
+        {
+            return Err("pods.start_time: a cpu metric needs each instance's start time (e.g. process_start_time_seconds): Kubernetes counts a pod without one as unready for cpu".to_owned());
+        }
+        let utilization = metric
+            .target
+            .as_ref()
+            .is_some_and(|t| t.r#type == pb::MetricTargetType::Utilization as i32);
+        if utilization && pods.is_some_and(|p| !p.requests.contains_key(name)) {
+            return Err(format!(
+                "pods.requests.{name}: a Utilization target is a share of each instance's request: give it (e.g. requests = {{ {name} = \"500m\" }})"
+            ));
+        }
+    }
+    for name in queries.keys() {
+        if !metrics.iter().any(|m| &m.name == name) {
+            return Err(format!(
+                "metrics.{name}: no metric of the spec has this name"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// One target, checked: its fields, its spec (as the server converts it: the same field
 /// names in the same errors), its source and actuator.
 fn target(
@@ -322,8 +518,21 @@ fn target(
     defaults: &AgentDefaults,
     prometheus: Option<&PrometheusConfig>,
 ) -> Result<Target, String> {
-    let file: TargetFile = serde_json::from_value(raw).map_err(|e| e.to_string())?;
-    let spec = spec(&file.key, file.spec)?;
+    let file: TargetFile = read(raw, "")?;
+    let spec = match (file.spec, &file.policy) {
+        (None, None) => {
+            return Err(
+                "spec: give the spec, or a policy (and the fields to merge over it)".to_owned(),
+            );
+        }
+        (spec, None) => spec_checked(&file.key, spec.unwrap_or(Value::Null))?,
+        (spec, Some(policy)) => {
+            if policy.is_empty() {
+                return Err("policy: the policy's name".to_owned());
+            }
+            spec_parsed(&file.key, spec.unwrap_or_else(|| serde_json::json!({})))?
+        }
+    };
     let sync_period = file
         .sync_period
         .or(defaults.sync_period)
@@ -344,18 +553,6 @@ fn target(
             timeout,
         })
     };
-    // An http:// URL that parses, with a host (the agent's HTTP client speaks plain HTTP).
-    let http_url = |url: &str, field: &str| -> Result<(), String> {
-        let uri: hyper::Uri = url
-            .parse()
-            .map_err(|e| format!("{field}: {url:?} is not a URL: {e}"))?;
-        if uri.scheme_str() != Some("http") || uri.host().is_none() {
-            return Err(format!(
-                "{field}: an http:// URL with a host (https is not supported: put a TLS proxy on loopback)"
-            ));
-        }
-        Ok(())
-    };
     let source = match (file.source, file.pods, file.metrics.is_empty()) {
         (Some(c), None, true) if file.prometheus.is_none() => {
             Source::Command(command(c, "source", Duration::from_secs(10))?)
@@ -372,21 +569,11 @@ fn target(
             http_url(&url, "prometheus")?;
             let pods = pods
                 .map(|p| -> Result<PodQueries, String> {
-                    let mut requests = BTreeMap::new();
-                    for (resource, v) in p.requests {
-                        let r = match v {
-                            Value::Number(n) => Request::Milli(n.as_i64().filter(|m| *m >= 0).ok_or(
-                                format!("pods.requests.{resource}: a number is milli-units, a non-negative integer"),
-                            )?),
-                            Value::String(q) => Request::Query(q),
-                            _ => {
-                                return Err(format!(
-                                    "pods.requests.{resource}: a number (milli-units) or a query (string)"
-                                ));
-                            }
-                        };
-                        requests.insert(resource, r);
-                    }
+                    let requests = p
+                        .requests
+                        .into_iter()
+                        .map(|(resource, v)| Ok((resource.clone(), request(&resource, v)?)))
+                        .collect::<Result<_, String>>()?;
                     Ok(PodQueries {
                         ready: p.ready,
                         start_time: p.start_time,
@@ -395,47 +582,21 @@ fn target(
                     })
                 })
                 .transpose()?;
-            for metric in &spec.metrics {
-                let per_pod = metric.r#type == pb::MetricSourceType::Resource as i32
-                    || metric.r#type == pb::MetricSourceType::ContainerResource as i32
-                    || metric.r#type == pb::MetricSourceType::Pods as i32;
-                if !file.metrics.contains_key(&metric.name) {
-                    return Err(format!(
-                        "metrics.{}: the spec's metric {:?} has no query",
-                        metric.name, metric.name
-                    ));
-                }
-                if metric.r#type == pb::MetricSourceType::ContainerResource as i32 {
-                    return Err(format!(
-                        "metrics.{}: ContainerResource metrics need a command source",
-                        metric.name
-                    ));
-                }
-                if per_pod && pods.is_none() {
-                    return Err(format!(
-                        "pods: the {} metric is per instance: give pods.ready (one series per instance)",
-                        metric.name
-                    ));
-                }
-            }
-            if spec.metrics.is_empty() {
-                return Err(
-                    "spec.metrics: give the metrics (the agent has no default cpu query)"
-                        .to_owned(),
-                );
-            }
-            for name in file.metrics.keys() {
-                if !spec.metrics.iter().any(|m| &m.name == name) {
-                    return Err(format!(
-                        "metrics.{name}: no metric of the spec has this name"
-                    ));
-                }
+            let metrics = file
+                .metrics
+                .into_iter()
+                .map(|(name, v)| Ok((name.clone(), metric_query(&name, v)?)))
+                .collect::<Result<BTreeMap<_, _>, String>>()?;
+            // With a policy and no metrics of its own, the policy's come from the server,
+            // and the same checks run each period.
+            if file.policy.is_none() || !spec.metrics.is_empty() {
+                check_metrics(&spec.metrics, &metrics, pods.as_ref())?;
             }
             Source::Prometheus {
                 url,
                 timeout: prometheus.map_or_else(default_query_timeout, |p| p.timeout),
                 pods,
-                metrics: file.metrics,
+                metrics,
             }
         }
     };
@@ -482,20 +643,36 @@ fn target(
     Ok(Target {
         key: file.key,
         spec,
+        policy: file.policy,
         sync_period,
-        dry_run: file.dry_run.or(defaults.dry_run).unwrap_or(false),
+        shadow: file.shadow.or(defaults.shadow).unwrap_or(false),
         replicas,
         source,
         actuator,
     })
 }
 
-/// The spec from proto3 JSON, checked by the server's own conversion (the same violations,
-/// named `spec.…`, that Recommend would answer).
-fn spec(key: &str, spec: Value) -> Result<pb::HorizontalSpec, String> {
+/// The spec from proto3 JSON (Kubernetes quantities accepted), its fields named `spec.…`.
+fn spec_parsed(key: &str, spec: Value) -> Result<pb::HorizontalSpec, String> {
     let request = serde_json::json!({ "target_key": key, "spec": spec });
     let request = autoscaled_ctl::client::parse_recommend_request(&request.to_string(), "spec")
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| match e {
+            // The path names the field (`spec.metrics[0].target.type`).
+            autoscaled_ctl::client::ClientError::Json { detail, .. } => {
+                format!("{detail} (spec is a HorizontalSpec in proto3 JSON)")
+            }
+            other => other.to_string(),
+        })?;
+    Ok(request.spec.unwrap_or_default())
+}
+
+/// The whole spec, also checked by the server's own conversion (the same violations, named
+/// `spec.…`, that Recommend would answer).
+fn spec_checked(key: &str, spec: Value) -> Result<pb::HorizontalSpec, String> {
+    if spec.is_null() {
+        return Err("spec: missing".to_owned());
+    }
+    let spec = spec_parsed(key, spec)?;
     let limits = autoscaled::config::Limits::default();
     let context = autoscaled::api::convert::Context {
         limits: &limits,
@@ -504,12 +681,16 @@ fn spec(key: &str, spec: Value) -> Result<pb::HorizontalSpec, String> {
         history_retention: Duration::from_secs(3600),
         scale_to_zero: true,
     };
-    let mut check = request.clone();
-    check.current_replicas = 1;
+    let check = pb::RecommendRequest {
+        target_key: key.to_owned(),
+        current_replicas: 1,
+        spec: Some(spec.clone()),
+        ..Default::default()
+    };
     if let Err(e) = autoscaled::api::convert::recommend_request(check, &context) {
         return Err(e.to_string());
     }
-    request.spec.ok_or_else(|| "spec: missing".to_owned())
+    Ok(spec)
 }
 
 /// `15s`, `500ms`, `2m`, `1h`.
@@ -652,6 +833,104 @@ targets:
             Actuator::Webhook { retries: 2, .. }
         ));
         assert_eq!(c.targets[0].sync_period, DEFAULT_SYNC_PERIOD);
+    }
+
+    fn one_target(lines: &str) -> Result<Target, String> {
+        let text = format!(
+            "[prometheus]\nurl = \"http://127.0.0.1:9090\"\n[[targets]]\nkey = \"t\"\nreplicas = {{ command = [\"count\"] }}\nactuator = {{ command = [\"scale\", \"{{replicas}}\"] }}\n{lines}"
+        );
+        let c = Config::parse(&text, false, "agent.toml").unwrap();
+        match (c.targets.first(), c.rejected.first()) {
+            (Some(t), None) => Ok(t.clone()),
+            (_, Some(r)) => Err(r.clone()),
+            (None, None) => Err("nothing".into()),
+        }
+    }
+
+    const CPU: &str = r#"spec = { max_replicas = 8, metrics = [{ type = "METRIC_SOURCE_TYPE_RESOURCE", name = "cpu", target = { type = "METRIC_TARGET_TYPE_UTILIZATION", average_utilization = 50 } }] }"#;
+
+    /// Quantities where milli-units are expected; windows per metric; what a CPU Utilization
+    /// target needs, each named.
+    #[test]
+    fn cpu_targets_take_quantities_and_windows_and_name_what_they_lack() {
+        let pods = r#"pods = { ready = 'up', start_time = 'process_start_time_seconds', requests = { cpu = "1000m", memory = "1Gi", gpu = 2, custom = 'request_query' } }"#;
+        let t = one_target(&format!(
+            "{pods}\nmetrics = {{ cpu = {{ query = 'rate(x[1m])', window = \"1m\" }} }}\n{CPU}"
+        ))
+        .unwrap();
+        let Source::Prometheus { pods, metrics, .. } = &t.source else {
+            panic!("{t:?}")
+        };
+        let requests = &pods.as_ref().unwrap().requests;
+        assert_eq!(requests["cpu"], Request::Milli(1000));
+        assert_eq!(requests["memory"], Request::Milli(1_073_741_824_000));
+        assert_eq!(requests["gpu"], Request::Milli(2));
+        assert_eq!(requests["custom"], Request::Query("request_query".into()));
+        assert_eq!(metrics["cpu"].window, Some(Duration::from_secs(60)));
+
+        let no_start = one_target(&format!(
+            "pods = {{ ready = 'up', requests = {{ cpu = 500 }} }}\nmetrics = {{ cpu = 'x' }}\n{CPU}"
+        ))
+        .unwrap_err();
+        assert!(no_start.contains("pods.start_time"), "{no_start}");
+        let no_request = one_target(&format!(
+            "pods = {{ ready = 'up', start_time = 's' }}\nmetrics = {{ cpu = 'x' }}\n{CPU}"
+        ))
+        .unwrap_err();
+        assert!(no_request.contains("pods.requests.cpu"), "{no_request}");
+        let external_window = one_target(
+            r#"metrics = { queue = { query = 'q', window = "15s" } }
+spec = { max_replicas = 4, metrics = [{ type = "METRIC_SOURCE_TYPE_EXTERNAL", name = "queue", target = { type = "METRIC_TARGET_TYPE_VALUE", value_milli = 1000 } }] }"#,
+        )
+        .unwrap_err();
+        assert!(
+            external_window.contains("metrics.queue.window"),
+            "{external_window}"
+        );
+    }
+
+    /// Messages name the field by its path: a bad enum deep in the spec, a duration without a
+    /// unit, a malformed webhook URL (without its credentials or query).
+    #[test]
+    fn messages_name_the_field_and_hide_secrets() {
+        let bad_enum = one_target(&CPU.replace("METRIC_TARGET_TYPE_UTILIZATION", "AVERAGE_VALUE"))
+            .unwrap_err();
+        assert!(
+            bad_enum.contains("spec.metrics[0].target.type: ")
+                && bad_enum.contains("AVERAGE_VALUE")
+                && bad_enum.contains("HorizontalSpec"),
+            "{bad_enum}"
+        );
+        let duration = one_target(&format!("sync_period = \"15\"\n{CPU}")).unwrap_err();
+        assert!(duration.contains("sync_period: "), "{duration}");
+        let text = "[[targets]]\nkey = \"w\"\nsource = { command = [\"cat\"] }\nactuator = { webhook = \"http://u:PASS@bad host/x?token=Q\" }\nspec = { max_replicas = 4 }\n";
+        let c = Config::parse(text, false, "agent.toml").unwrap();
+        let line = &c.rejected[0];
+        assert!(line.contains("actuator.webhook"), "{line}");
+        assert!(
+            !line.contains("PASS") && !line.contains("token=Q"),
+            "{line}"
+        );
+    }
+
+    /// A target may name a policy instead of (or under) its spec; `dry_run` is shadow's
+    /// earlier name.
+    #[test]
+    fn policies_and_shadow() {
+        let t = one_target("policy = \"web-tier\"\nshadow = true\nmetrics = { cpu = 'x' }\npods = { ready = 'up' }").unwrap();
+        assert_eq!(t.policy.as_deref(), Some("web-tier"));
+        assert!(t.shadow && t.spec.metrics.is_empty());
+        let t = one_target(&format!(
+            "policy = \"web-tier\"\ndry_run = true\npods = {{ ready = 'up', start_time = 's', requests = {{ cpu = 500 }} }}\nmetrics = {{ cpu = 'x' }}\n{}",
+            CPU.replace("max_replicas = 8, ", "")
+        ))
+        .unwrap();
+        assert!(t.shadow && t.spec.max_replicas == 0 && t.spec.metrics.len() == 1);
+        let neither = one_target("metrics = { cpu = 'x' }").unwrap_err();
+        assert!(
+            neither.contains("spec: give the spec, or a policy"),
+            "{neither}"
+        );
     }
 
     #[test]

@@ -59,7 +59,7 @@ impl Client {
                 concat!("autoscaled-agent/", env!("CARGO_PKG_VERSION")),
             )
             .body(Full::new(Bytes::from(body)))
-            .map_err(|e| format!("bad URL {url:?}: {e}"))?;
+            .map_err(|e| format!("bad URL {}: {e}", shown(url)))?;
         let exchange = async {
             let response = self.inner.request(request).await.map_err(|e| {
                 let mut text = e.to_string();
@@ -85,19 +85,21 @@ impl Client {
     }
 }
 
-/// `url` as it may be shown (logs, the failure message the service stores): scheme, host,
-/// port and path, without credentials or a query, which may carry secrets.
+/// `url` as it may be shown (logs, `--check`, the failure message the service stores):
+/// scheme, host, port and path, without credentials, a query or a fragment, which may carry
+/// secrets; a URL that does not parse is cut the same way by hand (everything up to the last
+/// `@` before the query goes, so a password holding `/` or `@` does not show either).
 pub fn shown(url: &str) -> String {
-    match url.parse::<hyper::Uri>() {
-        Ok(uri) => format!(
-            "{}://{}{}",
-            uri.scheme_str().unwrap_or("http"),
-            uri.authority()
-                .map_or("", |a| a.as_str().rsplit('@').next().unwrap_or("")),
-            uri.path()
-        ),
-        Err(_) => "<a URL that does not parse>".to_owned(),
-    }
+    let (scheme, rest) = url.split_once("://").unwrap_or(("http", url));
+    let before_query = rest.split(['?', '#']).next().unwrap_or("");
+    let without_user = before_query
+        .rfind('@')
+        .map_or(before_query, |i| &before_query[i + 1..]);
+    let scheme: String = scheme
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+        .collect();
+    format!("{scheme}://{without_user}")
 }
 
 /// Percent-encodes a form value (`application/x-www-form-urlencoded`).
@@ -182,6 +184,17 @@ mod tests {
             shown("http://user:pw@hooks.example:8080/scale?token=s3cret"),
             "http://hooks.example:8080/scale"
         );
+        // Malformed: a space in the host, a slash and an @ in the password.
+        for url in [
+            "http://u:PASS@bad host/x?token=Q",
+            "http://u:P/A@SS@bad host/x?token=Q#frag",
+            "u:PASS@host:80?token=Q",
+        ] {
+            let shown = shown(url);
+            for secret in ["PASS", "P/A", "SS@", "Q", "frag"] {
+                assert!(!shown.contains(secret), "{url} shown as {shown}");
+            }
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! (`ReportScale`). See docs/agent.md.
 
 pub mod actuate;
+pub mod check;
 pub mod command;
 pub mod config;
 pub mod http;

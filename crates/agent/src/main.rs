@@ -4,7 +4,7 @@
 
 use std::{path::PathBuf, process::ExitCode};
 
-use autoscaled_agent::{config::Config, http, metrics, run::Supervisor};
+use autoscaled_agent::{check, config::Config, http, metrics, run::Supervisor};
 use clap::Parser;
 
 #[derive(Parser)]
@@ -17,9 +17,13 @@ struct Args {
     /// The configuration file (TOML; `.yaml`/`.yml`: YAML). Reloaded on SIGHUP and when it changes.
     #[arg(long, short, env = "AUTOSCALED_AGENT_CONFIG", value_name = "FILE")]
     config: PathBuf,
-    /// Read the configuration, print each target and exit: 0 when every target is valid, 2 otherwise.
+    /// Read the configuration, run each Prometheus query once and read each policy from the
+    /// server, print each target and exit: 0 when every target is valid, 2 otherwise.
     #[arg(long)]
     check: bool,
+    /// With --check: the file alone, without contacting Prometheus or the server.
+    #[arg(long, requires = "check")]
+    offline: bool,
     /// Log filter (tracing's EnvFilter syntax).
     #[arg(long, env = "AUTOSCALED_AGENT_LOG", default_value = "info")]
     log: String,
@@ -47,19 +51,22 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if args.check {
-        for t in &config.targets {
-            println!(
-                "ok       {} (every {:?}{})",
-                t.key,
-                t.sync_period,
-                if t.dry_run { ", dry run" } else { "" }
-            );
+    if args.check || args.offline {
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("autoscaled-agent: cannot start the runtime: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let (lines, good) = runtime.block_on(check::check(&config, args.offline));
+        for line in lines {
+            println!("{line}");
         }
-        for line in &config.rejected {
-            println!("rejected {line}");
-        }
-        return if config.rejected.is_empty() {
+        return if good {
             ExitCode::SUCCESS
         } else {
             ExitCode::from(2)

@@ -25,7 +25,7 @@ use autoscaled::pb::v1 as pb;
 use prost_types::Timestamp;
 
 use crate::{
-    config::{PodQueries, Request, Source, Target},
+    config::{DEFAULT_RESOURCE_WINDOW, MetricQuery, PodQueries, Request, Source, Target},
     http::Client,
     prometheus::{self, Sample, by_label, milli},
 };
@@ -69,10 +69,20 @@ fn timestamp(t: SystemTime) -> Timestamp {
     }
 }
 
-/// Prometheus observations for `target` at `current` replicas.
+/// A metric's samples, one per instance: their values, when Prometheus evaluated the query,
+/// and the window the samples carry.
+struct PerPod {
+    values: BTreeMap<String, f64>,
+    evaluated: f64,
+    window: Option<Duration>,
+}
+
+/// Prometheus observations for `target` at `current` replicas, its metrics being `metrics`
+/// (the spec's, or with a policy the policy's).
 pub async fn from_prometheus(
     client: &Client,
     target: &Target,
+    metrics: &[pb::MetricSpec],
     current: i32,
     memory: &mut Memory,
 ) -> Observed {
@@ -80,7 +90,7 @@ pub async fn from_prometheus(
         url,
         timeout,
         pods,
-        metrics,
+        metrics: queries,
     } = &target.source
     else {
         unreachable!("from_prometheus on a command source");
@@ -93,25 +103,28 @@ pub async fn from_prometheus(
         async move { prometheus::query(&client, &url, &q, timeout).await }
     };
     // Every query of the period at once: a period costs the slowest query, not their sum.
-    let metric_queries: Vec<(String, String)> = metrics
+    let metric_queries: Vec<(String, MetricQuery)> = queries
         .iter()
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     let metric_results =
-        futures_util::future::join_all(metric_queries.iter().map(|(_, q)| run(q.clone()))).await;
-    let pod_results = match pods {
-        Some(p) => Some(pod_queries(p, &run).await),
-        None => None,
+        futures_util::future::join_all(metric_queries.iter().map(|(_, q)| run(q.query.clone())));
+    let pod_results = async {
+        match pods {
+            Some(p) => Some(pod_queries(p, &run).await),
+            None => None,
+        }
     };
+    let (metric_results, pod_results) = tokio::join!(metric_results, pod_results);
 
     let mut request = pb::RecommendRequest {
         current_replicas: current,
         ..Default::default()
     };
     let now = SystemTime::now();
-    let mut per_pod: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
-    for ((name, _), result) in metric_queries.iter().zip(metric_results) {
-        let spec = target.spec.metrics.iter().find(|m| &m.name == name);
+    let mut per_pod: BTreeMap<String, PerPod> = BTreeMap::new();
+    for ((name, query), result) in metric_queries.iter().zip(metric_results) {
+        let spec = metrics.iter().find(|m| &m.name == name);
         let kind = spec.map_or(0, |m| m.r#type);
         match result {
             Err(error) => {
@@ -147,13 +160,29 @@ pub async fn from_prometheus(
             }
             Ok(samples) => {
                 let label = pods.as_ref().map_or("instance", |p| p.label.as_str());
-                per_pod.insert(name.clone(), by_label(&samples, label));
+                // A Resource metric's samples carry metrics-server's window unless the file
+                // gives one; a Pods metric's keep the custom metrics path's (none: the
+                // server's default), which no Kubernetes rule reads.
+                let window = if kind == pb::MetricSourceType::Resource as i32 {
+                    Some(query.window.unwrap_or(DEFAULT_RESOURCE_WINDOW))
+                } else {
+                    query.window
+                };
+                per_pod.insert(
+                    name.clone(),
+                    PerPod {
+                        values: by_label(&samples, label),
+                        evaluated: samples.first().map_or_else(|| unix(now), |s| s.time),
+                        window,
+                    },
+                );
             }
         }
     }
     if let (Some(queries), Some(results)) = (pods, pod_results) {
         let PodResults {
             ready,
+            scraped,
             start,
             requests,
         } = results;
@@ -165,6 +194,18 @@ pub async fn from_prometheus(
                     error,
                 });
                 None
+            }
+        };
+        // When each instance was last scraped: the time its samples were taken. A failure
+        // leaves the queries' evaluation times.
+        let scraped = match scraped {
+            Ok(s) => by_label(&s, &queries.label),
+            Err(error) => {
+                failures.push(QueryFailure {
+                    what: "timestamp(ready)".to_owned(),
+                    error,
+                });
+                BTreeMap::new()
             }
         };
         let start = match start {
@@ -208,9 +249,12 @@ pub async fn from_prometheus(
                 request.pods = pods_of(
                     &target.key,
                     current,
-                    &ready,
-                    &start,
-                    &request_values,
+                    &Instances {
+                        ready: &ready,
+                        scraped: &scraped,
+                        start: &start,
+                        requests: &request_values,
+                    },
                     &per_pod,
                     now,
                     memory,
@@ -221,19 +265,43 @@ pub async fn from_prometheus(
     Observed { request, failures }
 }
 
+fn unix(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
+}
+
+fn from_unix(secs: f64) -> Option<SystemTime> {
+    Duration::try_from_secs_f64(secs)
+        .ok()
+        .and_then(|d| UNIX_EPOCH.checked_add(d))
+}
+
+/// What Prometheus says of each instance, by the instance's label value.
+struct Instances<'a> {
+    ready: &'a BTreeMap<String, f64>,
+    /// `timestamp(ready)`: the instance's last scrape (Unix seconds).
+    scraped: &'a BTreeMap<String, f64>,
+    start: &'a BTreeMap<String, f64>,
+    requests: &'a BTreeMap<String, Result<BTreeMap<String, f64>, i64>>,
+}
+
 /// The pods: one per instance, then the placeholders and the deletions that reconcile the
 /// instance count with the scheduler's.
-#[allow(clippy::too_many_arguments)]
 fn pods_of(
     key: &str,
     current: i32,
-    ready: &BTreeMap<String, f64>,
-    start: &BTreeMap<String, f64>,
-    requests: &BTreeMap<String, Result<BTreeMap<String, f64>, i64>>,
-    metrics: &BTreeMap<String, BTreeMap<String, f64>>,
+    instances: &Instances<'_>,
+    metrics: &BTreeMap<String, PerPod>,
     now: SystemTime,
     memory: &mut Memory,
 ) -> Vec<pb::PodSample> {
+    let Instances {
+        ready,
+        scraped,
+        start,
+        requests,
+    } = *instances;
     let mut pods = Vec::new();
     memory
         .readiness
@@ -244,8 +312,7 @@ fn pods_of(
         let start_time = start
             .get(instance)
             .filter(|s| **s > 0.0)
-            .and_then(|s| Duration::try_from_secs_f64(*s).ok())
-            .and_then(|d| UNIX_EPOCH.checked_add(d))
+            .and_then(|s| from_unix(*s))
             .filter(|t| *t <= now);
         let since = match memory.readiness.get(instance) {
             Some((r, since, started)) if *r == is_ready && *started == start_time => *since,
@@ -275,14 +342,22 @@ fn pods_of(
                 pod.requests_milli.insert(resource.clone(), v);
             }
         }
-        for (name, by_instance) in metrics {
-            if let Some(v) = by_instance.get(instance) {
+        for (name, per) in metrics {
+            if let Some(v) = per.values.get(instance) {
+                // Taken at the instance's last scrape (metrics-server stamps a sample when
+                // it measured it), never after the query's evaluation.
+                let taken = scraped
+                    .get(instance)
+                    .map_or(per.evaluated, |t| t.min(per.evaluated));
                 pod.metrics.insert(
                     name.clone(),
                     pb::MetricSample {
                         value_milli: Some(milli(*v)),
-                        timestamp: Some(timestamp(now)),
-                        window: None,
+                        timestamp: from_unix(taken).map(timestamp),
+                        window: per.window.map(|w| prost_types::Duration {
+                            seconds: i64::try_from(w.as_secs()).unwrap_or(i64::MAX),
+                            nanos: i32::try_from(w.subsec_nanos()).unwrap_or(0),
+                        }),
                     },
                 );
             }
@@ -313,19 +388,44 @@ fn pods_of(
             pods[i].deleting = true;
         }
     }
+    // Started, not scraped yet: Pending, with the requests every instance has (a pending pod
+    // has its spec's; Kubernetes sums the requests of every pod it lists, so one without
+    // them fails a Utilization target with "missing request").
+    let placeholder_requests: BTreeMap<String, i64> = requests
+        .iter()
+        .filter_map(|(resource, r)| {
+            let value = match r {
+                Err(m) => Some(*m),
+                Ok(by_instance) => most_common(by_instance.values().map(|v| milli(*v))),
+            };
+            value.map(|v| (resource.clone(), v))
+        })
+        .collect();
     for i in pods.len()..current {
-        // Started, not scraped yet.
         pods.push(pb::PodSample {
             name: format!("{key}#unscraped-{}", i + 1),
             phase: pb::PodPhase::Pending as i32,
+            requests_milli: placeholder_requests.clone().into_iter().collect(),
             ..Default::default()
         });
     }
     pods
 }
 
+/// The value most instances share (the smallest of equally common ones): what a new
+/// instance of the same service requests.
+fn most_common(values: impl Iterator<Item = i64>) -> Option<i64> {
+    let mut counts: BTreeMap<i64, usize> = BTreeMap::new();
+    for v in values {
+        *counts.entry(v).or_default() += 1;
+    }
+    let most = counts.values().copied().max()?;
+    counts.into_iter().find(|(_, n)| *n == most).map(|(v, _)| v)
+}
+
 struct PodResults {
     ready: Result<Vec<Sample>, String>,
+    scraped: Result<Vec<Sample>, String>,
     start: Option<Result<Vec<Sample>, String>>,
     requests: Vec<(String, RequestResult)>,
 }
@@ -353,9 +453,16 @@ where
                 Request::Query(q) => (resource.clone(), RequestResult::Query(run(q.clone()).await)),
             }
         }));
-    let (ready, start, requests) = tokio::join!(run(p.ready.clone()), start, requests);
+    // timestamp() of the ready series (`up`, a plain selector) is each instance's last scrape.
+    let (ready, scraped, start, requests) = tokio::join!(
+        run(p.ready.clone()),
+        run(format!("timestamp({})", p.ready)),
+        start,
+        requests
+    );
     PodResults {
         ready,
+        scraped,
         start,
         requests,
     }
@@ -369,69 +476,81 @@ mod tests {
         entries.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
     }
 
+    fn load(values: BTreeMap<String, f64>, window: Option<Duration>) -> BTreeMap<String, PerPod> {
+        BTreeMap::from([(
+            "load".to_owned(),
+            PerPod {
+                values,
+                evaluated: 2_000_000.0,
+                window,
+            },
+        )])
+    }
+
+    fn pods(
+        current: i32,
+        ready: &BTreeMap<String, f64>,
+        start: &BTreeMap<String, f64>,
+        metrics: &BTreeMap<String, PerPod>,
+        now: SystemTime,
+        memory: &mut Memory,
+    ) -> Vec<pb::PodSample> {
+        pods_of(
+            "web",
+            current,
+            &Instances {
+                ready,
+                scraped: &BTreeMap::new(),
+                start,
+                requests: &BTreeMap::new(),
+            },
+            metrics,
+            now,
+            memory,
+        )
+    }
+
     /// Two instances listed, three replicas: the third is a pending placeholder. Three listed
     /// (one down), two replicas: the one down is being deleted.
     #[test]
     fn instance_counts_are_reconciled_with_the_schedulers() {
         let mut memory = Memory::default();
         let now = SystemTime::now();
-        let metrics = BTreeMap::from([("load".to_owned(), map(&[("a", 5.0), ("b", 7.0)]))]);
-        let pods = pods_of(
-            "web",
+        let metrics = load(map(&[("a", 5.0), ("b", 7.0)]), None);
+        let p = pods(
             3,
             &map(&[("a", 1.0), ("b", 1.0)]),
             &map(&[("a", 1000.0)]),
-            &BTreeMap::new(),
             &metrics,
             now,
             &mut memory,
         );
-        assert_eq!(pods.len(), 3);
-        assert_eq!(pods[2].phase, pb::PodPhase::Pending as i32);
-        assert_eq!(pods[0].metrics["load"].value_milli, Some(5000));
-        assert!(pods[1].start_time.is_none());
+        assert_eq!(p.len(), 3);
+        assert_eq!(p[2].phase, pb::PodPhase::Pending as i32);
+        assert_eq!(p[0].metrics["load"].value_milli, Some(5000));
+        assert!(p[1].start_time.is_none());
 
-        let pods = pods_of(
-            "web",
+        let p = pods(
             2,
             &map(&[("a", 1.0), ("b", 1.0), ("c", 0.0)]),
             &BTreeMap::new(),
-            &BTreeMap::new(),
             &metrics,
             now,
             &mut memory,
         );
-        assert_eq!(pods.len(), 3);
-        assert!(pods[2].deleting && !pods[0].deleting && !pods[1].deleting);
+        assert_eq!(p.len(), 3);
+        assert!(p[2].deleting && !p[0].deleting && !p[1].deleting);
 
         // All up and no scale-down of ours: every one counts (a rolling update).
         let all_up = map(&[("a", 1.0), ("b", 1.0), ("c", 1.0)]);
         let starts = map(&[("a", 100.0), ("b", 300.0), ("c", 200.0)]);
-        let pods = pods_of(
-            "web",
-            2,
-            &all_up,
-            &starts,
-            &BTreeMap::new(),
-            &metrics,
-            now,
-            &mut memory,
-        );
-        assert!(pods.iter().all(|p| !p.deleting));
+        let p = pods(2, &all_up, &starts, &metrics, now, &mut memory);
+        assert!(p.iter().all(|p| !p.deleting));
         // All still up just after the agent scaled down (the stopped one not scraped since):
         // the newest started goes.
         memory.scaled_down_at = Some(now);
-        let pods = pods_of(
-            "web",
-            2,
-            &map(&[("a", 1.0), ("b", 1.0), ("c", 1.0)]),
-            &map(&[("a", 100.0), ("b", 300.0), ("c", 200.0)]),
-            &BTreeMap::new(),
-            &metrics,
-            now,
-            &mut memory,
-        );
-        let deleting: Vec<&str> = pods
+        let p = pods(2, &all_up, &starts, &metrics, now, &mut memory);
+        let deleting: Vec<&str> = p
             .iter()
             .filter(|p| p.deleting)
             .map(|p| p.name.as_str())
@@ -446,39 +565,72 @@ mod tests {
         let t0 = UNIX_EPOCH + Duration::from_secs(1_000_000);
         let t1 = t0 + Duration::from_secs(15);
         let none = BTreeMap::new();
-        let no_requests = BTreeMap::new();
-        let p = pods_of(
-            "w",
-            1,
-            &map(&[("a", 0.0)]),
-            &none,
-            &no_requests,
-            &BTreeMap::new(),
-            t0,
-            &mut memory,
-        );
+        let no_metrics = BTreeMap::new();
+        let p = pods(1, &map(&[("a", 0.0)]), &none, &no_metrics, t0, &mut memory);
         assert_eq!(p[0].ready_transition_time, Some(timestamp(t0)));
-        let p = pods_of(
-            "w",
+        let p = pods(1, &map(&[("a", 1.0)]), &none, &no_metrics, t1, &mut memory);
+        assert_eq!(p[0].ready_transition_time, Some(timestamp(t1)));
+        let later = t1 + Duration::from_secs(15);
+        let p = pods(
             1,
             &map(&[("a", 1.0)]),
             &none,
-            &no_requests,
-            &BTreeMap::new(),
-            t1,
+            &no_metrics,
+            later,
             &mut memory,
         );
         assert_eq!(p[0].ready_transition_time, Some(timestamp(t1)));
+    }
+
+    /// A sample is stamped when its instance was last scraped (never after the query's
+    /// evaluation) and carries its metric's window; placeholders carry the requests every
+    /// instance has, so a Utilization target can sum them.
+    #[test]
+    fn samples_carry_their_scrape_time_and_window_and_placeholders_their_requests() {
+        let mut memory = Memory::default();
+        let now = UNIX_EPOCH + Duration::from_secs(2_000_000);
+        let metrics = load(
+            map(&[("a", 0.7), ("b", 0.9)]),
+            Some(Duration::from_secs(15)),
+        );
+        let requests = BTreeMap::from([
+            ("cpu".to_owned(), Err(500)),
+            (
+                "memory".to_owned(),
+                Ok(map(&[("a", 1.0), ("b", 1.0), ("c", 2.0)])),
+            ),
+        ]);
         let p = pods_of(
-            "w",
-            1,
-            &map(&[("a", 1.0)]),
-            &none,
-            &no_requests,
-            &BTreeMap::new(),
-            t1 + Duration::from_secs(15),
+            "web",
+            4,
+            &Instances {
+                ready: &map(&[("a", 1.0), ("b", 1.0)]),
+                scraped: &map(&[("a", 1_999_999.25), ("b", 2_000_005.0)]),
+                start: &BTreeMap::new(),
+                requests: &requests,
+            },
+            &metrics,
+            now,
             &mut memory,
         );
-        assert_eq!(p[0].ready_transition_time, Some(timestamp(t1)));
+        let a = &p[0].metrics["load"];
+        assert_eq!(
+            a.timestamp,
+            Some(Timestamp {
+                seconds: 1_999_999,
+                nanos: 250_000_000
+            })
+        );
+        assert_eq!(a.window.map(|w| w.seconds), Some(15));
+        // A scrape stamped after the evaluation: the evaluation's time.
+        assert_eq!(
+            p[1].metrics["load"].timestamp.map(|t| t.seconds),
+            Some(2_000_000)
+        );
+        for placeholder in &p[2..] {
+            assert_eq!(placeholder.phase, pb::PodPhase::Pending as i32);
+            assert_eq!(placeholder.requests_milli.get("cpu"), Some(&500));
+            assert_eq!(placeholder.requests_milli.get("memory"), Some(&1000));
+        }
     }
 }

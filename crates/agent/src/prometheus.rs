@@ -9,12 +9,14 @@ use serde::Deserialize;
 
 use crate::http::{Client, form_encode};
 
-/// One series of a vector result: its labels and its value (NaN and infinities are dropped:
-/// they are no sample).
+/// One series of a vector result: its labels, its value (NaN and infinities are dropped:
+/// they are no sample) and the instant Prometheus gave it (Unix seconds: the query's
+/// evaluation time for an instant query).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample {
     pub labels: BTreeMap<String, String>,
     pub value: f64,
+    pub time: f64,
 }
 
 #[derive(Deserialize)]
@@ -101,17 +103,19 @@ pub async fn query(
                     number(&i.value.1).map(|value| Sample {
                         labels: i.metric,
                         value,
+                        time: i.value.0,
                     })
                 })
                 .collect())
         }
         "scalar" => {
-            let (_, v): (f64, String) = serde_json::from_value(data.result)
+            let (time, v): (f64, String) = serde_json::from_value(data.result)
                 .map_err(|e| format!("a scalar Prometheus answered cannot be read: {e}"))?;
             Ok(number(&v)
                 .map(|value| Sample {
                     labels: BTreeMap::new(),
                     value,
+                    time,
                 })
                 .into_iter()
                 .collect())

@@ -36,12 +36,19 @@ use crate::{
 /// The service client every target shares.
 pub type Service = HorizontalAutoscalerClient<InterceptedService<Channel, Credentials>>;
 
+/// The service and its address as configured (for messages: which server did not answer).
+#[derive(Clone)]
+pub struct Server {
+    pub client: Service,
+    pub addr: String,
+}
+
 /// How long a stop waits for the periods in flight before leaving them.
 const STOP_GRACE: Duration = Duration::from_secs(30);
 
 /// A client for `server`; connects lazily, so the agent starts (and retries each period)
 /// while the service is down.
-pub fn service(server: &ServerConfig) -> Result<Service, String> {
+pub fn service(server: &ServerConfig) -> Result<Server, String> {
     let token = match &server.token_file {
         Some(path) => Some(
             std::fs::read_to_string(path)
@@ -51,6 +58,12 @@ pub fn service(server: &ServerConfig) -> Result<Service, String> {
         ),
         None => None,
     };
+    if token.is_some() && server.ca.is_none() && !loopback(&server.addr) {
+        tracing::warn!(
+            addr = %server.addr,
+            "server.token_file: the token is sent in plaintext to a server that is not on loopback; give server.ca to send it over TLS"
+        );
+    }
     let security = ClientSecurity {
         ca: server.ca.clone(),
         cert: server.cert.clone(),
@@ -70,10 +83,31 @@ pub fn service(server: &ServerConfig) -> Result<Service, String> {
         .timeout(server.timeout)
         .connect_timeout(Duration::from_secs(3));
     let credentials = security.credentials().map_err(|e| format!("server: {e}"))?;
-    Ok(HorizontalAutoscalerClient::with_interceptor(
-        endpoint.connect_lazy(),
-        credentials,
-    ))
+    Ok(Server {
+        client: HorizontalAutoscalerClient::with_interceptor(endpoint.connect_lazy(), credentials),
+        addr: server.addr.clone(),
+    })
+}
+
+/// Whether `addr` (`host:port` or a URI) names this machine.
+fn loopback(addr: &str) -> bool {
+    let rest = addr.split_once("://").map_or(addr, |(_, r)| r);
+    let authority = rest.split('/').next().unwrap_or("");
+    let host = authority
+        .rsplit_once(':')
+        .map_or(authority, |(h, port)| {
+            if port.chars().all(|c| c.is_ascii_digit()) {
+                h
+            } else {
+                authority
+            }
+        })
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Where each target's first period falls in its sync period: spread by the key's hash, so
@@ -91,14 +125,68 @@ pub struct PeriodReport {
     pub current: i32,
     pub desired: i32,
     pub applied: Option<Result<(), String>>,
+    /// Kubernetes' rescale reason (`cpu resource utilization (percentage of request) above
+    /// target`), when the count changes.
+    pub reason: String,
+    /// The conditions not in their usual state (AbleToScale False, ScalingActive False,
+    /// ScalingLimited True), as `Type Status Reason: message`: why a period held.
+    pub holding: Vec<String>,
 }
 
-/// One period of `target`. Errors name the step.
+/// What a target's task remembers between periods.
+#[derive(Default)]
+pub struct TargetMemory {
+    pub observe: observe::Memory,
+    /// With a policy that gives the metrics: its version and metrics, fetched at the start
+    /// and again when a decision names another version.
+    policy: Option<(u64, Vec<pb::MetricSpec>)>,
+}
+
+/// The metrics the target's requests are built for: the file's, or its policy's.
+async fn metrics_of(
+    server: &Server,
+    target: &Target,
+    memory: &mut TargetMemory,
+) -> Result<Vec<pb::MetricSpec>, String> {
+    let Some(policy) = target
+        .policy
+        .as_ref()
+        .filter(|_| target.spec.metrics.is_empty())
+    else {
+        return Ok(target.spec.metrics.clone());
+    };
+    if memory.policy.is_none() {
+        let p = server
+            .client
+            .clone()
+            .get_policy(pb::GetPolicyRequest {
+                name: policy.clone(),
+            })
+            .await
+            .map_err(|s| {
+                format!(
+                    "policy: GetPolicy {policy:?} from {}: {}",
+                    server.addr,
+                    status_text(&s)
+                )
+            })?
+            .into_inner();
+        let metrics = p.spec.map(|s| s.metrics).unwrap_or_default();
+        memory.policy = Some((p.version, metrics));
+    }
+    Ok(memory
+        .policy
+        .as_ref()
+        .map(|(_, m)| m.clone())
+        .unwrap_or_default())
+}
+
+/// One period of `target`. Errors name the step, and the server or file field involved.
 pub async fn period(
-    service: &Service,
+    server: &Server,
     http: &Client,
     target: &Target,
-    memory: &mut observe::Memory,
+    memory: &mut TargetMemory,
 ) -> Result<PeriodReport, String> {
     let key = target.key.as_str();
     // 1. The current count, from the scheduler.
@@ -121,9 +209,17 @@ pub async fn period(
     };
     // 2. The observations.
     let mut request = match &target.source {
-        Source::Prometheus { .. } => {
+        Source::Prometheus { metrics, pods, .. } => {
+            let spec_metrics = metrics_of(server, target, memory).await?;
+            if target.spec.metrics.is_empty() {
+                // The policy's metrics, checked against the file's queries as at load.
+                crate::config::check_metrics(&spec_metrics, metrics, pods.as_ref())
+                    .map_err(|e| format!("{e} (the metrics of policy {:?})", target.policy))?;
+            }
             let current = replicas_from_command.unwrap_or(0);
-            let observed = observe::from_prometheus(http, target, current, memory).await;
+            let observed =
+                observe::from_prometheus(http, target, &spec_metrics, current, &mut memory.observe)
+                    .await;
             for f in &observed.failures {
                 metrics::query_failure(key, &f.what);
                 tracing::warn!(target.key = key, query = %f.what, error = %f.error, "query failed: the metric is unavailable this period");
@@ -148,7 +244,9 @@ pub async fn period(
     };
     request.target_key = key.to_owned();
     request.spec = Some(target.spec.clone());
-    request.dry_run = target.dry_run;
+    request.policy = target.policy.clone().unwrap_or_default();
+    request.dry_run = false;
+    request.shadow = target.shadow;
     request.evaluation_time = None;
     let current = request.current_replicas;
     // The server refuses more pods than its limit anyway; a count beyond it is a broken
@@ -161,25 +259,44 @@ pub async fn period(
     }
     // 3. The decision.
     let started = Instant::now();
-    let response = service.clone().recommend(request).await;
+    let response = server.client.clone().recommend(request).await;
     metrics::recommend_call(
         key,
         response.as_ref().err().map(tonic::Status::code),
         started.elapsed(),
     );
     let response = response
-        .map_err(|s| format!("Recommend: {}", status_text(&s)))?
+        .map_err(|s| format!("Recommend to {}: {}", server.addr, status_text(&s)))?
         .into_inner();
     for w in &response.warnings {
         tracing::warn!(target.key = key, field = %w.field, pods = w.pods_total, "{}", w.message);
     }
+    // A decision under another version of the policy: its metrics may have changed.
+    if let (Some(p), Some((version, _))) = (&response.policy, &memory.policy)
+        && p.version != *version
+    {
+        memory.policy = None;
+    }
     let desired = response.desired_replicas;
+    // Shadow: the server's count is what the newest shadow decision asked for.
+    let current = if target.shadow {
+        response.current_replicas.unwrap_or(current)
+    } else {
+        current
+    };
     metrics::replicas(key, current, desired);
-    if desired == current || target.dry_run {
+    let reason = response
+        .explanation
+        .as_ref()
+        .map_or(String::new(), |e| e.rescale_reason.clone());
+    let holding = holding(&response.conditions);
+    if desired == current || target.shadow {
         return Ok(PeriodReport {
             current,
             desired,
             applied: None,
+            reason,
+            holding,
         });
     }
     // 4. Apply, then report the outcome.
@@ -187,10 +304,6 @@ pub async fn period(
         .evaluation_time
         .map(|t| rfc3339(t.seconds, t.nanos))
         .unwrap_or_default();
-    let reason = response
-        .explanation
-        .as_ref()
-        .map_or("", |e| e.rescale_reason.as_str());
     let applied = actuate::apply(
         http,
         target,
@@ -199,19 +312,20 @@ pub async fn period(
             current_replicas: current,
             desired_replicas: desired,
             evaluation_time,
-            reason,
+            reason: &reason,
         },
     )
     .await;
     metrics::scale(key, desired > current, applied.is_ok());
     if applied.is_ok() && desired < current {
-        memory.scaled_down_at = Some(std::time::SystemTime::now());
+        memory.observe.scaled_down_at = Some(std::time::SystemTime::now());
     }
     let (outcome, message) = match &applied {
         Ok(()) => (pb::ScaleOutcome::Applied, String::new()),
         Err(e) => (pb::ScaleOutcome::Failed, truncate(e, 1000)),
     };
-    let report = service
+    let report = server
+        .client
         .clone()
         .report_scale(pb::ReportScaleRequest {
             target_key: key.to_owned(),
@@ -222,13 +336,40 @@ pub async fn period(
         })
         .await;
     if let Err(s) = report {
-        tracing::warn!(target.key = key, error = %status_text(&s), "ReportScale failed: the service counts the scale as applied");
+        tracing::warn!(target.key = key, server = %server.addr, error = %status_text(&s), "ReportScale failed: the service counts the scale as applied");
     }
     Ok(PeriodReport {
         current,
         desired,
         applied: Some(applied),
+        reason,
+        holding,
     })
+}
+
+/// The conditions that held or limited the count, as `Type Status Reason: message`: those
+/// not in their usual state (AbleToScale or ScalingActive False, ScalingLimited True), and
+/// AbleToScale's stabilization reasons (True, but the count held by the window).
+fn holding(conditions: &[pb::Condition]) -> Vec<String> {
+    conditions
+        .iter()
+        .filter(|c| {
+            let usual = match c.r#type.as_str() {
+                "AbleToScale" => {
+                    c.status == "True"
+                        && !matches!(
+                            c.reason.as_str(),
+                            "ScaleDownStabilized" | "ScaleUpStabilized"
+                        )
+                }
+                "ScalingActive" => c.status == "True",
+                "ScalingLimited" => c.status == "False",
+                _ => true,
+            };
+            !usual
+        })
+        .map(|c| format!("{} {} {}: {}", c.r#type, c.status, c.reason, c.message))
+        .collect()
 }
 
 fn truncate(text: &str, max: usize) -> String {
@@ -285,7 +426,7 @@ fn rfc3339(seconds: i64, nanos: i32) -> String {
 /// One target's task: periods until `stop` changes.
 async fn target_loop(
     target: Arc<Target>,
-    service: Service,
+    service: Server,
     http: Client,
     mut stop: watch::Receiver<bool>,
     previous: Option<JoinHandle<()>>,
@@ -298,7 +439,7 @@ async fn target_loop(
     let key = target.key.as_str();
     let period_len = target.sync_period;
     let mut next = tokio::time::Instant::now() + offset(key, period_len);
-    let mut memory = observe::Memory::default();
+    let mut memory = TargetMemory::default();
     loop {
         tokio::select! {
             () = tokio::time::sleep_until(next) => {}
@@ -311,17 +452,27 @@ async fn target_loop(
         metrics::period(key, result.is_ok(), started.elapsed());
         match result {
             Ok(r) => match &r.applied {
+                None if r.holding.is_empty() => tracing::info!(
+                    target.key = key,
+                    current = r.current,
+                    desired = r.desired,
+                    shadow = target.shadow,
+                    "decided"
+                ),
+                // Held (or moved) by a condition: say which, as `kubectl describe hpa` would.
                 None => tracing::info!(
                     target.key = key,
                     current = r.current,
                     desired = r.desired,
-                    dry_run = target.dry_run,
+                    shadow = target.shadow,
+                    conditions = %r.holding.join("; "),
                     "decided"
                 ),
                 Some(Ok(())) => tracing::info!(
                     target.key = key,
                     current = r.current,
                     desired = r.desired,
+                    reason = %r.reason,
                     "scaled"
                 ),
                 Some(Err(e)) => {
@@ -344,6 +495,32 @@ async fn target_loop(
     }
 }
 
+/// `agent.delete_removed`: once the removed target's last period has finished, its history
+/// is deleted on the server (DeleteTarget), as deleting an HPA forgets it.
+async fn delete_after(server: Server, key: String, last: JoinHandle<()>) {
+    let _ = last.await;
+    let answer = server
+        .client
+        .clone()
+        .delete_target(pb::DeleteTargetRequest {
+            target_key: key.clone(),
+        })
+        .await;
+    match answer {
+        Ok(_) => tracing::info!(
+            target.key = key.as_str(),
+            "target deleted on the server (removed from the file; agent.delete_removed)"
+        ),
+        Err(s) if s.code() == tonic::Code::NotFound => {}
+        Err(s) => tracing::warn!(
+            target.key = key.as_str(),
+            server = %server.addr,
+            error = %status_text(&s),
+            "DeleteTarget failed: the removed target's history stays on the server"
+        ),
+    }
+}
+
 struct Running {
     target: Arc<Target>,
     stop: watch::Sender<bool>,
@@ -356,7 +533,7 @@ pub struct Supervisor {
     running: BTreeMap<String, Running>,
     /// The server section and the token it read, as the service was built with them.
     server: Option<(ServerConfig, Option<String>)>,
-    service: Option<Service>,
+    service: Option<Server>,
     http: Client,
     stamp: Option<(SystemTime, u64)>,
 }
@@ -453,6 +630,15 @@ impl Supervisor {
             let previous = stopped.remove(&target.key);
             self.start(target, previous)?;
         }
+        // What is left stopped and not started again was removed from the file.
+        if config.delete_removed {
+            for (key, task) in stopped {
+                let Some(server) = self.service.clone() else {
+                    break;
+                };
+                tokio::spawn(delete_after(server, key, task));
+            }
+        }
         metrics::targets(self.running.len(), config.rejected.len());
         Ok(())
     }
@@ -472,7 +658,7 @@ impl Supervisor {
             stopped,
             previous,
         ));
-        tracing::info!(target.key = target.key.as_str(), sync_period = ?target.sync_period, dry_run = target.dry_run, "target started");
+        tracing::info!(target.key = target.key.as_str(), sync_period = ?target.sync_period, shadow = target.shadow, policy = target.policy.as_deref().unwrap_or(""), "target started");
         self.running
             .insert(target.key.clone(), Running { target, stop, task });
         Ok(())
@@ -556,13 +742,20 @@ impl Supervisor {
         for r in running.values() {
             let _ = r.stop.send(true);
         }
+        let aborts: Vec<_> = running.values().map(|r| r.task.abort_handle()).collect();
         let all = async {
             for (_, r) in running {
                 let _ = r.task.await;
             }
         };
         if tokio::time::timeout(STOP_GRACE, all).await.is_err() {
-            tracing::warn!("periods still running after 30 s; leaving them");
+            // The periods still running are dropped, and with them their commands' whole
+            // process groups (command::run kills a group it leaves).
+            tracing::warn!("periods still running after 30 s; stopping them and their commands");
+            for a in &aborts {
+                a.abort();
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
         tracing::info!("stopped");
         Ok(())

@@ -15,175 +15,16 @@
 //! Without `prometheus` installed the test prints SKIPPED, except under `CI=true`, where it
 //! fails (`scripts/prometheus-ci.sh install` installs it).
 
+mod support;
+
 use std::{
-    io::{BufRead, BufReader, Read},
     net::TcpListener,
-    path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::Command,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
-use autoscaled::pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn agent_binary() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_autoscaled-agent"))
-}
-
-fn server_binary() -> PathBuf {
-    let path = agent_binary().with_file_name("autoscaled");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo test --workspace`, or `cargo build --bin autoscaled` first",
-        path.display()
-    );
-    path
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A child killed (with its output kept) when dropped.
-struct Proc {
-    child: Child,
-    log: Arc<Mutex<String>>,
-}
-
-impl Proc {
-    fn spawn(mut command: Command) -> Proc {
-        command
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = command.spawn().expect("spawn");
-        let log = Arc::new(Mutex::new(String::new()));
-        for stream in [
-            child
-                .stdout
-                .take()
-                .map(|s| Box::new(s) as Box<dyn Read + Send>),
-            child
-                .stderr
-                .take()
-                .map(|s| Box::new(s) as Box<dyn Read + Send>),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            let log = Arc::clone(&log);
-            std::thread::spawn(move || {
-                for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                    let mut l = log.lock().unwrap();
-                    l.push_str(&line);
-                    l.push('\n');
-                }
-            });
-        }
-        Proc { child, log }
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().unwrap().clone()
-    }
-
-    fn wait_for_log(&self, needle: &str, within: Duration) -> bool {
-        let end = Instant::now() + within;
-        while Instant::now() < end {
-            if self.log().contains(needle) {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        false
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Stops the workers whatever happens.
-struct Workers(PathBuf);
-
-impl Drop for Workers {
-    fn drop(&mut self) {
-        let _ = Command::new(root().join("examples/agent/scale.sh"))
-            .arg(&self.0)
-            .arg("stop-all")
-            .status();
-    }
-}
-
-fn scale_sh(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new(root().join("examples/agent/scale.sh"))
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-fn prometheus_available() -> bool {
-    let found = Command::new("prometheus")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "prometheus is not installed (scripts/prometheus-ci.sh install)"
-        );
-        eprintln!("SKIPPED: prometheus is not installed (scripts/prometheus-ci.sh install)");
-    }
-    found
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-async fn history(addr: &str, key: &str) -> Option<pb::TargetHistory> {
-    let mut client = HorizontalAutoscalerClient::connect(format!("http://{addr}"))
-        .await
-        .ok()?;
-    client
-        .get_history(pb::GetHistoryRequest {
-            target_key: key.into(),
-            ..Default::default()
-        })
-        .await
-        .ok()
-        .map(tonic::Response::into_inner)
-}
-
-fn reason<'a>(d: &'a pb::DecisionRecord, kind: &str) -> &'a str {
-    d.conditions
-        .iter()
-        .find(|c| c.r#type == kind)
-        .map_or("", |c| c.reason.as_str())
-}
+use support::*;
 
 #[test]
 fn the_agent_scales_real_workers_from_real_prometheus() {
@@ -199,40 +40,11 @@ fn the_agent_scales_real_workers_from_real_prometheus() {
     scale_sh(&work, &["set", "1"]);
 
     // Prometheus, scraping the workers every second through file-based discovery.
-    let prom_port = free_port();
     let config = std::fs::read_to_string(root().join("examples/agent/prometheus.yml.in"))
         .unwrap()
         .replace("@DIR@", work.to_str().unwrap());
-    std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
-    let mut prom = Command::new("prometheus");
-    prom.arg(format!(
-        "--config.file={}",
-        dir.path().join("prometheus.yml").display()
-    ))
-    .arg(format!(
-        "--storage.tsdb.path={}",
-        dir.path().join("tsdb").display()
-    ))
-    .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"));
-    let _prometheus = Proc::spawn(prom);
-
-    // The server (its clock decides), on a free port.
-    let server_port = free_port();
-    let mut server = Command::new(server_binary());
-    server
-        .arg("serve")
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .arg("--listen")
-        .arg(format!("127.0.0.1:{server_port}"))
-        .env("AUTOSCALED_LOG", "warn");
-    let server = Proc::spawn(server);
-    assert!(
-        server.wait_for_log("listening", Duration::from_secs(20)),
-        "server did not start: {}",
-        server.log()
-    );
-    let addr = format!("127.0.0.1:{server_port}");
+    let (_prometheus, prom_port) = start_prometheus(dir.path(), &config);
+    let (server, addr) = start_server(dir.path());
 
     // The agent: the worker target, and four targets that go wrong in four ways.
     // A command source (a RecommendRequest in proto3 JSON) and a webhook actuator that
@@ -277,6 +89,7 @@ addr = "{addr}"
 
 [agent]
 metrics_listen = "127.0.0.1:{metrics_port}"
+delete_removed = true
 
 [prometheus]
 url = "http://127.0.0.1:{prom_port}"
@@ -332,19 +145,20 @@ sync_period = "1s"
 source = {{ command = ["cat", "{observations}"] }}
 actuator = {{ webhook = "http://127.0.0.1:{hook_port}/scale", timeout = "2s", retries = 2, backoff = "100ms" }}
 spec = {{ max_replicas = 10, metrics = [{{ type = "METRIC_SOURCE_TYPE_EXTERNAL", name = "queue", target = {{ type = "METRIC_TARGET_TYPE_AVERAGE_VALUE", average_value_milli = 1000 }} }}] }}
+
+[[targets]]
+key = "e2e/shadow"
+sync_period = "1s"
+shadow = true
+source = {{ command = ["cat", "{observations}"] }}
+actuator = {{ command = ["false"] }}
+spec = {{ max_replicas = 10, metrics = [{{ type = "METRIC_SOURCE_TYPE_EXTERNAL", name = "queue", target = {{ type = "METRIC_TARGET_TYPE_AVERAGE_VALUE", average_value_milli = 1000 }} }}] }}
 "#,
         observations = observations.display(),
     );
     let agent_toml = dir.path().join("agent.toml");
     std::fs::write(&agent_toml, agent_config).unwrap();
-    let mut agent = Command::new(agent_binary());
-    agent.arg("--config").arg(&agent_toml);
-    let agent = Proc::spawn(agent);
-    assert!(
-        agent.wait_for_log("agent started", Duration::from_secs(10)),
-        "agent did not start: {}",
-        agent.log()
-    );
+    let agent = start_agent(&agent_toml);
 
     let started = Instant::now();
     let timeline = Mutex::new(Vec::<String>::new());
@@ -501,6 +315,65 @@ spec = {{ max_replicas = 10, metrics = [{{ type = "METRIC_SOURCE_TYPE_EXTERNAL",
         "{body}"
     );
 
+    // Shadow: decided and recorded as if applied (2 → 3, then 3 held: the server's count is
+    // what the shadow asked for), the actuator (which would fail) never run.
+    let shadow = rt.block_on(history(&addr, "e2e/shadow")).unwrap();
+    assert!(
+        shadow.decisions.iter().all(|d| d.shadow)
+            && shadow
+                .decisions
+                .iter()
+                .all(|d| reason(d, "AbleToScale") != "FailedUpdateScale"),
+        "{:?}",
+        shadow.decisions
+    );
+    let newest = shadow.decisions.last().unwrap();
+    assert_eq!((newest.current_replicas, newest.desired_replicas), (3, 3));
+    assert!(
+        agent
+            .log()
+            .contains("target.key=\"e2e/shadow\" current=3 desired=3 shadow=true")
+    );
+
+    // --check runs the queries: the bad PromQL is named by its field (--offline does not ask).
+    let check_toml = dir.path().join("check.toml");
+    std::fs::write(
+        &check_toml,
+        format!(
+            r#"[prometheus]
+url = "http://127.0.0.1:{prom_port}"
+[[targets]]
+key = "check/bad-query"
+replicas = {{ command = ["echo", "1"] }}
+actuator = {{ command = ["true"] }}
+metrics = {{ queue = 'sum(worker_load{{' }}
+spec = {{ max_replicas = 4, metrics = [{{ type = "METRIC_SOURCE_TYPE_EXTERNAL", name = "queue", target = {{ type = "METRIC_TARGET_TYPE_VALUE", value_milli = 1000 }} }}] }}
+"#
+        ),
+    )
+    .unwrap();
+    let check = |offline: bool| {
+        let mut c = Command::new(agent_binary());
+        c.arg("--check").arg("--config").arg(&check_toml);
+        if offline {
+            c.arg("--offline");
+        }
+        let out = c.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, out) = check(false);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains("rejected targets[0] (check/bad-query): metrics.queue: ")
+            && out.contains("parse error"),
+        "{out}"
+    );
+    let (code, out) = check(true);
+    assert_eq!(code, Some(0), "{out}");
+
     // Reload: a file that does not parse leaves everything running; SIGHUP with a target
     // added starts it, and the worker target (unchanged) is not restarted.
     let good = std::fs::read_to_string(&agent_toml).unwrap();
@@ -510,7 +383,11 @@ spec = {{ max_replicas = 10, metrics = [{{ type = "METRIC_SOURCE_TYPE_EXTERNAL",
         "{}",
         agent.log()
     );
-    let added = good.clone()
+    // The shadow target removed from the file: deleted on the server (agent.delete_removed).
+    let shadow_block = good
+        .find("[[targets]]\nkey = \"e2e/shadow\"")
+        .expect("the shadow target's block");
+    let added = good[..shadow_block].to_owned()
         + r#"
 [[targets]]
 key = "e2e/added"
@@ -534,8 +411,21 @@ spec = { max_replicas = 4, metrics = [{ type = "METRIC_SOURCE_TYPE_EXTERNAL", na
         );
         std::thread::sleep(Duration::from_millis(300));
     }
+    let end = Instant::now() + Duration::from_secs(15);
+    while rt.block_on(history(&addr, "e2e/shadow")).is_some() {
+        assert!(
+            Instant::now() < end,
+            "the removed target was not deleted: {}",
+            agent.log()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
     let log = agent.log();
     assert!(log.contains("configuration reloaded"), "{log}");
+    assert!(
+        log.contains("target deleted on the server (removed from the file; agent.delete_removed)"),
+        "{log}"
+    );
     assert_eq!(
         log.matches("target started target.key=\"e2e/worker\"")
             .count(),
@@ -578,60 +468,4 @@ spec = { max_replicas = 4, metrics = [{ type = "METRIC_SOURCE_TYPE_EXTERNAL", na
     assert!(status.success(), "agent exit {status}: {}", agent.log());
     assert!(agent.wait_for_log("stopped", Duration::from_secs(5)));
     drop(server);
-}
-
-/// A request's body, read by its Content-Length.
-fn read_request(stream: &mut std::net::TcpStream) -> String {
-    let mut raw = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        let n = stream.read(&mut chunk).unwrap_or(0);
-        if n == 0 {
-            return String::new();
-        }
-        raw.extend_from_slice(&chunk[..n]);
-        if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
-            let len = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse::<usize>().ok())
-                .unwrap_or(0);
-            while raw.len() < end + 4 + len {
-                let n = stream.read(&mut chunk).unwrap_or(0);
-                if n == 0 {
-                    break;
-                }
-                raw.extend_from_slice(&chunk[..n]);
-            }
-            return String::from_utf8_lossy(&raw[end + 4..]).into_owned();
-        }
-    }
-}
-
-fn http_get(port: u16, path: &str) -> String {
-    use std::io::Write;
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
-}
-
-/// utime + stime of `pid` in seconds (`/proc/PID/stat`, at 100 ticks per second).
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0
 }

@@ -3,5 +3,5 @@
 //! The wire stays integer milli-units; nothing here is used by the server.
 
 pub mod hpa;
-pub(crate) mod quantity;
+pub mod quantity;
 pub(crate) mod request_json;

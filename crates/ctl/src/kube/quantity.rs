@@ -9,17 +9,19 @@ use thiserror::Error;
 
 /// Why a string is not a Kubernetes quantity.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub(crate) enum QuantityError {
+pub enum QuantityError {
     #[error(
         "invalid quantity {0:?}: expected a number with an optional suffix (n, u, m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei or an exponent like e3)"
     )]
+    /// Not a number with a suffix.
     Syntax(String),
+    /// Beyond what an `i64` of milli-units holds.
     #[error("quantity {0:?} is out of range")]
     Range(String),
 }
 
 /// The quantity `text` in milli-units (`"500m"` -> 500, `"2"` -> 2000, `"1Ki"` -> 1024000).
-pub(crate) fn parse_milli(text: &str) -> Result<i64, QuantityError> {
+pub fn parse_milli(text: &str) -> Result<i64, QuantityError> {
     let syntax = || QuantityError::Syntax(text.to_owned());
     let range = || QuantityError::Range(text.to_owned());
     let s = text.trim();
