@@ -36,6 +36,8 @@ step "cargo build --release (autoscaled, autoscalectl, autoscaled-agent)"
 cargo build --release --locked --workspace
 step "the server binary holds only what serves"
 bash scripts/check-server-binary.sh target/release/autoscaled
+step "packages (the .deb installed, its systemd units verified, the server run as its unit runs it; the tarball)"
+bash scripts/check-package.sh
 step "conformance runner"
 target/release/autoscalectl conformance ../shared/conformance/hpa
 target/release/autoscalectl conformance ../shared/conformance/vpa
