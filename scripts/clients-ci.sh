@@ -6,7 +6,7 @@
 #   1. go       go vet + go test ./... (its own servers from AUTOSCALED_BIN) + example controller
 #   2. codegen  go/check-generated.sh (committed Go code matches proto/)
 #   3. grpcurl  scripts/grpcurl-recipes.sh ADDR (the README's recipes, checked in sync with it)
-#   4. tour     scripts/readme-tour.sh ADDR (the README's five-minute tour, same check)
+#   4. tour     scripts/readme-tour.sh ADDR ADMIN (the README's five-minute tour, same check)
 #   5. python   scripts/python-example.sh ADDR
 #   6. tls      scripts/tls-ci.sh: a second server with openssl certificates (mTLS + authz),
 #               grpcurl with -cacert/-cert/-key and a bearer token (docs/security.md)
@@ -77,7 +77,7 @@ trap cleanup EXIT
 
 log "starting $bin serve --listen 127.0.0.1:0 --data-dir $work/data"
 t0=$(now_ms)
-"$bin" serve --listen 127.0.0.1:0 --data-dir "$work/data" >"$work/server.out" 2>"$work/server.err" &
+"$bin" serve --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --data-dir "$work/data" >"$work/server.out" 2>"$work/server.err" &
 server_pid=$!
 addr=""
 for _ in $(seq 300); do
@@ -90,6 +90,13 @@ if [[ -z "$addr" ]]; then
   cat "$work/server.out" "$work/server.err"
   setup_failed "server did not print 'autoscaled listening on ADDR'"
 fi
+admin=""
+for _ in $(seq 50); do
+  admin="$(sed -n 's/^autoscaled admin listening on \(.*\)$/\1/p' "$work/server.out" | head -1)"
+  [[ -n "$admin" ]] && break
+  sleep 0.1
+done
+[[ -n "$admin" ]] || setup_failed "server did not print 'autoscaled admin listening on ADDR'"
 serving=""
 for _ in $(seq 100); do
   if .venv/bin/grpcurl -plaintext -d '{"service": ""}' "$addr" grpc.health.v1.Health/Check 2>/dev/null | grep -q '"SERVING"'; then
@@ -134,7 +141,7 @@ part go go_part
 part codegen "$root/go/check-generated.sh"
 part grpcurl "$root/scripts/grpcurl-recipes.sh" "$addr"
 # The README's tour with the binary under test as `autoscaled` (as `cargo install` puts it).
-tour_part() { PATH="$(dirname "$bin"):$PATH" "$root/scripts/readme-tour.sh" "$addr"; }
+tour_part() { PATH="$(dirname "$bin"):$PATH" "$root/scripts/readme-tour.sh" "$addr" "$admin"; }
 part tour tour_part
 part python "$root/scripts/python-example.sh" "$addr"
 part tls "$root/scripts/tls-ci.sh"

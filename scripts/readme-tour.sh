@@ -2,11 +2,12 @@
 # The README's five-minute tour, run against a live server and compared with the expected
 # output that the README shows.
 #
-#   scripts/readme-tour.sh ADDR            run every step from the repository root with
-#                                           `autoscaled` from PATH against ADDR, compare each
+#   scripts/readme-tour.sh ADDR ADMIN      run every step from the repository root with
+#                                           `autoscaled` from PATH against ADDR (its admin
+#                                           listener at ADMIN), compare each
 #                                           output with scripts/expected/tour-N.out, and check
 #                                           the README's tour section is in sync
-#   scripts/readme-tour.sh --record ADDR   run the steps and write scripts/expected/tour-N.out
+#   scripts/readme-tour.sh --record ADDR ADMIN  run the steps and write scripts/expected/tour-N.out
 #   scripts/readme-tour.sh --markdown      print that README section
 #
 # Outputs are compared after replacing RFC 3339 times by <time> and runs of spaces by one
@@ -57,6 +58,14 @@ autoscalectl apply --addr "$ADDR" -f examples/groups/gpus.yaml
 autoscalectl recommend --addr "$ADDR" --file examples/groups/inference-a.json | grep -E '^(Desired replicas|Policy|Scaling group):'
 EOF
 
+step "Watch it in a browser: the console" 0 \
+"Open http://127.0.0.1:9090/ (the admin listener of \`--metrics-listen\`): every target with its
+replicas, metrics against their targets and what limits it, problems first; a target's page
+charts its replicas and metrics and lists its decisions with the reasons. The same page from
+a terminal, the counts line of the targets under \`examples/\`:" <<'EOF'
+curl -s "http://$ADMIN/?prefix=examples/" | sed -e 's/.*<p id=counts>//' -e 's/<\/p>.*//' -e 's/<[^>]*>//g'
+EOF
+
 step "Exactly Kubernetes: the conformance cases through the engine" 0 \
 "The cases of \`../shared/conformance\` were translated from the upstream controller tests." <<'EOF'
 autoscalectl conformance ../shared/conformance/hpa | tail -n 1
@@ -75,14 +84,16 @@ markdown() {
      server and compares its output with the block below it (times aside). -->
 ## Five-minute tour
 
-In one terminal, start the server (after `cargo install`, as above):
+In one terminal, start the server (after `cargo install`, as above), with the admin
+listener (the web console, metrics and probes) on port 9090:
 
 ```sh
-autoscaled serve
+autoscaled serve --metrics-listen 127.0.0.1:9090
 ```
 
 ```text
 autoscaled listening on 127.0.0.1:50051
+autoscaled admin listening on 127.0.0.1:9090
 ```
 
 In another, from the root of the checkout (the examples are in `examples/`):
@@ -107,8 +118,9 @@ case "${1:-}" in
   --record) record=1; shift ;;
   *) record="" ;;
 esac
-ADDR="${1:?usage: scripts/readme-tour.sh [--record] ADDR | --markdown}"
-export ADDR
+ADDR="${1:?usage: scripts/readme-tour.sh [--record] ADDR ADMIN | --markdown}"
+ADMIN="${2:?usage: scripts/readme-tour.sh [--record] ADDR ADMIN | --markdown}"
+export ADDR ADMIN
 for b in autoscaled autoscalectl; do command -v $b >/dev/null || { echo "$b not on PATH (cargo install --path . --locked; cargo install --path crates/ctl --locked)" >&2; exit 2; }; done
 cd "$root" || exit 2
 
@@ -120,7 +132,8 @@ for i in "${!titles[@]}"; do
   n=$((i + 1))
   out="$(bash -o pipefail -c "${commands[$i]}" 2>&1)"
   rc=$?
-  out="${out//"$ADDR"/127.0.0.1:50051}"   # the README's address
+  out="${out//"$ADDR"/127.0.0.1:50051}"   # the README's addresses
+  out="${out//"$ADMIN"/127.0.0.1:9090}"
   if [[ -n "$record" ]]; then
     printf '%s\n' "$out" >"$root/scripts/expected/tour-$n.out"
     echo "recorded step $n (exit $rc, want ${rcs[$i]})"

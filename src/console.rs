@@ -414,11 +414,12 @@ async fn fleet(query: &str, token: Option<&str>, remote: Option<SocketAddr>) -> 
         "<h1>Targets</h1><form method=get action=\"/\"><label>Key prefix <input name=prefix id=prefix value=\"{}\"></label> \
          <label>Order <select name=sort><option value=problems{}>problems first</option><option value=key{}>by key</option></select></label> \
          <button type=submit>Show</button></form>\
-         <p id=counts>{} targets: <span class=failing>{} failing</span>, <span class=limited>{} limited</span>, <span class=atmax>{} at their maximum</span>{}</p>",
+         <p id=counts>{} target{}: <span class=failing>{} failing</span>, <span class=limited>{} limited</span>, <span class=atmax>{} at their maximum</span>{}</p>",
         esc(&prefix),
         if by_key { "" } else { " selected" },
         if by_key { " selected" } else { "" },
         rows.len(),
+        if rows.len() == 1 { "" } else { "s" },
         count(Standing::Failing),
         count(Standing::Limited),
         count(Standing::AtMax),
