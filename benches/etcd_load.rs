@@ -578,15 +578,21 @@ fn print(name: &str, f: &Figures, noop: Option<f64>) {
 }
 
 fn replica(endpoints: &str, prefix: &str, data: &std::path::Path) -> binary::Server {
+    // The replicas' shared secret, so that they forward to each other.
+    let secret = data.with_extension("peer-secret");
+    std::fs::write(&secret, "the replicas of the etcd bench share this secret").unwrap();
     let mut command = binary::command(data);
-    command.args([
-        "--store",
-        "etcd",
-        "--etcd-endpoints",
-        endpoints,
-        "--etcd-prefix",
-        prefix,
-    ]);
+    command
+        .args([
+            "--store",
+            "etcd",
+            "--etcd-endpoints",
+            endpoints,
+            "--etcd-prefix",
+            prefix,
+        ])
+        .arg("--peer-secret-file")
+        .arg(&secret);
     binary::spawn(command)
 }
 

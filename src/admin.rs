@@ -11,9 +11,13 @@
 //! * `/`, `/targets/KEY`, `/login`, `/logout`: the web console ([`crate::console`]);
 //! * any other path: 404; any other method: 405. `HEAD` is answered as `GET` without a body.
 //!
-//! HTTP/1.1 only, bounded: at most [`MAX_CONNECTIONS`] connections at once (more wait in the
-//! kernel's backlog), request headers must arrive within [`HEADER_TIMEOUT`], and no request
-//! body is read but the console's login form (at most 4 KiB).
+//! HTTP/1.1 only, held to the admin door's limits (`doors`): at most
+//! [`doors::ADMIN_CONNECTIONS`](crate::doors::ADMIN_CONNECTIONS) connections, the one idle or
+//! stalled the longest closed for a new one at the cap (a client that pipelines requests and
+//! never reads its answers cannot lock probes out); a write the client does not read within
+//! the write timeout closes the connection; request headers, and an idle connection's next
+//! request, must arrive within 5 s; no request body is read but the console's login form (at
+//! most 4 KiB, within 5 s).
 
 use std::{
     convert::Infallible,
@@ -34,12 +38,7 @@ use hyper::{
 };
 use hyper_util::rt::{TokioIo, TokioTimer};
 use metrics_exporter_prometheus::PrometheusHandle;
-use tokio::sync::Semaphore;
 
-/// Connections served at once.
-pub(crate) const MAX_CONNECTIONS: usize = 64;
-/// Time allowed for a request's headers.
-pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often histograms are drained into the exposition (the exporter's own upkeep period).
 const UPKEEP: Duration = Duration::from_secs(5);
 
@@ -55,7 +54,12 @@ pub(crate) fn set_ready(ready: bool) {
 /// Binds `listen` and serves the admin paths on the current Tokio runtime. Binding happens
 /// here, synchronously, so that a busy port is a start-up error.
 /// Returns the bound address (port 0 picks a free one).
-pub(crate) fn serve(listen: SocketAddr, metrics: PrometheusHandle) -> std::io::Result<SocketAddr> {
+pub(crate) fn serve(
+    listen: SocketAddr,
+    metrics: PrometheusHandle,
+    door: crate::doors::DoorLimits,
+    console: crate::console::Console,
+) -> std::io::Result<SocketAddr> {
     let listener = std::net::TcpListener::bind(listen)?;
     let local = listener.local_addr()?;
     listener.set_nonblocking(true)?;
@@ -68,31 +72,44 @@ pub(crate) fn serve(listen: SocketAddr, metrics: PrometheusHandle) -> std::io::R
             upkeep.run_upkeep();
         }
     });
-    tokio::spawn(accept_loop(listener, metrics));
+    tokio::spawn(accept_loop(
+        listener,
+        metrics,
+        crate::doors::Door::new(door),
+        Arc::new(console),
+    ));
     Ok(local)
 }
 
-async fn accept_loop(listener: tokio::net::TcpListener, metrics: PrometheusHandle) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    metrics: PrometheusHandle,
+    door: crate::doors::Door,
+    console: Arc<crate::console::Console>,
+) {
+    let header_timeout = door.limits().header_timeout;
     loop {
-        let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
-            return;
-        };
         let (stream, remote) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(e) => {
                 tracing::debug!(error = %e, "admin listener: accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
         };
+        let Some(stream) = door.guard(stream) else {
+            continue;
+        };
         let metrics = metrics.clone();
+        let console = Arc::clone(&console);
         tokio::spawn(async move {
             let service = service_fn(move |request: Request<Incoming>| {
                 let metrics = metrics.clone();
+                let console = Arc::clone(&console);
                 async move {
                     if crate::console::serves(request.uri().path()) {
                         return Ok::<_, Infallible>(
-                            crate::console::answer(request, Some(remote)).await,
+                            crate::console::answer(&console, request, Some(remote)).await,
                         );
                     }
                     Ok::<_, Infallible>(answer(&request, &metrics))
@@ -100,10 +117,9 @@ async fn accept_loop(listener: tokio::net::TcpListener, metrics: PrometheusHandl
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
+                .header_read_timeout(header_timeout)
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
-            drop(permit);
         });
     }
 }

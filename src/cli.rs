@@ -140,7 +140,23 @@ fn serve(args: ServeArgs) -> ExitCode {
         let _runtime = runtime.enter();
         let served = crate::metrics::install()
             .map_err(|e| e.to_string())
-            .and_then(|metrics| crate::admin::serve(listen, metrics).map_err(|e| e.to_string()));
+            .and_then(|metrics| {
+                let console = crate::console::Console {
+                    sessions: crate::console::Sessions::default(),
+                    hosts: crate::connect::HostCheck::new(
+                        config.security.authz.is_none(),
+                        &config.doors.allowed_hosts,
+                    ),
+                    login: config.security.authz.is_some(),
+                };
+                crate::admin::serve(
+                    listen,
+                    metrics,
+                    crate::doors::Doors::of(&config).admin,
+                    console,
+                )
+                .map_err(|e| e.to_string())
+            });
         match served {
             // The address it really has (port 0), for the log line and stdout.
             Ok(local) => config.metrics_listen = Some(local),

@@ -359,8 +359,15 @@ knobs! {
     etcd_key: PathBuf, "FILE", shown "none";
     /// With several replicas on etcd: the host:port other replicas reach this one's gRPC
     /// listener at; a target's decisions are made by the replica that owns it, and a call
-    /// reaching another replica is forwarded there (not under TLS: decided where it lands).
+    /// reaching another replica is forwarded there (with --peer-secret-file).
     etcd_advertise: String, "HOST:PORT", shown "the --listen address unless 0.0.0.0 or ::";
+    /// A file holding the secret (at least 32 bytes) the replicas of one deployment share:
+    /// it signs their registrations in etcd and the calls they forward to each other; without
+    /// it, replicas forward nothing (each decides the calls that reach it).
+    peer_secret_file: PathBuf, "FILE", shown "off, no forwarding";
+    /// Under TLS: the CA bundle the other replicas' certificates are checked against when a
+    /// call is forwarded to them (this replica presents its own --tls-cert).
+    peer_ca: PathBuf, "FILE", shown "--tls-client-ca";
     /// Folder of the sled history database; created if missing, never replaced.
     // Relative to the working directory.
     data_dir: PathBuf, "DIR", default PathBuf::from("./data");
@@ -424,6 +431,27 @@ knobs! {
     /// read whole before it queues, so that unread data never holds HTTP/2 flow control);
     /// past it a call is refused at once.
     max_buffered_request_bytes: usize, "BYTES", default 64 * 1024 * 1024;
+    /// Connections the main listener keeps open at once; at the cap the one idle (or stalled)
+    /// the longest is closed for a new one, or the new one is refused (docs/security.md).
+    max_connections: usize, "N", default 10_000;
+    /// A write to a client that makes no progress for this long (the client does not read)
+    /// closes its connection, on every listener (admin: at most 5 s).
+    write_timeout_ms: u64, "MS", default 10_000;
+    /// A request's body must arrive within this, gRPC and HTTP/JSON alike (admin: 5 s);
+    /// beyond, the call is refused with DEADLINE_EXCEEDED.
+    request_body_timeout_ms: u64, "MS", default 10_000;
+    /// With --authz: scaling groups one identity may put (the store holds 1,000 at most).
+    max_groups_per_identity: usize, "N", default FleetLimits::default().groups_per_identity;
+    /// With --authz: policies one identity may put (the store holds 10,000 at most).
+    max_policies_per_identity: usize, "N", default FleetLimits::default().policies_per_identity;
+    /// With --authz: bytes of definitions (policies' specs, groups' names and selectors) one
+    /// identity's policies and groups may hold together.
+    max_fleet_bytes_per_identity: usize, "BYTES",
+        default FleetLimits::default().bytes_per_identity;
+    /// Without --authz: the host names (comma-separated) a browser may reach the HTTP/JSON
+    /// calls and the console at, besides IP addresses and localhost; other Host headers are
+    /// refused (DNS rebinding). With --authz every Host is answered: credentials protect.
+    allowed_hosts: String, "NAMES", shown "IP addresses and localhost";
     /// VPA: how far a sample or OOM time may be ahead of the evaluation time (the server
     /// clock, or the request's with --trust-request-time), in seconds.
     vpa_max_clock_skew_secs: u64, "SECS", default 300;
@@ -543,6 +571,12 @@ pub struct SecurityConfig {
     pub health: Exposure,
     /// Period of the check for changed files; zero: only SIGHUP.
     pub reload_interval: Duration,
+    /// `--peer-secret-file`: the secret the replicas of one deployment share (etcd): it signs
+    /// their registrations and the calls they forward to each other (`peers`).
+    pub peer_secret_file: Option<PathBuf>,
+    /// `--peer-ca`: under TLS, the CA the other replicas' certificates are checked against
+    /// when forwarding to them (default: `--tls-client-ca`).
+    pub peer_ca: Option<PathBuf>,
 }
 
 impl Default for SecurityConfig {
@@ -553,6 +587,8 @@ impl Default for SecurityConfig {
             tls_client_ca: None,
             tls_client_auth: ClientAuth::Require,
             authz: None,
+            peer_secret_file: None,
+            peer_ca: None,
             health_listen: None,
             reflection: Exposure::Open,
             health: Exposure::Open,
@@ -566,6 +602,41 @@ impl SecurityConfig {
     pub fn tls(&self) -> bool {
         self.tls_cert.is_some()
     }
+}
+
+/// What one identity may hold (`--max-*-per-identity`), with an authorization file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FleetLimits {
+    /// Scaling groups one identity may have put.
+    pub groups_per_identity: usize,
+    /// Policies one identity may have put.
+    pub policies_per_identity: usize,
+    /// Bytes of definitions (policies' specs, groups' names and selectors) one identity's
+    /// policies and groups may hold together.
+    pub bytes_per_identity: usize,
+}
+
+impl Default for FleetLimits {
+    fn default() -> Self {
+        FleetLimits {
+            groups_per_identity: 100,
+            policies_per_identity: 1000,
+            bytes_per_identity: 1 << 20,
+        }
+    }
+}
+
+/// The listeners' connection and request limits (`crate::doors`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DoorConfig {
+    /// `--max-connections`: the main listener's connections at once.
+    pub max_connections: usize,
+    /// `--write-timeout-ms`.
+    pub write_timeout: Duration,
+    /// `--request-body-timeout-ms`.
+    pub body_timeout: Duration,
+    /// `--allowed-hosts`: names besides IP addresses and localhost (lowercase).
+    pub allowed_hosts: Vec<String>,
 }
 
 /// The validated configuration of `autoscaled serve`.
@@ -612,6 +683,10 @@ pub struct Config {
     pub max_queue_wait: Duration,
     /// `--max-buffered-request-bytes`: request bodies read ahead of their calls' slots.
     pub max_buffered_request_bytes: usize,
+    /// What the listeners hold their connections and requests to (`doors`).
+    pub doors: DoorConfig,
+    /// What one identity's policies and scaling groups may hold (`api::fleet`).
+    pub fleet: FleetLimits,
     /// `--log`: tracing `EnvFilter` directives.
     pub log: String,
     /// `--log-format`: text or JSON lines.
@@ -771,6 +846,8 @@ impl ServeArgs {
             tls_client_ca: knobs.tls_client_ca,
             tls_client_auth: knobs.tls_client_auth.unwrap_or_default(),
             authz: knobs.authz,
+            peer_secret_file: knobs.peer_secret_file,
+            peer_ca: knobs.peer_ca,
             health_listen: knobs.health_listen,
             reflection: knobs.reflection.unwrap_or(default_exposure),
             health: knobs.health.unwrap_or(default_exposure),
@@ -818,6 +895,24 @@ impl ServeArgs {
             max_queued_requests: knobs.max_queued_requests,
             max_queue_wait: Duration::from_millis(knobs.max_queue_wait_ms),
             max_buffered_request_bytes: knobs.max_buffered_request_bytes,
+            fleet: FleetLimits {
+                groups_per_identity: knobs.max_groups_per_identity,
+                policies_per_identity: knobs.max_policies_per_identity,
+                bytes_per_identity: knobs.max_fleet_bytes_per_identity,
+            },
+            doors: DoorConfig {
+                max_connections: knobs.max_connections,
+                write_timeout: Duration::from_millis(knobs.write_timeout_ms),
+                body_timeout: Duration::from_millis(knobs.request_body_timeout_ms),
+                allowed_hosts: knobs
+                    .allowed_hosts
+                    .as_deref()
+                    .unwrap_or("")
+                    .split(',')
+                    .map(|h| h.trim().trim_end_matches('.').to_ascii_lowercase())
+                    .filter(|h| !h.is_empty())
+                    .collect(),
+            },
             log: knobs.log,
             log_format: knobs.log_format,
             otlp_endpoint: knobs.otlp_endpoint,
@@ -834,6 +929,26 @@ impl ServeArgs {
 
 impl Config {
     fn validate(&self) -> Result<(), ConfigError> {
+        if self.doors.max_connections == 0 {
+            return Err(invalid("max_connections", "must be at least 1"));
+        }
+        for (key, value) in [
+            ("write_timeout_ms", self.doors.write_timeout),
+            ("request_body_timeout_ms", self.doors.body_timeout),
+        ] {
+            if value < Duration::from_millis(100) {
+                return Err(invalid(key, "must be at least 100 (milliseconds)"));
+            }
+        }
+        if let Some(bad) = self.doors.allowed_hosts.iter().find(|h| {
+            !h.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.'))
+        }) {
+            return Err(invalid(
+                "allowed_hosts",
+                format!("{bad:?} is not a host name (letters, digits, '-' and '.')"),
+            ));
+        }
         // `auth` means "callers with an identity", which only `--authz` checks: without it the
         // service would be open while the configuration says otherwise.
         for (key, exposure) in [

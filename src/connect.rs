@@ -7,17 +7,26 @@
 //! `type`, its bytes in `value` and its JSON in `debug`, so the BadRequest's field violations
 //! read as they do over gRPC).
 //!
-//! The layer turns such a request into the gRPC request it stands for (the JSON decoded to
-//! the method's input type, framed, `connect-timeout-ms` as `grpc-timeout`) and hands it to
-//! the layers inside, so a Connect call passes the same metrics, refusal log,
-//! authentication, authorization, load shedding, deadlines, wire limits and handlers as a
-//! gRPC call. The gRPC answer is turned back: the message to JSON, or the status (with its
-//! `grpc-status-details-bin`) to a Connect error. Everything else (gRPC, and requests that
-//! are neither) passes through untouched, except a plain HTTP request for a path that is
-//! not a method, which gets a 404 saying what this port serves.
+//! A Connect call passes the same layers as a gRPC call, in the same order, from the same
+//! code: the request metrics and the refusal log, authentication, load shedding with the
+//! buffered-bytes bound, the body timeout and the deadline, the wire limits, authorization
+//! and the handlers. Two layers of this module stand around them:
 //!
-//! `application/proto` (binary Connect) is accepted too. Streaming methods (health's Watch)
-//! are not Connect unary calls: 415 for them, as the protocol says for an unsupported codec.
+//! * [`ConnectLayer`], at the edge: recognises a Connect call, answers what needs no body (an
+//!   unknown path, a method that is not POST, an unsupported codec or `Content-Encoding`, a
+//!   `Host` that a browser-facing door of a server without authorization does not answer),
+//!   carries `connect-timeout-ms` as `grpc-timeout`, and turns the gRPC answer from inside
+//!   back into a Connect answer (the message to JSON, or the status with its details);
+//! * [`TranscodeLayer`], inside the load shedding: the body, read by then within the message
+//!   limit and counted against the buffered bytes, becomes the gRPC message. A proto body is
+//!   the message already; a JSON body has its counts (pods, containers, samples, metrics)
+//!   checked on the JSON itself before anything is built from it (`wire_limits::check_json`),
+//!   so an HTTP/JSON call is refused at the cost of a scan, as a gRPC call is.
+//!
+//! Everything else (gRPC, and requests that are neither) passes through untouched, except a
+//! plain HTTP request for a path that is not a method, which gets a 404 saying what this
+//! port serves. Streaming methods (health's Watch) are not Connect unary calls: 415 for
+//! them, as the protocol says for an unsupported codec.
 
 use std::{
     future::Future,
@@ -87,22 +96,96 @@ impl Codec {
     }
 }
 
-/// The layer (outermost on the main listener).
+/// What the edge learned of a Connect call, for the transcoder inside the limits.
+#[derive(Clone, Debug)]
+pub(crate) struct ConnectCall {
+    codec: Codec,
+    input: MessageDescriptor,
+}
+
+/// The gRPC code a Connect answer stands for (it carries no `grpc-status`), for the request
+/// metrics and the refusal log outside.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AnsweredCode(pub(crate) Code);
+
+/// A Connect error's message, for the refusal log.
+#[derive(Clone, Debug)]
+pub(crate) struct RefusalMessage(pub(crate) String);
+
+/// Which `Host` a browser-facing door (Connect here, the console on the admin listener)
+/// answers when no authorization file protects it: a page the operator visits cannot reach
+/// it through a name rebound to 127.0.0.1 (DNS rebinding), since such a request carries the
+/// attacker's name. IP literals and `localhost` are always allowed (rebinding needs a name);
+/// `--allowed-hosts` adds the names the server is reached by.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct HostCheck {
+    /// Checked at all: off when an authorization file is enforced (credentials protect).
+    enforce: bool,
+    /// Extra names (lowercase, without port).
+    allowed: Vec<String>,
+}
+
+impl HostCheck {
+    pub(crate) fn new(enforce: bool, allowed: &[String]) -> Self {
+        HostCheck {
+            enforce,
+            allowed: allowed.iter().map(|h| h.to_ascii_lowercase()).collect(),
+        }
+    }
+
+    /// Whether a request with these headers (and this URI, for HTTP/2's `:authority`) may be
+    /// answered.
+    pub(crate) fn allows(&self, headers: &HeaderMap, uri: &tonic::codegen::http::Uri) -> bool {
+        if !self.enforce {
+            return true;
+        }
+        let host = headers
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .or_else(|| uri.authority().map(|a| a.as_str().to_owned()));
+        let Some(host) = host else {
+            return true; // not a browser: browsers always send one
+        };
+        let name = match host.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or(""),
+            None => host.rsplit_once(':').map_or(host.as_str(), |(h, _)| h),
+        }
+        .trim_end_matches('.')
+        .to_ascii_lowercase();
+        name.parse::<std::net::IpAddr>().is_ok()
+            || name == "localhost"
+            || name.ends_with(".localhost")
+            || self.allowed.contains(&name)
+    }
+
+    /// The refusal of a request whose Host is not allowed.
+    pub(crate) fn refusal(headers: &HeaderMap) -> String {
+        let host = headers
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        let host: String = host.chars().take(100).collect();
+        format!(
+            "Host {host:?} is not a name this server answers browsers at: without an authorization file only IP addresses and localhost are (DNS rebinding); name the others with --allowed-hosts"
+        )
+    }
+}
+
+/// The layer at the edge of the main listener (inside the request metrics): it recognises a
+/// Connect call, answers what needs no body (an unknown path, a method that is not POST, an
+/// unsupported codec or encoding, a Host a browser-facing door does not answer), sets the
+/// deadline, and turns the gRPC answer from inside back into a Connect answer. The body is
+/// read by the load shedding inside, within its limits, and decoded by [`TranscodeLayer`].
 #[derive(Clone, Debug)]
 pub(crate) struct ConnectLayer {
-    /// The largest request body read: the wire's message limit (a JSON body may be larger
-    /// than the message it encodes, so twice it).
-    max_body_bytes: usize,
-    /// The authentication layer's state: a call is authenticated (headers only) before its
-    /// body is read, as the gRPC path does.
-    auth: std::sync::Arc<crate::auth::layer::AuthState>,
+    hosts: std::sync::Arc<HostCheck>,
 }
 
 impl ConnectLayer {
-    pub(crate) fn new(limits: &Limits, auth: crate::auth::layer::AuthState) -> Self {
+    pub(crate) fn new(hosts: HostCheck) -> Self {
         ConnectLayer {
-            max_body_bytes: limits.max_message_bytes.saturating_mul(2),
-            auth: std::sync::Arc::new(auth),
+            hosts: std::sync::Arc::new(hosts),
         }
     }
 }
@@ -113,21 +196,25 @@ impl<S> tower::Layer<S> for ConnectLayer {
     fn layer(&self, inner: S) -> Connect<S> {
         Connect {
             inner,
-            max_body_bytes: self.max_body_bytes,
-            auth: std::sync::Arc::clone(&self.auth),
+            hosts: std::sync::Arc::clone(&self.hosts),
         }
     }
 }
 
-/// See the module documentation.
+/// See [`ConnectLayer`].
 #[derive(Clone, Debug)]
 pub(crate) struct Connect<S> {
     inner: S,
-    max_body_bytes: usize,
-    auth: std::sync::Arc<crate::auth::layer::AuthState>,
+    hosts: std::sync::Arc<HostCheck>,
 }
 
 type Body = tonic::body::Body;
+
+/// A Connect answer, marked with the code it stands for.
+fn answered(mut response: HttpResponse<Body>, code: Code) -> HttpResponse<Body> {
+    response.extensions_mut().insert(AnsweredCode(code));
+    response
+}
 
 impl<S> tower::Service<HttpRequest<Body>> for Connect<S>
 where
@@ -165,9 +252,8 @@ where
         // The inner service was polled ready for this call; a clone takes its place.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        let max_body_bytes = self.max_body_bytes;
-        let auth = std::sync::Arc::clone(&self.auth);
-        Box::pin(async move { Ok(unary(inner, request, max_body_bytes, &auth).await) })
+        let hosts = std::sync::Arc::clone(&self.hosts);
+        Box::pin(async move { Ok(unary(inner, request, &hosts).await) })
     }
 }
 
@@ -177,7 +263,11 @@ fn error(code: Code, message: &str, details: Vec<serde_json::Value>) -> HttpResp
     if !details.is_empty() {
         body["details"] = serde_json::Value::Array(details);
     }
-    json_response(http_status(code), &body)
+    let mut response = answered(json_response(http_status(code), &body), code);
+    response
+        .extensions_mut()
+        .insert(RefusalMessage(message.to_owned()));
+    response
 }
 
 fn json_response(status: StatusCode, body: &serde_json::Value) -> HttpResponse<Body> {
@@ -190,16 +280,22 @@ fn json_response(status: StatusCode, body: &serde_json::Value) -> HttpResponse<B
     response
 }
 
-/// One unary call: check, transcode, call the gRPC stack, transcode back.
+/// One unary call at the edge: check what needs no body, pass it in, answer in Connect.
 async fn unary<S>(
     mut inner: S,
-    request: HttpRequest<Body>,
-    max_body_bytes: usize,
-    auth: &crate::auth::layer::AuthState,
+    mut request: HttpRequest<Body>,
+    hosts: &HostCheck,
 ) -> HttpResponse<Body>
 where
     S: tower::Service<HttpRequest<Body>, Response = HttpResponse<Body>>,
 {
+    if !hosts.allows(request.headers(), request.uri()) {
+        return error(
+            Code::PermissionDenied,
+            &HostCheck::refusal(request.headers()),
+            Vec::new(),
+        );
+    }
     let path = request.uri().path().to_owned();
     let method = path
         .strip_prefix('/')
@@ -263,101 +359,10 @@ where
             Vec::new(),
         );
     }
-    // Credentials first, from the headers alone: an unauthenticated call has no body read.
-    if let Err(status) = auth.admit(&request) {
-        return error(status.code(), status.message(), Vec::new());
-    }
-    let declared = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > max_body_bytes) {
-        let what = format!(
-            "request: the body is larger than {max_body_bytes} bytes (twice the server's max_message_bytes, --max-message-bytes / AUTOSCALED_MAX_MESSAGE_BYTES)"
-        );
-        return error(
-            Code::ResourceExhausted,
-            &what,
-            vec![bad_request("request", &what)],
-        );
-    }
-    let (mut parts, body) = request.into_parts();
-    let bytes = match Limited::new(body, max_body_bytes).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) => {
-            let too_large = e
-                .downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some();
-            if too_large {
-                let violation = bad_request(
-                    "request",
-                    &format!(
-                        "the body is larger than {max_body_bytes} bytes (twice the server's max_message_bytes, --max-message-bytes / AUTOSCALED_MAX_MESSAGE_BYTES)"
-                    ),
-                );
-                return error(
-                    Code::ResourceExhausted,
-                    &format!(
-                        "request: the body is larger than {max_body_bytes} bytes (twice --max-message-bytes)"
-                    ),
-                    vec![violation],
-                );
-            }
-            return error(
-                Code::InvalidArgument,
-                &format!("the request body could not be read: {e}"),
-                Vec::new(),
-            );
-        }
-    };
-    let input = method.input();
-    let message = match codec {
-        Codec::Json => {
-            let mut de = serde_json::Deserializer::from_slice(&bytes);
-            DynamicMessage::deserialize(input.clone(), &mut de)
-                .map_err(|e| e.to_string())
-                .and_then(|m| de.end().map(|()| m).map_err(|e| e.to_string()))
-        }
-        Codec::Proto => {
-            DynamicMessage::decode(input.clone(), bytes.as_ref()).map_err(|e| e.to_string())
-        }
-    };
-    let message = match message {
-        Ok(m) => m,
-        Err(e) => {
-            let what = format!(
-                "the body is not a {} in proto3 JSON: {e}",
-                input.full_name()
-            );
-            return error(
-                Code::InvalidArgument,
-                &what,
-                vec![bad_request("body", &what)],
-            );
-        }
-    };
-    let encoded = message.encode_to_vec();
-    let mut framed = Vec::with_capacity(encoded.len() + 5);
-    framed.push(0);
-    framed.extend_from_slice(
-        &u32::try_from(encoded.len())
-            .unwrap_or(u32::MAX)
-            .to_be_bytes(),
-    );
-    framed.extend_from_slice(&encoded);
-    parts.headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/grpc"),
-    );
-    parts
-        .headers
-        .insert(header::TE, HeaderValue::from_static("trailers"));
-    parts.headers.remove(header::CONTENT_LENGTH);
     // A caller's own gRPC headers are not Connect's: only the ones set here go in.
-    parts.headers.remove("grpc-timeout");
-    let deadline = parts
-        .headers
+    request.headers_mut().remove("grpc-timeout");
+    let deadline = request
+        .headers()
         .get("connect-timeout-ms")
         .and_then(|v| v.to_str().ok())
         .map(|v| v.parse::<u64>().ok().filter(|_| v.len() <= 10));
@@ -382,10 +387,13 @@ where
             format!("{}S", ms / 1000)
         };
         if let Ok(v) = HeaderValue::from_str(&timeout) {
-            parts.headers.insert("grpc-timeout", v);
+            request.headers_mut().insert("grpc-timeout", v);
         }
     }
-    let request = HttpRequest::from_parts(parts, Body::new(Full::new(Bytes::from(framed))));
+    request.extensions_mut().insert(ConnectCall {
+        codec,
+        input: method.input(),
+    });
     let call = async {
         match std::future::poll_fn(|cx| inner.poll_ready(cx)).await {
             Ok(()) => inner.call(request).await,
@@ -393,7 +401,7 @@ where
         }
     };
     // tonic's own timer is outside this layer and never sees the header set here: the
-    // deadline is kept here.
+    // deadline is kept here (the body's reading included).
     let response = match deadline {
         Some(d) => match tokio::time::timeout(d, call).await {
             Ok(r) => r,
@@ -411,6 +419,163 @@ where
         return error(Code::Internal, "the gRPC stack failed", Vec::new());
     };
     answer(response, &method.output(), codec).await
+}
+
+/// The layer inside the load shedding that turns a Connect call's body (read by then, within
+/// the limits every call has) into the gRPC message it stands for: a proto body is the
+/// message already, framed as is (the codec inside checks its counts on the wire bytes, as
+/// for gRPC); a JSON body has its counts checked on the JSON itself
+/// (`api::wire_limits::check_json`) before anything is built from it, then becomes the
+/// message. Calls that are not Connect pass untouched.
+#[derive(Clone, Debug)]
+pub(crate) struct TranscodeLayer {
+    limits: std::sync::Arc<Limits>,
+}
+
+impl TranscodeLayer {
+    pub(crate) fn new(limits: &Limits) -> Self {
+        TranscodeLayer {
+            limits: std::sync::Arc::new(limits.clone()),
+        }
+    }
+}
+
+impl<S> tower::Layer<S> for TranscodeLayer {
+    type Service = Transcode<S>;
+
+    fn layer(&self, inner: S) -> Transcode<S> {
+        Transcode {
+            inner,
+            limits: std::sync::Arc::clone(&self.limits),
+        }
+    }
+}
+
+/// See [`TranscodeLayer`].
+#[derive(Clone, Debug)]
+pub(crate) struct Transcode<S> {
+    inner: S,
+    limits: std::sync::Arc<Limits>,
+}
+
+impl<S> tower::Service<HttpRequest<Body>> for Transcode<S>
+where
+    S: tower::Service<HttpRequest<Body>, Response = HttpResponse<Body>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = HttpResponse<Body>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<HttpResponse<Body>, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: HttpRequest<Body>) -> Self::Future {
+        let Some(call) = request.extensions().get::<ConnectCall>().cloned() else {
+            return Box::pin(self.inner.call(request));
+        };
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let limits = std::sync::Arc::clone(&self.limits);
+        Box::pin(async move {
+            let request = match transcode(request, &call, &limits).await {
+                Ok(request) => request,
+                Err(status) => return Ok(status.into_http()),
+            };
+            std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
+            inner.call(request).await
+        })
+    }
+}
+
+/// A Connect request as the gRPC request it stands for.
+async fn transcode(
+    request: HttpRequest<Body>,
+    call: &ConnectCall,
+    limits: &Limits,
+) -> Result<HttpRequest<Body>, tonic::Status> {
+    let (mut parts, body) = request.into_parts();
+    // The same bound as a gRPC message's; the load shedding has already read at most this
+    // (and counted it against the buffered bytes), the rest left unread.
+    let max = limits.max_message_bytes;
+    let too_large = || {
+        tonic::Status::from(crate::api::status::ApiError::ResourceExhausted {
+            field: "request".to_owned(),
+            message: format!(
+                "the body is larger than {max} bytes (the server's max_message_bytes, --max-message-bytes / AUTOSCALED_MAX_MESSAGE_BYTES)"
+            ),
+        })
+    };
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > max) {
+        return Err(too_large());
+    }
+    let bytes = match Limited::new(body, max).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                return Err(too_large());
+            }
+            // The load shedding's own answer (a deadline, a dropped body) is a Status.
+            if let Ok(status) = e.downcast::<tonic::Status>() {
+                return Err(*status);
+            }
+            return Err(tonic::Status::invalid_argument(
+                "the request body could not be read",
+            ));
+        }
+    };
+    let message = match call.codec {
+        // Already the message: the codec inside counts it on the wire, before decoding.
+        Codec::Proto => bytes,
+        Codec::Json => {
+            if let Some(schema) = crate::api::wire_limits::schema_named(call.input.full_name()) {
+                crate::api::wire_limits::check_json(schema, &bytes, limits)
+                    .map_err(tonic::Status::from)?;
+            }
+            let mut de = serde_json::Deserializer::from_slice(&bytes);
+            let decoded = DynamicMessage::deserialize(call.input.clone(), &mut de)
+                .map_err(|e| e.to_string())
+                .and_then(|m| de.end().map(|()| m).map_err(|e| e.to_string()));
+            let message = decoded.map_err(|e| {
+                let what = format!(
+                    "the body is not a {} in proto3 JSON: {e}",
+                    call.input.full_name()
+                );
+                tonic::Status::from(crate::api::status::ApiError::field("body", what))
+            })?;
+            Bytes::from(message.encode_to_vec())
+        }
+    };
+    let mut framed = Vec::with_capacity(message.len() + 5);
+    framed.push(0);
+    framed.extend_from_slice(
+        &u32::try_from(message.len())
+            .unwrap_or(u32::MAX)
+            .to_be_bytes(),
+    );
+    framed.extend_from_slice(&message);
+    drop(message);
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/grpc"),
+    );
+    parts
+        .headers
+        .insert(header::TE, HeaderValue::from_static("trailers"));
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Ok(HttpRequest::from_parts(
+        parts,
+        Body::new(Full::new(Bytes::from(framed))),
+    ))
 }
 
 /// The gRPC answer as a Connect answer.
@@ -491,19 +656,7 @@ async fn answer(
         header::CONTENT_TYPE,
         HeaderValue::from_static(codec.content_type()),
     );
-    response
-}
-
-/// A `google.rpc.BadRequest` detail naming one field, in Connect's detail form.
-fn bad_request(field: &str, description: &str) -> serde_json::Value {
-    let mut details = tonic_types::ErrorDetails::new();
-    details.add_bad_request_violation(field, description);
-    use tonic_types::StatusExt;
-    let status = tonic::Status::with_error_details(Code::InvalidArgument, "", details);
-    details_of(status.details())
-        .into_iter()
-        .next()
-        .unwrap_or_default()
+    answered(response, Code::Ok)
 }
 
 /// The details of a `grpc-status-details-bin` (a `google.rpc.Status`) in Connect's form:

@@ -7,13 +7,21 @@
 //! * `GET /targets/KEY` (KEY percent-encoded): the target's timeline: current and desired
 //!   replicas with the stabilized count and the rate limits, each metric against its
 //!   target, and the decision runs with their conditions and why each change;
-//! * `GET /login`, `POST /login` (a bearer token, kept in an HttpOnly, SameSite=Strict
-//!   cookie), `GET /logout`.
+//! * `GET /login`, `POST /login` (a bearer token, checked on the API, then kept on the server
+//!   in a session: the browser holds only an opaque session id, in an HttpOnly,
+//!   SameSite=Strict cookie, `Secure` when the request came through a TLS proxy), `POST` or
+//!   `GET /logout` (ends the session on the server).
 //!
 //! Every page is built from the API's own calls (`ListTargets` with summaries, `GetHistory`)
 //! sent through the same layered service as the gRPC port ([`install`]: Connect's JSON, the
-//! refusal log, authentication, authorization, load shedding), with the browser's token: a
+//! refusal log, authentication, authorization, load shedding), with the session's token: a
 //! tenant sees exactly what its token may read over gRPC, and nothing is authorized twice.
+//!
+//! What the console itself holds to: a login only from its own page (a same-origin `Origin`
+//! or `Sec-Fetch-Site`; `Origin: null` and a form from another site are refused), its body
+//! within 4 KiB and the admin listener's body timeout, a render permit (pages rendered at
+//! once) taken only once the caller is authenticated, and, without an authorization file, the
+//! `Host` names of `--allowed-hosts` (DNS rebinding).
 
 use std::{convert::Infallible, fmt::Write as _, net::SocketAddr, sync::Mutex};
 
@@ -76,8 +84,16 @@ static RENDERING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
 /// The longest an API call of the console may take.
 const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The cookie holding the browser's bearer token.
-const COOKIE: &str = "autoscaled_token";
+/// The cookie holding the browser's session id.
+const COOKIE: &str = "autoscaled_session";
+/// Sessions kept at once; the least recently used goes first.
+const MAX_SESSIONS: usize = 1024;
+/// A session unused this long ends.
+const SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(12 * 3600);
+/// A session ends this long after its login, used or not.
+const SESSION_LIFETIME: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+/// Time allowed for the login form's body.
+const BODY_TIMEOUT: std::time::Duration = crate::doors::ADMIN_TIMEOUT;
 /// Seconds between a page's refreshes.
 const REFRESH_SECS: u32 = 5;
 /// Targets shown at most on the fleet page (five pages of the listing).
@@ -100,52 +116,177 @@ pub(crate) fn serves(path: &str) -> bool {
     path == "/" || path == "/login" || path == "/logout" || path.starts_with("/targets/")
 }
 
-/// Answers one console request (`request` with its body, at most 4 KiB read).
+/// One login: the token it was let in with, and its times.
+struct Session {
+    token: String,
+    created: std::time::Instant,
+    used: std::time::Instant,
+}
+
+/// The console's sessions, by id: the browser holds the id, the token stays here.
+#[derive(Default)]
+pub(crate) struct Sessions {
+    by_id: Mutex<std::collections::HashMap<String, Session>>,
+}
+
+impl Sessions {
+    /// A new session for `token`; its id.
+    fn start(&self, token: String) -> Option<String> {
+        let mut id = [0u8; 32];
+        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut id).ok()?;
+        let id: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        let now = std::time::Instant::now();
+        let mut sessions = self.by_id.lock().unwrap_or_else(|e| e.into_inner());
+        sessions.retain(|_, s| !s.expired(now));
+        if sessions.len() >= MAX_SESSIONS
+            && let Some(oldest) = sessions
+                .iter()
+                .min_by_key(|(_, s)| s.used)
+                .map(|(k, _)| k.clone())
+        {
+            sessions.remove(&oldest);
+        }
+        sessions.insert(
+            id.clone(),
+            Session {
+                token,
+                created: now,
+                used: now,
+            },
+        );
+        Some(id)
+    }
+
+    /// The token of session `id`, if it is alive.
+    fn token(&self, id: &str) -> Option<String> {
+        let now = std::time::Instant::now();
+        let mut sessions = self.by_id.lock().unwrap_or_else(|e| e.into_inner());
+        let session = sessions.get_mut(id)?;
+        if session.expired(now) {
+            sessions.remove(id);
+            return None;
+        }
+        session.used = now;
+        Some(session.token.clone())
+    }
+
+    fn end(&self, id: &str) {
+        self.by_id
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
+    }
+}
+
+impl Session {
+    fn expired(&self, now: std::time::Instant) -> bool {
+        now.duration_since(self.used) > SESSION_IDLE
+            || now.duration_since(self.created) > SESSION_LIFETIME
+    }
+}
+
+/// What the console of one admin listener keeps: its sessions, and which Host names it
+/// answers.
+pub(crate) struct Console {
+    pub(crate) sessions: Sessions,
+    pub(crate) hosts: crate::connect::HostCheck,
+    /// Whether an authorization file asks callers for a token (else pages need no login).
+    pub(crate) login: bool,
+}
+
+/// Whether a request came from the console's own page: a same-origin `Origin` or
+/// `Sec-Fetch-Site` (a form on another site, a sandboxed frame with `Origin: null`, or a
+/// client that says neither, is not).
+fn same_origin(headers: &HeaderMap) -> bool {
+    let fetch_site = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok());
+    if let Some(site) = fetch_site {
+        return site == "same-origin";
+    }
+    let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+    match (origin, host) {
+        (Some(o), Some(h)) => o != "null" && o.split_once("://").map(|(_, rest)| rest) == Some(h),
+        _ => false,
+    }
+}
+
+/// Whether the request reached the admin listener through TLS (a proxy in front of it says
+/// so): the session cookie is then `Secure`.
+fn through_tls(headers: &HeaderMap) -> bool {
+    headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(',')
+                .next()
+                .is_some_and(|p| p.trim().eq_ignore_ascii_case("https"))
+        })
+        || headers
+            .get("forwarded")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.to_ascii_lowercase().contains("proto=https"))
+}
+
+/// The session cookie's value (its id), if the request carries one.
+fn session_id(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|c| c.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, v)| v.to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+/// Answers one console request (`request` with its body, at most 4 KiB read within the
+/// admin listener's body timeout).
 pub(crate) async fn answer(
+    console: &Console,
     request: HttpRequest<hyper::body::Incoming>,
     remote: Option<SocketAddr>,
 ) -> Page {
+    if !console.hosts.allows(request.headers(), request.uri()) {
+        crate::metrics::door_refused("admin", "host");
+        return html(
+            StatusCode::FORBIDDEN,
+            "Forbidden",
+            &format!(
+                "<p>{}</p>",
+                esc(&crate::connect::HostCheck::refusal(request.headers()))
+            ),
+        );
+    }
     let path = request.uri().path().to_owned();
     let query = request.uri().query().unwrap_or("").to_owned();
-    let token = token_of(request.headers());
+    let token = token_of(request.headers(), &console.sessions);
     let method = request.method().clone();
-    let Ok(_rendering) = RENDERING.try_acquire() else {
-        return html(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "Busy",
-            "<p>Too many console pages are being rendered; try again in a moment.</p>",
-        );
-    };
     match (method, path.as_str()) {
         (Method::POST, "/login") => {
             // A login from another site's form (login CSRF) is refused: browsers say where
             // a request comes from.
-            let cross_site = request
-                .headers()
-                .get("sec-fetch-site")
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| v != "same-origin" && v != "none");
-            let origin = request
-                .headers()
-                .get(header::ORIGIN)
-                .and_then(|v| v.to_str().ok());
-            let host = request
-                .headers()
-                .get(header::HOST)
-                .and_then(|v| v.to_str().ok());
-            let foreign_origin = match (origin, host) {
-                (Some(o), Some(h)) => o != "null" && o.split("://").nth(1) != Some(h),
-                _ => false,
-            };
-            if cross_site || foreign_origin {
+            if !same_origin(request.headers()) {
                 return login_page(
                     StatusCode::FORBIDDEN,
-                    "a login must come from this console's own page",
+                    "a login must come from this console's own page (a same-origin Origin or Sec-Fetch-Site)",
                 );
             }
-            let body = match Limited::new(request.into_body(), 4096).collect().await {
-                Ok(b) => b.to_bytes(),
-                Err(_) => return login_page(StatusCode::BAD_REQUEST, "the form is too large"),
+            let secure = through_tls(request.headers());
+            let read = Limited::new(request.into_body(), 4096).collect();
+            let body = match tokio::time::timeout(BODY_TIMEOUT, read).await {
+                Ok(Ok(b)) => b.to_bytes(),
+                Ok(Err(_)) => return login_page(StatusCode::BAD_REQUEST, "the form is too large"),
+                Err(_) => {
+                    crate::metrics::door_refused("admin", "body_timeout");
+                    return login_page(
+                        StatusCode::REQUEST_TIMEOUT,
+                        "the form did not arrive in time",
+                    );
+                }
+            };
+            let Ok(_rendering) = RENDERING.try_acquire() else {
+                return busy();
             };
             let form = form_values(std::str::from_utf8(&body).unwrap_or(""));
             let token = form
@@ -160,16 +301,23 @@ pub(crate) async fn answer(
             if token.is_empty() || !token.chars().all(b64token) {
                 return login_page(StatusCode::BAD_REQUEST, "give a bearer token");
             }
-            // The token is tried on the API, and kept only when it is let in.
+            // The token is tried on the API, and kept (on the server) only when it is let in.
             match call("ListTargets", &json!({"pageSize": 1}), Some(&token), remote).await {
                 Err(e) => login_page(
                     StatusCode::from_u16(e.status).unwrap_or(StatusCode::UNAUTHORIZED),
                     &e.message,
                 ),
                 Ok(_) => {
+                    let Some(id) = console.sessions.start(token) else {
+                        return login_page(
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            "no session could be started",
+                        );
+                    };
                     let mut r = redirect("/");
+                    let secure = if secure { "; Secure" } else { "" };
                     if let Ok(v) = HeaderValue::from_str(&format!(
-                        "{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"
+                        "{COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict{secure}"
                     )) {
                         r.headers_mut().insert(header::SET_COOKIE, v);
                     }
@@ -178,21 +326,35 @@ pub(crate) async fn answer(
             }
         }
         (Method::GET | Method::HEAD, "/login") => login_page(StatusCode::OK, ""),
-        (Method::GET | Method::HEAD, "/logout") => {
+        (Method::GET | Method::HEAD | Method::POST, "/logout") => {
+            if let Some(id) = session_id(request.headers()) {
+                console.sessions.end(&id);
+            }
             let mut r = redirect("/login");
             r.headers_mut().insert(
                 header::SET_COOKIE,
                 HeaderValue::from_static(
-                    "autoscaled_token=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0",
+                    "autoscaled_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0",
                 ),
             );
             r
         }
-        (Method::GET | Method::HEAD, "/") => fleet(&query, token.as_deref(), remote).await,
-        (Method::GET | Method::HEAD, p) => match p.strip_prefix("/targets/").map(percent_decode) {
-            Some(Some(key)) if !key.is_empty() => target(&key, token.as_deref(), remote).await,
-            _ => html(StatusCode::NOT_FOUND, "Not found", "<p>No such page.</p>"),
-        },
+        (Method::GET | Method::HEAD, p) if p == "/" || p.starts_with("/targets/") => {
+            // Authenticated first (a session, or a token the API checks), then a permit.
+            if console.login && token.is_none() {
+                return redirect("/login");
+            }
+            let Ok(_rendering) = RENDERING.try_acquire() else {
+                return busy();
+            };
+            if p == "/" {
+                return fleet(&query, token.as_deref(), remote).await;
+            }
+            match p.strip_prefix("/targets/").map(percent_decode) {
+                Some(Some(key)) if !key.is_empty() => target(&key, token.as_deref(), remote).await,
+                _ => html(StatusCode::NOT_FOUND, "Not found", "<p>No such page.</p>"),
+            }
+        }
         _ => html(
             StatusCode::METHOD_NOT_ALLOWED,
             "Method not allowed",
@@ -201,8 +363,16 @@ pub(crate) async fn answer(
     }
 }
 
-/// The bearer token of the request: its `authorization` header, else the console's cookie.
-fn token_of(headers: &HeaderMap) -> Option<String> {
+fn busy() -> Page {
+    html(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Busy",
+        "<p>Too many console pages are being rendered; try again in a moment.</p>",
+    )
+}
+
+/// The bearer token of the request: its `authorization` header, else its session's.
+fn token_of(headers: &HeaderMap, sessions: &Sessions) -> Option<String> {
     if let Some(v) = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -211,15 +381,7 @@ fn token_of(headers: &HeaderMap) -> Option<String> {
     {
         return Some(token.trim().to_owned());
     }
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|c| c.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
-        .map(|(_, v)| v.to_owned())
-        .filter(|v| !v.is_empty())
+    session_id(headers).and_then(|id| sessions.token(&id))
 }
 
 /// One API call through the main listener's layers, as Connect JSON.

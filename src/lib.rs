@@ -40,6 +40,7 @@ pub mod cli;
 pub mod config;
 pub(crate) mod connect;
 pub(crate) mod console;
+pub mod doors;
 pub(crate) mod drain;
 pub mod html;
 /// The pure engines (`crates/engine`), under the name the server's modules use.
@@ -47,6 +48,7 @@ pub use autoscaled_engine as engine;
 pub(crate) mod metrics;
 pub(crate) mod overload;
 pub mod pb;
+pub mod peers;
 pub mod security;
 pub mod server;
 pub mod shutdown;

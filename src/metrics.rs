@@ -48,6 +48,10 @@ pub(crate) const SIMULATE_STEPS_TOTAL: &str = "autoscaled_simulate_steps_total";
 pub(crate) const AUTHN_FAILURES_TOTAL: &str = "autoscaled_authn_failures_total";
 /// TLS handshakes that failed (plaintext clients, unknown CAs, missing client certificates).
 pub(crate) const TLS_HANDSHAKE_FAILURES_TOTAL: &str = "autoscaled_tls_handshake_failures_total";
+/// Connections and requests a door refused or closed for one of its limits, by `door`
+/// (`grpc`, `admin`, `health`) and `limit` (`connections`, `evicted`, `write_timeout`,
+/// `host`, `forwarded_marker`...).
+pub(crate) const DOOR_REFUSALS_TOTAL: &str = "autoscaled_door_refusals_total";
 /// Re-reads of the TLS files or the authorization file, by `file` (`tls`, `authz`) and
 /// `result` (`ok`, `error`: the previous material stays in force).
 pub(crate) const SECURITY_RELOADS_TOTAL: &str = "autoscaled_security_reloads_total";
@@ -177,6 +181,11 @@ fn describe() {
         TLS_HANDSHAKE_FAILURES_TOTAL,
         Unit::Count,
         "TLS handshakes that failed"
+    );
+    describe_counter!(
+        DOOR_REFUSALS_TOTAL,
+        Unit::Count,
+        "Connections and requests a listener refused or closed for one of its limits, by door and limit"
     );
     describe_counter!(
         SECURITY_RELOADS_TOTAL,
@@ -348,6 +357,14 @@ pub(crate) fn authn_failure(reason: &'static str) {
         return;
     }
     counter!(AUTHN_FAILURES_TOTAL, "reason" => reason).increment(1);
+}
+
+/// A door refused or closed a connection or a request for `limit`.
+pub(crate) fn door_refused(door: &'static str, limit: &'static str) {
+    if !installed() {
+        return;
+    }
+    counter!(DOOR_REFUSALS_TOTAL, "door" => door, "limit" => limit).increment(1);
 }
 
 /// One failed TLS handshake.

@@ -84,6 +84,9 @@ struct Shared {
     max_queue_wait: Duration,
     /// Bytes of request bodies read ahead of their calls' slots (`max_buffered_request_bytes`).
     buffered: Arc<Semaphore>,
+    /// A body must arrive within this (`request_body_timeout_ms`): a client trickling it
+    /// holds no bytes and no place for longer.
+    body_timeout: Duration,
     /// Slots one identity may hold at once: half of them, at least one.
     identity_share: usize,
     /// Each identity's share, while it has calls in flight (entries of idle identities are
@@ -245,11 +248,39 @@ impl Shared {
         let (parts, mut body) = request.into_parts();
         // The message and its 5-byte gRPC frame header.
         let limit = self.limits.max_message_bytes.saturating_add(5);
+        // A body declared larger than any message is refused before a byte of it is read
+        // (an HTTP/JSON call says its length; gRPC usually does not).
+        let declared = parts
+            .headers
+            .get(tonic::codegen::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<usize>().ok());
+        if declared.is_some_and(|n| n > limit) {
+            return Err(Status::from(ApiError::ResourceExhausted {
+                field: "request".to_owned(),
+                message: format!(
+                    "the body is larger than {} bytes (the server's max_message_bytes, --max-message-bytes / AUTOSCALED_MAX_MESSAGE_BYTES)",
+                    self.limits.max_message_bytes
+                ),
+            }));
+        }
         let mut chunks = std::collections::VecDeque::new();
         let mut read = 0usize;
         let mut held: Option<OwnedSemaphorePermit> = None;
         let mut rest = None;
-        while let Some(frame) = next_frame(&mut body).await {
+        let deadline = tokio::time::Instant::now() + self.body_timeout;
+        loop {
+            let frame = match tokio::time::timeout_at(deadline, next_frame(&mut body)).await {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break,
+                Err(_) => {
+                    crate::metrics::door_refused("grpc", "body_timeout");
+                    return Err(Status::deadline_exceeded(format!(
+                        "the request body did not arrive within {:?} (--request-body-timeout-ms)",
+                        self.body_timeout
+                    )));
+                }
+            };
             // The client reset the stream or the connection broke: nobody waits for an answer.
             let frame = frame.map_err(|e| {
                 Status::cancelled(format!("the request body ended with an error: {e}"))
@@ -345,6 +376,7 @@ impl OverloadLayer {
                 max_queued: config.max_queued_requests,
                 max_queue_wait: config.max_queue_wait,
                 buffered: Arc::new(Semaphore::new(config.max_buffered_request_bytes)),
+                body_timeout: config.doors.body_timeout,
                 identity_share: (config.max_concurrent_requests / 2).max(1),
                 identities: std::sync::Mutex::new(std::collections::HashMap::new()),
                 queued: AtomicUsize::new(0),

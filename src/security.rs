@@ -45,6 +45,9 @@ pub enum SecurityError {
     /// SIGHUP (reload) cannot be handled, so reloads would silently not happen.
     #[error("cannot install the SIGHUP handler: {0}")]
     Signal(std::io::Error),
+    /// `--peer-secret-file` or `--peer-ca` cannot be used.
+    #[error("{0}")]
+    Peers(String),
 }
 
 /// The authorization file and the fingerprint of the content in force.
@@ -73,6 +76,10 @@ pub struct Security {
     config: SecurityConfig,
     tls: Option<Arc<TlsState>>,
     authz: Option<AuthzFile>,
+    /// The replicas' shared secret (`--peer-secret-file`).
+    peers: Option<crate::peers::PeerKey>,
+    /// How this replica forwards to the others (the secret, and TLS settings under TLS).
+    link: Option<crate::api::forward::PeerLink>,
     #[cfg(unix)]
     hangup: Mutex<Option<tokio::signal::unix::Signal>>,
 }
@@ -109,10 +116,19 @@ impl Security {
         } else {
             None
         };
+        let peers = config
+            .peer_secret_file
+            .as_deref()
+            .map(crate::peers::PeerKey::load)
+            .transpose()
+            .map_err(SecurityError::Peers)?;
+        let link = peer_link(config, peers.clone())?;
         Ok(Arc::new(Security {
             config: config.clone(),
             tls,
             authz,
+            peers,
+            link,
             #[cfg(unix)]
             hangup: Mutex::new(hangup),
         }))
@@ -134,7 +150,18 @@ impl Security {
             policy: self.authz.as_ref().map(|a| a.handle.clone()),
             reflection: self.config.reflection,
             health: self.config.health,
+            peers: self.peers.clone(),
         }
+    }
+
+    /// The replicas' shared secret, when configured.
+    pub(crate) fn peer_key(&self) -> Option<&crate::peers::PeerKey> {
+        self.peers.as_ref()
+    }
+
+    /// How this replica forwards to the others.
+    pub(crate) fn peer_link(&self) -> Option<crate::api::forward::PeerLink> {
+        self.link.clone()
     }
 
     /// Re-reads the files; `force` rebuilds even if the contents did not change (SIGHUP).
@@ -235,4 +262,38 @@ pub(crate) fn describe(security: &Security) -> &'static str {
         (Some(true), false) => "mtls",
         (Some(true), true) => "mtls+authz",
     }
+}
+
+/// How this replica forwards to the others: `None` without a shared secret, or under
+/// TLS without a CA to check them against (`--peer-ca`, else `--tls-client-ca`).
+fn peer_link(
+    config: &SecurityConfig,
+    key: Option<crate::peers::PeerKey>,
+) -> Result<Option<crate::api::forward::PeerLink>, SecurityError> {
+    let Some(key) = key else {
+        return Ok(None);
+    };
+    let tls = match (&config.tls_cert, &config.tls_key) {
+        (Some(cert), Some(private)) => {
+            let Some(ca) = config.peer_ca.as_ref().or(config.tls_client_ca.as_ref()) else {
+                tracing::warn!(
+                    "TLS without --peer-ca or --tls-client-ca: replicas cannot check each other's certificates, so nothing is forwarded"
+                );
+                return Ok(None);
+            };
+            let read = |p: &std::path::Path| {
+                std::fs::read(p).map_err(|e| SecurityError::Peers(format!("{}: {e}", p.display())))
+            };
+            Some(
+                tonic::transport::ClientTlsConfig::new()
+                    .ca_certificate(tonic::transport::Certificate::from_pem(read(ca)?))
+                    .identity(tonic::transport::Identity::from_pem(
+                        read(cert)?,
+                        read(private)?,
+                    )),
+            )
+        }
+        _ => None,
+    };
+    Ok(Some(crate::api::forward::PeerLink { key, tls }))
 }

@@ -17,7 +17,6 @@ use std::{
 use thiserror::Error;
 use tokio::{net::TcpListener, sync::watch};
 use tonic::codegen::http::{Request as HttpRequest, Response as HttpResponse};
-use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 
 use crate::{
@@ -95,101 +94,6 @@ fn message_too_large_is_resource_exhausted(
 
 /// HTTP/2 streams one connection to the health-only listener may have open.
 const HEALTH_STREAMS_PER_CONNECTION: u32 = 16;
-/// Connections the health-only listener keeps open at once; one more is closed as soon as it
-/// is accepted. Probes open one connection each, and close it.
-const HEALTH_CONNECTIONS: usize = 256;
-
-/// The connections of `listener`, at most `max` open at once: a connection accepted beyond
-/// is closed at once (a flood of connections cannot grow memory; a probe that finds the
-/// listener full fails fast rather than hanging in the accept queue).
-fn limited_connections(
-    listener: TcpListener,
-    max: usize,
-) -> tokio_stream::wrappers::ReceiverStream<Result<LimitedConn, std::io::Error>> {
-    let (tx, rx) = tokio::sync::mpsc::channel(16);
-    tokio::spawn(async move {
-        let open = Arc::new(tokio::sync::Semaphore::new(max));
-        loop {
-            let accepted = tokio::select! {
-                () = tx.closed() => break,
-                accepted = listener.accept() => accepted,
-            };
-            let stream = match accepted {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    tracing::warn!(error = %e, "health listener: accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            let Ok(permit) = Arc::clone(&open).try_acquire_owned() else {
-                drop(stream);
-                continue;
-            };
-            let _ = stream.set_nodelay(true);
-            if tx
-                .send(Ok(LimitedConn {
-                    stream,
-                    _permit: permit,
-                }))
-                .await
-                .is_err()
-            {
-                break;
-            }
-        }
-    });
-    tokio_stream::wrappers::ReceiverStream::new(rx)
-}
-
-/// A connection counted against [`limited_connections`]' bound until it is dropped.
-struct LimitedConn {
-    stream: tokio::net::TcpStream,
-    _permit: tokio::sync::OwnedSemaphorePermit,
-}
-
-impl tonic::transport::server::Connected for LimitedConn {
-    type ConnectInfo = tonic::transport::server::TcpConnectInfo;
-
-    fn connect_info(&self) -> Self::ConnectInfo {
-        self.stream.connect_info()
-    }
-}
-
-impl tokio::io::AsyncRead for LimitedConn {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
-    }
-}
-
-impl tokio::io::AsyncWrite for LimitedConn {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
-    }
-
-    fn poll_flush(
-        mut self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        Pin::new(&mut self.stream).poll_flush(cx)
-    }
-
-    fn poll_shutdown(
-        mut self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        Pin::new(&mut self.stream).poll_shutdown(cx)
-    }
-}
-
 /// Counts and times every gRPC request by method and code ([`crate::metrics::grpc_request`]).
 /// The code is the response's `grpc-status` header: tonic puts it there for every error
 /// (trailers-only response), while a success carries it in the trailers, so a response
@@ -234,11 +138,18 @@ where
         Box::pin(async move {
             let result = response.await;
             if let Ok(response) = &result {
-                let code = response
-                    .headers()
-                    .get("grpc-status")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("0");
+                // A Connect answer carries its code aside (it has no `grpc-status`).
+                let connect_code = response
+                    .extensions()
+                    .get::<crate::connect::AnsweredCode>()
+                    .map(|c| (c.0 as i32).to_string());
+                let code = connect_code.as_deref().unwrap_or_else(|| {
+                    response
+                        .headers()
+                        .get("grpc-status")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("0")
+                });
                 let method = if crate::auth::layer::known_method(&path) {
                     &path
                 } else {
@@ -247,7 +158,7 @@ where
                 crate::metrics::grpc_request(method, code, started.elapsed());
                 if code != "0" {
                     let identity = identity.0.get().map(|s| &**s);
-                    log_refusal(method, code, peer, identity, response.headers());
+                    log_refusal(method, code, peer, identity, response);
                 }
             }
             result
@@ -263,12 +174,12 @@ const REFUSALS_LOGGED_PER_SECOND: u64 = 10;
 /// authenticated), the method (from the served set), the code and the start of the message
 /// (which names the first field violation), so an operator can find which caller sends bad
 /// requests. Rate-limited.
-fn log_refusal(
+fn log_refusal<B>(
     method: &str,
     code: &str,
     peer: Option<std::net::SocketAddr>,
     identity: Option<&str>,
-    headers: &tonic::codegen::http::HeaderMap,
+    response: &HttpResponse<B>,
 ) {
     use std::sync::atomic::{AtomicU64, Ordering};
     static WINDOW: AtomicU64 = AtomicU64::new(0);
@@ -284,8 +195,14 @@ fn log_refusal(
         SUPPRESSED.fetch_add(1, Ordering::Relaxed);
         return;
     }
-    let message = tonic::Status::from_header_map(headers)
-        .map(|s| s.message().chars().take(200).collect::<String>())
+    let message = response
+        .extensions()
+        .get::<crate::connect::RefusalMessage>()
+        .map(|m| m.0.clone())
+        .or_else(|| {
+            tonic::Status::from_header_map(response.headers()).map(|s| s.message().to_owned())
+        })
+        .map(|m| m.chars().take(200).collect::<String>())
         .unwrap_or_default();
     let code_name = code
         .parse::<i32>()
@@ -418,8 +335,8 @@ pub(crate) async fn serve_opened(
         }
         OpenedStore::Etcd(store) => {
             // Replicas share out the targets (`store::etcd::ownership`); a call for another
-            // replica's target is forwarded there, except under TLS (no client identity to
-            // forward with), where each replica decides what reaches it.
+            // replica's target is forwarded there when the replicas share a secret to prove
+            // who they are (`peers`); without one, each replica decides what reaches it.
             let advertise = match &config.etcd.advertise {
                 Some(addr) => Some(addr.clone()),
                 None => {
@@ -427,14 +344,18 @@ pub(crate) async fn serve_opened(
                     (!local.ip().is_unspecified()).then(|| local.to_string())
                 }
             };
-            let forward = !config.security.tls();
+            let forward = security.peer_link().is_some();
             if advertise.is_none() {
                 tracing::warn!(
                     "--listen is 0.0.0.0 or :: and --etcd-advertise is not set: other replicas \
                      cannot forward to this one (they decide its targets' calls themselves)"
                 );
             }
-            store.start_ownership(advertise.unwrap_or_default(), forward);
+            store.start_ownership(
+                advertise.unwrap_or_default(),
+                forward,
+                security.peer_key().cloned(),
+            );
             let served = serve_secured(
                 listener,
                 health_listener,
@@ -529,7 +450,8 @@ pub async fn serve_secured<S: HpaStore + VpaStore + FleetStore>(
         },
         crate::engine::hpa::evaluate,
     )
-    .with_fleet(fleet_store);
+    .with_fleet(fleet_store, config.fleet)
+    .with_peers(security.peer_link());
     let vertical = VerticalService::new(
         vertical_store,
         Arc::clone(&durability),
@@ -604,14 +526,16 @@ pub async fn serve_secured<S: HpaStore + VpaStore + FleetStore>(
     let routes = routes.routes().prepare();
     // What every call passes, outermost first; the web console's calls pass it too
     // (`console`), so they are authenticated, authorized, shed and limited as gRPC is.
+    // Browser-facing doors without an authorization file answer only the Host names they
+    // are reached by (DNS rebinding).
+    let hosts = crate::connect::HostCheck::new(!enforce, &config.doors.allowed_hosts);
     let stack = tower::ServiceBuilder::new()
-        // Connect unary calls (HTTP/JSON) become the gRPC calls they stand for, outside every
-        // other layer, so that they are counted, authenticated, shed and limited as gRPC is.
-        .layer(crate::connect::ConnectLayer::new(
-            &config.limits,
-            security.auth_state(),
-        ))
+        // Every call counted and every refusal logged, Connect's included.
         .layer(tower::layer::layer_fn(|inner| RequestMetrics { inner }))
+        // Connect unary calls (HTTP/JSON): what needs no body is answered here, and the
+        // answers from inside are turned back into Connect answers; the body is read by the
+        // load shedding and decoded by the transcoder, innermost.
+        .layer(crate::connect::ConnectLayer::new(hosts))
         .layer(tower::util::MapResponseLayer::new(
             message_too_large_is_resource_exhausted
                 as fn(HttpResponse<tonic::body::Body>) -> HttpResponse<tonic::body::Body>,
@@ -621,14 +545,23 @@ pub async fn serve_secured<S: HpaStore + VpaStore + FleetStore>(
         // before load shedding, so an unauthenticated call takes no slot and no body is read
         // for it, and the identity's share of the slots is known.
         .layer(crate::auth::AuthLayer::new(security.auth_state()))
-        // Load shedding, deadlines, the request context and client protocol errors.
+        // Load shedding, deadlines, the body timeout and the buffered-bytes bound, the request
+        // context and client protocol errors.
         .layer(crate::overload::OverloadLayer::new(&config))
+        // A Connect call's body (read by now, within the limits) as the gRPC message.
+        .layer(crate::connect::TranscodeLayer::new(&config.limits))
         .into_inner();
     // The console's API while this server serves (cleared when this function returns).
     let _console = crate::console::install(tower::Layer::layer(&stack, routes.clone()));
+    let doors = crate::doors::Doors::of(&config);
     let router = tonic::transport::Server::builder()
         // HTTP/1.1 too, for Connect's unary calls (curl, browsers); gRPC stays HTTP/2.
         .accept_http1(true)
+        .max_concurrent_streams(Some(crate::doors::STREAMS_PER_CONNECTION))
+        // A peer that vanished without closing (a cut network) is found and its connection
+        // closed, instead of holding a place at the cap.
+        .http2_keepalive_interval(Some(std::time::Duration::from_secs(60)))
+        .http2_keepalive_timeout(Some(std::time::Duration::from_secs(20)))
         .layer(stack)
         .trace_fn(crate::telemetry::grpc_span);
     let stop_signal = async move {
@@ -638,13 +571,14 @@ pub async fn serve_secured<S: HpaStore + VpaStore + FleetStore>(
         match security.tls() {
             Some(tls) => Box::pin(router.serve_with_incoming_shutdown(
                 routes,
-                crate::tls::incoming(listener, Arc::clone(tls)),
+                crate::doors::guard_tls(
+                    crate::tls::incoming(listener, Arc::clone(tls)),
+                    crate::doors::Door::new(doors.grpc),
+                ),
                 stop_signal,
             )),
             None => {
-                // Nagle's algorithm would hold small responses back for the peer's delayed ACK
-                // (~40 ms per call); tonic sets TCP_NODELAY only on listeners it binds itself.
-                let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+                let incoming = crate::doors::accept(listener, crate::doors::Door::new(doors.grpc));
                 Box::pin(router.serve_with_incoming_shutdown(routes, incoming, stop_signal))
             }
         };
@@ -655,7 +589,7 @@ pub async fn serve_secured<S: HpaStore + VpaStore + FleetStore>(
     let (health_stop_tx, health_stop_rx) = tokio::sync::oneshot::channel::<()>();
     let health_local = health_listener.as_ref().and_then(|l| l.local_addr().ok());
     let health_task = health_listener.map(|health_listener| {
-        let incoming = limited_connections(health_listener, HEALTH_CONNECTIONS);
+        let incoming = crate::doors::accept(health_listener, crate::doors::Door::new(doors.health));
         // No credentials are asked here: bound the connections, and what one connection can
         // hold open (the Watch streams are bounded over every listener by the health service
         // itself).

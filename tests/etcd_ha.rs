@@ -32,6 +32,9 @@ use tonic_health::pb::{
 #[path = "../benches/support/steady_state.rs"]
 mod steady_state;
 
+/// The secret the replicas of these tests share (`--peer-secret-file`).
+const PEER_SECRET: &str = "the replicas of the etcd tests share this secret";
+
 /// A replica of `autoscaled serve --store etcd` (the real binary), SIGKILLed when dropped.
 struct Replica {
     server: Option<binary::Server>,
@@ -41,10 +44,15 @@ struct Replica {
 impl Replica {
     fn start(endpoints: &str, prefix: &str, extra: &[&str]) -> Replica {
         let data = tempfile::tempdir().unwrap();
+        // The deployment's shared secret: every replica of these tests has the same.
+        let secret = data.path().join("peer-secret");
+        std::fs::write(&secret, PEER_SECRET).unwrap();
         let mut command = binary::command(&data.path().join("unused"));
         command
             .args(["--store", "etcd", "--etcd-endpoints", endpoints])
             .args(["--etcd-prefix", prefix, "--decision-log-len", "10000"])
+            .arg("--peer-secret-file")
+            .arg(&secret)
             .args(extra);
         Replica {
             server: Some(binary::spawn(command)),
@@ -385,6 +393,260 @@ async fn targets_are_owned_forwarded_and_taken_over_when_their_owner_dies() {
     assert!(failed <= 16, "{failed} calls failed after the kill");
     let acked = acks.values().map(Vec::len).sum::<usize>();
     assert_eq!(check_history(addrs[0], &acks, failed == 0).await, acked);
+}
+
+/// Replicas prove to each other that they are replicas of one deployment (the shared
+/// secret, `peers`): a registration written into etcd by someone without the secret is never
+/// an owner (no call goes to it, no caller's token with it), a marker a client sets to choose
+/// which replica decides is ignored and counted, and a replica without the secret forwards
+/// nothing (it decides what reaches it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_forward_only_to_verified_peers_and_ignore_client_markers() {
+    if !etcd_support::available() {
+        return;
+    }
+    let etcd = Etcd::start(1);
+    // An impostor: a registration with an address of its own, unsigned and badly signed.
+    let impostor = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let impostor_addr = impostor.local_addr().unwrap();
+    impostor.set_nonblocking(true).unwrap();
+    for (id, value) in [
+        ("fff0", impostor_addr.to_string()),
+        ("fff1", format!("{impostor_addr}\n{}", "00".repeat(32))),
+    ] {
+        etcd.etcdctl(
+            &etcd.endpoints(),
+            &["put", &format!("peer/replicas/{id}"), &value],
+        )
+        .expect("etcdctl put");
+    }
+    let flags = ["--metrics-listen", "127.0.0.1:0"];
+    let first = Replica::start(&etcd.endpoints(), "peer/", &flags);
+    let second = Replica::start(&etcd.endpoints(), "peer/", &flags);
+    let admins = [
+        first.server.as_ref().unwrap().admin.unwrap(),
+        second.server.as_ref().unwrap().admin.unwrap(),
+    ];
+    let addrs = [first.addr(), second.addr()];
+    let mut clients = [client(addrs[0]).await, client(addrs[1]).await];
+    let started = Instant::now();
+    let mut millis = epoch_millis();
+    // Until both verified registrations are read, then until calls were forwarded both ways.
+    loop {
+        for t in 0..16 {
+            for via in clients.iter_mut() {
+                millis += 1;
+                let target = format!("peer-t{t}");
+                bounded(
+                    format!("Recommend {target}"),
+                    via.recommend(request(&target, millis)),
+                )
+                .await
+                .unwrap();
+            }
+        }
+        let forwarded = |i: usize| {
+            counter(
+                admins[i],
+                "autoscaled_hpa_forwarded_total",
+                "decided=\"owner\"",
+            )
+        };
+        if forwarded(0) > 0.0 && forwarded(1) > 0.0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no call was forwarded within 30 s"
+        );
+    }
+    // Nothing went to the impostor, and both replicas left its entries out.
+    assert!(
+        impostor.accept().is_err(),
+        "a call was forwarded to an unverified registration"
+    );
+    for admin in admins {
+        assert!(
+            counter(
+                admin,
+                "autoscaled_door_refusals_total",
+                "limit=\"registration\""
+            ) >= 2.0
+        );
+    }
+    // A client's own marker: ignored (the call decided or forwarded as any other) and counted.
+    let before = counter(
+        admins[0],
+        "autoscaled_door_refusals_total",
+        "limit=\"forwarded_marker\"",
+    ) + counter(
+        admins[1],
+        "autoscaled_door_refusals_total",
+        "limit=\"forwarded_marker\"",
+    );
+    for t in 0..16 {
+        millis += 1;
+        let mut request = tonic::Request::new(request(&format!("peer-t{t}"), millis));
+        request
+            .metadata_mut()
+            .insert("autoscaled-forwarded", "1".parse().unwrap());
+        request
+            .metadata_mut()
+            .insert("autoscaled-forwarded-for", "203.0.113.9:1".parse().unwrap());
+        let answer = bounded("Recommend with a marker", clients[0].recommend(request))
+            .await
+            .unwrap();
+        assert!(answer.get_ref().recorded);
+    }
+    let after = counter(
+        admins[0],
+        "autoscaled_door_refusals_total",
+        "limit=\"forwarded_marker\"",
+    ) + counter(
+        admins[1],
+        "autoscaled_door_refusals_total",
+        "limit=\"forwarded_marker\"",
+    );
+    assert_eq!(after - before, 16.0, "every client marker counted once");
+    drop((first, second));
+
+    // Without the secret: nothing forwarded.
+    let data = tempfile::tempdir().unwrap();
+    let mut command = binary::command(&data.path().join("unused"));
+    command
+        .args(["--store", "etcd", "--etcd-endpoints", &etcd.endpoints()])
+        .args([
+            "--etcd-prefix",
+            "nosecret/",
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ]);
+    let lone = [binary::spawn(command), {
+        let mut c = binary::command(&data.path().join("unused2"));
+        c.args(["--store", "etcd", "--etcd-endpoints", &etcd.endpoints()])
+            .args([
+                "--etcd-prefix",
+                "nosecret/",
+                "--metrics-listen",
+                "127.0.0.1:0",
+            ]);
+        binary::spawn(c)
+    }];
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut c = client(lone[0].addr).await;
+    for t in 0..16 {
+        millis += 1;
+        bounded(
+            "Recommend",
+            c.recommend(request(&format!("lone-t{t}"), millis)),
+        )
+        .await
+        .unwrap();
+    }
+    assert_eq!(
+        counter(lone[0].admin.unwrap(), "autoscaled_hpa_forwarded_total", ""),
+        0.0,
+        "a replica without the secret forwarded"
+    );
+}
+
+/// Under mTLS replicas forward too: the hop is TLS (the owner's certificate checked against
+/// the CA, the forwarding replica's own certificate presented), and the owner authorizes the
+/// caller's certificate identity, which the signed marker carries (the caller may recommend
+/// on `tls/`; the replicas' own identity may do nothing, so a call the owner took as the
+/// forwarding replica's would be denied).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_forward_under_mtls_with_the_callers_identity() {
+    if !etcd_support::available() {
+        return;
+    }
+    let etcd = Etcd::start(1);
+    let certs_dir = tempfile::tempdir().unwrap();
+    let certs = etcd_support::make_certs(certs_dir.path());
+    let authz = certs_dir.path().join("authz.toml");
+    std::fs::write(
+        &authz,
+        "[[rule]]\nidentity = \"spiffe://test/caller\"\nverbs = [\"recommend\", \"read\"]\nprefixes = [\"tls/\"]\n",
+    )
+    .unwrap();
+    let (caller_cert, caller_key) =
+        etcd_support::make_client_cert(certs_dir.path(), &certs, "spiffe://test/caller");
+    let paths = |p: &std::path::Path| p.to_str().unwrap().to_owned();
+    let flags = [
+        "--metrics-listen".to_owned(),
+        "127.0.0.1:0".to_owned(),
+        "--tls-cert".to_owned(),
+        paths(&certs.server_cert),
+        "--tls-key".to_owned(),
+        paths(&certs.server_key),
+        "--tls-client-ca".to_owned(),
+        paths(&certs.ca),
+        "--authz".to_owned(),
+        paths(&authz),
+        "--health".to_owned(),
+        "open".to_owned(),
+    ];
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let replicas = [
+        Replica::start(&etcd.endpoints(), "tls/", &flags),
+        Replica::start(&etcd.endpoints(), "tls/", &flags),
+    ];
+    let tls = tonic::transport::ClientTlsConfig::new()
+        .ca_certificate(tonic::transport::Certificate::from_pem(
+            std::fs::read(&certs.ca).unwrap(),
+        ))
+        .identity(tonic::transport::Identity::from_pem(
+            std::fs::read(&caller_cert).unwrap(),
+            std::fs::read(&caller_key).unwrap(),
+        ))
+        .domain_name("localhost");
+    let mut clients = Vec::new();
+    for r in &replicas {
+        let channel = tonic::transport::Endpoint::from_shared(format!("https://{}", r.addr()))
+            .unwrap()
+            .tls_config(tls.clone())
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        clients.push(HorizontalAutoscalerClient::new(channel));
+    }
+    let admins: Vec<SocketAddr> = replicas
+        .iter()
+        .map(|r| r.server.as_ref().unwrap().admin.unwrap())
+        .collect();
+    let forwarded = |i: usize| {
+        counter(
+            admins[i],
+            "autoscaled_hpa_forwarded_total",
+            "decided=\"owner\"",
+        )
+    };
+    let started = Instant::now();
+    let mut millis = epoch_millis();
+    loop {
+        for t in 0..16 {
+            for (via, c) in clients.iter_mut().enumerate() {
+                millis += 1;
+                let target = format!("tls/t{t}");
+                let answer = bounded(
+                    format!("Recommend {target} via {via}"),
+                    c.recommend(request(&target, millis)),
+                )
+                .await;
+                assert!(answer.is_ok(), "{target} via {via}: {answer:?}");
+            }
+        }
+        if forwarded(0) > 0.0 && forwarded(1) > 0.0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no call forwarded under TLS within 30 s ({} and {})",
+            forwarded(0),
+            forwarded(1)
+        );
+    }
 }
 
 #[test]

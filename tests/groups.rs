@@ -463,6 +463,88 @@ async fn bad_policies_and_groups_are_invalid_arguments_naming_the_field() {
     ] {
         assert!(fields.iter().any(|x| x == f), "{f} in {fields:?}");
     }
+    // A control character names the field that holds it, wherever it is.
+    let bell = "bad/\u{7}x".to_owned();
+    let cases: [(pb::ScalingGroup, &str); 5] = [
+        (
+            pb::ScalingGroup {
+                name: bell.clone(),
+                capacity: 5,
+                member_prefixes: vec!["x/".into()],
+                ..Default::default()
+            },
+            "group.name",
+        ),
+        (
+            pb::ScalingGroup {
+                name: "g".into(),
+                capacity: 5,
+                member_keys: vec!["x/a".into(), bell.clone()],
+                ..Default::default()
+            },
+            "group.member_keys[1]",
+        ),
+        (
+            pb::ScalingGroup {
+                name: "g".into(),
+                capacity: 5,
+                member_prefixes: vec![bell.clone()],
+                ..Default::default()
+            },
+            "group.member_prefixes[0]",
+        ),
+        (
+            pb::ScalingGroup {
+                name: "g".into(),
+                capacity: 5,
+                member_policies: vec![bell.clone()],
+                ..Default::default()
+            },
+            "group.member_policies[0]",
+        ),
+        (
+            pb::ScalingGroup {
+                name: "g".into(),
+                capacity: 5,
+                member_prefixes: vec!["x/".into()],
+                member_units: [(bell.clone(), 1)].into_iter().collect(),
+                ..Default::default()
+            },
+            "group.member_units[",
+        ),
+    ];
+    for (group, field) in cases {
+        let e = client
+            .put_scaling_group(pb::PutScalingGroupRequest {
+                group: Some(group),
+                expected_version: None,
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{field}");
+        assert!(
+            field_of(&e).iter().any(|f| f.starts_with(field)),
+            "{field} not in {:?}",
+            field_of(&e)
+        );
+    }
+    let e = client
+        .get_scaling_group(pb::GetScalingGroupRequest { name: bell.clone() })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert_eq!(field_of(&e), ["name"]);
+    let mut named = gpu_policy(10);
+    named.name = bell.clone();
+    let e = client
+        .put_policy(pb::PutPolicyRequest {
+            policy: Some(named),
+            expected_version: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(field_of(&e), ["policy.name"]);
+
     let mut bad = gpu_policy(10);
     bad.spec.as_mut().unwrap().metrics[0]
         .target

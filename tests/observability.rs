@@ -218,6 +218,7 @@ fn the_admin_listener_answers_probes_and_refuses_other_paths() {
     let _server = common::Server {
         addr: admin,
         admin: None,
+        health: None,
         child,
     };
     assert_eq!(
@@ -533,6 +534,31 @@ async fn refusals_are_audited_escaped_and_unknown_methods_do_not_grow_metrics() 
     )
     .await;
     assert_eq!(unmapped, 7);
+    // The same refusals through the HTTP/JSON door: audited with the caller's address too.
+    let connect = |token: &str, key: &str| {
+        use std::io::{Read, Write};
+        let body = format!("{{\"targetKey\":\"{key}\"}}");
+        let mut tcp = std::net::TcpStream::connect(server.addr).unwrap();
+        tcp.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        write!(
+            tcp,
+            "POST /autoscaled.v1.HorizontalAutoscaler/GetHistory HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\n{token}Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        let _ = tcp.read_to_string(&mut answer);
+        answer
+    };
+    let answer = connect("", "team-a/connect-no-token");
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    let answer = connect(
+        &format!("Authorization: {bearer}\r\n"),
+        "team-b/connect-denied",
+    );
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+
     let body = scrape(metrics_addr);
     assert!(!body.contains("Probe"), "made-up methods became labels");
     assert!(
@@ -561,6 +587,23 @@ async fn refusals_are_audited_escaped_and_unknown_methods_do_not_grow_metrics() 
         audit
             .iter()
             .any(|l| l.contains("method without a verb") && l.contains("bot")),
+        "{text}"
+    );
+    // Every audit line carries the caller's address, whichever door the call came through.
+    assert!(
+        audit.iter().all(|l| l.contains("remote=127.0.0.1:")),
+        "an audit line without the remote address: {text}"
+    );
+    assert!(
+        audit
+            .iter()
+            .any(|l| l.contains("no credentials") && l.contains("GetHistory")),
+        "{text}"
+    );
+    assert!(
+        audit
+            .iter()
+            .any(|l| l.contains("team-b/connect-denied") && l.contains("denied")),
         "{text}"
     );
     assert!(
@@ -673,6 +716,35 @@ async fn every_rpc_of_the_descriptor_set_denies_another_tenants_key() {
         0
     );
 
+    // More of each, so that a page of one read in team-b's names has a token to give.
+    for name in ["team-b/x1", "team-b/x2"] {
+        let mut policy = pb::PutPolicyRequest::decode(policy.as_slice()).unwrap();
+        policy.policy.as_mut().unwrap().name = name.into();
+        assert_eq!(
+            raw_status(
+                &channel,
+                &format!("{H}PutPolicy"),
+                &as_b,
+                &policy.encode_to_vec()
+            )
+            .await,
+            0
+        );
+        let mut group = pb::PutScalingGroupRequest::decode(group.as_slice()).unwrap();
+        group.group.as_mut().unwrap().name = name.into();
+        group.group.as_mut().unwrap().member_prefixes = vec![format!("{name}/")];
+        assert_eq!(
+            raw_status(
+                &channel,
+                &format!("{H}PutScalingGroup"),
+                &as_b,
+                &group.encode_to_vec()
+            )
+            .await,
+            0
+        );
+    }
+
     let pool = DescriptorPool::decode(autoscaled::pb::FILE_DESCRIPTOR_SET).unwrap();
     let mut denied = 0;
     let mut methods = Vec::new();
@@ -708,6 +780,39 @@ async fn every_rpc_of_the_descriptor_set_denies_another_tenants_key() {
                     "{path}: no target_key and not a List: decide how it is authorized"
                 );
                 assert_eq!(code, 0, "{path}");
+                // Pages of one, followed to the end: no page token names team-b's things
+                // (tokens are the hex of the last name a page read).
+                if input.get_field_by_name("page_size").is_some() {
+                    let mut token = String::new();
+                    for page in 0.. {
+                        assert!(page < 50, "{path}: pages without end");
+                        let mut request = DynamicMessage::new(input.clone());
+                        request.set_field_by_name("page_size", Value::I32(1));
+                        request.set_field_by_name("page_token", Value::String(token.clone()));
+                        let (code, body) =
+                            raw_call(&channel, &path, &as_a, &request.encode_to_vec()).await;
+                        assert_eq!(code, 0, "{path} page {page}");
+                        let response =
+                            DynamicMessage::decode(method.output(), body.as_slice()).unwrap();
+                        token = response
+                            .get_field_by_name("next_page_token")
+                            .unwrap_or_else(|| panic!("{path}: pages without tokens"))
+                            .as_str()
+                            .unwrap()
+                            .to_owned();
+                        let decoded: Vec<u8> = (0..token.len() / 2)
+                            .filter_map(|i| u8::from_str_radix(&token[2 * i..2 * i + 2], 16).ok())
+                            .collect();
+                        let decoded = String::from_utf8_lossy(&decoded);
+                        assert!(
+                            !decoded.contains("team-b") && !token.contains("team-b"),
+                            "{path}: a page token names team-b's: {decoded:?}"
+                        );
+                        if token.is_empty() {
+                            break;
+                        }
+                    }
+                }
                 let response = DynamicMessage::decode(method.output(), body.as_slice()).unwrap();
                 // Keys, or named things (policies, groups).
                 let names: Vec<String> =

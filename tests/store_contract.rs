@@ -546,6 +546,7 @@ fn fleet_contract(store: &dyn FleetStore, guarded: bool) {
         version,
         update_time: Time::from_unix_secs(T0),
         horizontal_spec: vec![0x10, 0x0a],
+        owner: Some("team-a".to_owned()),
     };
     assert!(wait(store.policy("tier/web")).unwrap().is_none());
     wait(store.put_policy("tier/web", Some(0), &policy(1))).unwrap();
@@ -590,6 +591,14 @@ fn fleet_contract(store: &dyn FleetStore, guarded: bool) {
         },
     );
     wait(store.put_group("gpus", Some(0), &group)).unwrap();
+    // The groups' generation: a new value at each bump (every replica's index re-reads the
+    // definitions only when it changed).
+    let before = wait(store.groups_generation()).unwrap();
+    wait(store.bump_groups_generation()).unwrap();
+    let after = wait(store.groups_generation()).unwrap();
+    assert!(!after.is_empty() && after != before);
+    wait(store.bump_groups_generation()).unwrap();
+    assert_ne!(wait(store.groups_generation()).unwrap(), after);
     let (read, revision) = wait(store.group("gpus")).unwrap().unwrap();
     assert_eq!(read, group);
     let mut next = group.clone();

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -81,8 +82,12 @@ func startEtcd(t *testing.T) string {
 // startReplica runs a real autoscaled replica on the etcd at endpoint, with an admin listener.
 func startReplica(t *testing.T, endpoint, prefix string) *realServer {
 	t.Helper()
+	secret := filepath.Join(t.TempDir(), "peer-secret")
+	if err := os.WriteFile(secret, []byte("the replicas of the Go owner test share this secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	s, err := startServerWith("--store", "etcd", "--etcd-endpoints", endpoint, "--etcd-prefix", prefix,
-		"--metrics-listen", "127.0.0.1:0")
+		"--metrics-listen", "127.0.0.1:0", "--peer-secret-file", secret)
 	if err != nil {
 		t.Fatalf("replica: %v", err)
 	}

@@ -47,6 +47,55 @@ pub(crate) trait TargetSummaries {
         next_page_token: String,
         include_summaries: bool,
     ) -> Result<ListTargetsResponse, Status>;
+
+    /// The names of the stored policies or groups after `after`, at most `size`, and whether
+    /// more follow: the scan `filtered_page` pages through.
+    async fn names(
+        &self,
+        kind: FleetKind,
+        after: Option<String>,
+        size: i32,
+    ) -> Result<(Vec<String>, bool), Status>;
+
+    /// `ListPolicies`' answer for exactly `names` (the response budget may cut it first; its
+    /// token then continues after the last policy it holds).
+    async fn policies_named(
+        &self,
+        names: Vec<String>,
+        next_page_token: String,
+    ) -> Result<pb::ListPoliciesResponse, Status>;
+
+    /// `ListScalingGroups`' answer for exactly `names`, likewise.
+    async fn groups_named(
+        &self,
+        names: Vec<String>,
+        next_page_token: String,
+    ) -> Result<pb::ListScalingGroupsResponse, Status>;
+}
+
+/// Policies or scaling groups, for [`TargetSummaries::names`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FleetKind {
+    Policies,
+    Groups,
+}
+
+/// The names the caller may read, handed to the service with a request whose answer names
+/// stored things (DeletePolicy's refusal names the targets and groups that use the policy).
+#[derive(Clone, Debug)]
+pub(crate) struct Readable(pub(crate) KeyFilter);
+
+/// A group's definition with only the selectors the caller may read: member keys, member
+/// prefixes, per-member units and the policies it selects by (a group report shows what
+/// another tenant's members are only to callers who may read them).
+fn members_readable(group: &mut pb::ScalingGroup, filter: &KeyFilter) {
+    if filter.is_all() {
+        return;
+    }
+    group.member_keys.retain(|k| filter.allows(k));
+    group.member_prefixes.retain(|p| filter.allows(p));
+    group.member_policies.retain(|p| filter.allows(p));
+    group.member_units.retain(|k, _| filter.allows(k));
 }
 
 /// The key prefixes a scaling group's members must be under: the `configure` rights of the
@@ -66,15 +115,31 @@ impl<S> Authorized<S> {
         Authorized { inner, enforce }
     }
 
-    /// A key with control characters is INVALID_ARGUMENT before any permission is looked at:
-    /// no such key can be stored, and a denial would put it into the audit log.
-    fn check<T>(&self, request: &Request<T>, verb: Verb, key: &str) -> Result<(), Status> {
+    /// The caller's `verb` on `key`, which the request carries in `field` (its path, named
+    /// in the error). A key with control characters is INVALID_ARGUMENT before any
+    /// permission is looked at: no such key can be stored, and a denial would put it into
+    /// the audit log.
+    fn check<T>(
+        &self,
+        request: &Request<T>,
+        verb: Verb,
+        field: &str,
+        key: &str,
+    ) -> Result<(), Status> {
         if key.chars().any(char::is_control) {
             let mut v = convert::Violations::default();
-            v.add("target_key", "must not contain control characters");
+            v.add(field, "must not contain control characters");
             return v.into_result(()).map_err(Status::from);
         }
         auth::authorize(caller(request), self.enforce, verb, key)
+    }
+
+    /// The names the caller may read, for the listings and reports of the fleet.
+    fn readable<T>(&self, request: &Request<T>) -> Result<KeyFilter, Status> {
+        Ok(
+            KeyFilter::for_caller(caller(request), self.enforce, Verb::Read)?
+                .with_max_key_bytes(max_key_bytes()),
+        )
     }
 }
 
@@ -167,10 +232,15 @@ impl<S: HorizontalAutoscaler + TargetSummaries> HorizontalAutoscaler for Authori
         &self,
         request: Request<RecommendRequest>,
     ) -> Result<Response<RecommendResponse>, Status> {
-        self.check(&request, Verb::Recommend, &request.get_ref().target_key)?;
+        self.check(
+            &request,
+            Verb::Recommend,
+            "target_key",
+            &request.get_ref().target_key,
+        )?;
         // A policy's spec is read by the call: `read` on its name.
         if !request.get_ref().policy.is_empty() {
-            self.check(&request, Verb::Read, &request.get_ref().policy)?;
+            self.check(&request, Verb::Read, "policy", &request.get_ref().policy)?;
         }
         self.inner.recommend(request).await
     }
@@ -180,7 +250,12 @@ impl<S: HorizontalAutoscaler + TargetSummaries> HorizontalAutoscaler for Authori
         &self,
         request: Request<ReportScaleRequest>,
     ) -> Result<Response<ReportScaleResponse>, Status> {
-        self.check(&request, Verb::Recommend, &request.get_ref().target_key)?;
+        self.check(
+            &request,
+            Verb::Recommend,
+            "target_key",
+            &request.get_ref().target_key,
+        )?;
         self.inner.report_scale(request).await
     }
 
@@ -188,7 +263,12 @@ impl<S: HorizontalAutoscaler + TargetSummaries> HorizontalAutoscaler for Authori
         &self,
         request: Request<GetHistoryRequest>,
     ) -> Result<Response<TargetHistory>, Status> {
-        self.check(&request, Verb::Read, &request.get_ref().target_key)?;
+        self.check(
+            &request,
+            Verb::Read,
+            "target_key",
+            &request.get_ref().target_key,
+        )?;
         self.inner.get_history(request).await
     }
 
@@ -239,7 +319,7 @@ impl<S: HorizontalAutoscaler + TargetSummaries> HorizontalAutoscaler for Authori
         let req = request.get_ref();
         // A group's replay: `read` on the group, and on every member whose log it replays.
         if !req.group.is_empty() {
-            self.check(&request, Verb::Read, &req.group)?;
+            self.check(&request, Verb::Read, "group", &req.group)?;
             if self.enforce {
                 let status = self
                     .inner
@@ -249,16 +329,21 @@ impl<S: HorizontalAutoscaler + TargetSummaries> HorizontalAutoscaler for Authori
                     .await?
                     .into_inner();
                 for member in &status.members {
-                    self.check(&request, Verb::Read, &member.target_key)?;
+                    self.check(&request, Verb::Read, "group", &member.target_key)?;
                 }
             }
         } else if !req.target_key.is_empty() || req.trace.is_empty() {
-            self.check(&request, Verb::Read, &req.target_key)?;
+            self.check(&request, Verb::Read, "target_key", &req.target_key)?;
         }
         let mut checked: Vec<&str> = Vec::new();
-        for step in &req.trace {
+        for (i, step) in req.trace.iter().enumerate() {
             if !checked.contains(&step.target_key.as_str()) {
-                self.check(&request, Verb::Read, &step.target_key)?;
+                self.check(
+                    &request,
+                    Verb::Read,
+                    &format!("trace[{i}].target_key"),
+                    &step.target_key,
+                )?;
                 checked.push(&step.target_key);
             }
         }
@@ -270,7 +355,7 @@ impl<S: HorizontalAutoscaler + TargetSummaries> HorizontalAutoscaler for Authori
         request: Request<DeleteTargetRequest>,
     ) -> Result<Response<()>, Status> {
         let key = request.get_ref().target_key.clone();
-        self.check(&request, Verb::Delete, &key)?;
+        self.check(&request, Verb::Delete, "target_key", &key)?;
         let who = caller(&request).cloned();
         let result = self.inner.delete_target(request).await;
         auth::audit(who.as_ref(), Verb::Delete, &key, &outcome(&result));
@@ -287,7 +372,7 @@ impl<S: HorizontalAutoscaler + TargetSummaries> HorizontalAutoscaler for Authori
             .as_ref()
             .map(|p| p.name.clone())
             .unwrap_or_default();
-        self.check(&request, Verb::Configure, &name)?;
+        self.check(&request, Verb::Configure, "policy.name", &name)?;
         let who = caller(&request).cloned();
         let result = self.inner.put_policy(request).await;
         auth::audit(who.as_ref(), Verb::Configure, &name, &outcome(&result));
@@ -298,30 +383,40 @@ impl<S: HorizontalAutoscaler + TargetSummaries> HorizontalAutoscaler for Authori
         &self,
         request: Request<pb::GetPolicyRequest>,
     ) -> Result<Response<pb::Policy>, Status> {
-        self.check(&request, Verb::Read, &request.get_ref().name)?;
+        self.check(&request, Verb::Read, "name", &request.get_ref().name)?;
         self.inner.get_policy(request).await
     }
 
-    /// The page with only the policies the caller may read (a page may come back short).
+    /// The policies the caller may read, scanned as every List is (`filtered_page`): the
+    /// page and its token hold only readable names.
     async fn list_policies(
         &self,
         request: Request<pb::ListPoliciesRequest>,
     ) -> Result<Response<pb::ListPoliciesResponse>, Status> {
-        let filter = KeyFilter::for_caller(caller(&request), self.enforce, Verb::Read)?;
-        let mut response = self.inner.list_policies(request).await?;
-        response
-            .get_mut()
-            .policies
-            .retain(|p| filter.allows(&p.name));
-        Ok(response)
+        let filter = self.readable(&request)?;
+        if filter.is_all() {
+            return self.inner.list_policies(request).await;
+        }
+        let req = request.into_inner();
+        let (names, next_page_token) =
+            filtered_page(req.page_size, &req.page_token, &filter, |after, size| {
+                self.inner.names(FleetKind::Policies, after, size)
+            })
+            .await?;
+        Ok(Response::new(
+            self.inner.policies_named(names, next_page_token).await?,
+        ))
     }
 
     async fn delete_policy(
         &self,
-        request: Request<pb::DeletePolicyRequest>,
+        mut request: Request<pb::DeletePolicyRequest>,
     ) -> Result<Response<()>, Status> {
         let name = request.get_ref().name.clone();
-        self.check(&request, Verb::Configure, &name)?;
+        self.check(&request, Verb::Configure, "name", &name)?;
+        // The refusal names only what the caller may read.
+        let readable = self.readable(&request)?;
+        request.extensions_mut().insert(Readable(readable));
         let who = caller(&request).cloned();
         let result = self.inner.delete_policy(request).await;
         auth::audit(who.as_ref(), Verb::Configure, &name, &outcome(&result));
@@ -343,15 +438,29 @@ impl<S: HorizontalAutoscaler + TargetSummaries> HorizontalAutoscaler for Authori
             request.extensions_mut().insert(scope);
         }
         let group = request.get_ref().group.clone().unwrap_or_default();
-        self.check(&request, Verb::Configure, &group.name)?;
-        for selected in group
-            .member_keys
-            .iter()
-            .chain(&group.member_prefixes)
-            .chain(&group.member_policies)
-            .chain(group.member_units.keys())
-        {
-            self.check(&request, Verb::Configure, selected)?;
+        self.check(&request, Verb::Configure, "group.name", &group.name)?;
+        let selected = [
+            ("member_keys", &group.member_keys),
+            ("member_prefixes", &group.member_prefixes),
+            ("member_policies", &group.member_policies),
+        ];
+        for (field, names) in selected {
+            for (i, name) in names.iter().enumerate() {
+                self.check(
+                    &request,
+                    Verb::Configure,
+                    &format!("group.{field}[{i}]"),
+                    name,
+                )?;
+            }
+        }
+        for key in group.member_units.keys() {
+            self.check(
+                &request,
+                Verb::Configure,
+                &format!("group.member_units[{key:?}]"),
+                key,
+            )?;
         }
         let who = caller(&request).cloned();
         let result = self.inner.put_scaling_group(request).await;
@@ -368,19 +477,38 @@ impl<S: HorizontalAutoscaler + TargetSummaries> HorizontalAutoscaler for Authori
         &self,
         request: Request<pb::GetScalingGroupRequest>,
     ) -> Result<Response<pb::ScalingGroupStatus>, Status> {
-        self.check(&request, Verb::Read, &request.get_ref().name)?;
-        self.inner.get_scaling_group(request).await
+        self.check(&request, Verb::Read, "name", &request.get_ref().name)?;
+        let filter = self.readable(&request)?;
+        let mut response = self.inner.get_scaling_group(request).await?;
+        let status = response.get_mut();
+        if let Some(group) = status.group.as_mut() {
+            members_readable(group, &filter);
+        }
+        status.members.retain(|m| filter.allows(&m.target_key));
+        Ok(response)
     }
 
-    /// The page with only the groups the caller may read (a page may come back short).
+    /// The groups the caller may read, scanned as every List is (`filtered_page`), each
+    /// showing only the members the caller may read.
     async fn list_scaling_groups(
         &self,
         request: Request<pb::ListScalingGroupsRequest>,
     ) -> Result<Response<pb::ListScalingGroupsResponse>, Status> {
-        let filter = KeyFilter::for_caller(caller(&request), self.enforce, Verb::Read)?;
-        let mut response = self.inner.list_scaling_groups(request).await?;
-        response.get_mut().groups.retain(|g| filter.allows(&g.name));
-        Ok(response)
+        let filter = self.readable(&request)?;
+        if filter.is_all() {
+            return self.inner.list_scaling_groups(request).await;
+        }
+        let req = request.into_inner();
+        let (names, next_page_token) =
+            filtered_page(req.page_size, &req.page_token, &filter, |after, size| {
+                self.inner.names(FleetKind::Groups, after, size)
+            })
+            .await?;
+        let mut response = self.inner.groups_named(names, next_page_token).await?;
+        for group in &mut response.groups {
+            members_readable(group, &filter);
+        }
+        Ok(Response::new(response))
     }
 
     async fn delete_scaling_group(
@@ -388,7 +516,7 @@ impl<S: HorizontalAutoscaler + TargetSummaries> HorizontalAutoscaler for Authori
         request: Request<pb::DeleteScalingGroupRequest>,
     ) -> Result<Response<()>, Status> {
         let name = request.get_ref().name.clone();
-        self.check(&request, Verb::Configure, &name)?;
+        self.check(&request, Verb::Configure, "name", &name)?;
         let who = caller(&request).cloned();
         let result = self.inner.delete_scaling_group(request).await;
         auth::audit(who.as_ref(), Verb::Configure, &name, &outcome(&result));
@@ -402,7 +530,12 @@ impl<S: VerticalAutoscaler> VerticalAutoscaler for Authorized<S> {
         &self,
         request: Request<RecordUsageRequest>,
     ) -> Result<Response<RecordUsageResponse>, Status> {
-        self.check(&request, Verb::WriteUsage, &request.get_ref().target_key)?;
+        self.check(
+            &request,
+            Verb::WriteUsage,
+            "target_key",
+            &request.get_ref().target_key,
+        )?;
         self.inner.record_usage(request).await
     }
 
@@ -410,7 +543,12 @@ impl<S: VerticalAutoscaler> VerticalAutoscaler for Authorized<S> {
         &self,
         request: Request<GetRecommendationRequest>,
     ) -> Result<Response<VerticalRecommendation>, Status> {
-        self.check(&request, Verb::Read, &request.get_ref().target_key)?;
+        self.check(
+            &request,
+            Verb::Read,
+            "target_key",
+            &request.get_ref().target_key,
+        )?;
         self.inner.get_recommendation(request).await
     }
 
@@ -419,7 +557,7 @@ impl<S: VerticalAutoscaler> VerticalAutoscaler for Authorized<S> {
         request: Request<DeleteVerticalTargetRequest>,
     ) -> Result<Response<()>, Status> {
         let key = request.get_ref().target_key.clone();
-        self.check(&request, Verb::Delete, &key)?;
+        self.check(&request, Verb::Delete, "target_key", &key)?;
         let who = caller(&request).cloned();
         let result = self.inner.delete_vertical_target(request).await;
         auth::audit(who.as_ref(), Verb::Delete, &key, &outcome(&result));

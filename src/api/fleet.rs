@@ -8,13 +8,22 @@
 //!   therefore cannot set a policy's `true` back to `false` (`removal_candidates`): name
 //!   another policy.
 //! * **Membership** ([`Fleet::group_of`]): the first group in name order that lists the key,
-//!   has a prefix of it, or selects the policy the call names. The groups' definitions are
-//!   read at most once a second ([`INDEX_MAX_AGE`]; at once after a change on this replica);
-//!   what the members hold is read fresh at each member's decision, with the member's state.
+//!   has a prefix of it, or selects the policy the call names, found in maps by key, prefix
+//!   and policy (a lookup costs the key's length, not the groups' selectors). The groups'
+//!   definitions are read again only when their generation changed (a value every put or
+//!   delete of a definition rewrites): checked at most once a second ([`INDEX_MAX_AGE`]) in
+//!   the background while calls go on with the index they have, and at once after a change
+//!   on this replica. What the members hold is read fresh at each member's decision.
+//! * **Limits**: with an authorization file, each identity may hold at most
+//!   `--max-groups-per-identity` groups, `--max-policies-per-identity` policies and
+//!   `--max-fleet-bytes-per-identity` bytes of definitions; the store as a whole at most
+//!   [`MAX_GROUPS`] groups and [`MAX_POLICIES`] policies (the last resort, and the only limit
+//!   without an authorization file, where every caller is one tenant).
 //! * **Writers**: one name's puts and deletes are serialized by this replica's locks and, on
 //!   etcd, guarded by the record's revision against other replicas.
 
 use std::{
+    collections::HashMap,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -28,6 +37,7 @@ use super::{
     locks::{KeyGuard, KeyLocks},
     status::ApiError,
 };
+pub(crate) use crate::config::FleetLimits;
 use crate::{
     engine::hpa::budget,
     pb::v1 as pb,
@@ -39,18 +49,100 @@ use crate::{
 pub(crate) const INDEX_MAX_AGE: Duration = Duration::from_secs(1);
 /// The most scaling groups a store holds (every Recommend looks them up).
 pub(crate) const MAX_GROUPS: usize = 1000;
+/// The most policies a store holds.
+pub(crate) const MAX_POLICIES: usize = 10_000;
 
-/// The groups' definitions as last read, in name order.
+/// The groups' definitions as last read, in name order, with maps to find a target's group.
+#[derive(Default)]
+pub(crate) struct Groups {
+    list: Vec<(String, ScalingGroupDef)>,
+    /// Positions in `list` by member key, by member prefix, by member policy.
+    by_key: HashMap<String, Vec<usize>>,
+    by_prefix: HashMap<String, Vec<usize>>,
+    by_policy: HashMap<String, Vec<usize>>,
+}
+
+impl Groups {
+    fn of(list: Vec<(String, ScalingGroupDef)>) -> Groups {
+        let mut groups = Groups {
+            list,
+            ..Groups::default()
+        };
+        for (i, (_, g)) in groups.list.iter().enumerate() {
+            for k in &g.member_keys {
+                groups.by_key.entry(k.clone()).or_default().push(i);
+            }
+            for p in &g.member_prefixes {
+                groups.by_prefix.entry(p.clone()).or_default().push(i);
+            }
+            for p in &g.member_policies {
+                groups.by_policy.entry(p.clone()).or_default().push(i);
+            }
+        }
+        groups
+    }
+
+    /// The first group in name order that selects `key` calling with `policy`.
+    fn group_of(&self, key: &str, policy: &str) -> Option<&str> {
+        let mut candidates: Vec<usize> = Vec::new();
+        if let Some(v) = self.by_key.get(key) {
+            candidates.extend(v);
+        }
+        if !policy.is_empty()
+            && let Some(v) = self.by_policy.get(policy)
+        {
+            candidates.extend(v);
+        }
+        if !self.by_prefix.is_empty() {
+            for (i, _) in key.char_indices().chain(std::iter::once((key.len(), ' '))) {
+                if let Some(v) = self.by_prefix.get(&key[..i]) {
+                    candidates.extend(v);
+                }
+            }
+        }
+        candidates.sort_unstable();
+        candidates
+            .into_iter()
+            .map(|i| &self.list[i])
+            .find(|(_, g)| g.selects(key, policy))
+            .map(|(name, _)| name.as_str())
+    }
+
+    /// The groups `owner` put, and the bytes of their definitions.
+    fn held_by(&self, owner: &str) -> (usize, usize) {
+        self.list
+            .iter()
+            .filter(|(_, g)| g.owner.as_deref() == Some(owner))
+            .fold((0, 0), |(n, bytes), (name, g)| {
+                (n + 1, bytes + g.definition_bytes(name))
+            })
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &(String, ScalingGroupDef)> {
+        self.list.iter()
+    }
+}
+
+/// The index: the groups as last read, under which generation, and when it was checked.
 #[derive(Default)]
 struct GroupIndex {
-    read_at: Option<Instant>,
-    groups: Arc<Vec<(String, ScalingGroupDef)>>,
+    /// When the generation was last compared with the store's; `None`: read again now.
+    checked_at: Option<Instant>,
+    generation: Option<Vec<u8>>,
+    groups: Arc<Groups>,
+    /// A background check is running.
+    checking: bool,
 }
 
 /// Policies and groups over a store.
 pub(crate) struct Fleet {
     store: Arc<dyn FleetStore>,
     locks: KeyLocks,
+    limits: FleetLimits,
     index: Mutex<GroupIndex>,
     /// One re-read of the index at a time: the calls that find it stale meanwhile wait for
     /// that one instead of each reading every group.
@@ -62,13 +154,99 @@ fn lock_name(kind: &str, name: &str) -> String {
 }
 
 impl Fleet {
-    pub(crate) fn new(store: Arc<dyn FleetStore>) -> Self {
+    pub(crate) fn new(store: Arc<dyn FleetStore>, limits: FleetLimits) -> Self {
         Fleet {
             store,
             locks: KeyLocks::default(),
+            limits,
             index: Mutex::new(GroupIndex::default()),
             refresh: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// The policies `owner` put, and the bytes of their specs (a scan of every policy: puts
+    /// of new policies are rare, and the store holds at most [`MAX_POLICIES`]).
+    async fn policies_held(&self, owner: Option<&str>) -> Result<(usize, usize, usize), ApiError> {
+        let (mut all, mut mine, mut bytes) = (0, 0, 0);
+        let mut after: Option<String> = None;
+        loop {
+            let page = self.store.list_policies(after.as_deref(), 500).await?;
+            all += page.keys.len();
+            if let Some(owner) = owner {
+                for name in &page.keys {
+                    if let Some((p, _)) = self.store.policy(name).await?
+                        && p.owner.as_deref() == Some(owner)
+                    {
+                        mine += 1;
+                        bytes += name.len() + p.horizontal_spec.len();
+                    }
+                }
+            }
+            if !page.more || page.keys.is_empty() {
+                return Ok((all, mine, bytes));
+            }
+            after = page.keys.last().cloned();
+        }
+    }
+
+    /// Refuses a new policy or group of `owner` past its limits; `adding` bytes more.
+    async fn within_limits(
+        &self,
+        owner: Option<&str>,
+        new_policy: bool,
+        new_group: bool,
+        adding: usize,
+    ) -> Result<(), ApiError> {
+        let exhausted = |field: &str, message: String| ApiError::ResourceExhausted {
+            field: field.to_owned(),
+            message,
+        };
+        let groups = self.groups(true).await?;
+        let (all_policies, policies, policy_bytes) = self.policies_held(owner).await?;
+        if new_group && groups.len() >= MAX_GROUPS {
+            return Err(exhausted(
+                "group",
+                format!("the store holds {MAX_GROUPS} scaling groups, the most it may"),
+            ));
+        }
+        if new_policy && all_policies >= MAX_POLICIES {
+            return Err(exhausted(
+                "policy",
+                format!("the store holds {MAX_POLICIES} policies, the most it may"),
+            ));
+        }
+        let Some(owner) = owner else {
+            return Ok(());
+        };
+        let (owned_groups, group_bytes) = groups.held_by(owner);
+        let l = self.limits;
+        if new_group && owned_groups >= l.groups_per_identity {
+            return Err(exhausted(
+                "group",
+                format!(
+                    "{owner:?} has put {owned_groups} scaling groups, the most one identity may (--max-groups-per-identity)"
+                ),
+            ));
+        }
+        if new_policy && policies >= l.policies_per_identity {
+            return Err(exhausted(
+                "policy",
+                format!(
+                    "{owner:?} has put {policies} policies, the most one identity may (--max-policies-per-identity)"
+                ),
+            ));
+        }
+        let total = group_bytes + policy_bytes + adding;
+        if total > l.bytes_per_identity {
+            return Err(exhausted(
+                if new_group { "group" } else { "policy" },
+                format!(
+                    "{owner:?}'s policies and scaling groups would hold {total} bytes of definitions, more than one identity may ({} bytes, --max-fleet-bytes-per-identity)",
+                    l.bytes_per_identity
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// The store of the policies and groups.
@@ -87,6 +265,7 @@ impl Fleet {
     pub(crate) async fn put_policy(
         &self,
         req: pb::PutPolicyRequest,
+        owner: Option<String>,
         check_spec: impl Fn(&pb::HorizontalSpec) -> Result<(), ApiError>,
     ) -> Result<pb::Policy, ApiError> {
         let policy = req
@@ -106,7 +285,15 @@ impl Fleet {
         {
             return conv::policy(&policy.name, same);
         }
-        let new = conv::stored_policy(&spec, version + 1, clock::hpa_now());
+        let new = conv::stored_policy(&spec, version + 1, clock::hpa_now(), owner.clone());
+        // The identity's limits count the policy as it will be (a change replaces the old).
+        let before = stored
+            .as_ref()
+            .filter(|(p, _)| p.owner == owner)
+            .map_or(0, |(p, _)| policy.name.len() + p.horizontal_spec.len());
+        let adding = (policy.name.len() + new.horizontal_spec.len()).saturating_sub(before);
+        self.within_limits(owner.as_deref(), stored.is_none(), false, adding)
+            .await?;
         self.store
             .put_policy(&policy.name, Some(revision), &new)
             .await
@@ -133,15 +320,42 @@ impl Fleet {
             .store
             .list_policies(page.after.as_deref(), page.size)
             .await?;
-        let mut policies = Vec::with_capacity(keys.keys.len());
+        let token = convert::next_page_token(&keys);
+        self.policies_named(&keys.keys, token).await
+    }
+
+    /// The names of the stored policies (or groups) after `after`, at most `size`, and
+    /// whether more follow.
+    pub(crate) async fn names(
+        &self,
+        groups: bool,
+        after: Option<&str>,
+        size: usize,
+    ) -> Result<(Vec<String>, bool), ApiError> {
+        let page = if groups {
+            self.store.list_groups(after, size).await?
+        } else {
+            self.store.list_policies(after, size).await?
+        };
+        Ok((page.keys, page.more))
+    }
+
+    /// `ListPolicies`' answer for `names`, ending with `next_page_token` unless the response
+    /// budget cuts it first (its token then continues after the last policy it holds).
+    pub(crate) async fn policies_named(
+        &self,
+        names: &[String],
+        next_page_token: String,
+    ) -> Result<pb::ListPoliciesResponse, ApiError> {
+        let mut policies = Vec::with_capacity(names.len());
         let mut budget = ResponseBudget::default();
-        for (i, name) in keys.keys.iter().enumerate() {
+        for (i, name) in names.iter().enumerate() {
             if let Some((p, _)) = self.store.policy(name).await? {
                 let policy = conv::policy(name, &p)?;
                 if !budget.fits(policy.encoded_len()) {
                     return Ok(pb::ListPoliciesResponse {
                         policies,
-                        next_page_token: convert::page_token(&keys.keys[i - 1]),
+                        next_page_token: convert::page_token(&names[i - 1]),
                     });
                 }
                 policies.push(policy);
@@ -149,13 +363,18 @@ impl Fleet {
         }
         Ok(pb::ListPoliciesResponse {
             policies,
-            next_page_token: convert::next_page_token(&keys),
+            next_page_token,
         })
     }
 
     /// `DeletePolicy`, once the caller checked that no target uses it (or `force`): refused
     /// while a group selects members by it, unless `force`.
-    pub(crate) async fn delete_policy(&self, name: &str, force: bool) -> Result<(), ApiError> {
+    pub(crate) async fn delete_policy(
+        &self,
+        name: &str,
+        force: bool,
+        readable: &crate::auth::KeyFilter,
+    ) -> Result<(), ApiError> {
         conv::name("name", name)?;
         let _guard = self.locks.lock(&lock_name("policy", name)).await;
         if !force {
@@ -164,8 +383,13 @@ impl Fleet {
                 .iter()
                 .find(|(_, g)| g.member_policies.iter().any(|p| p == name))
             {
+                let which = if readable.allows(group) {
+                    format!("scaling group {group:?}")
+                } else {
+                    "a scaling group you may not read".to_owned()
+                };
                 return Err(ApiError::FailedPrecondition(format!(
-                    "scaling group {group:?} selects its members by policy {name:?}: change the group first, or delete with force"
+                    "{which} selects its members by policy {name:?}: change the group first, or delete with force"
                 )));
             }
         }
@@ -207,6 +431,7 @@ impl Fleet {
         req: pb::PutScalingGroupRequest,
         key_bytes: usize,
         scope: Option<Vec<String>>,
+        owner: Option<String>,
     ) -> Result<pb::ScalingGroup, ApiError> {
         let group = req
             .group
@@ -214,12 +439,6 @@ impl Fleet {
         conv::check_group(&group, key_bytes)?;
         let _guard = self.lock_group(&group.name).await;
         let stored = self.store.group(&group.name).await?;
-        if stored.is_none() && self.groups(true).await?.len() >= MAX_GROUPS {
-            return Err(ApiError::ResourceExhausted {
-                field: "group".to_owned(),
-                message: format!("the store holds {MAX_GROUPS} scaling groups, the most it may"),
-            });
-        }
         let (version, revision, ledger, update_time) = match &stored {
             Some((g, r)) => (g.version, *r, g.ledger.clone(), g.update_time),
             None => (0, 0, budget::Ledger::default(), clock::hpa_now()),
@@ -227,12 +446,32 @@ impl Fleet {
         expect_version(req.expected_version, version, "scaling group", &group.name)?;
         // The same definition again is no change.
         if let Some((same, _)) = &stored
-            && conv::stored_group(&group, version, update_time, ledger.clone(), scope.clone())
-                == *same
+            && conv::stored_group(
+                &group,
+                version,
+                update_time,
+                ledger.clone(),
+                scope.clone(),
+                owner.clone(),
+            ) == *same
         {
             return Ok(conv::group(&group.name, same));
         }
-        let mut new = conv::stored_group(&group, version + 1, clock::hpa_now(), ledger, scope);
+        let mut new = conv::stored_group(
+            &group,
+            version + 1,
+            clock::hpa_now(),
+            ledger,
+            scope,
+            owner.clone(),
+        );
+        let before = stored
+            .as_ref()
+            .filter(|(g, _)| g.owner == owner)
+            .map_or(0, |(g, _)| g.definition_bytes(&group.name));
+        let adding = new.definition_bytes(&group.name).saturating_sub(before);
+        self.within_limits(owner.as_deref(), false, stored.is_none(), adding)
+            .await?;
         // Members the new definition no longer selects leave the ledger (by policy: each
         // member's next call says, so those stay until then or DeleteTarget).
         if new.member_policies.is_empty() {
@@ -249,7 +488,7 @@ impl Fleet {
             .put_group(&group.name, Some(revision), &new)
             .await
             .map_err(written)?;
-        self.invalidate();
+        self.changed().await?;
         Ok(conv::group(&group.name, &new))
     }
 
@@ -274,15 +513,25 @@ impl Fleet {
             .store
             .list_groups(page.after.as_deref(), page.size)
             .await?;
-        let mut groups = Vec::with_capacity(keys.keys.len());
+        let token = convert::next_page_token(&keys);
+        self.groups_named(&keys.keys, token).await
+    }
+
+    /// `ListScalingGroups`' answer for `names`, as [`Self::policies_named`].
+    pub(crate) async fn groups_named(
+        &self,
+        names: &[String],
+        next_page_token: String,
+    ) -> Result<pb::ListScalingGroupsResponse, ApiError> {
+        let mut groups = Vec::with_capacity(names.len());
         let mut budget = ResponseBudget::default();
-        for (i, name) in keys.keys.iter().enumerate() {
+        for (i, name) in names.iter().enumerate() {
             if let Some((g, _)) = self.store.group(name).await? {
                 let group = conv::group(name, &g);
                 if !budget.fits(group.encoded_len()) {
                     return Ok(pb::ListScalingGroupsResponse {
                         groups,
-                        next_page_token: convert::page_token(&keys.keys[i - 1]),
+                        next_page_token: convert::page_token(&names[i - 1]),
                     });
                 }
                 groups.push(group);
@@ -290,7 +539,7 @@ impl Fleet {
         }
         Ok(pb::ListScalingGroupsResponse {
             groups,
-            next_page_token: convert::next_page_token(&keys),
+            next_page_token,
         })
     }
 
@@ -299,7 +548,7 @@ impl Fleet {
         conv::name("name", name)?;
         let _guard = self.lock_group(name).await;
         let existed = self.store.delete_group(name).await?;
-        self.invalidate();
+        self.changed().await?;
         if existed {
             Ok(())
         } else {
@@ -309,18 +558,43 @@ impl Fleet {
         }
     }
 
-    /// The group `key` is a member of, for a call naming `policy` (empty: none).
+    /// The group `key` is a member of, for a call naming `policy` (empty: none), from the
+    /// index this replica has: a check of the groups' generation is started in the
+    /// background when it is due, and the call goes on without waiting for it.
     pub(crate) async fn group_of(
-        &self,
+        self: &Arc<Self>,
         key: &str,
         policy: &str,
     ) -> Result<Option<String>, ApiError> {
-        Ok(self
-            .groups(false)
-            .await?
-            .iter()
-            .find(|(_, g)| g.selects(key, policy))
-            .map(|(name, _)| name.clone()))
+        let groups = {
+            let mut index = self.index.lock().unwrap_or_else(|e| e.into_inner());
+            match index.checked_at {
+                Some(at) => {
+                    if at.elapsed() >= INDEX_MAX_AGE && !index.checking {
+                        index.checking = true;
+                        let fleet = Arc::clone(self);
+                        tokio::spawn(async move {
+                            if let Err(e) = fleet.groups(false).await {
+                                tracing::warn!(error = %e, "scaling groups: the index was not refreshed; the one in use stays");
+                            }
+                            fleet
+                                .index
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .checking = false;
+                        });
+                    }
+                    Some(Arc::clone(&index.groups))
+                }
+                None => None,
+            }
+        };
+        let groups = match groups {
+            Some(g) => g,
+            // No index yet (or a change on this replica): read it now.
+            None => self.groups(false).await?,
+        };
+        Ok(groups.group_of(key, policy).map(str::to_owned))
     }
 
     /// A deleted target leaves every group's ledger (what it held is free again).
@@ -360,13 +634,14 @@ impl Fleet {
         }))
     }
 
-    /// The groups' definitions (ledgers as read then), re-read when older than
-    /// [`INDEX_MAX_AGE`] or when `fresh`.
-    async fn groups(&self, fresh: bool) -> Result<Arc<Vec<(String, ScalingGroupDef)>>, ApiError> {
+    /// The groups' definitions (ledgers as read then): the index when its generation is
+    /// checked within [`INDEX_MAX_AGE`] (re-read only if the store's generation changed), or
+    /// read whole when `fresh`.
+    async fn groups(&self, fresh: bool) -> Result<Arc<Groups>, ApiError> {
         let current = |max_age: Duration| {
             let index = self.index.lock().unwrap_or_else(|e| e.into_inner());
             index
-                .read_at
+                .checked_at
                 .is_some_and(|t| t.elapsed() < max_age)
                 .then(|| Arc::clone(&index.groups))
         };
@@ -383,7 +658,15 @@ impl Fleet {
         }) {
             return Ok(groups);
         }
-        let read_at = Instant::now();
+        let checked_at = Instant::now();
+        let generation = self.store.groups_generation().await?;
+        if !fresh {
+            let mut index = self.index.lock().unwrap_or_else(|e| e.into_inner());
+            if index.checked_at.is_some() && index.generation.as_ref() == Some(&generation) {
+                index.checked_at = Some(checked_at);
+                return Ok(Arc::clone(&index.groups));
+            }
+        }
         let mut groups = Vec::new();
         let mut after: Option<String> = None;
         loop {
@@ -398,17 +681,23 @@ impl Fleet {
             }
             after = page.keys.last().cloned();
         }
-        let groups = Arc::new(groups);
+        let groups = Arc::new(Groups::of(groups));
         let mut index = self.index.lock().unwrap_or_else(|e| e.into_inner());
-        *index = GroupIndex {
-            read_at: Some(read_at),
-            groups: Arc::clone(&groups),
-        };
+        index.checked_at = Some(checked_at);
+        index.generation = Some(generation);
+        index.groups = Arc::clone(&groups);
         Ok(groups)
     }
 
-    fn invalidate(&self) {
-        self.index.lock().unwrap_or_else(|e| e.into_inner()).read_at = None;
+    /// A definition was put or deleted here: a new generation for the other replicas, and
+    /// this replica's index read again at its next use.
+    async fn changed(&self) -> Result<(), ApiError> {
+        self.index
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .checked_at = None;
+        self.store.bump_groups_generation().await?;
+        Ok(())
     }
 }
 

@@ -10,6 +10,12 @@
 //! has not expired yet): every commit is guarded by the state's revision, so deciding here is
 //! always correct, only slower. A call the owner received and did not answer (killed
 //! mid-call) fails as it would have had the caller sent it there itself.
+//!
+//! A forwarded call is signed with the deployment's shared secret (`peers`): the owner
+//! accepts it as forwarded (no second hop, the caller's address and certificate identity in
+//! its audit) only when the marker verifies. Without a secret nothing is forwarded. Under TLS
+//! the hop is TLS too: the owner's certificate checked against `--peer-ca` (or the client CA),
+//! this replica's own certificate presented as its client certificate.
 
 use std::{collections::HashMap, sync::Mutex, time::Duration};
 
@@ -19,10 +25,10 @@ use tonic::{
     transport::{Channel, Endpoint},
 };
 
-use crate::pb::v1::horizontal_autoscaler_client::HorizontalAutoscalerClient;
-
-/// Marks a call one replica forwarded to another.
-pub(crate) const FORWARDED: &str = "autoscaled-forwarded";
+use crate::{
+    pb::v1::horizontal_autoscaler_client::HorizontalAutoscalerClient,
+    peers::{FORWARDED, FORWARDED_FOR, FORWARDED_IDENTITY, Forwarded, PeerKey},
+};
 /// On a forwarded call's answer: the owner's address, so that a client can send the target's
 /// next calls there itself and save the hop (the etcd bench's client does).
 pub const OWNER: &str = "autoscaled-owner";
@@ -37,14 +43,34 @@ const KEPT: &[&str] = &["authorization", "grpc-timeout"];
 /// The bound on a forwarded call whose caller set no deadline.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// One lazily connected client per owner address.
+/// How this replica reaches the others: the secret that signs what it forwards, and, under
+/// TLS, the hop's TLS settings.
+#[derive(Clone, Debug)]
+pub(crate) struct PeerLink {
+    pub(crate) key: PeerKey,
+    /// `None`: plaintext hops.
+    pub(crate) tls: Option<tonic::transport::ClientTlsConfig>,
+}
+
+/// One lazily connected client per owner address; nothing is forwarded without a
+/// [`PeerLink`].
 #[derive(Default)]
 pub(crate) struct Forwarder {
+    link: Option<PeerLink>,
     clients: Mutex<HashMap<String, HorizontalAutoscalerClient<Channel>>>,
 }
 
 impl Forwarder {
+    /// A forwarder over `link`.
+    pub(crate) fn new(link: Option<PeerLink>) -> Self {
+        Forwarder {
+            link,
+            clients: Mutex::default(),
+        }
+    }
+
     fn client(&self, owner: &str) -> Option<HorizontalAutoscalerClient<Channel>> {
+        let link = self.link.as_ref()?;
         let mut clients = self
             .clients
             .lock()
@@ -52,34 +78,53 @@ impl Forwarder {
         if let Some(c) = clients.get(owner) {
             return Some(c.clone());
         }
-        let endpoint = Endpoint::from_shared(format!("http://{owner}"))
+        let scheme = if link.tls.is_some() { "https" } else { "http" };
+        let mut endpoint = Endpoint::from_shared(format!("{scheme}://{owner}"))
             .ok()?
             .connect_timeout(Duration::from_millis(500))
             .tcp_nodelay(true);
+        if let Some(tls) = &link.tls {
+            endpoint = endpoint.tls_config(tls.clone()).ok()?;
+        }
         let client = HorizontalAutoscalerClient::new(endpoint.connect_lazy());
         clients.insert(owner.to_owned(), client.clone());
         Some(client)
     }
 
-    /// The request to send on: the message, the kept headers, the mark; a caller without a
-    /// deadline gets [`DEFAULT_TIMEOUT`] for the hop.
-    fn onward<T: Clone>(request: &Request<T>) -> Request<T> {
+    /// The request to send on: the message, the kept headers, the signed mark with the
+    /// caller's address (and certificate identity, when no token says who it is); a caller
+    /// without a deadline gets [`DEFAULT_TIMEOUT`] for the hop.
+    fn onward<T: Clone>(key: &PeerKey, path: &str, request: &Request<T>) -> Request<T> {
         let mut onward = Request::new(request.get_ref().clone());
         if !request.metadata().contains_key("grpc-timeout") {
             onward.set_timeout(DEFAULT_TIMEOUT);
         }
         copy_kept(request.metadata(), onward.metadata_mut());
-        onward
-            .metadata_mut()
-            .insert(FORWARDED, MetadataValue::from_static("1"));
+        let caller = request.extensions().get::<crate::auth::Caller>();
+        let remote = caller.and_then(|c| c.remote);
+        let identity = caller
+            .and_then(|c| c.identity.as_deref())
+            .filter(|_| !request.metadata().contains_key("authorization"));
+        let marker = key.marker(path, remote, identity, crate::peers::now_ms());
+        let metadata = onward.metadata_mut();
+        if let Ok(v) = marker.parse() {
+            metadata.insert(FORWARDED, v);
+        }
+        if let Some(v) = remote.and_then(|r| r.to_string().parse().ok()) {
+            metadata.insert(FORWARDED_FOR, v);
+        }
+        if let Some(v) = identity.and_then(|i| MetadataValue::try_from(i).ok()) {
+            metadata.insert(FORWARDED_IDENTITY, v);
+        }
         onward
     }
 
-    /// The owner's answer to a call this replica received, or `None` when it is to be handled
-    /// here (see the module).
+    /// The owner's answer to a call to `path` this replica received, or `None` when it is to
+    /// be handled here (see the module).
     pub(crate) async fn call<T, R, F, Fut>(
         &self,
         owner: Option<String>,
+        path: &str,
         request: &Request<T>,
         send: F,
     ) -> Option<Result<Response<R>, Status>>
@@ -88,14 +133,16 @@ impl Forwarder {
         F: FnOnce(HorizontalAutoscalerClient<Channel>, Request<T>) -> Fut,
         Fut: Future<Output = Result<Response<R>, Status>>,
     {
-        if request.metadata().contains_key(FORWARDED) {
+        // Forwarded by another replica (the marker verified, `auth::layer`): no second hop.
+        if request.extensions().get::<Forwarded>().is_some() {
             return None;
         }
+        let key = &self.link.as_ref()?.key;
         // An owner without an address (it listens on every interface and was not told its
         // own): decided here.
         let owner = owner.filter(|o| !o.is_empty())?;
         let client = self.client(&owner)?;
-        match send(client, Self::onward(request)).await {
+        match send(client, Self::onward(key, path, request)).await {
             Ok(mut response) => {
                 crate::metrics::forwarded(true);
                 if let Ok(value) = owner.parse() {

@@ -21,11 +21,11 @@ use tonic::{Request, Response, Status};
 use tracing::{Span, field::Empty};
 
 use super::{
-    authorized::{TargetSummaries, filtered_page},
+    authorized::{FleetKind, Readable, TargetSummaries, filtered_page},
     clock,
     commit::{CommitPath, Hpa, HpaAmend, HpaMember, TargetState},
     convert::{self, Context, summary::SummaryPage},
-    fleet::Fleet,
+    fleet::{Fleet, FleetLimits},
     locks::KeyLocks,
     status::ApiError,
 };
@@ -133,9 +133,17 @@ impl HorizontalService {
         }
     }
 
-    /// The service with policies and scaling groups kept in `store`.
-    pub fn with_fleet(mut self, store: Arc<dyn FleetStore>) -> Self {
-        self.fleet = Some(Arc::new(Fleet::new(store)));
+    /// The service forwarding the writes of targets other replicas own over `link` (etcd,
+    /// several replicas; without a link nothing is forwarded).
+    pub(crate) fn with_peers(mut self, link: Option<super::forward::PeerLink>) -> Self {
+        self.forwarder = super::forward::Forwarder::new(link);
+        self
+    }
+
+    /// The service with policies and scaling groups kept in `store`, each identity held to
+    /// `limits`.
+    pub fn with_fleet(mut self, store: Arc<dyn FleetStore>, limits: FleetLimits) -> Self {
+        self.fleet = Some(Arc::new(Fleet::new(store, limits)));
         self
     }
 
@@ -535,7 +543,13 @@ impl HorizontalService {
 
     /// `DeletePolicy`: refused while a target's newest decision used the policy (a scan of
     /// the targets' newest runs, one read each), unless `force`.
-    async fn do_delete_policy(&self, req: pb::DeletePolicyRequest) -> Result<(), ApiError> {
+    /// DeletePolicy; its refusal names a target that uses the policy only when `readable`
+    /// lets the caller read it.
+    async fn do_delete_policy(
+        &self,
+        req: pb::DeletePolicyRequest,
+        readable: &KeyFilter,
+    ) -> Result<(), ApiError> {
         let fleet = self.fleet()?;
         convert::fleet::name("name", &req.name)?;
         if !req.force {
@@ -549,8 +563,13 @@ impl HorizontalService {
                             .is_some_and(|p| p.name == req.name)
                     });
                     if used {
+                        let which = if readable.allows(key) {
+                            format!("target {key:?}")
+                        } else {
+                            "a target you may not read".to_owned()
+                        };
                         return Err(ApiError::FailedPrecondition(format!(
-                            "target {key:?} uses policy {:?} (its newest decision): move its targets off it first, or delete with force",
+                            "{which} uses policy {:?} (its newest decision): move its targets off it first, or delete with force",
                             req.name
                         )));
                     }
@@ -561,7 +580,7 @@ impl HorizontalService {
                 after = page.keys.last().cloned();
             }
         }
-        fleet.delete_policy(&req.name, req.force).await
+        fleet.delete_policy(&req.name, req.force, readable).await
     }
 }
 
@@ -652,6 +671,16 @@ fn reported_decision(
 const MAX_GROUP_REPLAY_DECISIONS: u64 = 50_000;
 const MAX_GROUP_REPLAY_WORK: u64 = 5_000_000;
 
+/// Who puts a policy or a group, for the per-identity limits: the caller's identity under an
+/// authorization file; nobody without one (every caller is one tenant).
+fn owner<T>(request: &Request<T>) -> Option<String> {
+    request
+        .extensions()
+        .get::<crate::auth::Caller>()
+        .filter(|c| c.policy.is_some())
+        .and_then(|c| c.identity.as_deref().map(str::to_owned))
+}
+
 /// Runs the engine, a panic in it becoming INTERNAL and its refusal INVALID_ARGUMENT.
 fn engine<T>(run: impl FnOnce() -> Result<T, InvalidInput>) -> Result<T, ApiError> {
     catch_unwind(AssertUnwindSafe(run))
@@ -686,6 +715,38 @@ impl TargetSummaries for HorizontalService {
         }
         Ok(page.finish(next_page_token))
     }
+
+    async fn names(
+        &self,
+        kind: FleetKind,
+        after: Option<String>,
+        size: i32,
+    ) -> Result<(Vec<String>, bool), Status> {
+        let size = usize::try_from(size).unwrap_or(0);
+        Ok(self
+            .fleet()?
+            .names(kind == FleetKind::Groups, after.as_deref(), size)
+            .await?)
+    }
+
+    async fn policies_named(
+        &self,
+        names: Vec<String>,
+        next_page_token: String,
+    ) -> Result<pb::ListPoliciesResponse, Status> {
+        Ok(self
+            .fleet()?
+            .policies_named(&names, next_page_token)
+            .await?)
+    }
+
+    async fn groups_named(
+        &self,
+        names: Vec<String>,
+        next_page_token: String,
+    ) -> Result<pb::ListScalingGroupsResponse, Status> {
+        Ok(self.fleet()?.groups_named(&names, next_page_token).await?)
+    }
 }
 
 /// The client a forwarded write goes through.
@@ -703,7 +764,8 @@ impl HorizontalAutoscaler for HorizontalService {
         if !request.get_ref().dry_run {
             let owner = self.store.owner_of(&request.get_ref().target_key);
             let send = |mut c: Client, r| async move { c.recommend(r).await };
-            if let Some(answer) = self.forwarder.call(owner, &request, send).await {
+            let path = "/autoscaled.v1.HorizontalAutoscaler/Recommend";
+            if let Some(answer) = self.forwarder.call(owner, path, &request, send).await {
                 return answer;
             }
         }
@@ -746,7 +808,8 @@ impl HorizontalAutoscaler for HorizontalService {
     ) -> Result<Response<ReportScaleResponse>, Status> {
         let owner = self.store.owner_of(&request.get_ref().target_key);
         let send = |mut c: Client, r| async move { c.report_scale(r).await };
-        if let Some(answer) = self.forwarder.call(owner, &request, send).await {
+        let path = "/autoscaled.v1.HorizontalAutoscaler/ReportScale";
+        if let Some(answer) = self.forwarder.call(owner, path, &request, send).await {
             return answer;
         }
         Ok(Response::new(
@@ -760,8 +823,11 @@ impl HorizontalAutoscaler for HorizontalService {
         request: Request<pb::PutPolicyRequest>,
     ) -> Result<Response<pb::Policy>, Status> {
         let fleet = self.fleet()?;
+        let owner = owner(&request);
         let policy = fleet
-            .put_policy(request.into_inner(), |spec| self.check_policy_spec(spec))
+            .put_policy(request.into_inner(), owner, |spec| {
+                self.check_policy_spec(spec)
+            })
             .await?;
         Ok(Response::new(policy))
     }
@@ -791,7 +857,12 @@ impl HorizontalAutoscaler for HorizontalService {
         &self,
         request: Request<pb::DeletePolicyRequest>,
     ) -> Result<Response<()>, Status> {
-        self.do_delete_policy(request.into_inner()).await?;
+        let readable = request
+            .extensions()
+            .get::<Readable>()
+            .map_or_else(KeyFilter::all, |r| r.0.clone());
+        self.do_delete_policy(request.into_inner(), &readable)
+            .await?;
         Ok(Response::new(()))
     }
 
@@ -806,9 +877,10 @@ impl HorizontalAutoscaler for HorizontalService {
             .extensions()
             .get::<super::authorized::GroupScope>()
             .map(|s| s.0.clone());
+        let owner = owner(&request);
         Ok(Response::new(
             self.fleet()?
-                .put_group(request.into_inner(), key_bytes, scope)
+                .put_group(request.into_inner(), key_bytes, scope, owner)
                 .await?,
         ))
     }

@@ -65,6 +65,9 @@ struct Counter {
 #[derive(Debug)]
 struct Field {
     number: u32,
+    /// The field's names in JSON: its proto name and its proto3 JSON (lowerCamel) name,
+    /// both of which the JSON decoder accepts.
+    names: [&'static str; 2],
     /// The field path named in the error (`pods[].containers`).
     path: &'static str,
     /// Index in [`Schema::counters`] this field's occurrences add to.
@@ -83,12 +86,14 @@ pub(crate) struct Schema {
 
 const fn field(
     number: u32,
+    names: [&'static str; 2],
     path: &'static str,
     counter: Option<usize>,
     child: Option<&'static [Field]>,
 ) -> Field {
     Field {
         number,
+        names,
         path,
         counter,
         child,
@@ -107,38 +112,123 @@ const UNAVAILABLE: usize = 7;
 const ORPHANS: usize = 8;
 
 const CONTAINER_SAMPLE: &[Field] = &[
-    field(2, "pods[].containers[].requests_milli", Some(VALUES), None),
-    field(3, "pods[].containers[].usage_milli", Some(VALUES), None),
+    field(
+        2,
+        ["requests_milli", "requestsMilli"],
+        "pods[].containers[].requests_milli",
+        Some(VALUES),
+        None,
+    ),
+    field(
+        3,
+        ["usage_milli", "usageMilli"],
+        "pods[].containers[].usage_milli",
+        Some(VALUES),
+        None,
+    ),
 ];
 const POD_SAMPLE: &[Field] = &[
-    field(7, "pods[].requests_milli", Some(VALUES), None),
+    field(
+        7,
+        ["requests_milli", "requestsMilli"],
+        "pods[].requests_milli",
+        Some(VALUES),
+        None,
+    ),
     field(
         8,
+        ["containers", "containers"],
         "pods[].containers",
         Some(CONTAINERS),
         Some(CONTAINER_SAMPLE),
     ),
-    field(9, "pods[].metrics", Some(VALUES), None),
+    field(
+        9,
+        ["metrics", "metrics"],
+        "pods[].metrics",
+        Some(VALUES),
+        None,
+    ),
 ];
-const ORPHAN: &[Field] = &[field(2, "orphan_pod_metrics[].metrics", Some(VALUES), None)];
-const SCALING_RULES: &[Field] = &[field(3, "spec.behavior.policies", Some(POLICIES), None)];
+const ORPHAN: &[Field] = &[field(
+    2,
+    ["metrics", "metrics"],
+    "orphan_pod_metrics[].metrics",
+    Some(VALUES),
+    None,
+)];
+const SCALING_RULES: &[Field] = &[field(
+    3,
+    ["policies", "policies"],
+    "spec.behavior.policies",
+    Some(POLICIES),
+    None,
+)];
 const BEHAVIOR: &[Field] = &[
-    field(1, "spec.behavior.scale_up", None, Some(SCALING_RULES)),
-    field(2, "spec.behavior.scale_down", None, Some(SCALING_RULES)),
+    field(
+        1,
+        ["scale_up", "scaleUp"],
+        "spec.behavior.scale_up",
+        None,
+        Some(SCALING_RULES),
+    ),
+    field(
+        2,
+        ["scale_down", "scaleDown"],
+        "spec.behavior.scale_down",
+        None,
+        Some(SCALING_RULES),
+    ),
 ];
 const HORIZONTAL_SPEC: &[Field] = &[
-    field(3, "spec.metrics", Some(METRICS), None),
-    field(4, "spec.behavior", None, Some(BEHAVIOR)),
+    field(
+        3,
+        ["metrics", "metrics"],
+        "spec.metrics",
+        Some(METRICS),
+        None,
+    ),
+    field(
+        4,
+        ["behavior", "behavior"],
+        "spec.behavior",
+        None,
+        Some(BEHAVIOR),
+    ),
 ];
 const RECOMMEND: Schema = Schema {
     name: "RecommendRequest",
     root: &[
-        field(4, "spec", None, Some(HORIZONTAL_SPEC)),
-        field(5, "pods", Some(PODS), Some(POD_SAMPLE)),
-        field(6, "object_metrics_milli", Some(OBJECT), None),
-        field(7, "external_metrics", Some(EXTERNAL), None),
-        field(8, "unavailable_metrics", Some(UNAVAILABLE), None),
-        field(9, "orphan_pod_metrics", Some(ORPHANS), Some(ORPHAN)),
+        field(4, ["spec", "spec"], "spec", None, Some(HORIZONTAL_SPEC)),
+        field(5, ["pods", "pods"], "pods", Some(PODS), Some(POD_SAMPLE)),
+        field(
+            6,
+            ["object_metrics_milli", "objectMetricsMilli"],
+            "object_metrics_milli",
+            Some(OBJECT),
+            None,
+        ),
+        field(
+            7,
+            ["external_metrics", "externalMetrics"],
+            "external_metrics",
+            Some(EXTERNAL),
+            None,
+        ),
+        field(
+            8,
+            ["unavailable_metrics", "unavailableMetrics"],
+            "unavailable_metrics",
+            Some(UNAVAILABLE),
+            None,
+        ),
+        field(
+            9,
+            ["orphan_pod_metrics", "orphanPodMetrics"],
+            "orphan_pod_metrics",
+            Some(ORPHANS),
+            Some(ORPHAN),
+        ),
     ],
     counters: &[
         Counter {
@@ -183,8 +273,8 @@ const RECOMMEND: Schema = Schema {
 const RECORD_USAGE: Schema = Schema {
     name: "RecordUsageRequest",
     root: &[
-        field(2, "samples", Some(0), None),
-        field(3, "oom_events", Some(0), None),
+        field(2, ["samples", "samples"], "samples", Some(0), None),
+        field(3, ["oom_events", "oomEvents"], "oom_events", Some(0), None),
     ],
     counters: &[Counter {
         what: "samples and OOM events",
@@ -192,12 +282,30 @@ const RECORD_USAGE: Schema = Schema {
     }],
 };
 
-const VERTICAL_POLICY: &[Field] = &[field(1, "policy.container_policies", Some(0), None)];
+const VERTICAL_POLICY: &[Field] = &[field(
+    1,
+    ["container_policies", "containerPolicies"],
+    "policy.container_policies",
+    Some(0),
+    None,
+)];
 const GET_RECOMMENDATION: Schema = Schema {
     name: "GetRecommendationRequest",
     root: &[
-        field(2, "policy", None, Some(VERTICAL_POLICY)),
-        field(3, "integer_cpu_containers", Some(1), None),
+        field(
+            2,
+            ["policy", "policy"],
+            "policy",
+            None,
+            Some(VERTICAL_POLICY),
+        ),
+        field(
+            3,
+            ["integer_cpu_containers", "integerCpuContainers"],
+            "integer_cpu_containers",
+            Some(1),
+            None,
+        ),
     ],
     counters: &[
         Counter {
@@ -347,6 +455,253 @@ fn skip(wire: u64, number: u32, buf: &mut &[u8], depth: u32) -> Result<(), Stop>
     }
 }
 
+/// The schema of the request message named `full_name` (`autoscaled.v1.RecommendRequest`),
+/// for a body that arrives as JSON (Connect): the same counts as on the wire.
+pub(crate) fn schema_named(full_name: &str) -> Option<&'static Schema> {
+    match full_name {
+        "autoscaled.v1.RecommendRequest" => Some(&RECOMMEND),
+        "autoscaled.v1.RecordUsageRequest" => Some(&RECORD_USAGE),
+        "autoscaled.v1.GetRecommendationRequest" => Some(&GET_RECOMMENDATION),
+        _ => None,
+    }
+}
+
+/// Nesting the JSON walk follows before it gives up (the JSON decoder's own limit, 128, then
+/// refuses the body).
+const MAX_JSON_DEPTH: u32 = 64;
+
+/// [`check`] on a proto3 JSON encoding of `schema`'s type: each element of a counted list,
+/// and each entry of a counted map, counts as its occurrence on the wire does, by the field's
+/// proto or JSON name. A scan of the bytes that allocates nothing but short keys, so a body
+/// that breaks a limit is refused before the JSON decoder builds anything from it. Bytes
+/// that are not JSON pass (the decoder says why next).
+pub(crate) fn check_json(schema: &Schema, bytes: &[u8], limits: &Limits) -> Result<(), ApiError> {
+    let mut walk = Walk {
+        schema,
+        limits,
+        counts: [0; MAX_COUNTERS],
+    };
+    let mut json = Json { bytes, pos: 0 };
+    match json.object(&mut walk, Some(schema.root), 0) {
+        Ok(()) | Err(Stop::Malformed) => Ok(()),
+        Err(Stop::Exceeded(e)) => Err(e),
+    }
+}
+
+/// A cursor over JSON bytes.
+struct Json<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl Json<'_> {
+    fn peek(&mut self) -> Option<u8> {
+        while let Some(&b) = self.bytes.get(self.pos) {
+            if matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+                self.pos += 1;
+            } else {
+                return Some(b);
+            }
+        }
+        None
+    }
+
+    fn expect(&mut self, byte: u8) -> Result<(), Stop> {
+        if self.peek() == Some(byte) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(Stop::Malformed)
+        }
+    }
+
+    /// An object whose fields are `fields` (`None`: skipped whole).
+    fn object(
+        &mut self,
+        walk: &mut Walk<'_>,
+        fields: Option<&[Field]>,
+        depth: u32,
+    ) -> Result<(), Stop> {
+        if depth > MAX_JSON_DEPTH {
+            return Err(Stop::Malformed);
+        }
+        self.expect(b'{')?;
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            return Ok(());
+        }
+        loop {
+            let key = self.string()?;
+            self.expect(b':')?;
+            let field = fields.and_then(|fs| {
+                key.as_deref()
+                    .and_then(|k| fs.iter().find(|f| f.names.contains(&k)))
+            });
+            match field {
+                Some(f) => self.field_value(walk, f, depth + 1)?,
+                None => self.skip(depth + 1)?,
+            }
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                _ => return Err(Stop::Malformed),
+            }
+        }
+    }
+
+    /// The value of a field the walk looks at: a counted list's elements or map's entries are
+    /// counted (and a list's messages walked into), a message walked into.
+    fn field_value(&mut self, walk: &mut Walk<'_>, f: &Field, depth: u32) -> Result<(), Stop> {
+        match (self.peek(), f.counter) {
+            (Some(b'['), _) => {
+                self.pos += 1;
+                if self.peek() == Some(b']') {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                loop {
+                    if let Some(counter) = f.counter {
+                        walk.count(counter, f.path)?;
+                    }
+                    match (f.child, self.peek()) {
+                        (Some(child), Some(b'{')) => self.object(walk, Some(child), depth + 1)?,
+                        _ => self.skip(depth + 1)?,
+                    }
+                    match self.peek() {
+                        Some(b',') => self.pos += 1,
+                        Some(b']') => {
+                            self.pos += 1;
+                            return Ok(());
+                        }
+                        _ => return Err(Stop::Malformed),
+                    }
+                }
+            }
+            // A map: each entry counts.
+            (Some(b'{'), Some(counter)) => {
+                self.pos += 1;
+                if self.peek() == Some(b'}') {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                loop {
+                    self.string()?;
+                    self.expect(b':')?;
+                    walk.count(counter, f.path)?;
+                    self.skip(depth + 1)?;
+                    match self.peek() {
+                        Some(b',') => self.pos += 1,
+                        Some(b'}') => {
+                            self.pos += 1;
+                            return Ok(());
+                        }
+                        _ => return Err(Stop::Malformed),
+                    }
+                }
+            }
+            (Some(b'{'), None) => self.object(walk, f.child, depth),
+            _ => self.skip(depth),
+        }
+    }
+
+    /// A string; its text when short enough to be a field name (keys only), else `None`.
+    fn string(&mut self) -> Result<Option<String>, Stop> {
+        self.expect(b'"')?;
+        let start = self.pos;
+        let mut escaped = false;
+        loop {
+            let Some(&b) = self.bytes.get(self.pos) else {
+                return Err(Stop::Malformed);
+            };
+            self.pos += 1;
+            match b {
+                b'\\' => {
+                    escaped = true;
+                    // The escaped character (for \u, the four digits are plain bytes).
+                    if self.bytes.get(self.pos).is_none() {
+                        return Err(Stop::Malformed);
+                    }
+                    self.pos += 1;
+                }
+                b'"' => break,
+                _ => {}
+            }
+        }
+        let raw = &self.bytes[start..self.pos - 1];
+        // Field names are short ASCII without escapes; anything else matches no field.
+        Ok((!escaped && raw.len() <= 64)
+            .then(|| std::str::from_utf8(raw).ok().map(str::to_owned))
+            .flatten())
+    }
+
+    /// Skips one value.
+    fn skip(&mut self, depth: u32) -> Result<(), Stop> {
+        if depth > MAX_JSON_DEPTH {
+            return Err(Stop::Malformed);
+        }
+        match self.peek() {
+            Some(b'{') => {
+                self.pos += 1;
+                if self.peek() == Some(b'}') {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                loop {
+                    self.string()?;
+                    self.expect(b':')?;
+                    self.skip(depth + 1)?;
+                    match self.peek() {
+                        Some(b',') => self.pos += 1,
+                        Some(b'}') => {
+                            self.pos += 1;
+                            return Ok(());
+                        }
+                        _ => return Err(Stop::Malformed),
+                    }
+                }
+            }
+            Some(b'[') => {
+                self.pos += 1;
+                if self.peek() == Some(b']') {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                loop {
+                    self.skip(depth + 1)?;
+                    match self.peek() {
+                        Some(b',') => self.pos += 1,
+                        Some(b']') => {
+                            self.pos += 1;
+                            return Ok(());
+                        }
+                        _ => return Err(Stop::Malformed),
+                    }
+                }
+            }
+            Some(b'"') => self.string().map(drop),
+            Some(_) => {
+                // A number or a literal: up to the next delimiter.
+                let start = self.pos;
+                while let Some(&b) = self.bytes.get(self.pos) {
+                    if matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r') {
+                        break;
+                    }
+                    self.pos += 1;
+                }
+                if self.pos == start {
+                    Err(Stop::Malformed)
+                } else {
+                    Ok(())
+                }
+            }
+            None => Err(Stop::Malformed),
+        }
+    }
+}
+
 /// A base-128 varint of at most 10 bytes (prost's `decode_varint`).
 fn varint(buf: &mut &[u8]) -> Result<u64, Stop> {
     let mut value = 0u64;
@@ -444,6 +799,68 @@ mod tests {
             field_of(&policies.encode_to_vec()).as_deref(),
             Some("spec.behavior.policies")
         );
+    }
+
+    fn json_field_of(json: &str) -> Option<String> {
+        match check_json(&RECOMMEND, json.as_bytes(), &limits()) {
+            Ok(()) => None,
+            Err(ApiError::ResourceExhausted { field, .. }) => Some(field),
+            Err(e) => panic!("unexpected {e}"),
+        }
+    }
+
+    /// The JSON walk counts what the wire walk counts, by either name of each field, and the
+    /// same request as JSON and as protobuf gets the same verdict.
+    #[test]
+    fn json_bodies_are_counted_as_their_wire_encoding() {
+        assert_eq!(json_field_of(r#"{"pods":[{},{},{}]}"#), None);
+        assert_eq!(
+            json_field_of(r#"{"pods":[{},{},{},{}]}"#).as_deref(),
+            Some("pods")
+        );
+        assert_eq!(
+            json_field_of(
+                r#"{"targetKey":"x", "pods":[{"containers":[{},{}]},{"containers":[{},{},{}]}]}"#
+            )
+            .as_deref(),
+            Some("pods[].containers")
+        );
+        assert_eq!(
+            json_field_of(r#"{"pods":[{"metrics":{"a":{},"b":{},"c":{}},"requests_milli":{"cpu":"1","mem":2,"x":3}}]}"#).as_deref(),
+            Some("pods[].requests_milli")
+        );
+        assert_eq!(
+            json_field_of(r#"{"spec":{"behavior":{"scaleUp":{"policies":[{},{},{}]}}}}"#)
+                .as_deref(),
+            Some("spec.behavior.policies")
+        );
+        assert_eq!(
+            json_field_of(r#"{"unavailable_metrics":["a","b","c"]}"#).as_deref(),
+            Some("unavailable_metrics")
+        );
+        // Strings with escapes and nesting elsewhere are skipped; bad JSON has no verdict.
+        assert_eq!(
+            json_field_of(r#"{"targetKey":"a\"b{[","x":{"pods":[{},{},{},{}]},"pods":[]}"#),
+            None
+        );
+        assert_eq!(
+            json_field_of(r#"{"pods":[{},{},{},{},"#),
+            Some("pods".into())
+        );
+        assert_eq!(json_field_of(r#"{"pods":[{}"#), None);
+        assert_eq!(json_field_of(&"[".repeat(10_000)), None);
+        for n in 0..6 {
+            let request = pb::RecommendRequest {
+                pods: vec![pb::PodSample::default(); n],
+                ..Default::default()
+            };
+            let json = format!("{{\"pods\":[{}]}}", vec!["{}"; n].join(","));
+            assert_eq!(
+                json_field_of(&json),
+                field_of(&request.encode_to_vec()),
+                "{n} pods"
+            );
+        }
     }
 
     #[test]

@@ -33,6 +33,9 @@ pub(crate) struct AuthState {
     pub(crate) reflection: Exposure,
     /// Whether health on the main port needs an identity.
     pub(crate) health: Exposure,
+    /// The replicas' shared secret: a forwarded call's marker is accepted only when it
+    /// verifies with it (`peers`).
+    pub(crate) peers: Option<crate::peers::PeerKey>,
 }
 
 /// What a request path is, for authorization.
@@ -109,7 +112,7 @@ fn audit_refusal(
         target: "autoscaled::audit",
         path = ?path,
         identity = ?identity.unwrap_or("-"),
-        remote = ?remote,
+        remote = %remote.map_or_else(|| "-".to_owned(), |a| a.to_string()),
         outcome = "refused",
         "{why}"
     );
@@ -156,17 +159,66 @@ fn bearer(value: &[u8]) -> Option<&str> {
 }
 
 impl AuthState {
-    /// Authenticates `request` and returns the caller, or the status to answer with. Also
-    /// called by the Connect layer before it reads a body (`connect`), so that an
-    /// unauthenticated HTTP/JSON call has no body read, as a gRPC call has none.
+    /// The caller of a call another replica forwarded, when its marker verifies with the
+    /// replicas' secret; the marker's headers are removed either way, so a marker a client
+    /// set is ignored (and counted), never trusted.
+    fn forwarded(
+        &self,
+        headers: &mut tonic::codegen::http::HeaderMap,
+        path: &str,
+    ) -> Option<crate::peers::Forwarded> {
+        use crate::peers::{FORWARDED, FORWARDED_FOR, FORWARDED_IDENTITY};
+        let marker = headers.remove(FORWARDED)?;
+        let text = |v: Option<tonic::codegen::http::HeaderValue>| {
+            v.and_then(|v| v.to_str().ok().map(str::to_owned))
+                .unwrap_or_default()
+        };
+        let remote = text(headers.remove(FORWARDED_FOR));
+        let identity = text(headers.remove(FORWARDED_IDENTITY));
+        let verified = self.peers.as_ref().and_then(|key| {
+            key.verify_marker(
+                marker.to_str().ok()?,
+                path,
+                &remote,
+                &identity,
+                crate::peers::now_ms(),
+            )
+        });
+        if verified.is_none() {
+            crate::metrics::door_refused("grpc", "forwarded_marker");
+            tracing::debug!(path, "a forwarded marker that does not verify: ignored");
+        }
+        verified
+    }
+
+    /// Authenticates `request` (headers only: gRPC and HTTP/JSON calls alike reach it before
+    /// their bodies are read) and returns the caller, or the status to answer with.
     pub(crate) fn admit<B>(&self, request: &HttpRequest<B>) -> Result<Caller, Status> {
         let peer = request.extensions().get::<Peer>();
-        let remote = peer.and_then(|p| p.remote);
+        let forwarded = request.extensions().get::<crate::peers::Forwarded>();
+        // A call another replica forwarded (its marker verified): the caller's address as
+        // that replica saw it. Else TLS (and the console) say who connected in `Peer`, a
+        // plaintext connection in its TCP information: every audit line has the address.
+        let remote = forwarded
+            .and_then(|f| f.remote)
+            .or_else(|| peer.and_then(|p| p.remote))
+            .or_else(|| {
+                request
+                    .extensions()
+                    .get::<tonic::transport::server::TcpConnectInfo>()
+                    .and_then(tonic::transport::server::TcpConnectInfo::remote_addr)
+            });
+        // Who the certificate says the caller is: for a forwarded call, the caller's, not the
+        // forwarding replica's.
+        let certified: Option<Arc<str>> = match forwarded {
+            Some(f) => f.identity.as_deref().map(Arc::from),
+            None => peer.and_then(|p| p.identity.clone()),
+        };
         let Some(handle) = &self.policy else {
             // No authorization file: nobody is refused; the certificate identity (if any) is
             // still known, for the audit log.
             return Ok(Caller {
-                identity: peer.and_then(|p| p.identity.clone()),
+                identity: certified.clone(),
                 policy: None,
                 remote,
             });
@@ -183,7 +235,7 @@ impl AuthState {
             // Open health or reflection, or a path nobody serves: no credential is checked
             // (a stale token must not break a probe).
             return Ok(Caller {
-                identity: peer.and_then(|p| p.identity.clone()),
+                identity: certified.clone(),
                 policy: Some(policy),
                 remote,
             });
@@ -211,7 +263,7 @@ impl AuthState {
                     }
                 }
             }
-            None => peer.and_then(|p| p.identity.clone()),
+            None => certified.clone(),
         };
         if identity.is_none() {
             crate::metrics::authn_failure("missing");
@@ -256,6 +308,10 @@ where
     }
 
     fn call(&mut self, mut request: HttpRequest<B>) -> Self::Future {
+        let path = request.uri().path().to_owned();
+        if let Some(forwarded) = self.state.forwarded(request.headers_mut(), &path) {
+            request.extensions_mut().insert(forwarded);
+        }
         match self.state.admit(&request) {
             Ok(caller) => {
                 if let (Some(slot), Some(identity)) = (
@@ -278,6 +334,62 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A forwarded call whose marker verifies is the caller's (its address and certificate
+    /// identity as the forwarding replica saw them); any other marker is removed and the call
+    /// is the connection's.
+    #[test]
+    fn a_forwarded_marker_counts_only_when_it_verifies() {
+        use crate::peers::{FORWARDED, FORWARDED_FOR, FORWARDED_IDENTITY, PeerKey};
+        let key = PeerKey::new(&[3u8; 32]);
+        let state = AuthState {
+            policy: None,
+            reflection: Exposure::Open,
+            health: Exposure::Open,
+            peers: Some(key.clone()),
+        };
+        let path = "/autoscaled.v1.HorizontalAutoscaler/Recommend";
+        let caller: std::net::SocketAddr = "192.0.2.1:5000".parse().unwrap();
+        let replica: std::net::SocketAddr = "10.0.0.2:40000".parse().unwrap();
+        let request = |marker: &str| {
+            let mut r = HttpRequest::builder().uri(path).body(()).unwrap();
+            r.headers_mut().insert(FORWARDED, marker.parse().unwrap());
+            r.headers_mut()
+                .insert(FORWARDED_FOR, caller.to_string().parse().unwrap());
+            r.headers_mut()
+                .insert(FORWARDED_IDENTITY, "spiffe://caller".parse().unwrap());
+            r.extensions_mut().insert(Peer {
+                remote: Some(replica),
+                identity: Some(Arc::from("spiffe://replica")),
+            });
+            r
+        };
+        let good = key.marker(
+            path,
+            Some(caller),
+            Some("spiffe://caller"),
+            crate::peers::now_ms(),
+        );
+        for (marker, forwarded) in [(good.as_str(), true), ("1.00", false)] {
+            let mut r = request(marker);
+            let path = r.uri().path().to_owned();
+            let seen = state.forwarded(r.headers_mut(), &path);
+            assert_eq!(seen.is_some(), forwarded, "{marker}");
+            assert!(!r.headers().contains_key(FORWARDED));
+            assert!(!r.headers().contains_key(FORWARDED_FOR));
+            if let Some(f) = seen {
+                r.extensions_mut().insert(f);
+            }
+            let caller_seen = state.admit(&r).unwrap();
+            if forwarded {
+                assert_eq!(caller_seen.remote, Some(caller));
+                assert_eq!(caller_seen.identity.as_deref(), Some("spiffe://caller"));
+            } else {
+                assert_eq!(caller_seen.remote, Some(replica));
+                assert_eq!(caller_seen.identity.as_deref(), Some("spiffe://replica"));
+            }
+        }
+    }
 
     #[test]
     fn bearer_values() {

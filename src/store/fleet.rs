@@ -32,6 +32,16 @@ pub(crate) const GROUPS: Space = Space {
     kind: "scaling group",
 };
 
+/// Where the groups' generation lives: a value rewritten (with fresh random bytes) whenever a
+/// group's definition is put or deleted, so that every replica re-reads the definitions only
+/// when one changed (a member's decision rewrites a group's ledger, not its generation).
+pub(crate) const META: Space = Space {
+    tree: "fleet_meta",
+    etcd: "fleet/",
+    kind: "fleet generation",
+};
+const GROUPS_GENERATION: &str = "groups";
+
 /// A stored policy.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredPolicy {
@@ -42,6 +52,9 @@ pub struct StoredPolicy {
     /// The API's `HorizontalSpec`, encoded as the client put it (a partial spec that each
     /// call's own spec is merged over: `api::policy`).
     pub horizontal_spec: Vec<u8>,
+    /// The identity that put it, with an authorization file (the per-identity limits count
+    /// its policies).
+    pub owner: Option<String>,
 }
 
 /// A stored scaling group: its definition and its ledger.
@@ -67,6 +80,9 @@ pub struct ScalingGroupDef {
     /// `configure` rights of whoever put the group); `None`: no restriction (no authorization
     /// file).
     pub scope: Option<Vec<String>>,
+    /// The identity that put it, with an authorization file (the per-identity limits count
+    /// its groups).
+    pub owner: Option<String>,
 }
 
 impl ScalingGroupDef {
@@ -83,6 +99,17 @@ impl ScalingGroupDef {
                 .iter()
                 .any(|p| key.starts_with(p.as_str()))
             || (!policy.is_empty() && self.member_policies.iter().any(|p| p == policy))
+    }
+
+    /// The bytes of the definition (its name and what it selects), for the per-identity
+    /// limit: what every replica's index of the groups holds of it.
+    pub fn definition_bytes(&self, name: &str) -> usize {
+        name.len()
+            + self.member_keys.iter().map(String::len).sum::<usize>()
+            + self.member_prefixes.iter().map(String::len).sum::<usize>()
+            + self.member_policies.iter().map(String::len).sum::<usize>()
+            + self.member_units.keys().map(|k| k.len() + 8).sum::<usize>()
+            + self.scope.iter().flatten().map(String::len).sum::<usize>()
     }
 
     /// Units one replica of `key` weighs.
@@ -127,6 +154,10 @@ pub trait FleetStore: super::Db {
     async fn delete_group(&self, name: &str) -> Result<bool, StoreError>;
     /// Up to `limit` group names after `after`, in byte order.
     async fn list_groups(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError>;
+    /// The groups' generation: changes whenever a group's definition is put or deleted.
+    async fn groups_generation(&self) -> Result<Vec<u8>, StoreError>;
+    /// A new generation, after a definition was put or deleted.
+    async fn bump_groups_generation(&self) -> Result<(), StoreError>;
 }
 
 /// Every backend with single-key records holds policies and groups.
@@ -190,5 +221,24 @@ impl<R: Records + ?Sized> FleetStore for R {
 
     async fn list_groups(&self, after: Option<&str>, limit: usize) -> Result<KeyPage, StoreError> {
         self.list_records(&GROUPS, after, limit).await
+    }
+
+    async fn groups_generation(&self) -> Result<Vec<u8>, StoreError> {
+        Ok(self
+            .get_record(&META, GROUPS_GENERATION)
+            .await?
+            .map(|r| r.bytes)
+            .unwrap_or_default())
+    }
+
+    async fn bump_groups_generation(&self) -> Result<(), StoreError> {
+        // Random, not a counter: two replicas bumping at once still leave a value neither
+        // reader had seen.
+        let mut fresh = [0u8; 16];
+        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut fresh).map_err(
+            |_| StoreError::Unavailable("no randomness for the groups' generation".to_owned()),
+        )?;
+        self.put_record(&META, GROUPS_GENERATION, None, fresh.to_vec())
+            .await
     }
 }

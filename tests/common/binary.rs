@@ -36,6 +36,8 @@ pub struct Server {
     pub addr: SocketAddr,
     /// The admin listener (`/metrics`), when the command has `--metrics-listen`.
     pub admin: Option<SocketAddr>,
+    /// The health-only listener, when the command has `--health-listen`.
+    pub health: Option<SocketAddr>,
 }
 
 impl Server {
@@ -97,25 +99,32 @@ pub fn spawn(mut command: Command) -> Server {
         panic!("unexpected first line {line:?}; stderr: {err}");
     };
     let addr = addr.parse().expect("an address");
-    let admin = command
-        .get_args()
-        .any(|a| a == "--metrics-listen")
-        .then(|| {
+    // The next lines, in this order: the health listener's, the admin listener's.
+    let mut next_line = |flag: &str, prefix: &str| {
+        command.get_args().any(|a| a == flag).then(|| {
             let mut line = String::new();
             stdout.read_line(&mut line).expect("stdout readable");
             line.trim()
-                .strip_prefix("autoscaled admin listening on ")
-                .unwrap_or_else(|| panic!("unexpected second line {line:?}"))
+                .strip_prefix(prefix)
+                .unwrap_or_else(|| panic!("unexpected line {line:?}, expected {prefix}ADDR"))
                 .parse()
                 .expect("an address")
-        });
+        })
+    };
+    let health = next_line("--health-listen", "autoscaled health listening on ");
+    let admin = next_line("--metrics-listen", "autoscaled admin listening on ");
     // Keep draining so the server never blocks on a full pipe.
     std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
     // Drained unless the caller sent it elsewhere (a file it reads).
     if let Some(mut stderr) = child.stderr.take() {
         std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
     }
-    Server { child, addr, admin }
+    Server {
+        child,
+        addr,
+        admin,
+        health,
+    }
 }
 
 /// Copies a fixture data folder (a folder written by an earlier release) to `to`, so that a

@@ -180,6 +180,53 @@ pub fn make_certs(dir: &Path) -> TlsFiles {
     }
 }
 
+/// A client certificate signed by `files`' CA whose only name is the URI `uri` (so its
+/// identity differs from the server certificate's); its certificate and key.
+pub fn make_client_cert(dir: &Path, files: &TlsFiles, uri: &str) -> (PathBuf, PathBuf) {
+    std::fs::write(
+        dir.join("uri.cnf"),
+        format!("subjectAltName=URI:{uri}\nextendedKeyUsage=clientAuth\n"),
+    )
+    .unwrap();
+    let ca_key = files.ca.with_file_name("ca.key");
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "uri.key",
+            "-out",
+            "uri.csr",
+            "-subj",
+            "/CN=caller",
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "uri.csr",
+            "-CA",
+            files.ca.to_str().unwrap(),
+            "-CAkey",
+            ca_key.to_str().unwrap(),
+            "-CAcreateserial",
+            "-out",
+            "uri.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "uri.cnf",
+        ],
+    );
+    (dir.join("uri.crt"), dir.join("uri.key"))
+}
+
 /// An etcd cluster of real processes; every member is killed when dropped.
 pub struct Etcd {
     pub members: Vec<Member>,
@@ -285,7 +332,7 @@ impl Etcd {
             .join(",")
     }
 
-    fn etcdctl(&self, endpoints: &str, args: &[&str]) -> Option<String> {
+    pub fn etcdctl(&self, endpoints: &str, args: &[&str]) -> Option<String> {
         let mut command = Command::new("etcdctl");
         if let Some(tls) = &self.tls {
             command

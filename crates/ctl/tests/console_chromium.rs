@@ -325,9 +325,9 @@ fn a_tenant_sees_its_fleet_and_a_timeline_in_chromium() {
     runtime.block_on(seed(server.addr));
     let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().unwrap();
 
-    // Without a token the console asks for one; it never shows data.
+    // Without a session the console sends the browser to its login; it never shows data.
     let (status, body) = http(admin, "GET", "/", None);
-    assert_eq!(status, 401, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(status, 303, "{}", String::from_utf8_lossy(&body));
     assert!(!String::from_utf8_lossy(&body).contains("team-a/web"));
 
     let driver_port = free_port();

@@ -50,11 +50,17 @@ pub(crate) fn name(field: &str, name: &str) -> Result<(), ApiError> {
 
 /// The stored form of a policy put at `now` as `version`; the spec is checked by the caller
 /// (it is a partial spec: see `api::fleet`).
-pub(crate) fn stored_policy(spec: &pb::HorizontalSpec, version: u64, now: Time) -> StoredPolicy {
+pub(crate) fn stored_policy(
+    spec: &pb::HorizontalSpec,
+    version: u64,
+    now: Time,
+    owner: Option<String>,
+) -> StoredPolicy {
     StoredPolicy {
         version,
         update_time: now,
         horizontal_spec: spec.encode_to_vec(),
+        owner,
     }
 }
 
@@ -149,6 +155,7 @@ pub(crate) fn stored_group(
     now: Time,
     mut ledger: Ledger,
     scope: Option<Vec<String>>,
+    owner: Option<String>,
 ) -> ScalingGroupDef {
     ledger.capacity = g.capacity;
     let units_per_replica = if g.units_per_replica == 0 {
@@ -166,6 +173,7 @@ pub(crate) fn stored_group(
         member_keys: g.member_keys.clone(),
         ledger,
         scope,
+        owner,
     }
 }
 

@@ -136,6 +136,9 @@ pub struct Ownership {
     /// ([`crate::store::HpaStore::owner_of`]); without, each replica decides what reaches it
     /// and only caches what it owns.
     pub forward: bool,
+    /// The replicas' shared secret: this replica's registration is signed with it, and a
+    /// registration that does not verify is left out of the owners (`peers`).
+    key: Option<crate::peers::PeerKey>,
 }
 
 /// The rendezvous score of `replica` for `target`: FNV-1a over both, then splitmix64's
@@ -156,7 +159,7 @@ pub fn score(replica: &str, target: &str) -> u64 {
 
 impl Ownership {
     /// A view for a replica reachable at `addr`, with a fresh random id.
-    pub fn new(addr: String, forward: bool) -> Self {
+    pub fn new(addr: String, forward: bool, key: Option<crate::peers::PeerKey>) -> Self {
         let id = format!("{:016x}", RandomState::new().build_hasher().finish());
         Ownership {
             me: Replica { id, addr },
@@ -164,7 +167,35 @@ impl Ownership {
             lease: AtomicI64::new(0),
             stopped: AtomicBool::new(false),
             forward,
+            key,
         }
+    }
+
+    /// The value this replica registers: its address, signed when the replicas share a
+    /// secret.
+    fn registration(&self) -> String {
+        match &self.key {
+            Some(key) => key.registration(&self.me.id, &self.me.addr),
+            None => self.me.addr.clone(),
+        }
+    }
+
+    /// The replica a registration value stands for: with a secret, only one that verifies
+    /// (an entry written by someone without the secret is never an owner, so never forwarded
+    /// to); without, the address (before any newline).
+    fn replica(&self, id: String, value: &str) -> Option<Replica> {
+        let addr = match &self.key {
+            Some(key) => {
+                let verified = key.verify_registration(&id, value);
+                if verified.is_none() {
+                    crate::metrics::door_refused("peer", "registration");
+                    tracing::warn!(replica = %id, "a replica registration that does not verify with the shared secret: left out");
+                }
+                verified?
+            }
+            None => value.split('\n').next().unwrap_or("").to_owned(),
+        };
+        Some(Replica { id, addr })
     }
 
     /// This replica.
@@ -212,8 +243,13 @@ impl EtcdStore {
     /// current, in a task of the current runtime, for as long as the store lives. The store's
     /// cache then holds the targets this replica owns.
     /// `forward`: calls for other replicas' targets go to them ([`Ownership::forward`]).
-    pub fn start_ownership(self: &Arc<Self>, addr: String, forward: bool) -> Arc<Ownership> {
-        let ownership = Arc::new(Ownership::new(addr, forward));
+    pub fn start_ownership(
+        self: &Arc<Self>,
+        addr: String,
+        forward: bool,
+        key: Option<crate::peers::PeerKey>,
+    ) -> Arc<Ownership> {
+        let ownership = Arc::new(Ownership::new(addr, forward, key));
         let _ = self.ownership.set(Arc::clone(&ownership));
         let store = Arc::downgrade(self);
         let view = Arc::clone(&ownership);
@@ -235,7 +271,7 @@ impl EtcdStore {
                     lease = None;
                 }
                 if lease.is_none() {
-                    match store.register(view.me()).await {
+                    match store.register(view.me(), view.registration()).await {
                         Ok(l) => {
                             view.lease.store(l.0, Ordering::Relaxed);
                             lease = Some(l);
@@ -245,7 +281,7 @@ impl EtcdStore {
                         }
                     }
                 }
-                match store.read_replicas().await {
+                match store.read_replicas(&view).await {
                     Ok(live) => {
                         if lease.is_some() && !live.iter().any(|r| r.id == view.me().id) {
                             // Our lease expired (a long pause, a partition): register again.
@@ -268,7 +304,11 @@ impl EtcdStore {
     /// keep-alive every [`KEEP_ALIVE`] from a task of its own, so that a slow read of the
     /// registrations never delays one); returns the lease and a flag that turns false when
     /// the keep-alive stream has ended (set it false to end it).
-    async fn register(&self, me: &Replica) -> Result<(i64, Arc<AtomicBool>), String> {
+    async fn register(
+        &self,
+        me: &Replica,
+        value: String,
+    ) -> Result<(i64, Arc<AtomicBool>), String> {
         let mut lease_client = self.members.lease_client();
         let granted_at = self.registration.now_ms();
         let grant = tokio::time::timeout(
@@ -288,7 +328,7 @@ impl EtcdStore {
         let id = grant.id;
         let registration = Arc::clone(&self.registration);
         let key = self.key(&[b"replicas/", me.id.as_bytes()]);
-        let value = me.addr.clone().into_bytes();
+        let value = value.into_bytes();
         self.members
             .call(|mut kv| {
                 let request = PutRequest {
@@ -353,7 +393,7 @@ impl EtcdStore {
     }
 
     /// The live registrations, sorted by id.
-    async fn read_replicas(&self) -> Result<Vec<Replica>, String> {
+    async fn read_replicas(&self, view: &Ownership) -> Result<Vec<Replica>, String> {
         let prefix = self.replicas_prefix();
         let response = self
             .members
@@ -371,8 +411,8 @@ impl EtcdStore {
             .into_iter()
             .filter_map(|kv| {
                 let id = String::from_utf8(kv.key.get(prefix.len()..)?.to_vec()).ok()?;
-                let addr = String::from_utf8(kv.value).ok()?;
-                Some(Replica { id, addr })
+                let value = String::from_utf8(kv.value).ok()?;
+                view.replica(id, &value)
             })
             .collect();
         live.sort_by(|a, b| a.id.cmp(&b.id));
@@ -443,7 +483,7 @@ mod tests {
     #[test]
     fn rendezvous_spreads_targets_and_moves_only_the_leavers() {
         let view = |me: &str, ids: &[&str]| {
-            let o = Ownership::new(format!("{me}:1"), true);
+            let o = Ownership::new(format!("{me}:1"), true, None);
             let o = Ownership {
                 me: replica(me),
                 ..o

@@ -23,6 +23,7 @@ pub(crate) fn encode_policy(p: &StoredPolicy) -> Vec<u8> {
         version: p.version,
         update_time_ms: p.update_time.unix_millis(),
         horizontal_spec: p.horizontal_spec.clone(),
+        owner: p.owner.clone().unwrap_or_default(),
     })
 }
 
@@ -34,6 +35,7 @@ pub(crate) fn decode_policy(name: &str, bytes: &[u8]) -> Result<StoredPolicy, St
         version: r.version,
         update_time: Time::from_unix_millis(r.update_time_ms),
         horizontal_spec: r.horizontal_spec,
+        owner: (!r.owner.is_empty()).then_some(r.owner),
     })
 }
 
@@ -63,6 +65,7 @@ pub(crate) fn encode_group(g: &ScalingGroupDef) -> Vec<u8> {
             .collect(),
         scoped: g.scope.is_some(),
         scope: g.scope.clone().unwrap_or_default(),
+        owner: g.owner.clone().unwrap_or_default(),
     })
 }
 
@@ -85,6 +88,7 @@ pub(crate) fn decode_group(name: &str, bytes: &[u8]) -> Result<ScalingGroupDef, 
         member_policies: r.member_policies,
         member_keys: r.member_keys,
         scope: r.scoped.then_some(r.scope),
+        owner: (!r.owner.is_empty()).then_some(r.owner),
         ledger: Ledger {
             capacity: r.capacity,
             members: r
@@ -136,6 +140,7 @@ mod tests {
                 ..Ledger::default()
             },
             scope: Some(vec!["inference/".into()]),
+            owner: None,
         };
         g.ledger.members.insert(
             "inference/llama".into(),
@@ -163,10 +168,23 @@ mod tests {
             version: 7,
             update_time: Time::from_unix_millis(1_800_000_000_123),
             horizontal_spec: vec![0x10, 0x0a, 0x18, 0x01],
+            owner: None,
         };
         let bytes = encode_policy(&p);
         assert_eq!(hex(&bytes), GOLDEN_POLICY);
         assert_eq!(decode_policy("p", &bytes).unwrap(), p);
+        // An owner (under an authorization file) is one more field; the bytes above are
+        // unchanged without one.
+        let owned = StoredPolicy {
+            owner: Some("team-a".to_owned()),
+            ..p
+        };
+        assert_eq!(decode_policy("p", &encode_policy(&owned)).unwrap(), owned);
+        let owned = ScalingGroupDef {
+            owner: Some("team-a".to_owned()),
+            ..golden_group()
+        };
+        assert_eq!(decode_group("g", &encode_group(&owned)).unwrap(), owned);
     }
 
     #[test]
