@@ -247,7 +247,7 @@ with open(f"{path}/values.schema.json") as f:
 all_on = dict(ALL_ON)
 
 # The etcd variant (docs/ha.md): a Deployment of several replicas, a PodDisruptionBudget, TLS.
-ETCD = {"store": "etcd", "etcd": {"replicas": 3, "tls": {"secretName": "etcd-client-tls"}}}
+ETCD = {"store": "etcd", "etcd": {"replicas": 3, "tls": {"secretName": "etcd-client-tls"}, "peerSecret": {"secretName": "autoscaled-peer"}}}
 variants = {"defaults": {}, "all-on": all_on, "no-persistence": NO_PERSISTENCE, "etcd": ETCD}
 problems = []
 series = defined_metrics()
@@ -313,7 +313,7 @@ with open(out, "w") as f:
                 if needle not in text:
                     problems.append(f"{variant}: rendered manifests lack {needle!r}")
         if variant == "etcd":
-            for needle in ("kind: Deployment", "kind: PodDisruptionBudget", "AUTOSCALED_ETCD_CA", "replicas: 3"):
+            for needle in ("kind: Deployment", "kind: PodDisruptionBudget", "AUTOSCALED_ETCD_CA", "replicas: 3", "AUTOSCALED_PEER_SECRET_FILE", "secretName: autoscaled-peer"):
                 if needle not in text:
                     problems.append(f"{variant}: rendered manifests lack {needle!r}")
             if "volumeClaimTemplates" in text or "kind: StatefulSet" in text:
