@@ -13,6 +13,9 @@
 //! inputs become the run's last) instead of adding an entry, so at steady state a commit is
 //! one small write.
 //!
+//! The run rules (extend or close the newest run, trim the log) are decided once for both
+//! stores by [`plan`]; this module applies a plan to the sled trees.
+//!
 //! A commit's state and decision become durable together through ONE single-key write: the
 //! state record carries the newest run (`pending`), and the commit that closes that run first
 //! copies it into `hpa_decisions` (an idempotent insert under its final key), then replaces the
@@ -45,6 +48,9 @@ use super::{
     record::{self, Versioned, hpa, pb},
 };
 use crate::engine::{hpa::history::History, time::Time};
+
+pub(crate) mod plan;
+use self::plan::{CommitPlan, PlanOptions};
 
 /// The state tree's name.
 pub(crate) const STATE_TREE: &str = "hpa_state";
@@ -408,7 +414,8 @@ impl HpaTrees {
             .map_err(tx_error)
     }
 
-    /// [`Self::commit_loaded`], the commit point writing `also` too ([`Self::commit_point`]).
+    /// [`Self::commit_loaded`], the commit point writing `also` too ([`Self::commit_point`]):
+    /// the commit's [`plan`] applied in the order that keeps every crash readable.
     pub(super) fn commit_loaded_with(
         &self,
         key: &str,
@@ -417,109 +424,35 @@ impl HpaTrees {
         decision: &DecisionEntry,
         also: Option<(&sled::Tree, &[u8], &[u8])>,
     ) -> Result<(), StoreError> {
-        let state_key = keys::state_key(key);
-        let max_names = self.options.max_pod_names;
-        let previous = previous.unwrap_or(StoredState {
-            history: History::default(),
-            next_seq: 0,
-            log_len: Some(0),
-            pending: None,
-            logged_body: None,
-        });
-        // The same outcome as the newest run: the run grows. A state of an older build (no
-        // `log_len`) counts its log once, on the closing path below.
-        if let (Some(run), Some(log_len)) = (
-            previous
-                .pending
-                .as_ref()
-                .filter(|p| p.extends_with(decision)),
-            previous.log_len,
-        ) {
-            let logged = match previous.logged_body {
-                Some(body) => *body,
-                None => {
-                    // The run's first extension: its body goes into the log under its final
-                    // key (idempotent, like the closing path's copy: after a crash before the
-                    // state write below, the state still holds this same body in full), and
-                    // from now on the state holds only the run's tail over it.
-                    let body = hpa::run_to_record(run, max_names);
-                    let log_key = keys::decision_key(key, run.run.first_time, run.seq);
-                    self.track(self.decisions.insert(log_key, hpa::encode_run(&body)))?;
-                    body
-                }
-            };
-            let record = hpa::run_to_record(&run.extended_by(decision), max_names);
-            let tail = hpa::tail_of(record, &logged);
-            let bytes = StoredState::encode_tail(history, previous.next_seq, log_len, tail);
-            // The commit point: one single-key write.
-            return self.commit_point(state_key, &bytes, also);
-        }
-        let seq = previous.next_seq;
-        // 1. The newest run is closed: it goes into the log under its final key, complete
-        //    (over its body there when the state held only its tail). Idempotent: after a
-        //    crash between this insert and step 3 it is already there, and the state still
-        //    names it as pending (a tail over the run complete gives the run again);
-        //    `log_len` never counts the pending one, so it is counted here, once.
-        let mut logged = match previous.log_len {
-            Some(len) => len,
-            None => self.decision_keys(key)?.len() as u64,
+        let options = PlanOptions {
+            log: self.options,
+            tails: true,
         };
-        let mut newest_logged = None;
-        if let Some(pending) = &previous.pending {
-            let log_key = keys::decision_key(key, pending.run.first_time, pending.seq);
-            let bytes = hpa::encode_run(&hpa::closed_run_to_record(pending, decision, max_names));
-            self.track(self.decisions.insert(log_key, bytes))?;
-            logged = logged.saturating_add(1);
-            newest_logged = Some(pending.run.first_time);
+        // The log's keys, oldest first, read only as far as the plan asks: none for a commit
+        // that extends the newest run, the oldest one or two for one that starts a run.
+        let logged = self
+            .decisions
+            .scan_prefix(keys::decision_prefix(key))
+            .keys()
+            .map(|k| k.map(|k| k.to_vec()).map_err(StoreError::from));
+        let CommitPlan {
+            log_puts,
+            state,
+            log_deletes,
+            ..
+        } = plan::plan(key, previous, history, decision, &options, logged)?;
+        // 1. Runs under their final keys (the run just closed, complete; or the newest run's
+        //    body at its first extension). Idempotent: after a crash before step 2 the state
+        //    still names that run, and a tail over the complete run gives it again.
+        for (k, v) in log_puts {
+            self.track(self.decisions.insert(k, v))?;
         }
-        // 2. Trim, by count (the bound includes the new pending run) and by age: a closed run
-        //    ended before its successor began, so it is older than the cutoff when its
-        //    successor began at or before it.
-        let bound = self.options.decision_log_len as u64;
-        let excess = logged.saturating_add(1).saturating_sub(bound);
-        let cutoff = decision.time.minus(self.options.decision_retention);
-        let mut to_remove: Vec<sled::IVec> = Vec::new();
-        if logged > 0 && newest_logged.is_some() {
-            let mut iter = self
-                .decisions
-                .scan_prefix(keys::decision_prefix(key))
-                .keys()
-                .peekable();
-            while let Some(k) = iter.next() {
-                let k = k?;
-                let successor_began = match iter.peek() {
-                    Some(Ok(next)) => keys::decision_key_time(next),
-                    Some(Err(_)) => None,
-                    None => Some(decision.time),
-                };
-                let old = successor_began.is_some_and(|t| t <= cutoff);
-                if (to_remove.len() as u64) < excess || old {
-                    to_remove.push(k);
-                } else {
-                    break;
-                }
-            }
-        }
-        let log_len = logged.saturating_sub(to_remove.len() as u64);
-        // 3. The commit point: one single-key write of the new history with the new run.
-        let mut fresh = decision.clone();
-        fresh.run = Run {
-            count: 1,
-            first_time: decision.time,
-        };
-        fresh.seq = seq;
-        let next = StoredState {
-            history: History::default(),
-            next_seq: seq.saturating_add(1),
-            log_len: Some(log_len),
-            pending: Some(fresh),
-            logged_body: None,
-        };
-        self.commit_point(state_key, &next.encode(history, max_names), also)?;
-        // 4. A crash before this leaves at most these few old runs on disk; `decisions`
+        // 2. The commit point: one single-key write (with `also`, one transaction).
+        self.commit_point(keys::state_key(key), &state, also)?;
+        // 3. A crash before this leaves at most these few old runs on disk; `decisions`
         //    shows only the newest `decision_log_len`.
-        for old in &to_remove {
-            self.track(self.decisions.remove(old))?;
+        for k in &log_deletes {
+            self.track(self.decisions.remove(k))?;
         }
         Ok(())
     }

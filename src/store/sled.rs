@@ -116,13 +116,11 @@ impl SledStore {
         self.db.guarded(|o| {
             let t = HpaTrees::of(o, self.log_options())?;
             let groups = group.map(|_| o.tree(fleet::GROUPS.tree)).transpose()?;
-            let mut previous = match seen.loaded {
+            let previous = match seen.loaded {
                 Some(l) if l.generation == t.generation => l.state,
                 _ => t.read_state(key)?,
             };
-            if seen.withdraw_newest {
-                previous = previous.map(hpa::StoredState::without_newest);
-            }
+            let previous = hpa::plan::built_on(previous, seen.withdraw_newest);
             let also = group
                 .zip(groups.as_ref())
                 .zip(bytes.as_deref())

@@ -17,8 +17,8 @@ use crate::store::hpa::StoredState;
 struct Cached {
     state: StoredState,
     revision: i64,
-    /// The keys of the closed runs in etcd, oldest first; `None`: not known (read on the
-    /// next close).
+    /// The keys of the closed runs in etcd, in the sled layout (without `<prefix>hpa/d/`),
+    /// in key order; `None`: not known (read on the next commit that starts a run).
     log: Option<Vec<Vec<u8>>>,
 }
 

@@ -5,9 +5,9 @@
 //! # Layout (under the configured prefix, default `autoscaled/`)
 //!
 //! * `hpa/s/<target_key>` → the [`HpaState`] record (the same `record` encoding as sled);
-//! * `hpa/d/<target_key> 0x00 be(seq)` → one [`DecisionEntry`] record per logged decision;
-//!   `seq` is the state's `next_seq` at commit, so the oldest entries beyond the log bound are
-//!   one contiguous range and are trimmed with a single `DeleteRange`, without a read;
+//! * `hpa/d/<target_key> 0x00 be(first time) be(seq)` → one closed decision run (the sled
+//!   layout after `hpa/d/`); the commit's plan (`store::hpa::plan`) deletes the oldest by key,
+//!   from the owner's cached key list or one keys-only read;
 //! * `vpa/<target_key>` → the VPA record (`super::vpa`, through `Records`; its put
 //!   compares the key's `mod_revision` with the one read, so two replicas recording usage
 //!   for one target cannot both build on the same previous state).
@@ -21,13 +21,15 @@
 //! as 0), and whose success branch puts the state, puts the decision and trims the log. If
 //! another replica committed in between the guard fails, nothing is written, and the API
 //! re-reads and decides again (`api::hpa`), so two replicas never both append from the
-//! same previous state. No global lock, no lease.
+//! same previous state. No global lock; the leases are the replicas' registrations
+//! (`ownership`), which decide who decides a target, not whether a commit is applied.
 //!
 //! # Group commit
 //!
 //! Commits of different targets that arrive while a transaction is in flight are sent
 //! together in the next one (as the sled store shares one flush), within etcd's limits:
-//! `--max-txn-ops` (default 128; each target takes 3 operations) and `--max-request-bytes`
+//! `--max-txn-ops` (default 128; a steady commit is one put, closing a run adds a put and
+//! the trimmed runs' deletes) and `--max-request-bytes`
 //! (default 1.5 MiB). When a batch's guard fails, the failure branch reads every state key's
 //! `mod_revision`, so only the targets that really conflicted fail; the others are re-sent.
 //!
@@ -49,7 +51,7 @@
 //!
 //! * `members`: failover between the members (one attempt, or member after member);
 //! * `batcher`: group commit and the read-back after a transport failure;
-//! * `commit`: one HPA commit as a guarded transaction (the sled store's run rules);
+//! * `commit`: one HPA commit's plan (`store::hpa::plan`) as a guarded transaction;
 //! * `records`: the VPA's single-key records;
 //! * `tls`: TLS to the members.
 
@@ -84,7 +86,7 @@ use super::{
     hpa::{StoredState, runs_with_pending},
     keys, vpa,
 };
-use crate::engine::{hpa::history::History, time::Time};
+use crate::engine::hpa::history::History;
 
 /// The generated client of `proto/etcd/kv.proto`.
 #[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
@@ -259,8 +261,9 @@ impl EtcdStore {
         self.key(&[b"hpa/d/", &keys::decision_prefix(target)])
     }
 
-    pub(super) fn decision_key(&self, target: &str, time: Time, seq: u64) -> Vec<u8> {
-        self.key(&[b"hpa/d/", &keys::decision_key(target, time, seq)])
+    /// The etcd key of a log key in the sled layout ([`keys::decision_key`]).
+    pub(super) fn log_key(&self, log_key: &[u8]) -> Vec<u8> {
+        self.key(&[b"hpa/d/", log_key])
     }
 
     /// The sled-layout part of a decision key read from etcd.
@@ -298,7 +301,8 @@ impl EtcdStore {
         Ok((Some(state), kv.mod_revision))
     }
 
-    /// The keys of the target's closed runs, oldest first.
+    /// The keys of the target's closed runs, oldest first, in the sled layout (what the plan
+    /// and the cache take).
     pub(super) async fn log_keys(&self, key: &str) -> Result<Vec<Vec<u8>>, StoreError> {
         let prefix = self.decision_prefix(key);
         Ok(self
@@ -311,7 +315,7 @@ impl EtcdStore {
             .await?
             .kvs
             .into_iter()
-            .map(|kv| kv.key)
+            .map(|kv| self.log_part(&kv.key).to_vec())
             .collect())
     }
 
