@@ -148,6 +148,7 @@ fn serve(args: ServeArgs) -> ExitCode {
                         &config.doors.allowed_hosts,
                     ),
                     login: config.security.authz.is_some(),
+                    pages: crate::console::Pages::default(),
                 };
                 crate::admin::serve(
                     listen,

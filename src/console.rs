@@ -192,6 +192,71 @@ pub(crate) struct Console {
     pub(crate) hosts: crate::connect::HostCheck,
     /// Whether an authorization file asks callers for a token (else pages need no login).
     pub(crate) login: bool,
+    /// Pages rendered in the last [`PAGE_TTL`].
+    pub(crate) pages: Pages,
+}
+
+/// How long a rendered page is served again to the same caller asking for the same thing:
+/// shorter than the pages' own refresh, long enough that a caller asking for the fleet in a
+/// loop costs one render every [`PAGE_TTL`], not one per request.
+const PAGE_TTL: std::time::Duration = std::time::Duration::from_secs(2);
+/// Pages kept at once.
+const MAX_PAGES: usize = 64;
+
+/// What identifies a rendered page: the caller's token (or none), the path and the
+/// parameters the page reads.
+type PageKey = (Option<String>, String);
+
+/// Rendered pages, kept for [`PAGE_TTL`]: a render of the fleet reads up to [`MAX_FLEET`]
+/// summaries, so a client reloading it in a loop (or many at once) would otherwise take the
+/// server's CPU from the API.
+#[derive(Default)]
+pub(crate) struct Pages {
+    kept: Mutex<std::collections::VecDeque<Kept>>,
+}
+
+impl Pages {
+    fn get(&self, key: &PageKey) -> Option<Page> {
+        let now = std::time::Instant::now();
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        kept.retain(|k| now.duration_since(k.at) < PAGE_TTL);
+        kept.iter().find(|k| k.key == *key).map(|k| {
+            let mut page = HttpResponse::new(Full::new(k.body.clone()));
+            *page.status_mut() = k.status;
+            *page.headers_mut() = k.headers.clone();
+            page
+        })
+    }
+
+    /// `page`, kept for the next [`PAGE_TTL`] when it is one (not an error).
+    async fn keep(&self, key: PageKey, page: Page) -> Page {
+        if page.status() != StatusCode::OK {
+            return page;
+        }
+        let (parts, body) = page.into_parts();
+        let Ok(body) = body.collect().await.map(|b| b.to_bytes());
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.len() >= MAX_PAGES {
+            kept.pop_front();
+        }
+        kept.push_back(Kept {
+            key,
+            at: std::time::Instant::now(),
+            status: parts.status,
+            headers: parts.headers.clone(),
+            body: body.clone(),
+        });
+        HttpResponse::from_parts(parts, Full::new(body))
+    }
+}
+
+/// A page [`Pages`] keeps: for whom and what, when, and the page.
+struct Kept {
+    key: PageKey,
+    at: std::time::Instant,
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
 }
 
 /// Whether a request came from the console's own page: a same-origin `Origin` or
@@ -340,20 +405,35 @@ pub(crate) async fn answer(
             r
         }
         (Method::GET | Method::HEAD, p) if p == "/" || p.starts_with("/targets/") => {
-            // Authenticated first (a session, or a token the API checks), then a permit.
+            // Authenticated first (a session, or a token the API checks), then a page
+            // rendered moments ago for the same caller, else a permit to render.
             if console.login && token.is_none() {
                 return redirect("/login");
+            }
+            let q = form_values(&query);
+            let wanted = format!(
+                "{p}?{}&{}",
+                q.get("prefix").map_or("", String::as_str),
+                q.get("sort").map_or("", String::as_str)
+            );
+            let key = (token.clone(), wanted);
+            if let Some(page) = console.pages.get(&key) {
+                return page;
             }
             let Ok(_rendering) = RENDERING.try_acquire() else {
                 return busy();
             };
-            if p == "/" {
-                return fleet(&query, token.as_deref(), remote).await;
-            }
-            match p.strip_prefix("/targets/").map(percent_decode) {
-                Some(Some(key)) if !key.is_empty() => target(&key, token.as_deref(), remote).await,
-                _ => html(StatusCode::NOT_FOUND, "Not found", "<p>No such page.</p>"),
-            }
+            let page = if p == "/" {
+                fleet(&query, token.as_deref(), remote).await
+            } else {
+                match p.strip_prefix("/targets/").map(percent_decode) {
+                    Some(Some(key)) if !key.is_empty() => {
+                        target(&key, token.as_deref(), remote).await
+                    }
+                    _ => html(StatusCode::NOT_FOUND, "Not found", "<p>No such page.</p>"),
+                }
+            };
+            console.pages.keep(key, page).await
         }
         _ => html(
             StatusCode::METHOD_NOT_ALLOWED,

@@ -472,7 +472,6 @@ pub async fn serve_secured<S: HpaStore + VpaStore + FleetStore>(
             .set_service_status(*name, ServingStatus::Serving)
             .await;
     }
-    crate::admin::set_ready(true);
     if config.metrics_listen.is_some() {
         crate::metrics::set_per_target_cap(config.metrics_per_target);
         tokio::spawn(count_targets(
@@ -553,6 +552,8 @@ pub async fn serve_secured<S: HpaStore + VpaStore + FleetStore>(
         .into_inner();
     // The console's API while this server serves (cleared when this function returns).
     let _console = crate::console::install(tower::Layer::layer(&stack, routes.clone()));
+    // Ready once everything the admin listener answers with (the console's API) is in place.
+    crate::admin::set_ready(true);
     let doors = crate::doors::Doors::of(&config);
     let router = tonic::transport::Server::builder()
         // HTTP/1.1 too, for Connect's unary calls (curl, browsers); gRPC stays HTTP/2.

@@ -926,3 +926,35 @@ fn the_security_guide_lists_every_limit_of_every_door() {
         "docs/security.md's limits table is stale; it should read:\n{table}"
     );
 }
+
+/// A caller reloading the console in a loop costs one render every 2 s, not one a request:
+/// twenty reloads of the fleet read the targets (ListTargets) at most twice.
+#[test]
+fn the_console_renders_a_page_once_for_a_caller_reloading_it() {
+    let door = start(&[]);
+    let admin = door.admin();
+    let end = Instant::now() + Duration::from_secs(10);
+    while http(admin, "GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n").0 != 200 {
+        assert!(Instant::now() < end, "not ready");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let listed = || {
+        door.metric(
+            "autoscaled_grpc_requests_total",
+            &["method=\"/autoscaled.v1.HorizontalAutoscaler/ListTargets\""],
+        )
+    };
+    let before = listed();
+    let started = Instant::now();
+    for _ in 0..20 {
+        let (status, body) = http(admin, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains("id=counts"), "{body}");
+    }
+    let took = started.elapsed();
+    let renders = listed() - before;
+    assert!(
+        renders >= 1.0 && renders <= 1.0 + (took.as_secs_f64() / 2.0).ceil(),
+        "{renders} renders in {took:?}"
+    );
+}
