@@ -21,29 +21,18 @@ use thiserror::Error;
 
 use crate::engine::hpa::settings::Settings;
 
-/// Default listen address: loopback only, the usual gRPC port.
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:50051";
+pub(crate) use autoscaled_wire::limits::{
+    DEFAULT_MAX_CONTAINERS, DEFAULT_MAX_KEY_BYTES, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_METRICS,
+    DEFAULT_MAX_PODS, DEFAULT_MAX_SAMPLES,
+};
+pub use autoscaled_wire::{DEFAULT_LISTEN, EX_USAGE, Limits, VERSION};
 /// Upper bound of `commit_delay_us`: it adds to the latency of every write under load.
 const MAX_COMMIT_DELAY_US: u64 = 100_000;
 /// Default history retention. Kubernetes' API caps stabilization windows at 3600 s and policy
 /// periods at 1800 s, so one hour reaches every window a valid spec can ask for.
 pub(crate) const DEFAULT_HISTORY_RETENTION_SECS: u64 = 3600;
-/// Default maximum size of one decoded request (tonic's own default, 4 MiB).
-pub(crate) const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
-/// Default maximum number of pods in one request.
-pub(crate) const DEFAULT_MAX_PODS: usize = 10_000;
-/// Default maximum number of metrics in one spec.
-pub(crate) const DEFAULT_MAX_METRICS: usize = 64;
-/// Default maximum number of containers in one request (over all its pods).
-pub(crate) const DEFAULT_MAX_CONTAINERS: usize = 100_000;
-/// Default maximum number of VPA usage samples plus OOM events in one RecordUsage.
-pub(crate) const DEFAULT_MAX_SAMPLES: usize = 100_000;
-/// Default maximum length of a target key, in bytes.
-pub(crate) const DEFAULT_MAX_KEY_BYTES: usize = 512;
 /// Default period of the check for changed TLS and authorization files.
 pub(crate) const DEFAULT_SECURITY_RELOAD_SECS: u64 = 10;
-/// Exit status for bad configuration (`EX_USAGE` of sysexits.h).
-pub const EX_USAGE: i32 = 64;
 
 /// Whether text logs are coloured: only when stderr is a terminal and `NO_COLOR` is unset or
 /// empty (<https://no-color.org>), so a log file or a collector never gets ANSI escapes.
@@ -518,37 +507,6 @@ knobs! {
     security_reload_secs: u64, "SECS", default DEFAULT_SECURITY_RELOAD_SECS;
 }
 
-/// Request limits, enforced by `api::convert` (and the message size by tonic).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Limits {
-    /// `--max-message-bytes`: tonic refuses larger bodies before decoding them.
-    pub max_message_bytes: usize,
-    /// `--max-pods`: pods in one request; bounds the engine's per-request work.
-    pub max_pods: usize,
-    /// `--max-metrics`: metrics in one spec.
-    pub max_metrics: usize,
-    /// `--max-key-bytes`: a target key is a store key and a log field, so it stays short.
-    pub max_key_bytes: usize,
-    /// `--max-samples`: VPA samples and OOM events in one RecordUsage, and pod values in one
-    /// Recommend.
-    pub max_samples: usize,
-    /// Containers in one request, over all its pods.
-    pub max_containers: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
-            max_pods: DEFAULT_MAX_PODS,
-            max_metrics: DEFAULT_MAX_METRICS,
-            max_key_bytes: DEFAULT_MAX_KEY_BYTES,
-            max_samples: DEFAULT_MAX_SAMPLES,
-            max_containers: DEFAULT_MAX_CONTAINERS,
-        }
-    }
-}
-
 /// TLS, mTLS, authorization and the health listener (issue 10). All off by default: then the
 /// server is plaintext and allows every call, as before.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -733,13 +691,6 @@ pub(crate) enum ConfigError {
     #[error("invalid configuration: {key}: {message}")]
     Invalid { key: &'static str, message: String },
 }
-
-/// `--version`: the build, the Kubernetes version whose HPA controller defaults (flags and
-/// feature gates) the server follows, and the KEDA versions its extensions follow.
-pub const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (HPA: Kubernetes 1.37 controller defaults, HPAScaleToZero on; KEDA extensions: 2.19 and later)"
-);
 
 /// The HPA controller's feature gates, as `--feature-gates` sets them
 /// (`k8s.io/component-base/featuregate`: `Name=bool` pairs, comma-separated; an unknown

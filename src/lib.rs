@@ -1,7 +1,8 @@
 //! autoscaled: the judgement of the Kubernetes autoscalers as a gRPC service. This package is
 //! the server; the pure engines are `autoscaled-engine` (`crates/engine`, here as [`engine`]),
-//! and the tools (`autoscalectl`: client, conformance runner, what-if, manifest reader,
-//! recording proxy) are `crates/ctl`, which depends on this library and not the other way.
+//! the wire (generated code, codec, limits, conversion, the error table, the what-if replay
+//! over the wire) is `autoscaled-wire` (`crates/wire`), and the tools (`autoscalectl`) and the
+//! agent depend on the wire, not on this library.
 //!
 //! # Layout
 //!
@@ -11,9 +12,9 @@
 //! * [`engine`]: the pure decision engines (HPA in `engine::hpa`, VPA in `engine::vpa`):
 //!   a snapshot, the history and `now` go in; a decision and the new history come out.
 //! * `store`: per-target history in sled (or etcd), with group commit.
-//! * `api`: the tonic services; proto ↔ engine conversion at the boundary, the one error →
-//!   status table, the per-key authorization check, the wire limits and the codec; the
-//!   what-if replay over the wire (`api::simulate`).
+//! * `api`: the tonic services over the wire crate's conversion and error table (re-exported as
+//!   `api::convert`, `api::status`, `api::simulate`, with the parts that read the store), the
+//!   per-key authorization check.
 //! * `auth` (authentication layer, authorization file, per-key check), `tls` (the TLS
 //!   acceptor and certificate reload), `security` (loading and reloading both).
 //! * `overload` (load shedding, deadlines), `drain` and `shutdown` (graceful stop),
@@ -23,8 +24,8 @@
 //! * `cli`: the clap command line of `autoscaled` and what each subcommand runs; `main.rs`
 //!   stays thin.
 //!
-//! Dependencies point one way: engine ← store ← api ← server ← main, and this library ←
-//! `autoscalectl`.
+//! Dependencies point one way: engine ← wire ← store ← api ← server ← main; the tools and the
+//! agent depend on the wire and the engine, never on this library.
 //!
 //! # Visibility
 //!
@@ -42,12 +43,14 @@ pub(crate) mod connect;
 pub(crate) mod console;
 pub mod doors;
 pub(crate) mod drain;
-pub mod html;
 /// The pure engines (`crates/engine`), under the name the server's modules use.
 pub use autoscaled_engine as engine;
+/// The escaping the console and the tools' reports share (autoscaled-wire's).
+pub use autoscaled_wire::html;
 pub(crate) mod metrics;
 pub(crate) mod overload;
-pub mod pb;
+/// The generated `autoscaled.v1` code and its descriptor sets (autoscaled-wire's).
+pub use autoscaled_wire::pb;
 pub mod peers;
 pub mod security;
 pub mod server;

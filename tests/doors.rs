@@ -601,6 +601,16 @@ async fn every_limit_of_every_door() {
     eprintln!("probed {} (limit, door) pairs: {probed:?}", probed.len());
 }
 
+/// Waits until the admin listener says the server is ready (the console's API installed: the
+/// listening lines come a moment before).
+fn ready(admin: SocketAddr) {
+    let end = Instant::now() + Duration::from_secs(10);
+    while http(admin, "GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n").0 != 200 {
+        assert!(Instant::now() < end, "not ready");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// One HTTP/1.1 exchange, the whole answer (status line, headers and body).
 fn raw_exchange(addr: SocketAddr, head: &str, body: &[u8]) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
@@ -634,6 +644,7 @@ fn console_sessions_are_opaque_same_origin_and_end_at_logout() {
     .unwrap();
     let door = start(&["--authz", authz.to_str().unwrap()]);
     let admin = door.admin();
+    ready(admin);
     let host = format!("127.0.0.1:{}", admin.port());
     let form = format!("token={token}");
     let login = |headers: &str| {
@@ -933,11 +944,7 @@ fn the_security_guide_lists_every_limit_of_every_door() {
 fn the_console_renders_a_page_once_for_a_caller_reloading_it() {
     let door = start(&[]);
     let admin = door.admin();
-    let end = Instant::now() + Duration::from_secs(10);
-    while http(admin, "GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n").0 != 200 {
-        assert!(Instant::now() < end, "not ready");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    ready(admin);
     let listed = || {
         door.metric(
             "autoscaled_grpc_requests_total",

@@ -502,7 +502,11 @@ impl HorizontalService {
         let runtime = tokio::runtime::Handle::current();
         let response = tokio::task::spawn_blocking(move || {
             super::simulate::simulate(&req, &options, |key| {
-                Ok(runtime.block_on(store.decisions(key))?)
+                let decisions = runtime.block_on(store.decisions(key))?;
+                Ok(decisions
+                    .into_iter()
+                    .map(super::simulate::logged_run)
+                    .collect())
             })
         })
         .await
@@ -603,7 +607,11 @@ impl HorizontalService {
             let decisions = self.store.decisions(key).await?;
             decisions_in_all += decisions.iter().map(|e| e.run.count.max(1)).sum::<u64>();
             if !decisions.is_empty() {
-                members.push((key.clone(), group.units_of(key), decisions));
+                let runs = decisions
+                    .into_iter()
+                    .map(super::simulate::logged_run)
+                    .collect();
+                members.push((key.clone(), group.units_of(key), runs));
             }
         }
         // Each replayed decision computes the fair shares over every member: bounded work.

@@ -9,18 +9,17 @@
 //! * `commit`: the one write path of both (lock → load → decide → write → wait for the
 //!   flush), with `locks` (per-target async locks) and `clock` (the one request clock);
 //! * `overrides`: how the VPA settings layers combine (server, target, call);
-//! * `codec`, `wire_limits`, `context`: decoding with count limits checked on the wire
-//!   bytes, decode failures as INVALID_ARGUMENT, and the per-request context (limits,
-//!   deadline, peer) the server layer sets.
+//! * `wire_limits`, `context` (autoscaled-wire's, with its codec): decoding with count limits
+//!   checked on the wire bytes, decode failures as INVALID_ARGUMENT, and the per-request
+//!   context (limits, deadline, peer) the server layer sets.
 //!
 //! Only this layer reads the clock (for a Recommend: once to validate, again under the
 //! target's lock) and passes `now` down.
 
 pub(crate) mod authorized;
 pub(crate) mod clock;
-pub(crate) mod codec;
 pub(crate) mod commit;
-pub(crate) mod context;
+pub(crate) use autoscaled_wire::{context, wire_limits};
 pub mod convert;
 pub(crate) mod fleet;
 pub mod forward;
@@ -30,7 +29,6 @@ pub(crate) mod overrides;
 pub mod simulate;
 pub mod status;
 pub(crate) mod vpa;
-pub(crate) mod wire_limits;
 
 pub use hpa::{HorizontalService, HpaOptions};
 pub(crate) use vpa::{VerticalService, VpaOptions};

@@ -1,176 +1,22 @@
-//! The one table from service errors to gRPC statuses (quickwit `ServiceErrorCode`, linkerd
-//! `respond.rs`): an exhaustive `match` with no catch-all, so a new variant cannot be
-//! miscoded silently. Internal failures are logged here and reach clients sanitized.
+//! The error → status table is autoscaled-wire's ([`autoscaled_wire::status`], re-exported
+//! here so every handler's path stays `api::status`); this module adds what only the server
+//! knows: the status of each of its store's failures.
 
-use thiserror::Error;
-use tonic::{Code, Status};
-use tonic_types::{ErrorDetails, StatusExt};
+pub use autoscaled_wire::status::*;
+use tonic::Status;
 
-use crate::{engine::error::InvalidInput, store::StoreError};
+use crate::store::StoreError;
 
-/// Everything a handler can fail with.
-#[derive(Debug, Error)]
-pub enum ApiError {
-    /// Fields of the request break a rule; each violation names its field path
-    /// (`spec.metrics[1].target.average_utilization`).
-    #[error("invalid request: {}", summary(.0))]
-    InvalidArgument(Vec<InvalidInput>),
-    /// The request is larger than a configured limit (pods, metrics).
-    #[error("{field}: {message}")]
-    ResourceExhausted {
-        /// The request field over its limit, e.g. `observation.pods`.
-        field: String,
-        /// The limit and how to raise it.
-        message: String,
-    },
-    /// The target has no stored history.
-    #[error("no history stored for target {0:?}")]
-    TargetNotFound(String),
-    /// The store failed; details are logged, not sent.
-    #[error("store: {0}")]
-    Store(#[from] StoreError),
-    /// A bug (e.g. the engine panicked); details are logged, not sent.
-    #[error("internal: {0}")]
-    Internal(String),
-    /// The server is at its concurrency limit and its queue is full (or the caller's deadline
-    /// is shorter than the expected wait): retry after about `retry_after_ms`.
-    #[error("{message}")]
-    Overloaded {
-        /// What the client sees in the status message.
-        message: String,
-        /// The expected wait, sent as `google.rpc.RetryInfo` so clients back off by it.
-        retry_after_ms: u64,
-    },
-    /// The caller's deadline passed before the work was done; nothing was stored.
-    #[error("{0}")]
-    DeadlineExceeded(String),
-    /// The target is not in the state the call needs (a reported decision that is no longer
-    /// the newest); the message says what to do instead.
-    #[error("{0}")]
-    FailedPrecondition(String),
-    /// A named thing other than a target (a policy, a scaling group) does not exist; the
-    /// message names it.
-    #[error("{0}")]
-    NotFound(String),
-    /// A write lost a race with another replica's; the message says to retry.
-    #[error("{0}")]
-    Aborted(String),
-}
-
-impl ApiError {
-    /// One field violation.
-    pub(crate) fn field(field: impl Into<String>, description: impl Into<String>) -> Self {
-        ApiError::InvalidArgument(vec![InvalidInput::new(field, description)])
+impl StoreFailure for StoreError {
+    fn status(&self) -> Status {
+        store_status(self)
     }
 }
 
-fn summary(violations: &[InvalidInput]) -> String {
-    violations
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
-/// At most this many field violations go into an error's message and details; the rest are
-/// counted ("... and N more"). A request of 10,000 bad pods used to send every violation in
-/// the `grpc-message` and `grpc-status-details-bin` headers (1.6 MB), which clients refuse
-/// (grpcio: 16 KB of metadata), so the caller saw none of them (issue 8).
-pub(crate) const MAX_VIOLATIONS: usize = 20;
-/// Bound on the `grpc-message` header once percent-encoded.
-pub(crate) const MAX_MESSAGE_BYTES: usize = 1000;
-/// Bound on one violation's field or description in the details, in bytes.
-const MAX_VIOLATION_PART_BYTES: usize = 200;
-/// Bound on the violations in the details (field + description bytes): the details travel
-/// base64-encoded (4/3) in `grpc-status-details-bin` with a second copy of the message, so
-/// the headers stay under 8 KB: 1000 + 4/3 × (1000 + 3000 + framing) < 6.5 KB.
-const MAX_DETAILS_BYTES: usize = 3000;
-
-/// Length of `c` in a `grpc-message` header as tonic percent-encodes it (`Status::add_header`:
-/// controls, non-ASCII and ` "#%<>`?{}`).
-fn encoded_len(c: char) -> usize {
-    if ('!'..='~').contains(&c) && !"\"#%<>`?{}".contains(c) {
-        1
-    } else {
-        3 * c.len_utf8()
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        ApiError::Store(Box::new(e))
     }
-}
-
-/// `text` cut at a character boundary so that it is at most `max` bytes once percent-encoded
-/// (`...` marks a cut).
-fn bounded(text: &str, max: usize) -> String {
-    let total: usize = text.chars().map(encoded_len).sum();
-    if total <= max {
-        return text.to_owned();
-    }
-    let mut used = 3; // the "..."
-    let mut out = String::new();
-    for c in text.chars() {
-        used += encoded_len(c);
-        if used > max {
-            break;
-        }
-        out.push(c);
-    }
-    out.push_str("...");
-    out
-}
-
-/// A status whose message is bounded.
-fn status(code: Code, message: &str) -> Status {
-    Status::new(code, bounded(message, MAX_MESSAGE_BYTES))
-}
-
-/// The INVALID_ARGUMENT status of `violations`: the first [`MAX_VIOLATIONS`] (each part at
-/// most 200 bytes, 3000 in all) in the BadRequest details and in the message while it fits
-/// 1000 bytes, then "... and N more".
-fn invalid_argument(violations: Vec<InvalidInput>) -> Status {
-    let total = violations.len();
-    let mut details = ErrorDetails::new();
-    let mut detailed = 0;
-    let mut detail_bytes = 0;
-    for v in &violations {
-        let field = bounded(&v.field, MAX_VIOLATION_PART_BYTES);
-        let description = bounded(&v.description, MAX_VIOLATION_PART_BYTES);
-        detail_bytes += field.len() + description.len();
-        if detailed == MAX_VIOLATIONS || detail_bytes > MAX_DETAILS_BYTES {
-            break;
-        }
-        details.add_bad_request_violation(field, description);
-        detailed += 1;
-    }
-    let more = total - detailed;
-    if more > 0 {
-        details.add_bad_request_violation("", format!("... and {more} more violations"));
-    }
-    // The message: as many of the detailed violations as fit, then the count of the rest.
-    let mut message = String::from("invalid request: ");
-    let mut listed = 0;
-    for v in violations.iter().take(detailed) {
-        let part = bounded(&v.to_string(), MAX_VIOLATION_PART_BYTES);
-        // Room for "; " and the "; ... and N more" tail.
-        let tail = 40;
-        if message.chars().map(encoded_len).sum::<usize>()
-            + part.chars().map(encoded_len).sum::<usize>()
-            + tail
-            > MAX_MESSAGE_BYTES
-        {
-            break;
-        }
-        if listed > 0 {
-            message.push_str("; ");
-        }
-        message.push_str(&part);
-        listed += 1;
-    }
-    if listed < total {
-        message.push_str(&format!("; ... and {} more", total - listed));
-    }
-    Status::with_error_details(
-        Code::InvalidArgument,
-        bounded(&message, MAX_MESSAGE_BYTES),
-        details,
-    )
 }
 
 /// The status of a store failure. Exhaustive, so a new `StoreError` variant must be placed here.
@@ -218,79 +64,15 @@ fn store_status(e: &StoreError) -> Status {
     }
 }
 
-impl From<ApiError> for Status {
-    fn from(e: ApiError) -> Status {
-        match e {
-            ApiError::InvalidArgument(violations) => invalid_argument(violations),
-            ApiError::ResourceExhausted { field, message } => {
-                let field = bounded(&field, MAX_VIOLATION_PART_BYTES);
-                let message = bounded(&message, MAX_VIOLATION_PART_BYTES);
-                let text = format!("{field}: {message}");
-                let mut details = ErrorDetails::new();
-                details.add_bad_request_violation(field, message);
-                Status::with_error_details(Code::ResourceExhausted, text, details)
-            }
-            ApiError::TargetNotFound(key) => status(
-                Code::NotFound,
-                &format!("no history stored for target {key:?}"),
-            ),
-            // gRFC A6's `grpc-retry-pushback-ms` tells gRPC clients with retry policies when
-            // to retry; the message says it to people.
-            ApiError::Overloaded {
-                message,
-                retry_after_ms,
-            } => {
-                let mut status = status(Code::ResourceExhausted, &message);
-                if let Ok(value) = retry_after_ms.to_string().parse() {
-                    status
-                        .metadata_mut()
-                        .insert("grpc-retry-pushback-ms", value);
-                }
-                status
-            }
-            ApiError::DeadlineExceeded(message) => status(Code::DeadlineExceeded, &message),
-            ApiError::FailedPrecondition(message) => status(Code::FailedPrecondition, &message),
-            ApiError::NotFound(message) => status(Code::NotFound, &message),
-            ApiError::Aborted(message) => status(Code::Aborted, &message),
-            ApiError::Internal(message) => {
-                tracing::error!(error = %message, "internal error");
-                Status::internal("internal error (details in the server log)")
-            }
-            ApiError::Store(e) => {
-                tracing::error!(error = %e, "store failure");
-                store_status(&e)
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use tonic::Code;
+
     use super::*;
 
     #[test]
-    fn invalid_argument_carries_every_field_violation() {
-        let status: Status = ApiError::InvalidArgument(vec![
-            InvalidInput::new("target_key", "must not be empty"),
-            InvalidInput::new("spec.max_replicas", "must be greater than or equal to 1"),
-        ])
-        .into();
-        assert_eq!(status.code(), Code::InvalidArgument);
-        let bad = status
-            .get_details_bad_request()
-            .expect("BadRequest details");
-        let fields: Vec<_> = bad
-            .field_violations
-            .iter()
-            .map(|v| v.field.as_str())
-            .collect();
-        assert_eq!(fields, ["target_key", "spec.max_replicas"]);
-        assert!(status.message().contains("target_key: must not be empty"));
-    }
-
-    #[test]
     fn store_failures_are_sanitized() {
-        let status: Status = ApiError::Store(StoreError::Corrupt {
+        let status: Status = ApiError::from(StoreError::Corrupt {
             kind: "state",
             key: "secret/path".into(),
             message: "bad json at byte 7".into(),
@@ -303,87 +85,10 @@ mod tests {
             status.message()
         );
         assert!(!status.message().contains("byte 7"), "{}", status.message());
-        let sled: Status = ApiError::Store(StoreError::Flush("disk /secret full".into())).into();
+        let sled: Status = ApiError::from(StoreError::Flush("disk /secret full".into())).into();
         assert_eq!(sled.code(), Code::Internal);
         assert!(!sled.message().contains("secret"), "{}", sled.message());
-        let unavailable: Status = ApiError::Store(StoreError::FlusherStopped).into();
+        let unavailable: Status = ApiError::from(StoreError::FlusherStopped).into();
         assert_eq!(unavailable.code(), Code::Unavailable);
-    }
-
-    /// Every header of the trailers-only response tonic sends for `status`, in bytes.
-    fn header_bytes(status: &Status) -> usize {
-        let response = status.clone().into_http::<()>();
-        response
-            .headers()
-            .iter()
-            .map(|(k, v)| k.as_str().len() + v.len())
-            .sum()
-    }
-
-    #[test]
-    fn ten_thousand_violations_stay_under_the_header_bounds() {
-        let violations = (0..10_000)
-            .map(|i| {
-                InvalidInput::new(
-                    format!("pods[{i}].requests_milli[cpu]"),
-                    "must be greater than or equal to 0",
-                )
-            })
-            .collect();
-        let status: Status = ApiError::InvalidArgument(violations).into();
-        let bad = status
-            .get_details_bad_request()
-            .expect("BadRequest details");
-        assert_eq!(bad.field_violations.len(), MAX_VIOLATIONS + 1);
-        assert_eq!(bad.field_violations[0].field, "pods[0].requests_milli[cpu]");
-        assert_eq!(
-            bad.field_violations[MAX_VIOLATIONS].description,
-            "... and 9980 more violations"
-        );
-        assert!(status.message().ends_with(" more"), "{}", status.message());
-        assert!(status.message().starts_with("invalid request: pods[0]"));
-        let response = status.clone().into_http::<()>();
-        let message = response.headers()["grpc-message"].len();
-        assert!(message < 1024, "grpc-message {message} bytes");
-        let all = header_bytes(&status);
-        assert!(all < 8 * 1024, "headers {all} bytes");
-        eprintln!("10,000 violations: grpc-message {message} bytes, all headers {all} bytes");
-    }
-
-    #[test]
-    fn long_and_non_ascii_parts_are_cut_by_their_encoded_size() {
-        let long = "é".repeat(5000);
-        let status: Status =
-            ApiError::InvalidArgument(vec![InvalidInput::new(long.clone(), long.clone()); 50])
-                .into();
-        let response = status.clone().into_http::<()>();
-        assert!(response.headers()["grpc-message"].len() < 1024);
-        assert!(
-            header_bytes(&status) < 8 * 1024,
-            "{}",
-            header_bytes(&status)
-        );
-        let not_found: Status = ApiError::TargetNotFound(long).into();
-        assert!(not_found.into_http::<()>().headers()["grpc-message"].len() < 1024);
-    }
-
-    #[test]
-    fn overload_carries_a_retry_pushback() {
-        let status: Status = ApiError::Overloaded {
-            message: "overloaded; retry in about 250 ms".into(),
-            retry_after_ms: 250,
-        }
-        .into();
-        assert_eq!(status.code(), Code::ResourceExhausted);
-        assert_eq!(
-            status.metadata().get("grpc-retry-pushback-ms").unwrap(),
-            "250"
-        );
-    }
-
-    #[test]
-    fn unknown_target_is_not_found() {
-        let status: Status = ApiError::TargetNotFound("a/b".into()).into();
-        assert_eq!(status.code(), Code::NotFound);
     }
 }

@@ -9,7 +9,7 @@ use crate::{
     prometheus,
     run::{self, Server},
 };
-use autoscaled::pb::v1 as pb;
+use autoscaled_wire::pb::v1 as pb;
 
 /// One line per target: `ok ...` or `rejected targets[i] (key): field: why`; whether all
 /// were good.

@@ -11,7 +11,7 @@ use std::{
     time::Duration,
 };
 
-use autoscaled::pb::v1 as pb;
+use autoscaled_wire::pb::v1 as pb;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -673,11 +673,11 @@ fn spec_checked(key: &str, spec: Value) -> Result<pb::HorizontalSpec, String> {
         return Err("spec: missing".to_owned());
     }
     let spec = spec_parsed(key, spec)?;
-    let limits = autoscaled::config::Limits::default();
-    let context = autoscaled::api::convert::Context {
+    let limits = autoscaled_wire::Limits::default();
+    let context = autoscaled_wire::convert::Context {
         limits: &limits,
         trust_request_time: false,
-        server_now: autoscaled::engine::time::Time::from_unix_secs(1),
+        server_now: autoscaled_engine::time::Time::from_unix_secs(1),
         history_retention: Duration::from_secs(3600),
         scale_to_zero: true,
     };
@@ -687,7 +687,7 @@ fn spec_checked(key: &str, spec: Value) -> Result<pb::HorizontalSpec, String> {
         spec: Some(spec.clone()),
         ..Default::default()
     };
-    if let Err(e) = autoscaled::api::convert::recommend_request(check, &context) {
+    if let Err(e) = autoscaled_wire::convert::recommend_request(check, &context) {
         return Err(e.to_string());
     }
     Ok(spec)

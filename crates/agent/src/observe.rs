@@ -21,7 +21,7 @@ use std::{
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
-use autoscaled::pb::v1 as pb;
+use autoscaled_wire::pb::v1 as pb;
 use prost_types::Timestamp;
 
 use crate::{

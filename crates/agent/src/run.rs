@@ -16,8 +16,10 @@ use std::{
     time::{Duration, Instant, SystemTime},
 };
 
-use autoscaled::pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient};
 use autoscaled_ctl::client::security::{ClientSecurity, Credentials};
+use autoscaled_wire::pb::v1::{
+    self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient,
+};
 use tokio::{
     signal::unix::{SignalKind, signal},
     sync::watch,
@@ -197,7 +199,7 @@ pub async fn period(
                 .await
                 .map_err(|e| format!("replicas: {e}"))?;
             let n = command::parse_replicas(&out.stdout).map_err(|e| format!("replicas: {e}"))?;
-            let max_pods = autoscaled::config::Limits::default().max_pods;
+            let max_pods = autoscaled_wire::Limits::default().max_pods;
             if usize::try_from(n).is_ok_and(|c| c > max_pods) {
                 return Err(format!(
                     "replicas: the command printed {n}, more than the server's max_pods ({max_pods})"
@@ -251,7 +253,7 @@ pub async fn period(
     let current = request.current_replicas;
     // The server refuses more pods than its limit anyway; a count beyond it is a broken
     // replicas command (`wc -c` for `wc -l`), not a fleet: no placeholders for it.
-    let max_pods = autoscaled::config::Limits::default().max_pods;
+    let max_pods = autoscaled_wire::Limits::default().max_pods;
     if usize::try_from(current).is_ok_and(|c| c > max_pods) {
         return Err(format!(
             "replicas: {current} is more than the server's max_pods ({max_pods}); check the replicas command"

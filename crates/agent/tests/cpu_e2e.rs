@@ -26,7 +26,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use autoscaled::pb::v1 as pb;
+use autoscaled_wire::pb::v1 as pb;
 use support::*;
 
 const SYNC: Duration = Duration::from_secs(5);

@@ -6,11 +6,11 @@ use std::{path::PathBuf, process::ExitCode};
 use clap::{Parser, Subcommand};
 
 /// Exit status for bad usage (BSD `EX_USAGE`), as `autoscaled` uses.
-const EX_USAGE: u8 = autoscaled::config::EX_USAGE as u8;
+const EX_USAGE: u8 = autoscaled_wire::EX_USAGE as u8;
 
 /// autoscalectl: talk to an autoscaled server, replay its decisions, run the conformance cases.
 #[derive(Debug, Parser)]
-#[command(name = "autoscalectl", version = autoscaled::config::VERSION, about)]
+#[command(name = "autoscalectl", version = autoscaled_wire::VERSION, about)]
 pub struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
@@ -47,7 +47,7 @@ pub(crate) enum Command {
 #[derive(Debug, clap::Args)]
 pub(crate) struct RecommendArgs {
     /// Server address (`host:port` or `http://host:port`).
-    #[arg(long, value_name = "ADDR", env = "AUTOSCALED_ADDR", default_value = autoscaled::config::DEFAULT_LISTEN)]
+    #[arg(long, value_name = "ADDR", env = "AUTOSCALED_ADDR", default_value = autoscaled_wire::DEFAULT_LISTEN)]
     pub(crate) addr: String,
     /// The request in the proto3 JSON mapping (see examples/recommend.json); quantities may
     /// be written the Kubernetes way (`"requests": {"cpu": "500m"}`).
@@ -74,7 +74,7 @@ pub(crate) struct RecommendArgs {
 #[derive(Debug, clap::Args)]
 pub(crate) struct HistoryArgs {
     /// Server address (`host:port` or `http://host:port`).
-    #[arg(long, value_name = "ADDR", env = "AUTOSCALED_ADDR", default_value = autoscaled::config::DEFAULT_LISTEN)]
+    #[arg(long, value_name = "ADDR", env = "AUTOSCALED_ADDR", default_value = autoscaled_wire::DEFAULT_LISTEN)]
     pub(crate) addr: String,
     pub(crate) target_key: String,
     #[arg(long, value_enum, default_value_t)]
@@ -108,7 +108,7 @@ pub(crate) enum GetWhat {
 #[derive(Debug, clap::Args)]
 pub(crate) struct ServerArgs {
     /// Server address (`host:port` or `http://host:port`).
-    #[arg(long, value_name = "ADDR", env = "AUTOSCALED_ADDR", default_value = autoscaled::config::DEFAULT_LISTEN)]
+    #[arg(long, value_name = "ADDR", env = "AUTOSCALED_ADDR", default_value = autoscaled_wire::DEFAULT_LISTEN)]
     pub(crate) addr: String,
     #[command(flatten)]
     pub(crate) security: crate::client::security::ClientSecurity,
@@ -166,7 +166,7 @@ pub(crate) struct DeleteTargetArgs {
 #[derive(Debug, clap::Args)]
 pub(crate) struct GetTargetsArgs {
     /// Server address (`host:port` or `http://host:port`).
-    #[arg(long, value_name = "ADDR", env = "AUTOSCALED_ADDR", default_value = autoscaled::config::DEFAULT_LISTEN)]
+    #[arg(long, value_name = "ADDR", env = "AUTOSCALED_ADDR", default_value = autoscaled_wire::DEFAULT_LISTEN)]
     pub(crate) addr: String,
     /// Only the targets whose key starts with this.
     #[arg(long, value_name = "P", default_value = "")]
@@ -215,7 +215,7 @@ pub(crate) struct DescribeGroupArgs {
 #[derive(Debug, clap::Args)]
 pub(crate) struct DescribeTargetArgs {
     /// Server address (`host:port` or `http://host:port`).
-    #[arg(long, value_name = "ADDR", env = "AUTOSCALED_ADDR", default_value = autoscaled::config::DEFAULT_LISTEN)]
+    #[arg(long, value_name = "ADDR", env = "AUTOSCALED_ADDR", default_value = autoscaled_wire::DEFAULT_LISTEN)]
     pub(crate) addr: String,
     pub(crate) target_key: String,
     #[command(flatten)]

@@ -5,7 +5,7 @@
 //!   and tokens, `client::migration` for the KEDA fields of the printed report);
 //! * [`kube`]: Kubernetes quantities and `autoscaling/v2` HorizontalPodAutoscaler manifests;
 //! * [`conformance`]: the shared conformance cases through the engine, or through a server;
-//! * [`whatif`]: `simulate` (the replay is the server library's `api::simulate`), the recording
+//! * [`whatif`]: `simulate` (the replay is autoscaled-wire's `simulate`, as the server runs it), the recording
 //!   proxy (`record`) and the HTML report (`report`), with their pictures;
 //! * [`cli`]: the command line.
 #![forbid(unsafe_code)]

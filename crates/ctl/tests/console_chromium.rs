@@ -18,8 +18,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use autoscaled::pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient};
 use autoscaled_fixtures as fixtures;
+use autoscaled_wire::pb::v1::{
+    self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient,
+};
 use base64::Engine as _;
 use serde_json::{Value, json};
 use tonic::{Request, transport::Channel};

@@ -2,11 +2,11 @@
 //! documentation (tests/fixtures/hpa) read as the request's spec, field by field, and the
 //! errors for what cannot be read naming the field.
 
-use autoscaled::pb::v1::{
+use autoscaled_ctl::kube::hpa::parse_manifest;
+use autoscaled_wire::pb::v1::{
     self as api, MetricSourceType as Source, MetricTargetType as Target, ScalingPolicyType,
     SelectPolicy,
 };
-use autoscaled_ctl::kube::hpa::parse_manifest;
 
 fn fixture(name: &str) -> (api::HorizontalSpec, String) {
     let path = format!("{}/tests/fixtures/hpa/{name}", env!("CARGO_MANIFEST_DIR"));

@@ -1,9 +1,10 @@
-//! Policies and scaling groups: the API's messages ↔ the store's, validated field by field
-//! (each violation names its field, e.g. `group.capacity`).
+//! Policies and scaling groups: the API's messages ↔ the store's. Their names and a group's
+//! rules are autoscaled-wire's ([`autoscaled_wire::convert::fleet`], re-exported here).
 
 use prost::Message;
 
-use super::Violations;
+pub(crate) use autoscaled_wire::convert::fleet::*;
+
 use crate::{
     api::status::ApiError,
     engine::{
@@ -13,40 +14,6 @@ use crate::{
     pb::v1 as pb,
     store::{ScalingGroupDef, StoredPolicy},
 };
-
-/// The longest policy or group name.
-pub(crate) const MAX_NAME_BYTES: usize = 253;
-/// The most selectors (keys, prefixes, policies) and unit overrides of one group.
-pub(crate) const MAX_SELECTORS: usize = 1000;
-
-/// Checks a policy's or group's name at `field`: 1 to 253 bytes of ASCII letters, digits and
-/// `-_./:` (so a key prefix such as `team-a/web` is a name, and an authorization rule's
-/// prefixes cover names as they cover keys).
-pub(crate) fn check_name(v: &mut Violations, field: &str, name: &str) {
-    if name.is_empty() {
-        v.add(field, "must not be empty");
-    } else if name.len() > MAX_NAME_BYTES {
-        v.add(
-            field,
-            format!("must be at most {MAX_NAME_BYTES} bytes, got {}", name.len()),
-        );
-    } else if !name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b"-_./:".contains(&b))
-    {
-        v.add(
-            field,
-            "may only contain ASCII letters, digits and the characters - _ . / :",
-        );
-    }
-}
-
-/// A name given alone (Get, Delete).
-pub(crate) fn name(field: &str, name: &str) -> Result<(), ApiError> {
-    let mut v = Violations::default();
-    check_name(&mut v, field, name);
-    v.into_result(())
-}
 
 /// The stored form of a policy put at `now` as `version`; the spec is checked by the caller
 /// (it is a partial spec: see `api::fleet`).
@@ -74,78 +41,6 @@ pub(crate) fn policy(name: &str, p: &StoredPolicy) -> Result<pb::Policy, ApiErro
         version: p.version,
         update_time: Some(super::to_timestamp(p.update_time)),
     })
-}
-
-/// Checks a group's definition (`group.*`), keeping nothing of the request's `version`.
-pub(crate) fn check_group(g: &pb::ScalingGroup, key_bytes: usize) -> Result<(), ApiError> {
-    let mut v = Violations::default();
-    check_name(&mut v, "group.name", &g.name);
-    if !(1..=budget::MAX_CAPACITY).contains(&g.capacity) {
-        v.add(
-            "group.capacity",
-            format!("must be 1 to {} units", budget::MAX_CAPACITY),
-        );
-    }
-    let units_ok = |u: i64| (1..=budget::MAX_UNITS_PER_REPLICA).contains(&u);
-    if g.units_per_replica != 0 && !units_ok(g.units_per_replica) {
-        v.add(
-            "group.units_per_replica",
-            format!("must be 1 to {} (0: 1)", budget::MAX_UNITS_PER_REPLICA),
-        );
-    }
-    for (key, &units) in &g.member_units {
-        if key.is_empty() || key.len() > key_bytes || key.chars().any(char::is_control) {
-            v.add(
-                "group.member_units",
-                format!("keys must be target keys (1 to {key_bytes} bytes, no control characters)"),
-            );
-            break;
-        }
-        if !units_ok(units) {
-            v.add(
-                format!("group.member_units[{key}]"),
-                format!("must be 1 to {}", budget::MAX_UNITS_PER_REPLICA),
-            );
-        }
-    }
-    let selectors = g.member_keys.len()
-        + g.member_prefixes.len()
-        + g.member_policies.len()
-        + g.member_units.len();
-    if selectors > MAX_SELECTORS {
-        v.add(
-            "group.member_keys",
-            format!("keys, prefixes, policies and unit overrides: at most {MAX_SELECTORS} in all"),
-        );
-    }
-    if g.member_keys.is_empty() && g.member_prefixes.is_empty() && g.member_policies.is_empty() {
-        v.add(
-            "group.member_keys",
-            "a group selects its members: give member_keys, member_prefixes or member_policies",
-        );
-    }
-    for (i, k) in g.member_keys.iter().enumerate() {
-        if k.is_empty() || k.len() > key_bytes || k.chars().any(char::is_control) {
-            v.add(
-                format!("group.member_keys[{i}]"),
-                format!("must be a target key (1 to {key_bytes} bytes, no control characters)"),
-            );
-        }
-    }
-    for (i, p) in g.member_prefixes.iter().enumerate() {
-        if p.is_empty() || p.len() > key_bytes || p.chars().any(char::is_control) {
-            v.add(
-                format!("group.member_prefixes[{i}]"),
-                format!(
-                    "must be a key prefix (1 to {key_bytes} bytes, no control characters; all targets is not a group)"
-                ),
-            );
-        }
-    }
-    for (i, p) in g.member_policies.iter().enumerate() {
-        check_name(&mut v, &format!("group.member_policies[{i}]"), p);
-    }
-    v.into_result(())
 }
 
 /// The stored definition of a checked group, keeping `ledger` (what the members hold).

@@ -161,7 +161,7 @@ pub(crate) fn record_usage_request(
         .map(|s| vertical_settings(&mut v, "settings", s));
     // The overrides are checked on their own above and, once the request is valid, as the
     // settings they produce with the server's (the engine's rules).
-    if v.0.is_empty()
+    if v.is_empty()
         && let Some(overrides) = &settings
     {
         effective_settings(overrides, &VpaOverrides::default(), ctx.defaults)?;

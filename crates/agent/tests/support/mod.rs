@@ -13,7 +13,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use autoscaled::pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient};
+use autoscaled_wire::pb::v1::{
+    self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient,
+};
 
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

@@ -14,7 +14,9 @@ use super::{
     ClientError, aligned, describe_conditions, describe_explanation, metric_label, metric_value,
     quantity, rpc_error, security::ClientSecurity, table, timestamp, to_json,
 };
-use autoscaled::pb::v1::{self as api, horizontal_autoscaler_client::HorizontalAutoscalerClient};
+use autoscaled_wire::pb::v1::{
+    self as api, horizontal_autoscaler_client::HorizontalAutoscalerClient,
+};
 
 /// The client with the token interceptor, as `ClientSecurity::horizontal` returns it.
 type Client = HorizontalAutoscalerClient<

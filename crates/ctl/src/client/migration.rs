@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use autoscaled::pb::v1 as api;
+use autoscaled_wire::pb::v1 as api;
 
 /// An `Extensions:` section, or nothing when the decision had none.
 pub(crate) fn describe_extensions(report: Option<&api::ExtensionReport>) -> String {

@@ -19,7 +19,7 @@ use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
 use thiserror::Error;
 use tonic::transport::{Channel, Endpoint};
 
-use autoscaled::pb::{
+use autoscaled_wire::pb::{
     self,
     v1::{self as api, horizontal_autoscaler_client::HorizontalAutoscalerClient},
 };

@@ -13,7 +13,7 @@ use std::{fmt::Write as _, path::Path};
 use serde::Deserialize as _;
 
 use super::{ClientError, descriptor, rpc_error, security::ClientSecurity};
-use autoscaled::pb::v1 as api;
+use autoscaled_wire::pb::v1 as api;
 
 /// One document of an `apply` file.
 #[derive(Debug, PartialEq)]

@@ -16,7 +16,7 @@ use tonic::{
 };
 
 use crate::client::ClientError;
-use autoscaled::pb::v1::horizontal_autoscaler_client::HorizontalAutoscalerClient;
+use autoscaled_wire::pb::v1::horizontal_autoscaler_client::HorizontalAutoscalerClient;
 
 /// The client's credentials, as flags (and environment variables).
 #[derive(Clone, Debug, Default, clap::Args)]

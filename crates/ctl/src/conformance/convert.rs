@@ -1,4 +1,4 @@
-//! The reverse directions of the server's conversion boundary (`autoscaled::api::convert`), for
+//! The reverse directions of the server's conversion boundary (`autoscaled_wire::convert`), for
 //! a client that holds engine values and talks to the server: engine → `RecommendRequest` (the
 //! inverse of `recommend_request`) and `RecommendResponse` / `TargetHistory` → engine (the
 //! inverses of `recommend_response` and `target_history`).
@@ -14,12 +14,6 @@ use std::{collections::BTreeMap, time::Duration};
 
 use prost_types::{Duration as PbDuration, Timestamp};
 
-use autoscaled::api::convert::{
-    Context, RecommendInput, Violations, metric_identity, recommend_request, recommend_response,
-    timestamp, to_timestamp,
-};
-use autoscaled::config::Limits;
-use autoscaled::pb::v1 as pb;
 use autoscaled_engine::{
     hpa::condition::{Condition, ConditionReason, ConditionType},
     hpa::history::{History, Recommendation, ScaleEvent},
@@ -37,6 +31,12 @@ use autoscaled_engine::{
     },
     time::Time,
 };
+use autoscaled_wire::Limits;
+use autoscaled_wire::convert::{
+    Context, RecommendInput, Violations, metric_identity, recommend_request, recommend_response,
+    timestamp, to_timestamp,
+};
+use autoscaled_wire::pb::v1 as pb;
 
 // === engine → RecommendRequest ===
 
@@ -424,7 +424,7 @@ fn extension_report(r: &pb::ExtensionReport) -> Result<ExtensionReport, String> 
 
 /// True when [`super::recommend_response`] turns `decision` back into exactly `response`:
 /// the decoding lost nothing the server sent. The response's `warnings` are left out: they
-/// describe the request, not the decision (`api::convert::recommend_warnings`).
+/// describe the request, not the decision (the wire's `convert::recommend_warnings`).
 pub(crate) fn response_round_trip(
     decision: &Decision,
     spec_metrics: &[MetricSpec],

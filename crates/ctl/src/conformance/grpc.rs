@@ -8,10 +8,10 @@
 //! (the server must run with `--trust-request-time`), and the response is converted back into
 //! the engine's `Decision` for the checker.
 //!
-//! Both conversions are `api::convert`'s (`api::convert::conformance`, the inverses of the
-//! server's own), and each step checks them against the server's functions: the request must
-//! read back (through `api::convert::recommend_request`) as exactly the case's inputs, and the
-//! decoded decision must encode (through `api::convert::recommend_response`) to exactly the
+//! Both conversions are inverses (`conformance::convert`) of the wire crate's `convert`, which the
+//! server runs, and each step checks them against it: the request must
+//! read back (through `convert::recommend_request`) as exactly the case's inputs, and the
+//! decoded decision must encode (through `convert::recommend_response`) to exactly the
 //! response received. So the wire path cannot drift from the engine path unnoticed: a
 //! difference fails the case and names the part.
 //!
@@ -52,8 +52,10 @@ use super::{
     vpa::VpaCase,
 };
 use crate::client;
-use autoscaled::pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient};
 use autoscaled_engine::{hpa::history::History, hpa::spec::MetricSpec};
+use autoscaled_wire::pb::v1::{
+    self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient,
+};
 
 /// Sends conformance cases to one server.
 pub struct GrpcExecutor {

@@ -12,7 +12,7 @@
 //!    A malformed case or an unknown field is a failed case naming the file, never a panic.
 //! 2. executing: an `Executor` runs a case's steps somewhere: `engine::EngineExecutor`
 //!    through the pure engine, [`grpc::GrpcExecutor`] through a server over a real channel,
-//!    converting with `api::convert` (the server's own functions and their inverses).
+//!    converting with the wire crate's `convert` (the server's own functions and their inverses).
 //! 3. comparing: `hpa::check_step` (and the VPA checks) report the first differing field,
 //!    e.g. `step 0: desired_replicas: expected 5, got 4`; `run_case` turns that into one
 //!    [`Outcome`], [`run_dir`] into one [`Report`].

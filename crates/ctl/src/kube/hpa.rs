@@ -12,7 +12,7 @@ use serde::Deserialize;
 use thiserror::Error;
 
 use super::quantity::parse_milli;
-use autoscaled::pb::v1 as api;
+use autoscaled_wire::pb::v1 as api;
 
 /// Why a manifest cannot be used as a spec.
 #[derive(Debug, Error)]

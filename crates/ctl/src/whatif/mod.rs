@@ -19,8 +19,8 @@ use std::{
 };
 
 use crate::client::{ClientError, OutputFormat};
-use autoscaled::api::simulate::{self, SimulateOptions};
-use autoscaled::pb::v1 as api;
+use autoscaled_wire::pb::v1 as api;
+use autoscaled_wire::simulate::{self, SimulateOptions};
 
 /// `autoscalectl simulate`.
 #[derive(Debug, clap::Args)]
@@ -117,7 +117,7 @@ pub(crate) async fn simulate_command(args: SimulateArgs) -> Result<String, Clien
     let addr = args.addr.clone().or_else(|| {
         args.target.as_ref().or(args.group.as_ref()).map(|_| {
             std::env::var("AUTOSCALED_ADDR")
-                .unwrap_or_else(|_| autoscaled::config::DEFAULT_LISTEN.to_owned())
+                .unwrap_or_else(|_| autoscaled_wire::DEFAULT_LISTEN.to_owned())
         })
     });
     let (response, title) = match (&args.trace, &addr, &args.target) {
@@ -223,12 +223,12 @@ fn describe_group(r: &api::SimulateResponse, capacity: Option<i64>) -> String {
     out
 }
 
-fn e_code(e: &autoscaled::api::status::ApiError) -> tonic::Code {
+fn e_code(e: &autoscaled_wire::status::ApiError) -> tonic::Code {
     tonic::Status::from(clone_error(e)).code()
 }
 
-fn clone_error(e: &autoscaled::api::status::ApiError) -> autoscaled::api::status::ApiError {
-    use autoscaled::api::status::ApiError;
+fn clone_error(e: &autoscaled_wire::status::ApiError) -> autoscaled_wire::status::ApiError {
+    use autoscaled_wire::status::ApiError;
     match e {
         ApiError::InvalidArgument(v) => ApiError::InvalidArgument(v.clone()),
         ApiError::ResourceExhausted { field, message } => ApiError::ResourceExhausted {

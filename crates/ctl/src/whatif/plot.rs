@@ -15,7 +15,7 @@
 
 use plotters::prelude::*;
 
-use autoscaled::pb::v1 as api;
+use autoscaled_wire::pb::v1 as api;
 
 // Colours of the series, public so that `tests/whatif.rs` finds each series in the SVG and PNG.
 /// The replica count the target ran with (grey: the given, not a decision).

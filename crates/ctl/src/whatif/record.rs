@@ -13,7 +13,7 @@ use std::{
 
 use tonic::{Request, Response, Status, transport::Channel};
 
-use autoscaled::pb::v1::{
+use autoscaled_wire::pb::v1::{
     self as api,
     horizontal_autoscaler_client::HorizontalAutoscalerClient,
     horizontal_autoscaler_server::{HorizontalAutoscaler, HorizontalAutoscalerServer},
@@ -234,7 +234,7 @@ pub(crate) fn run(args: RecordArgs) -> std::process::ExitCode {
             .open(&args.trace)
             .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", args.trace.display()))?;
         let upstream = crate::client::connect(&args.upstream).await?;
-        let signals = autoscaled::shutdown::Signals::install()
+        let signals = shutdown_signal()
             .map_err(|e| anyhow::anyhow!("cannot install the signal handlers: {e}"))?;
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
@@ -259,7 +259,7 @@ pub(crate) fn run(args: RecordArgs) -> std::process::ExitCode {
             .add_service(HorizontalAutoscalerServer::new(recorder))
             .serve_with_incoming_shutdown(
                 tokio_stream::wrappers::TcpListenerStream::new(listener),
-                signals.recv(),
+                signals,
             )
             .await?;
         Ok(())
@@ -270,5 +270,28 @@ pub(crate) fn run(args: RecordArgs) -> std::process::ExitCode {
             eprintln!("autoscalectl: {e}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// Completes on the first SIGTERM or SIGINT; the handlers are installed before the proxy
+/// announces that it listens, so a signal sent right after stops it cleanly.
+fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        Ok(async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
     }
 }

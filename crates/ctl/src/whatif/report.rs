@@ -7,13 +7,13 @@ use std::{fmt::Write as _, path::PathBuf};
 
 use super::plot::{self, Timeline};
 use crate::client::ClientError;
-use autoscaled::pb::v1 as api;
+use autoscaled_wire::pb::v1 as api;
 
 /// `autoscalectl report`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ReportArgs {
     /// Server address (`host:port` or `http://host:port`).
-    #[arg(long, value_name = "ADDR", env = "AUTOSCALED_ADDR", default_value = autoscaled::config::DEFAULT_LISTEN)]
+    #[arg(long, value_name = "ADDR", env = "AUTOSCALED_ADDR", default_value = autoscaled_wire::DEFAULT_LISTEN)]
     pub(crate) addr: String,
     /// The target to report on.
     #[arg(long, value_name = "KEY")]
@@ -93,7 +93,7 @@ pub(crate) async fn report_command(args: ReportArgs) -> Result<String, ClientErr
 }
 
 /// HTML-escapes text (the server's, which its console uses too).
-pub(crate) use autoscaled::html::esc;
+pub(crate) use autoscaled_wire::html::esc;
 
 fn time(t: Option<&prost_types::Timestamp>) -> String {
     t.map(ToString::to_string).unwrap_or_default()

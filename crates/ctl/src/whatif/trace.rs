@@ -9,7 +9,7 @@ use std::{path::Path, sync::OnceLock};
 use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
 
 use crate::client::{ClientError, parse_recommend_request};
-use autoscaled::pb::{self, v1 as api};
+use autoscaled_wire::pb::{self, v1 as api};
 
 fn pool() -> &'static DescriptorPool {
     static POOL: OnceLock<DescriptorPool> = OnceLock::new();

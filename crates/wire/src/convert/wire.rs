@@ -6,9 +6,9 @@ use std::{fmt, time::Duration};
 use prost_types::{Duration as PbDuration, Timestamp};
 
 use crate::{
-    api::status::ApiError,
-    config::Limits,
     engine::{error::InvalidInput, time::Time},
+    limits::Limits,
+    status::ApiError,
 };
 
 /// `0001-01-01T00:00:00Z` (Go's zero time, which Go clients send for unset times).
@@ -21,7 +21,13 @@ const MAX_TIMESTAMP_SECONDS: i64 = 253_402_300_799;
 pub struct Violations(pub(crate) Vec<InvalidInput>);
 
 impl Violations {
-    pub(crate) fn add(&mut self, field: impl Into<String>, description: impl Into<String>) {
+    /// Whether no violation was added.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// A violation of `field`.
+    pub fn add(&mut self, field: impl Into<String>, description: impl Into<String>) {
         self.0.push(InvalidInput::new(field, description));
     }
 
@@ -33,7 +39,8 @@ impl Violations {
         ));
     }
 
-    pub(crate) fn into_result<T>(self, value: T) -> Result<T, ApiError> {
+    /// `value` when nothing was added, else INVALID_ARGUMENT with every violation.
+    pub fn into_result<T>(self, value: T) -> Result<T, ApiError> {
         if self.0.is_empty() {
             Ok(value)
         } else {
@@ -95,13 +102,14 @@ impl fmt::Display for FieldPath<'_> {
 
 /// Checks a target key: non-empty, at most `max_key_bytes`, no control characters (the store
 /// uses `0x00` as a key separator).
-pub(crate) fn target_key(key: &str, limits: &Limits) -> Result<(), ApiError> {
+pub fn target_key(key: &str, limits: &Limits) -> Result<(), ApiError> {
     let mut v = Violations::default();
     check_target_key(&mut v, key, limits);
     v.into_result(())
 }
 
-pub(crate) fn check_target_key(v: &mut Violations, key: &str, limits: &Limits) {
+/// Checks a target key at `target_key` (1 to `--max-key-bytes` bytes, no control characters).
+pub fn check_target_key(v: &mut Violations, key: &str, limits: &Limits) {
     if key.is_empty() {
         v.add("target_key", "must not be empty");
     } else if key.len() > limits.max_key_bytes {
@@ -138,11 +146,7 @@ pub fn timestamp(v: &mut Violations, path: impl fmt::Display, t: &Timestamp) -> 
 }
 
 /// A non-negative protobuf `Duration`.
-pub(crate) fn duration(
-    v: &mut Violations,
-    path: impl fmt::Display,
-    d: &PbDuration,
-) -> Option<Duration> {
+pub fn duration(v: &mut Violations, path: impl fmt::Display, d: &PbDuration) -> Option<Duration> {
     if d.seconds < 0 || d.nanos < 0 {
         v.add(path.to_string(), "must not be negative");
         return None;
@@ -161,7 +165,7 @@ pub(crate) fn duration(
 
 /// An engine rejection, with its field renamed to the proto path where they differ (the
 /// engine calls the settings `settings.*`; on the wire they are `spec.settings.*`).
-pub(crate) fn engine_invalid(e: InvalidInput) -> ApiError {
+pub fn engine_invalid(e: InvalidInput) -> ApiError {
     let field = if e.field.starts_with("settings.") {
         format!("spec.{}", e.field)
     } else {
@@ -173,7 +177,7 @@ pub(crate) fn engine_invalid(e: InvalidInput) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::convert::to_timestamp;
+    use crate::convert::to_timestamp;
 
     #[test]
     fn timestamps_round_trip_including_before_1970() {

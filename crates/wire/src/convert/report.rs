@@ -1,10 +1,10 @@
 //! `ReportScale`: the request as the handler uses it, and the response.
 
 use crate::{
-    api::status::ApiError,
-    config::Limits,
     engine::{hpa::Decision, time::Time},
+    limits::Limits,
     pb::v1::{self as pb, ScaleOutcome},
+    status::ApiError,
 };
 
 use super::wire::{Violations, check_target_key, timestamp};

@@ -31,7 +31,7 @@ impl From<&RecommendedContainerResources> for pb::ContainerRecommendation {
 }
 
 /// The recommendation, containers sorted by name.
-pub(crate) fn vertical_recommendation(
+pub fn vertical_recommendation(
     key: &str,
     r: &RecommendedPodResources,
 ) -> pb::VerticalRecommendation {
@@ -48,7 +48,7 @@ pub(crate) fn vertical_recommendation(
 }
 
 /// Counts saturate at `i32::MAX` (a request holds far fewer samples).
-pub(crate) fn record_usage_response(r: &IngestReport) -> pb::RecordUsageResponse {
+pub fn record_usage_response(r: &IngestReport) -> pb::RecordUsageResponse {
     let n = |x: u64| i32::try_from(x).unwrap_or(i32::MAX);
     pb::RecordUsageResponse {
         accepted_samples: n(r.accepted_samples),

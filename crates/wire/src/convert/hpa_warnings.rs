@@ -385,9 +385,9 @@ mod tests {
 
     use super::*;
     use crate::{
-        api::convert::{Context, recommend_request},
-        config::Limits,
+        convert::{Context, recommend_request},
         engine::hpa::{self, history::History},
+        limits::Limits,
     };
 
     /// The evaluation instant: well past every start time below.

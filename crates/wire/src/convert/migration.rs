@@ -126,7 +126,8 @@ pub(super) fn extensions(v: &mut Violations, spec: &pb::HorizontalSpec) -> Optio
     (ext != Extensions::default()).then_some(ext)
 }
 
-pub(super) fn removal_candidates(c: &[RemovalCandidate]) -> Vec<pb::RemovalCandidate> {
+/// The pods a scale-down would remove first, as the API reports them.
+pub fn removal_candidates(c: &[RemovalCandidate]) -> Vec<pb::RemovalCandidate> {
     c.iter()
         .map(|c| pb::RemovalCandidate {
             pod: c.pod.clone(),
@@ -136,7 +137,8 @@ pub(super) fn removal_candidates(c: &[RemovalCandidate]) -> Vec<pb::RemovalCandi
         .collect()
 }
 
-pub(super) fn state(s: &ExtensionState) -> pb::ExtensionState {
+/// The migration extensions' stored state, as `GetHistory` shows it.
+pub fn state(s: &ExtensionState) -> pb::ExtensionState {
     pb::ExtensionState {
         metric_health: s
             .metric_health
@@ -154,7 +156,8 @@ pub(super) fn state(s: &ExtensionState) -> pb::ExtensionState {
     }
 }
 
-pub(super) fn report(r: &ExtensionReport) -> pb::ExtensionReport {
+/// What the migration extensions did to a decision.
+pub fn report(r: &ExtensionReport) -> pb::ExtensionReport {
     pb::ExtensionReport {
         rules: r
             .rules

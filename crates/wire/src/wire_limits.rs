@@ -3,7 +3,7 @@
 //! prost decodes an empty repeated element (2 bytes on the wire: tag and zero length) into a
 //! whole struct: a `PodSample` is ~200 bytes, a `ContainerSample` ~120, a map entry ~50-100
 //! with its hash table slack. A 4 MiB Recommend of 2.1 M empty pods therefore cost +401 MiB
-//! RSS, and one pod with 2.1 M empty containers +1.2 GiB, all before `api::convert` could
+//! RSS, and one pod with 2.1 M empty containers +1.2 GiB, all before `convert` could
 //! count them (issue 8). This module walks the wire format once (tags and lengths only, no
 //! allocation, as `prost::encoding::skip_field` does) and counts the occurrences of every
 //! repeated or map field that amplifies, against `config.limits`, so a request that breaks a
@@ -19,9 +19,9 @@
 use std::any::TypeId;
 
 use crate::{
-    api::status::ApiError,
-    config::Limits,
+    limits::Limits,
     pb::v1::{GetRecommendationRequest, RecommendRequest, RecordUsageRequest},
+    status::ApiError,
 };
 
 /// Which configured limit a counter is held to.
@@ -76,9 +76,9 @@ struct Field {
     child: Option<&'static [Field]>,
 }
 
-/// The fields to count of one request type.
+/// The fields to count of one request type (opaque: a [`schema_named`] for [`check_json`]).
 #[derive(Debug)]
-pub(crate) struct Schema {
+pub struct Schema {
     name: &'static str,
     root: &'static [Field],
     counters: &'static [Counter],
@@ -457,7 +457,7 @@ fn skip(wire: u64, number: u32, buf: &mut &[u8], depth: u32) -> Result<(), Stop>
 
 /// The schema of the request message named `full_name` (`autoscaled.v1.RecommendRequest`),
 /// for a body that arrives as JSON (Connect): the same counts as on the wire.
-pub(crate) fn schema_named(full_name: &str) -> Option<&'static Schema> {
+pub fn schema_named(full_name: &str) -> Option<&'static Schema> {
     match full_name {
         "autoscaled.v1.RecommendRequest" => Some(&RECOMMEND),
         "autoscaled.v1.RecordUsageRequest" => Some(&RECORD_USAGE),
@@ -475,7 +475,7 @@ const MAX_JSON_DEPTH: u32 = 64;
 /// proto or JSON name. A scan of the bytes that allocates nothing but short keys, so a body
 /// that breaks a limit is refused before the JSON decoder builds anything from it. Bytes
 /// that are not JSON pass (the decoder says why next).
-pub(crate) fn check_json(schema: &Schema, bytes: &[u8], limits: &Limits) -> Result<(), ApiError> {
+pub fn check_json(schema: &Schema, bytes: &[u8], limits: &Limits) -> Result<(), ApiError> {
     let mut walk = Walk {
         schema,
         limits,

@@ -17,8 +17,6 @@ use super::{
     wire::{FieldPath, Violations, check_target_key, duration, timestamp},
 };
 use crate::{
-    api::status::ApiError,
-    config::Limits,
     engine::{
         hpa::observation::{Container, MetricSample, Observation, Pod, PodPhase},
         hpa::settings::Settings,
@@ -29,7 +27,9 @@ use crate::{
         hpa::validate::{self, Rules},
         time::Time,
     },
+    limits::Limits,
     pb::v1 as pb,
+    status::ApiError,
 };
 
 /// The sample window Kubernetes' metrics server reports when none is given.

@@ -1,5 +1,5 @@
 //! Generated protobuf and tonic code for `proto/autoscaled/v1`, and the descriptor sets
-//! `build.rs` writes. Nothing else lives here: the wire types stop at `api::convert`.
+//! `build.rs` writes. Nothing else lives here: the wire types stop at [`crate::convert`].
 #![allow(missing_docs, clippy::all, clippy::pedantic)]
 
 /// `autoscaled.v1`

@@ -25,8 +25,8 @@ use tonic::{
     codec::{DecodeBuf, Decoder as TonicDecoder, EncodeBuf, Encoder as TonicEncoder},
 };
 
-use super::{context, status::ApiError, wire_limits};
 use crate::engine::error::InvalidInput;
+use crate::{context, status::ApiError, wire_limits};
 
 /// `tonic_prost::ProstCodec` with wire limits and decode failures as `INVALID_ARGUMENT`.
 #[derive(Debug, Clone)]
@@ -152,8 +152,8 @@ mod tests {
 
     use super::*;
     use crate::{
-        api::context::{RequestContext, scope},
-        config::Limits,
+        context::{RequestContext, scope},
+        limits::Limits,
         pb::v1 as pb,
     };
 
