@@ -448,7 +448,7 @@ pub async fn serve_secured<S: HpaStore + VpaStore + FleetStore>(
             trust_request_time: config.trust_request_time,
             history_retention: config.history_retention,
         },
-        crate::engine::hpa::evaluate,
+        crate::engine::hpa::evaluate_within,
     )
     .with_fleet(fleet_store, config.fleet)
     .with_peers(security.peer_link());

@@ -69,27 +69,6 @@ impl TargetState {
     }
 }
 
-/// The HPA kind: the history, and the new history with the decision's log entry.
-pub(crate) struct Hpa<'a>(pub &'a dyn HpaStore);
-
-impl Kind for Hpa<'_> {
-    type State = TargetState;
-    type Write = (History, DecisionEntry);
-    const TIMED: bool = true;
-    async fn load(&self, key: &str) -> Result<(Option<TargetState>, Seen), StoreError> {
-        let (state, seen) = self.0.load_for_update(key).await?;
-        Ok((TargetState::of(state, &seen), seen))
-    }
-    async fn write(
-        &self,
-        key: &str,
-        seen: Seen,
-        (history, entry): &Self::Write,
-    ) -> Result<(), StoreError> {
-        self.0.commit_after(key, seen, history, entry).await
-    }
-}
-
 /// The HPA kind for a write that replaces the newest decision (`ReportScale`): loads the
 /// history with the newest decision, and writes the new history with an amended copy of that
 /// decision in its place ([`Seen::withdraw_newest`]).
@@ -117,48 +96,59 @@ impl Kind for HpaAmend<'_> {
     }
 }
 
-/// The HPA kind for a member of a scaling group: the target's history with the group (its
-/// definition and ledger, and the ledger's revision), and the new history with the group's new
-/// ledger, written in one transaction guarded by both revisions
+/// The HPA kind of a Recommend: the target's history and, for a member of a scaling group,
+/// the group (its definition and ledger, and the ledger's revision); written back as the new
+/// history with the decision's log entry and, when the member's holding changed, the group's
+/// new ledger, in one transaction guarded by both revisions
 /// ([`HpaStore::commit_member_after`]): two replicas cannot both spend the same units (the
 /// loser reads both again and decides again), and no crash separates a member's count from the
 /// group's record of it.
-pub(crate) struct HpaMember<'a> {
+pub(crate) struct HpaTarget<'a> {
     pub(crate) hpa: &'a dyn HpaStore,
-    pub(crate) fleet: &'a dyn FleetStore,
-    pub(crate) group: &'a str,
+    /// The target's group and the store holding it, when it is in one.
+    pub(crate) group: Option<(&'a dyn FleetStore, &'a str)>,
 }
 
 /// A group as read for a member's decision: its definition and ledger, and its revision.
 pub(crate) type GroupRead = Option<(ScalingGroupDef, i64)>;
 
-impl Kind for HpaMember<'_> {
+/// What a Recommend writes: the new history, the decision's log entry, and the group's record
+/// when the member's holding changed.
+pub(crate) struct HpaWrite {
+    pub(crate) history: History,
+    pub(crate) entry: DecisionEntry,
+    pub(crate) group: GroupRead,
+}
+
+impl Kind for HpaTarget<'_> {
     type State = (Option<TargetState>, GroupRead);
-    type Write = (History, DecisionEntry, GroupRead);
+    type Write = HpaWrite;
     const TIMED: bool = true;
     async fn load(&self, key: &str) -> Result<(Option<Self::State>, Seen), StoreError> {
         let (state, seen) = self.hpa.load_for_update(key).await?;
-        let group = self.fleet.group(self.group).await?;
+        let group = match self.group {
+            Some((fleet, name)) => fleet.group(name).await?,
+            None => None,
+        };
         Ok((Some((TargetState::of(state, &seen), group)), seen))
     }
-    async fn write(
-        &self,
-        key: &str,
-        seen: Seen,
-        (history, entry, group): &Self::Write,
-    ) -> Result<(), StoreError> {
-        match group {
-            Some((group, revision)) => {
-                let write = GroupWrite {
-                    name: self.group.to_owned(),
+    async fn write(&self, key: &str, seen: Seen, write: &HpaWrite) -> Result<(), StoreError> {
+        match (&write.group, self.group) {
+            (Some((group, revision)), Some((_, name))) => {
+                let group = GroupWrite {
+                    name: name.to_owned(),
                     revision: *revision,
                     group: group.clone(),
                 };
                 self.hpa
-                    .commit_member_after(key, seen, history, entry, &write)
+                    .commit_member_after(key, seen, &write.history, &write.entry, &group)
                     .await
             }
-            None => self.hpa.commit_after(key, seen, history, entry).await,
+            _ => {
+                self.hpa
+                    .commit_after(key, seen, &write.history, &write.entry)
+                    .await
+            }
         }
     }
 }

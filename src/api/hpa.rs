@@ -11,11 +11,7 @@
 //!    commit history + decision record atomically (`HpaStore::commit_after`, re-deciding
 //!    on a conflict with another replica), release the lock and wait for the flush.
 
-use std::{
-    panic::{AssertUnwindSafe, catch_unwind},
-    sync::Arc,
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
 use tonic::{Request, Response, Status};
 use tracing::{Span, field::Empty};
@@ -23,21 +19,17 @@ use tracing::{Span, field::Empty};
 use super::{
     authorized::{FleetKind, Readable, TargetSummaries, filtered_page},
     clock,
-    commit::{CommitPath, Hpa, HpaAmend, HpaMember, TargetState},
+    commit::{CommitPath, HpaAmend, HpaTarget},
     convert::{self, Context, summary::SummaryPage},
     fleet::{Fleet, FleetLimits},
     locks::KeyLocks,
+    recommend::{Call, Evaluate},
     status::ApiError,
 };
 use crate::{
     auth::KeyFilter,
     config::Limits,
-    engine::hpa::{self, budget, outcome, prune},
-    engine::{
-        error::InvalidInput, hpa::Evaluation, hpa::condition::ConditionType, hpa::history::History,
-        hpa::observation::Observation, hpa::settings::Settings, hpa::spec::HorizontalSpec,
-        time::Time,
-    },
+    engine::hpa::{outcome, settings::Settings},
     pb::v1::{
         self as pb, DeleteTargetRequest, GetHistoryRequest, ListTargetsRequest,
         ListTargetsResponse, RecommendRequest, RecommendResponse, ReportScaleRequest,
@@ -46,48 +38,6 @@ use crate::{
     },
     store::{DecisionEntry, FleetStore, HpaStore, durability::Durability},
 };
-
-/// The HPA decision function (`engine::hpa::evaluate`'s signature). A parameter so that tests
-/// of the service can count calls or fail on purpose.
-pub(crate) type Evaluate = fn(
-    &Settings,
-    &HorizontalSpec,
-    &Observation,
-    &History,
-    Time,
-) -> Result<Evaluation, InvalidInput>;
-
-/// What a decision builds on: the controller's memory, and the count in shadow mode.
-struct Start {
-    history: History,
-    /// The count the target has as if its shadow decisions had been applied: what the newest
-    /// one asked for, when this call and that decision are both shadow.
-    shadow_replicas: Option<i32>,
-}
-
-impl Start {
-    /// A shadow call after shadow decisions goes on from the count they asked for. A live
-    /// call after shadow decisions starts afresh, as a new HPA does (its recommendations
-    /// seeded with the current count): the shadow's scale events never happened, and its
-    /// stabilization window was kept against a count the target never ran. A shadow call
-    /// after live decisions starts from them and the count the caller reports.
-    fn of(state: Option<TargetState>, shadow: bool) -> Start {
-        match state {
-            None => Start {
-                history: History::default(),
-                shadow_replicas: None,
-            },
-            Some(t) if t.shadow_replicas.is_some() && !shadow => Start {
-                history: History::default(),
-                shadow_replicas: None,
-            },
-            Some(t) => Start {
-                history: t.state.history,
-                shadow_replicas: t.shadow_replicas.filter(|_| shadow),
-            },
-        }
-    }
-}
 
 /// What the service needs from the configuration.
 #[derive(Clone, Debug)]
@@ -177,193 +127,71 @@ impl HorizontalService {
         }
     }
 
+    /// Recommend: the policy and group of the call, its conversion (nothing is stored on any
+    /// error), then under the target's lock (and its group's) load, decide, commit and wait
+    /// for the flush (`commit::CommitPath`; a dry run takes no lock and writes nothing).
     async fn do_recommend(&self, mut req: RecommendRequest) -> Result<RecommendResponse, ApiError> {
-        let policy = match &self.fleet {
-            Some(fleet) => fleet.resolve(&mut req).await?,
+        let (policy, group) = match &self.fleet {
+            Some(fleet) => {
+                let policy = fleet.resolve(&mut req).await?;
+                let group = fleet.group_of(&req.target_key, &req.policy).await?;
+                (policy, group)
+            }
             None if !req.policy.is_empty() => {
                 return Err(ApiError::field("policy", "this server keeps no policies"));
             }
-            None => None,
+            None => (None, None),
         };
-        let policy_name = std::mem::take(&mut req.policy);
+        req.policy.clear();
         let time_from_request = self.options.trust_request_time && req.evaluation_time.is_some();
         let input = convert::recommend_request(req, &self.context())?;
         let span = Span::current();
         span.record("target.key", input.target_key.as_str());
         span.record("dry_run", input.dry_run);
-        let settings = input.settings.apply(&self.options.defaults);
-
-        // The server's clock is read again under the target's lock: concurrent calls on one
-        // target then evaluate and commit in the order of their evaluation times, so the
-        // decision log (kept in commit order, as runs) is also in time order. A time from the
-        // request (`--trust-request-time`) is the caller's to order.
-        let now = || {
-            if time_from_request {
-                input.now
-            } else {
-                clock::hpa_now().max(input.now)
-            }
+        let call = Call {
+            settings: input.settings.apply(&self.options.defaults),
+            input,
+            policy,
+            group,
+            time_from_request,
+            retention: self.options.history_retention,
         };
-        let evaluate = self.evaluate;
-        let retention = self.options.history_retention;
-        // The history to store and the decision's log entry.
-        let record = |evaluation: Evaluation, now: Time| {
-            let mut new_history = evaluation.history;
-            prune::prune(&mut new_history, now, retention);
-            let mut entry = DecisionEntry::single(now, evaluation.decision, &input.spec, &settings);
-            if let Some(inputs) = entry.inputs.as_mut() {
-                inputs.policy.clone_from(&policy);
-                inputs.shadow = input.shadow;
-            }
-            (new_history, entry)
-        };
-        // In shadow mode the target has the count its newest shadow decision asked for.
-        let shadowed = |count: Option<i32>| {
-            count.map(|n| {
-                let mut o = input.observation.clone();
-                o.current_replicas = n;
-                o.status_replicas = Some(n);
-                o
-            })
-        };
-        let plain = |start: &Start, now: Time| {
-            let observation = shadowed(start.shadow_replicas);
-            let observation = observation.as_ref().unwrap_or(&input.observation);
-            engine(|| evaluate(&settings, &input.spec, observation, &start.history, now))
-        };
-        let key = input.target_key.as_str();
-        let group = match &self.fleet {
-            Some(fleet) => fleet.group_of(key, &policy_name).await?,
-            None => None,
-        };
-        let (now, entry, new_target) = match (self.fleet.as_deref(), group) {
-            (Some(fleet), Some(group)) => {
-                // Members of one group decide one at a time on this replica (other replicas
-                // are held off by the ledger's revision).
-                let guard = if input.dry_run {
-                    None
-                } else {
-                    Some(fleet.lock_group(&group).await)
-                };
-                let member = HpaMember {
+        let record = !call.input.dry_run;
+        // Members of one group decide one at a time on this replica (other replicas are held
+        // off by the ledger's revision).
+        let (target, held) = match (&self.fleet, &call.group) {
+            (Some(fleet), Some(name)) => (
+                HpaTarget {
                     hpa: &*self.store,
-                    fleet: fleet.store(),
-                    group: &group,
-                };
-                let (now, (_, entry, _), new_target) = self
-                    .commit
-                    .commit_decision_holding(&member, key, !input.dry_run, guard, now, |state, &now| {
-                        let (state, read) = state.unwrap_or((None, None));
-                        let new_target = state.is_none();
-                        let start = Start::of(state, input.shadow);
-                        // The group deleted since it was looked up: the plain decision.
-                        let Some((mut def, revision)) = read else {
-                            let (h, e) = record(plain(&start, now)?, now);
-                            return Ok(((h, e, None), new_target));
-                        };
-                        if !def.ledger.members.contains_key(key)
-                            && def.ledger.members.len() >= budget::MAX_MEMBERS
-                        {
-                            return Err(ApiError::ResourceExhausted {
-                                field: "target_key".to_owned(),
-                                message: format!(
-                                    "scaling group {group:?} has {} members, the most a group may",
-                                    budget::MAX_MEMBERS
-                                ),
-                            });
-                        }
-                        let membership = budget::Membership {
-                            group: &group,
-                            ledger: &def.ledger,
-                            key,
-                            units: def.units_of(key),
-                        };
-                        let observation = shadowed(start.shadow_replicas);
-                        let (evaluation, held) = engine(|| {
-                            hpa::evaluate_member(
-                                &settings,
-                                &input.spec,
-                                observation.as_ref().unwrap_or(&input.observation),
-                                &start.history,
-                                now,
-                                membership,
-                            )
-                        })?;
-                        let (h, e) = record(evaluation, now);
-                        // What the member holds did not change: the group's record stays (a
-                        // write per call would rewrite the whole ledger for nothing).
-                        if def.ledger.members.get(key) == Some(&held) {
-                            return Ok(((h, e, None), new_target));
-                        }
-                        def.ledger.members.insert(key.to_owned(), held);
-                        Ok(((h, e, Some((def, revision))), new_target))
-                    })
-                    .await?;
-                (now, entry, new_target)
-            }
-            _ => {
-                let (now, (_, entry), new_target) = self
-                    .commit
-                    .commit_decision(
-                        &Hpa(&*self.store),
-                        key,
-                        !input.dry_run,
-                        now,
-                        |state, &now| {
-                            let new_target = state.is_none();
-                            let start = Start::of(state, input.shadow);
-                            Ok((record(plain(&start, now)?, now), new_target))
-                        },
-                    )
-                    .await?;
-                (now, entry, new_target)
-            }
+                    group: Some((fleet.store(), name.as_str())),
+                },
+                if record {
+                    Some(fleet.lock_group(name).await)
+                } else {
+                    None
+                },
+            ),
+            _ => (
+                HpaTarget {
+                    hpa: &*self.store,
+                    group: None,
+                },
+                None,
+            ),
         };
-        let recorded = !input.dry_run;
-        let decision = &entry.decision;
-        span.record("decision.current", decision.current_replicas);
-        span.record("decision.desired", decision.desired_replicas);
-        span.record("decision.path", decision.path.as_str());
-        let reason = |condition_type: ConditionType| {
-            decision
-                .conditions
-                .iter()
-                .find(|c| c.condition_type == condition_type)
-                .map_or("None", |c| c.reason.as_str())
-        };
-        // A dry run or a shadow decision is a decision but rescales nothing.
-        crate::metrics::hpa_decision(
-            decision.path.as_str(),
-            reason(ConditionType::AbleToScale),
-            reason(ConditionType::ScalingLimited),
-            (!input.dry_run
-                && !input.shadow
-                && decision.desired_replicas != decision.current_replicas)
-                .then_some(decision.desired_replicas > decision.current_replicas),
-        );
-        if recorded {
-            if new_target {
-                crate::metrics::target_added();
-            }
-            let limited = decision
-                .conditions
-                .iter()
-                .any(|c| c.condition_type == ConditionType::ScalingLimited && c.status);
-            crate::metrics::target_decision(
-                &input.target_key,
-                decision.current_replicas,
-                decision.desired_replicas,
-                limited,
-            );
-        }
-        let mut response =
-            convert::recommend_response(decision, &input.spec.metrics, now, recorded);
-        response.shadow = input.shadow;
-        response.policy = policy.as_ref().map(convert::policy_ref);
-        // Derived from the request and the decision, after it: per call, never stored.
-        response.warnings =
-            convert::recommend_warnings(&input.spec, &input.observation, &settings, decision, now);
-        Ok(response)
+        let (now, write, new_target) = self
+            .commit
+            .commit_decision_holding(
+                &target,
+                &call.input.target_key,
+                record,
+                held,
+                || call.now(),
+                |loaded, &now| call.decide(self.evaluate, loaded.unwrap_or((None, None)), now),
+            )
+            .await?;
+        call.observe(&write.entry, new_target);
+        Ok(call.response(&write.entry, now))
     }
 
     async fn do_get_history(&self, req: GetHistoryRequest) -> Result<TargetHistory, ApiError> {
@@ -521,28 +349,10 @@ impl HorizontalService {
 
 impl HorizontalService {
     /// A policy's spec checked as a Recommend's: complete, or (without `max_replicas`) the
-    /// part of one that each target's own spec completes; violations named `policy.spec.*`.
+    /// part of one that each target's own spec completes; violations named `policy.spec.*`
+    /// (`convert::policy_spec`).
     fn check_policy_spec(&self, spec: &pb::HorizontalSpec) -> Result<(), ApiError> {
-        let mut spec = spec.clone();
-        if spec.max_replicas == 0 {
-            spec.max_replicas = spec.min_replicas.unwrap_or(1).max(1);
-        }
-        let probe = RecommendRequest {
-            target_key: "policy".to_owned(),
-            current_replicas: 1,
-            spec: Some(spec),
-            ..RecommendRequest::default()
-        };
-        match convert::recommend_request(probe, &self.context()) {
-            Ok(_) => Ok(()),
-            Err(ApiError::InvalidArgument(violations)) => Err(ApiError::InvalidArgument(
-                violations
-                    .into_iter()
-                    .map(|v| InvalidInput::new(format!("policy.{}", v.field), v.description))
-                    .collect(),
-            )),
-            Err(e) => Err(e),
-        }
+        convert::policy_spec(spec, &self.context()).map(|_| ())
     }
 
     /// `DeletePolicy`: refused while a target's newest decision used the policy (a scan of
@@ -687,13 +497,6 @@ fn owner<T>(request: &Request<T>) -> Option<String> {
         .get::<crate::auth::Caller>()
         .filter(|c| c.policy.is_some())
         .and_then(|c| c.identity.as_deref().map(str::to_owned))
-}
-
-/// Runs the engine, a panic in it becoming INTERNAL and its refusal INVALID_ARGUMENT.
-fn engine<T>(run: impl FnOnce() -> Result<T, InvalidInput>) -> Result<T, ApiError> {
-    catch_unwind(AssertUnwindSafe(run))
-        .map_err(|_| ApiError::Internal("the HPA engine panicked".to_owned()))?
-        .map_err(convert::engine_invalid)
 }
 
 /// With summaries, one read of the state record per key (`HpaStore::latest`, which carries
@@ -938,7 +741,13 @@ mod tests {
 
     use super::*;
     use crate::{
-        engine::hpa,
+        engine::{
+            error::InvalidInput,
+            hpa::{
+                self, Evaluation, history::History, observation::Observation, spec::HorizontalSpec,
+            },
+            time::Time,
+        },
         pb::v1 as pb,
         store::{SledStore, durability::Mode, sled::SledOptions},
     };
@@ -951,9 +760,10 @@ mod tests {
         observation: &Observation,
         history: &History,
         now: Time,
+        budget: Option<&hpa::budget::Allocation>,
     ) -> Result<Evaluation, InvalidInput> {
         std::thread::sleep(Duration::from_millis(2));
-        hpa::evaluate(settings, spec, observation, history, now)
+        hpa::evaluate_within(settings, spec, observation, history, now, budget)
     }
 
     fn request(key: &str, usage_milli: i64) -> pb::RecommendRequest {

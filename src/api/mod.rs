@@ -3,8 +3,8 @@
 //! * `authorized`: the per-key authorization check in front of both services;
 //! * [`convert`]: proto ↔ engine, validating every field with its proto path;
 //! * [`status`]: the one error → `tonic::Status` table;
-//! * `hpa`: the `HorizontalAutoscaler` service, with `fleet` (its policies and scaling
-//!   groups);
+//! * `hpa`: the `HorizontalAutoscaler` service, with `recommend` (one Recommend's steps once
+//!   converted) and `fleet` (its policies and scaling groups);
 //! * `vpa`: the `VerticalAutoscaler` service (conversion in `convert::vpa`);
 //! * `commit`: the one write path of both (lock → load → decide → write → wait for the
 //!   flush), with `locks` (per-target async locks) and `clock` (the one request clock);
@@ -26,6 +26,7 @@ pub mod forward;
 pub(crate) mod hpa;
 pub(crate) mod locks;
 pub(crate) mod overrides;
+pub(crate) mod recommend;
 pub mod simulate;
 pub mod status;
 pub(crate) mod vpa;

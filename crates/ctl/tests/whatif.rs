@@ -369,7 +369,7 @@ proptest! {
                 Arc::clone(&store),
                 durability,
                 HpaOptions { defaults: Settings::default(), limits: Limits::default(), trust_request_time: true, history_retention: Duration::from_secs(3600) },
-                hpa::evaluate,
+                hpa::evaluate_within,
             );
             let mut t = T0;
             let mut current = 1;
@@ -444,7 +444,7 @@ async fn bad_simulate_requests_are_invalid_argument_naming_the_field() {
             trust_request_time: false,
             history_retention: Duration::from_secs(3600),
         },
-        hpa::evaluate,
+        hpa::evaluate_within,
     );
     let field = |e: tonic::Status| {
         use tonic_types::StatusExt;

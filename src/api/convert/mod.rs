@@ -12,9 +12,9 @@
 pub use autoscaled_wire::convert::{
     Context, MAX_WARNING_PODS, RecommendInput, ScaleReport, SettingsOverride, Violations,
     check_target_key, duration, engine_invalid, hpa_request, hpa_response, hpa_warnings,
-    metric_identity, migration, recommend_request, recommend_response, recommend_warnings, report,
-    report_scale_request, report_scale_response, target_key, timestamp, to_timestamp, vpa_response,
-    wire,
+    metric_identity, migration, policy_spec, recommend_request, recommend_response,
+    recommend_warnings, report, report_scale_request, report_scale_response, target_key, timestamp,
+    to_timestamp, vpa_response, wire,
 };
 
 pub(crate) mod fleet;

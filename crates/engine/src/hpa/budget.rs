@@ -75,6 +75,14 @@ pub struct Ledger {
     pub members: BTreeMap<String, LedgerEntry>,
 }
 
+impl Ledger {
+    /// Whether `key` may decide in this group: it is a member already, or the group has
+    /// room for one more ([`MAX_MEMBERS`]).
+    pub fn admits(&self, key: &str) -> bool {
+        self.members.contains_key(key) || self.members.len() < MAX_MEMBERS
+    }
+}
+
 /// Which group a deciding target belongs to, and what the group knows
 /// ([`super::evaluate_member`]).
 #[derive(Clone, Copy, Debug)]

@@ -464,8 +464,9 @@ pub fn evaluate(
     evaluate_within(settings, spec, observation, history, now, None)
 }
 
-/// [`evaluate`] with the normalized count capped by a scaling group's allocation.
-fn evaluate_within(
+/// [`evaluate`] with the normalized count capped by a scaling group's allocation (`None`:
+/// [`evaluate`]); the decision [`decide_in_group`] makes twice for a member over its share.
+pub fn evaluate_within(
     settings: &Settings,
     spec: &HorizontalSpec,
     observation: &Observation,
@@ -563,6 +564,33 @@ pub fn decide_member(
         used: allocation.others_held + entry.held(),
     }));
     Ok((evaluation, entry))
+}
+
+/// A member's decision with its group's bookkeeping, the one budget step the live call and
+/// the replay share: [`decide_member`] on `ledger` as read, then the member's new entry
+/// recorded in it. Returns the evaluation and whether the ledger changed: a member that holds
+/// what it held leaves its group's record as it was (a live call then writes no group record).
+pub fn decide_in_group(
+    ledger: &mut budget::Ledger,
+    group: &str,
+    key: &str,
+    units: i64,
+    current: i32,
+    min: i32,
+    decide: impl FnMut(Option<&budget::Allocation>) -> Result<Evaluation, InvalidInput>,
+) -> Result<(Evaluation, bool), InvalidInput> {
+    let member = budget::Membership {
+        group,
+        ledger,
+        key,
+        units,
+    };
+    let (evaluation, entry) = decide_member(member, current, min, decide)?;
+    let changed = ledger.members.get(key) != Some(&entry);
+    if changed {
+        ledger.members.insert(key.to_owned(), entry);
+    }
+    Ok((evaluation, changed))
 }
 
 /// What the extensions and a scaling group change inside one reconciliation

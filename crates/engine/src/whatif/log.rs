@@ -115,7 +115,7 @@ pub fn replay_log(
     let mut target = TargetReplay::new(runs, &mut notes);
     let mut steps = Vec::new();
     for k in 0..target.planned.len() {
-        let (step, _) = target.step(k, fixed.as_ref(), window, retention, &mut notes, None)?;
+        let step = target.step(k, fixed.as_ref(), window, retention, &mut notes, None)?;
         steps.extend(step);
     }
     Ok(Replay::new(steps, Fidelity::Records(notes.0)))
@@ -156,7 +156,7 @@ pub struct GroupHeld {
 
 /// What-if for a scaling group: replays its members' decision logs together, in time order
 /// (ties in member order), each under its recorded spec, with the group's budget of
-/// `capacity` units applied as the server applies it ([`hpa::decide_member`]), each member
+/// `capacity` units applied as the server applies it ([`hpa::decide_in_group`]), each member
 /// starting from the count the simulated run gave it ([`closed_loop`]).
 pub fn replay_group(
     group: &str,
@@ -185,17 +185,14 @@ pub fn replay_group(
     let mut held = Vec::new();
     for (now, m, k) in order {
         let member = &members[m];
-        let (step, entry) = targets[m].step(
+        let step = targets[m].step(
             k,
             None,
             window,
             retention,
             &mut notes,
-            Some((group, &ledger, &member.key, member.units)),
+            Some((group, &mut ledger, &member.key, member.units)),
         )?;
-        if let Some(entry) = entry {
-            ledger.members.insert(member.key.clone(), entry);
-        }
         let run = &member.runs[targets[m].planned[k].0];
         stored_held[m] = i64::from(
             run.decision
@@ -290,8 +287,8 @@ impl<'r> TargetReplay<'r> {
         window: Window,
         retention: Duration,
         notes: &mut Notes,
-        member: Option<(&str, &hpa::budget::Ledger, &str, i64)>,
-    ) -> Result<(Option<super::ReplayStep>, Option<hpa::budget::LedgerEntry>), LogError> {
+        member: Option<(&str, &mut hpa::budget::Ledger, &str, i64)>,
+    ) -> Result<Option<super::ReplayStep>, LogError> {
         let (i, now, reading) = self.planned[k];
         let logged = &self.runs[i];
         let own = self.own[i].as_ref();
@@ -326,18 +323,11 @@ impl<'r> TargetReplay<'r> {
                 budget,
             )
         };
-        let (evaluation, entry) = match member {
-            None => (replay(None)?, None),
+        let evaluation = match member {
+            None => replay(None)?,
             Some((group, ledger, key, units)) => {
-                let membership = hpa::budget::Membership {
-                    group,
-                    ledger,
-                    key,
-                    units,
-                };
                 let min = step_spec.spec.min_replicas.unwrap_or(1);
-                let (e, entry) = hpa::decide_member(membership, current, min, replay)?;
-                (e, Some(entry))
+                hpa::decide_in_group(ledger, group, key, units, current, min, replay)?.0
             }
         };
         self.history = evaluation.history;
@@ -347,7 +337,7 @@ impl<'r> TargetReplay<'r> {
             evaluation.decision.desired_replicas,
         ));
         if !window.contains(now) {
-            return Ok((None, entry));
+            return Ok(None);
         }
         let stored = Stored {
             current: recorded_current,
@@ -359,7 +349,7 @@ impl<'r> TargetReplay<'r> {
             decision: evaluation.decision,
             metrics: &step_spec.defaulted.metrics,
         };
-        Ok((Some(step(now, false, stored, simulated)), entry))
+        Ok(Some(step(now, false, stored, simulated)))
     }
 }
 

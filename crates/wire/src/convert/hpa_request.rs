@@ -253,6 +253,36 @@ pub fn recommend_request(
     })
 }
 
+/// A policy's spec (`PutPolicy`), checked by the rules a Recommend's spec is held to, its
+/// violations named under `policy.spec`. A policy may leave `max_replicas` unset (a
+/// Recommend naming it sets it, or the policy's `min_replicas` stands in), so that one rule
+/// is the only one relaxed. Returns the spec and the settings overrides it carries.
+pub fn policy_spec(
+    spec: &pb::HorizontalSpec,
+    ctx: &Context<'_>,
+) -> Result<(HorizontalSpec, SettingsOverride), ApiError> {
+    if spec.metrics.len() > ctx.limits.max_metrics {
+        return Err(ApiError::ResourceExhausted {
+            field: "policy.spec.metrics".to_owned(),
+            message: format!(
+                "{} metrics exceed the limit of {} per spec (max_metrics)",
+                spec.metrics.len(),
+                ctx.limits.max_metrics
+            ),
+        });
+    }
+    let mut partial = spec.clone();
+    if partial.max_replicas == 0 {
+        partial.max_replicas = partial.min_replicas.unwrap_or(1).max(1);
+    }
+    let mut v = Violations::default();
+    let (spec, settings) = horizontal_spec(&mut v, &partial, ctx);
+    for violation in &mut v.0 {
+        violation.field = format!("policy.{}", violation.field);
+    }
+    v.into_result((spec, settings))
+}
+
 /// The pod-name violations of a request, found before its pods are moved into the engine's
 /// values (both lists are empty for a valid request, so nothing is allocated then).
 struct NameChecks {

@@ -36,7 +36,7 @@ pub mod report;
 pub mod vpa_response;
 pub mod wire;
 
-pub use hpa_request::{Context, RecommendInput, SettingsOverride, recommend_request};
+pub use hpa_request::{Context, RecommendInput, SettingsOverride, policy_spec, recommend_request};
 pub use hpa_response::{metric_identity, recommend_response, to_timestamp};
 pub use hpa_warnings::{MAX_WARNING_PODS, recommend_warnings};
 pub use report::{ScaleReport, report_scale_request, report_scale_response};
