@@ -1,13 +1,15 @@
 //! What the store keeps per target, for both autoscalers: the HPA's state ([`HpaState`]) and
 //! decision log runs ([`DecisionEntry`]), the VPA's state ([`VpaState`], with its stored
-//! [`VpaOverrides`]). The record codecs (`record::hpa`, `record::vpa`) translate these to
+//! [`VpaOverrides`]); and what it keeps for many targets: policies ([`StoredPolicy`]) and
+//! scaling groups ([`ScalingGroupDef`], kept by `store::fleet`). The record codecs (`record::hpa`, `record::vpa`) translate these to
 //! and from the versioned bytes; the record kinds (`hpa`, `vpa`) read and write them.
 
-use std::time::Duration;
+use std::{collections::BTreeMap, time::Duration};
 
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{
+    hpa::budget::Ledger,
     hpa::Decision,
     hpa::defaults::metrics_or_default,
     hpa::history::History,
@@ -379,5 +381,85 @@ impl VpaState {
             format: VPA_TARGET_FORMAT_VERSION,
             ..VpaState::default()
         }
+    }
+}
+
+/// A stored policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredPolicy {
+    /// 1 when created, one more with each change.
+    pub version: u64,
+    /// When it was last put.
+    pub update_time: Time,
+    /// The API's `HorizontalSpec`, encoded as the client put it (a partial spec that each
+    /// call's own spec is merged over: `api::policy`).
+    pub horizontal_spec: Vec<u8>,
+    /// The identity that put it, with an authorization file (the per-identity limits count
+    /// its policies).
+    pub owner: Option<String>,
+}
+
+/// A stored scaling group: its definition and its ledger.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScalingGroupDef {
+    /// 1 when created, one more with each change of the definition (not of the ledger).
+    pub version: u64,
+    /// When the definition was last put.
+    pub update_time: Time,
+    /// Units one replica weighs unless `member_units` says otherwise.
+    pub units_per_replica: i64,
+    /// Units per replica by member key.
+    pub member_units: BTreeMap<String, i64>,
+    /// Members by key prefix.
+    pub member_prefixes: Vec<String>,
+    /// Members by the policy their Recommend names.
+    pub member_policies: Vec<String>,
+    /// Members by key.
+    pub member_keys: Vec<String>,
+    /// The capacity and what each member holds.
+    pub ledger: Ledger,
+    /// `Some`: only targets under these key prefixes are members, whatever selects them (the
+    /// `configure` rights of whoever put the group); `None`: no restriction (no authorization
+    /// file).
+    pub scope: Option<Vec<String>>,
+    /// The identity that put it, with an authorization file (the per-identity limits count
+    /// its groups).
+    pub owner: Option<String>,
+}
+
+impl ScalingGroupDef {
+    /// Whether a target with `key`, naming `policy` (empty: none), is a member.
+    pub fn selects(&self, key: &str, policy: &str) -> bool {
+        if let Some(scope) = &self.scope
+            && !scope.iter().any(|p| key.starts_with(p.as_str()))
+        {
+            return false;
+        }
+        self.member_keys.iter().any(|k| k == key)
+            || self
+                .member_prefixes
+                .iter()
+                .any(|p| key.starts_with(p.as_str()))
+            || (!policy.is_empty() && self.member_policies.iter().any(|p| p == policy))
+    }
+
+    /// The bytes of the definition (its name and what it selects), for the per-identity
+    /// limit: what every replica's index of the groups holds of it.
+    pub fn definition_bytes(&self, name: &str) -> usize {
+        name.len()
+            + self.member_keys.iter().map(String::len).sum::<usize>()
+            + self.member_prefixes.iter().map(String::len).sum::<usize>()
+            + self.member_policies.iter().map(String::len).sum::<usize>()
+            + self.member_units.keys().map(|k| k.len() + 8).sum::<usize>()
+            + self.scope.iter().flatten().map(String::len).sum::<usize>()
+    }
+
+    /// Units one replica of `key` weighs.
+    pub fn units_of(&self, key: &str) -> i64 {
+        self.member_units
+            .get(key)
+            .copied()
+            .unwrap_or(self.units_per_replica)
+            .max(1)
     }
 }

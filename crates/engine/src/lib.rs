@@ -17,6 +17,7 @@
 //! * [`time`]: the one instant both engines take as an argument;
 //! * [`error`]: input that makes no sense.
 #![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod error;
 pub mod hpa;

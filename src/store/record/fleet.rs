@@ -10,9 +10,14 @@ use crate::{
     },
     store::{
         StoreError,
-        fleet::{GROUPS, POLICIES, ScalingGroupDef, StoredPolicy},
+        state::{ScalingGroupDef, StoredPolicy},
     },
 };
+
+/// What a policy record is called in errors (`store::fleet::POLICIES`' kind).
+pub(crate) const POLICY: &str = "policy";
+/// What a scaling-group record is called in errors (`store::fleet::GROUPS`' kind).
+pub(crate) const GROUP: &str = "scaling group";
 
 /// The versions these records have.
 const VERSIONS: &[u8] = &[VERSION_BINARY];
@@ -29,8 +34,8 @@ pub(crate) fn encode_policy(p: &StoredPolicy) -> Vec<u8> {
 
 /// A policy from its record.
 pub(crate) fn decode_policy(name: &str, bytes: &[u8]) -> Result<StoredPolicy, StoreError> {
-    let body = binary_body(POLICIES.kind, name, bytes)?;
-    let r: pb::PolicyRecord = decode_binary(POLICIES.kind, name, body)?;
+    let body = binary_body(POLICY, name, bytes)?;
+    let r: pb::PolicyRecord = decode_binary(POLICY, name, body)?;
     Ok(StoredPolicy {
         version: r.version,
         update_time: Time::from_unix_millis(r.update_time_ms),
@@ -71,13 +76,13 @@ pub(crate) fn encode_group(g: &ScalingGroupDef) -> Vec<u8> {
 
 /// A group from its record.
 pub(crate) fn decode_group(name: &str, bytes: &[u8]) -> Result<ScalingGroupDef, StoreError> {
-    let body = binary_body(GROUPS.kind, name, bytes)?;
-    let r: pb::ScalingGroupRecord = decode_binary(GROUPS.kind, name, body)?;
+    let body = binary_body(GROUP, name, bytes)?;
+    let r: pb::ScalingGroupRecord = decode_binary(GROUP, name, body)?;
     if r.ledger
         .windows(2)
         .any(|w| w[0].target_key >= w[1].target_key)
     {
-        return Err(corrupt(GROUPS.kind, name, "ledger not in key order"));
+        return Err(corrupt(GROUP, name, "ledger not in key order"));
     }
     Ok(ScalingGroupDef {
         version: r.version,
