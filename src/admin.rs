@@ -19,15 +19,7 @@
 //! request, must arrive within 5 s; no request body is read but the console's login form (at
 //! most 4 KiB, within 5 s).
 
-use std::{
-    convert::Infallible,
-    net::SocketAddr,
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
-    time::Duration,
-};
+use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
 
 use http_body_util::Full;
 use hyper::{
@@ -41,15 +33,6 @@ use metrics_exporter_prometheus::PrometheusHandle;
 
 /// How often histograms are drained into the exposition (the exporter's own upkeep period).
 const UPKEEP: Duration = Duration::from_secs(5);
-
-/// Whether `/readyz` answers 200: the process-wide serving status, set where the gRPC health
-/// status is set (start of serving, the store-health watcher, shutdown).
-static READY: AtomicBool = AtomicBool::new(false);
-
-/// Records the serving status for `/readyz`.
-pub(crate) fn set_ready(ready: bool) {
-    READY.store(ready, Ordering::Relaxed);
-}
 
 /// Binds `listen` and serves the admin paths on the current Tokio runtime. Binding happens
 /// here, synchronously, so that a busy port is a start-up error.
@@ -112,7 +95,7 @@ async fn accept_loop(
                             crate::console::answer(&console, request, Some(remote)).await,
                         );
                     }
-                    Ok::<_, Infallible>(answer(&request, &metrics))
+                    Ok::<_, Infallible>(answer(&request, &metrics, console.shared.ready()))
                 }
             });
             let _ = hyper::server::conn::http1::Builder::new()
@@ -125,7 +108,11 @@ async fn accept_loop(
 }
 
 /// The response to one request.
-fn answer(request: &Request<Incoming>, metrics: &PrometheusHandle) -> Response<Full<Bytes>> {
+fn answer(
+    request: &Request<Incoming>,
+    metrics: &PrometheusHandle,
+    ready: bool,
+) -> Response<Full<Bytes>> {
     let head = request.method() == Method::HEAD;
     if request.method() != Method::GET && !head {
         return text(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n", head);
@@ -142,7 +129,7 @@ fn answer(request: &Request<Incoming>, metrics: &PrometheusHandle) -> Response<F
             response
         }
         "/healthz" => text(StatusCode::OK, "ok\n", head),
-        "/readyz" if READY.load(Ordering::Relaxed) => text(StatusCode::OK, "ok\n", head),
+        "/readyz" if ready => text(StatusCode::OK, "ok\n", head),
         "/readyz" => text(
             StatusCode::SERVICE_UNAVAILABLE,
             "not serving (starting, the store cannot write, or shutting down)\n",

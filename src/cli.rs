@@ -5,7 +5,10 @@ use std::{io::Write, process::ExitCode};
 
 use clap::{Parser, Subcommand};
 
-use crate::config::{EX_USAGE, ServeArgs};
+use crate::{
+    config::{EX_USAGE, ServeArgs},
+    server::Configured,
+};
 
 /// autoscaled: the Kubernetes HPA and VPA decisions as a gRPC service.
 #[derive(Debug, Parser)]
@@ -102,7 +105,7 @@ pub(crate) fn config_table() -> String {
 /// Serves until SIGTERM/SIGINT. A start-up error is one line on stderr (`autoscaled: ...`)
 /// and nothing else; an error once serving is logged once through `tracing`.
 fn serve(args: ServeArgs) -> ExitCode {
-    let mut config = match args.load() {
+    let config = match args.load() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("autoscaled: {e}");
@@ -136,12 +139,24 @@ fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::from(EX_USAGE as u8);
         }
     };
+    // TLS and authorization files are checked (and SIGHUP handled) before anything listens;
+    // unusable files are bad configuration.
+    let mut configured = match runtime.block_on(async { Configured::load(config.clone()) }) {
+        Ok(configured) => configured,
+        Err(e) => {
+            eprintln!("autoscaled: {e}");
+            telemetry.shutdown();
+            return ExitCode::from(EX_USAGE as u8);
+        }
+    };
     if let Some(listen) = config.metrics_listen {
         let _runtime = runtime.enter();
         let served = crate::metrics::install()
             .map_err(|e| e.to_string())
             .and_then(|metrics| {
                 let console = crate::console::Console {
+                    shared: configured.shared(),
+                    rendering: tokio::sync::Semaphore::new(crate::console::RENDERS),
                     sessions: crate::console::Sessions::default(),
                     hosts: crate::connect::HostCheck::new(
                         config.security.authz.is_none(),
@@ -160,23 +175,14 @@ fn serve(args: ServeArgs) -> ExitCode {
             });
         match served {
             // The address it really has (port 0), for the log line and stdout.
-            Ok(local) => config.metrics_listen = Some(local),
+            Ok(local) => configured.config_mut().metrics_listen = Some(local),
             Err(e) => {
                 eprintln!("autoscaled: cannot serve metrics on {listen}: {e}");
+                telemetry.shutdown();
                 return ExitCode::FAILURE;
             }
         }
     }
-    // TLS and authorization files are checked (and SIGHUP handled) before anything listens;
-    // unusable files are bad configuration.
-    let security = match runtime.block_on(async { crate::server::load_security(&config) }) {
-        Ok(security) => security,
-        Err(e) => {
-            eprintln!("autoscaled: {e}");
-            telemetry.shutdown();
-            return ExitCode::from(EX_USAGE as u8);
-        }
-    };
     let result: Result<(), Stop> = runtime.block_on(async {
         let startup = |e: String| Stop::Startup(e);
         let signals = crate::shutdown::Signals::install()
@@ -189,39 +195,30 @@ fn serve(args: ServeArgs) -> ExitCode {
         let addr = listener
             .local_addr()
             .map_err(|e| startup(format!("cannot listen on {}: {e}", config.listen)))?;
-        let health_listener = crate::server::bind_health(&config).await.map_err(|e| {
-            let health = config.security.health_listen.map(|a| a.to_string());
-            startup(format!(
-                "cannot listen on {}: {e}",
-                health.unwrap_or_default()
-            ))
-        })?;
-        // The store before the "listening" line: only a server that can serve prints it.
-        let store =
-            crate::server::open_configured_store(&config).map_err(|e| startup(e.to_string()))?;
+        let admin = configured.config_mut().metrics_listen;
+        // The health listener and the store before the "listening" line: only a server that
+        // can serve prints it.
+        let server = configured
+            .bind(listener)
+            .await
+            .map_err(|e| startup(e.to_string()))?;
         {
             let mut out = std::io::stdout().lock();
             // A closed stdout (nobody waiting for the line) is no reason not to serve.
             let _ = writeln!(out, "autoscaled listening on {addr}").and_then(|()| {
-                if let Some(health) = health_listener.as_ref().and_then(|h| h.local_addr().ok()) {
+                if let Some(health) = server.health_addr() {
                     writeln!(out, "autoscaled health listening on {health}")?;
                 }
-                if let Some(admin) = config.metrics_listen {
+                if let Some(admin) = admin {
                     writeln!(out, "autoscaled admin listening on {admin}")?;
                 }
                 out.flush()
             });
         }
-        crate::server::serve_opened(
-            listener,
-            health_listener,
-            config,
-            store,
-            security,
-            signals.recv(),
-        )
-        .await
-        .map_err(|e| Stop::Serving(e.to_string()))
+        server
+            .serve(signals.recv())
+            .await
+            .map_err(|e| Stop::Serving(e.to_string()))
     });
     if let Err(Stop::Serving(e)) = &result {
         tracing::error!(error = %e, "autoscaled stopped");

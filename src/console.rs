@@ -23,7 +23,12 @@
 //! once) taken only once the caller is authenticated, and, without an authorization file, the
 //! `Host` names of `--allowed-hosts` (DNS rebinding).
 
-use std::{convert::Infallible, fmt::Write as _, net::SocketAddr, sync::Mutex};
+use std::{
+    convert::Infallible,
+    fmt::Write as _,
+    net::SocketAddr,
+    sync::{Arc, Mutex},
+};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -41,46 +46,55 @@ type Body = tonic::body::Body;
 /// The API as the console calls it: the main listener's layered service.
 pub(crate) type Api = BoxCloneService<HttpRequest<Body>, HttpResponse<Body>, Infallible>;
 
-/// The API of the server this process runs, with the generation that installed it.
-static API: Mutex<Option<(u64, Api)>> = Mutex::new(None);
-/// Generations of [`install`].
-static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// The console's way into its server's API: installed once the server's layers exist, and
+/// cleared when it stops serving, so that the console never keeps a stopped server's
+/// services (and so its store and data-folder lock) alive.
+#[derive(Default)]
+pub(crate) struct ApiSlot(Mutex<Option<Api>>);
 
-/// Makes `service` (the main listener's layers over its routes) the console's API until the
-/// returned guard is dropped (when the server stops serving): the console never keeps a
-/// stopped server's services, and so its store and data-folder lock, alive.
-pub(crate) fn install<S>(service: S) -> Installed
-where
-    S: tower::Service<HttpRequest<Body>, Response = HttpResponse<Body>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-{
-    let generation = GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-    let boxed = BoxCloneService::new(service);
-    *API.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((generation, boxed));
-    Installed(generation)
+impl ApiSlot {
+    /// Makes `service` (the main listener's layers over its routes) the console's API until
+    /// the returned guard is dropped.
+    pub(crate) fn install<S>(&self, service: S) -> Installed<'_>
+    where
+        S: tower::Service<HttpRequest<Body>, Response = HttpResponse<Body>, Error = Infallible>
+            + Clone
+            + Send
+            + 'static,
+        S::Future: Send + 'static,
+    {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some(BoxCloneService::new(service));
+        Installed(self)
+    }
+
+    fn get(&self) -> Option<Api> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
 }
 
-/// Clears the console's API when dropped, unless a later server replaced it.
-pub(crate) struct Installed(u64);
+/// Clears the console's API when dropped.
+pub(crate) struct Installed<'a>(&'a ApiSlot);
 
-impl Drop for Installed {
+impl Drop for Installed<'_> {
     fn drop(&mut self) {
-        let mut api = API
+        *self
+            .0
+            .0
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if api.as_ref().is_some_and(|(g, _)| *g == self.0) {
-            *api = None;
-        }
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
     }
 }
 
 /// Console pages rendered at once (each is a few API calls): the admin listener's
 /// connections stay free for probes and scrapes.
-static RENDERING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
+pub(crate) const RENDERS: usize = 4;
 /// The longest an API call of the console may take.
 const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -188,6 +202,10 @@ impl Session {
 /// What the console of one admin listener keeps: its sessions, and which Host names it
 /// answers.
 pub(crate) struct Console {
+    /// What the console shares with its server: readiness, and the way into its API.
+    pub(crate) shared: Arc<crate::server::Shared>,
+    /// Pages being rendered ([`RENDERS`] at most).
+    pub(crate) rendering: tokio::sync::Semaphore,
     pub(crate) sessions: Sessions,
     pub(crate) hosts: crate::connect::HostCheck,
     /// Whether an authorization file asks callers for a token (else pages need no login).
@@ -350,7 +368,7 @@ pub(crate) async fn answer(
                     );
                 }
             };
-            let Ok(_rendering) = RENDERING.try_acquire() else {
+            let Ok(_rendering) = console.rendering.try_acquire() else {
                 return busy();
             };
             let form = form_values(std::str::from_utf8(&body).unwrap_or(""));
@@ -367,7 +385,15 @@ pub(crate) async fn answer(
                 return login_page(StatusCode::BAD_REQUEST, "give a bearer token");
             }
             // The token is tried on the API, and kept (on the server) only when it is let in.
-            match call("ListTargets", &json!({"pageSize": 1}), Some(&token), remote).await {
+            match call(
+                &console.shared,
+                "ListTargets",
+                &json!({"pageSize": 1}),
+                Some(&token),
+                remote,
+            )
+            .await
+            {
                 Err(e) => login_page(
                     StatusCode::from_u16(e.status).unwrap_or(StatusCode::UNAUTHORIZED),
                     &e.message,
@@ -420,15 +446,15 @@ pub(crate) async fn answer(
             if let Some(page) = console.pages.get(&key) {
                 return page;
             }
-            let Ok(_rendering) = RENDERING.try_acquire() else {
+            let Ok(_rendering) = console.rendering.try_acquire() else {
                 return busy();
             };
             let page = if p == "/" {
-                fleet(&query, token.as_deref(), remote).await
+                fleet(&console.shared, &query, token.as_deref(), remote).await
             } else {
                 match p.strip_prefix("/targets/").map(percent_decode) {
                     Some(Some(key)) if !key.is_empty() => {
-                        target(&key, token.as_deref(), remote).await
+                        target(&console.shared, &key, token.as_deref(), remote).await
                     }
                     _ => html(StatusCode::NOT_FOUND, "Not found", "<p>No such page.</p>"),
                 }
@@ -466,17 +492,13 @@ fn token_of(headers: &HeaderMap, sessions: &Sessions) -> Option<String> {
 
 /// One API call through the main listener's layers, as Connect JSON.
 async fn call(
+    shared: &crate::server::Shared,
     method: &str,
     body: &Value,
     token: Option<&str>,
     remote: Option<SocketAddr>,
 ) -> Result<Value, ApiError> {
-    let api = API
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .as_ref()
-        .map(|(_, api)| api.clone());
-    let Some(api) = api else {
+    let Some(api) = shared.console_api.get() else {
         return Err(ApiError {
             status: 503,
             code: "unavailable".into(),
@@ -617,7 +639,12 @@ impl Standing {
     }
 }
 
-async fn fleet(query: &str, token: Option<&str>, remote: Option<SocketAddr>) -> Page {
+async fn fleet(
+    shared: &crate::server::Shared,
+    query: &str,
+    token: Option<&str>,
+    remote: Option<SocketAddr>,
+) -> Page {
     let q = form_values(query);
     let prefix = q.get("prefix").cloned().unwrap_or_default();
     let by_key = q.get("sort").is_some_and(|s| s == "key");
@@ -626,7 +653,7 @@ async fn fleet(query: &str, token: Option<&str>, remote: Option<SocketAddr>) -> 
     let mut truncated = false;
     loop {
         let body = json!({"prefix": prefix, "includeSummaries": true, "pageSize": 1000, "pageToken": page_token});
-        let mut page = match call("ListTargets", &body, token, remote).await {
+        let mut page = match call(shared, "ListTargets", &body, token, remote).await {
             Ok(p) => p,
             Err(e) => return problem_page(&e),
         };
@@ -774,13 +801,27 @@ fn conditions_cell(s: &Value) -> String {
     parts.join("<br>")
 }
 
-async fn target(key: &str, token: Option<&str>, remote: Option<SocketAddr>) -> Page {
-    let history = match call("GetHistory", &json!({"targetKey": key}), token, remote).await {
+async fn target(
+    shared: &crate::server::Shared,
+    key: &str,
+    token: Option<&str>,
+    remote: Option<SocketAddr>,
+) -> Page {
+    let history = match call(
+        shared,
+        "GetHistory",
+        &json!({"targetKey": key}),
+        token,
+        remote,
+    )
+    .await
+    {
         Ok(h) => h,
         Err(e) => return problem_page(&e),
     };
     // The summary (one read) for the targets of the spec in force.
     let summary = call(
+        shared,
         "ListTargets",
         &json!({"prefix": key, "includeSummaries": true, "pageSize": 1}),
         token,

@@ -9,7 +9,10 @@ use std::{
     future::Future,
     net::SocketAddr,
     pin::Pin,
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
     task::{Context, Poll},
     time::Instant,
 };
@@ -30,7 +33,7 @@ use crate::{
         },
     },
     store::{
-        FleetStore, HpaStore, SledStore, StoreError, VpaStore,
+        FleetStore, HpaStore, Owners, SledStore, StoreError, VpaStore,
         durability::{Durability, Mode},
         etcd::{EtcdOptions, EtcdStore, EtcdTls},
         sled::SledOptions,
@@ -55,6 +58,14 @@ pub enum ServeError {
     /// The TLS or authorization files cannot be used.
     #[error(transparent)]
     Security(#[from] crate::security::SecurityError),
+    /// A listener the server binds itself (`--health-listen`) cannot be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
 }
 
 /// gRPC service names served (health reports each, plus "").
@@ -320,349 +331,447 @@ pub(crate) fn open_configured_store(config: &Config) -> Result<OpenedStore, Stor
     })
 }
 
-/// [`serve_secured`] over whichever store was opened.
-pub(crate) async fn serve_opened(
+/// What the admin listener and the server share while the server runs, one per server and
+/// handed to both (two servers in one process, as in the tests, never see each other's):
+/// whether it is ready (`/readyz`), and the console's way into its API.
+#[derive(Default)]
+pub struct Shared {
+    ready: AtomicBool,
+    pub(crate) console_api: crate::console::ApiSlot,
+}
+
+impl Shared {
+    /// Records the serving status for `/readyz`: set where the gRPC health status is set
+    /// (start of serving, the store-health watcher, shutdown).
+    pub(crate) fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Relaxed);
+    }
+
+    /// Whether `/readyz` answers 200.
+    pub(crate) fn ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+}
+
+/// A server's first step: its configuration with the TLS and authorization files loaded
+/// (unusable files are bad configuration, found before anything listens), and what its admin
+/// listener shares with it.
+pub struct Configured {
+    config: Config,
+    security: Arc<crate::security::Security>,
+    shared: Arc<Shared>,
+}
+
+impl Configured {
+    /// Loads `config`'s security files.
+    pub fn load(config: Config) -> Result<Configured, ServeError> {
+        let security = crate::security::Security::load(&config.security)?;
+        Ok(Configured {
+            config,
+            security,
+            shared: Arc::default(),
+        })
+    }
+
+    /// What the admin listener of this server is given.
+    pub(crate) fn shared(&self) -> Arc<Shared> {
+        Arc::clone(&self.shared)
+    }
+
+    /// The configuration (the admin listener's address once it is bound goes back into it,
+    /// for the start-up log line).
+    pub(crate) fn config_mut(&mut self) -> &mut Config {
+        &mut self.config
+    }
+
+    /// The server on `listener` (bound by the caller first, so that a busy port does not leave
+    /// a new data folder behind): the health-only listener bound (`--health-listen`) and the
+    /// store opened.
+    pub async fn bind(self, listener: TcpListener) -> Result<Server, ServeError> {
+        let health_listener = match self.config.security.health_listen {
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| ServeError::Bind { addr, source })?,
+            ),
+            None => None,
+        };
+        let store = open_configured_store(&self.config)?;
+        Ok(Server {
+            config: self.config,
+            listener,
+            health_listener,
+            store,
+            security: self.security,
+            shared: self.shared,
+        })
+    }
+}
+
+/// A server ready to serve: what it holds is what it serves with. `autoscaled serve` builds
+/// one in steps ([`Configured::load`], [`Configured::bind`]) so that it can report each
+/// listener; tests and examples in one call ([`Server::open`]).
+pub struct Server {
+    config: Config,
     listener: TcpListener,
     health_listener: Option<TcpListener>,
-    config: Config,
     store: OpenedStore,
     security: Arc<crate::security::Security>,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(), ServeError> {
-    match store {
-        OpenedStore::Sled(store) => {
-            serve_secured(listener, health_listener, config, store, security, shutdown).await
-        }
-        OpenedStore::Etcd(store) => {
-            // Replicas share out the targets (`store::etcd::ownership`); a call for another
-            // replica's target is forwarded there when the replicas share a secret to prove
-            // who they are (`peers`); without one, each replica decides what reaches it.
-            let advertise = match &config.etcd.advertise {
-                Some(addr) => Some(addr.clone()),
-                None => {
-                    let local = listener.local_addr()?;
-                    (!local.ip().is_unspecified()).then(|| local.to_string())
+    shared: Arc<Shared>,
+}
+
+impl Server {
+    /// `config`'s server on `listener`: its security files loaded, its health listener bound,
+    /// its store opened.
+    pub async fn open(listener: TcpListener, config: Config) -> Result<Server, ServeError> {
+        Configured::load(config)?.bind(listener).await
+    }
+
+    /// The main listener's address.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// The health-only listener's address, when it has one.
+    pub fn health_addr(&self) -> Option<SocketAddr> {
+        self.health_listener
+            .as_ref()
+            .and_then(|l| l.local_addr().ok())
+    }
+
+    /// Serves until `shutdown` completes, then drains for at most `config.shutdown_grace` and
+    /// flushes the store. With etcd, this replica registers first: replicas share out the
+    /// targets (`store::etcd::ownership`), and a call for another replica's target is
+    /// forwarded there when the replicas share a secret to prove who they are (`peers`);
+    /// without one, each replica decides what reaches it.
+    pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
+        let Server {
+            config,
+            listener,
+            health_listener,
+            store,
+            security,
+            shared,
+        } = self;
+        let parts = Parts {
+            config,
+            listener,
+            health_listener,
+            security,
+            shared,
+        };
+        match store {
+            OpenedStore::Sled(store) => parts.serve(store, Owners::none(), shutdown).await,
+            OpenedStore::Etcd(store) => {
+                let advertise = match &parts.config.etcd.advertise {
+                    Some(addr) => Some(addr.clone()),
+                    None => {
+                        let local = parts.listener.local_addr()?;
+                        (!local.ip().is_unspecified()).then(|| local.to_string())
+                    }
+                };
+                let forward = parts.security.peer_link().is_some();
+                if advertise.is_none() {
+                    tracing::warn!(
+                        "--listen is 0.0.0.0 or :: and --etcd-advertise is not set: other replicas \
+                         cannot forward to this one (they decide its targets' calls themselves)"
+                    );
                 }
-            };
-            let forward = security.peer_link().is_some();
-            if advertise.is_none() {
-                tracing::warn!(
-                    "--listen is 0.0.0.0 or :: and --etcd-advertise is not set: other replicas \
-                     cannot forward to this one (they decide its targets' calls themselves)"
+                let ownership = store.start_ownership(
+                    advertise.unwrap_or_default(),
+                    forward,
+                    parts.security.peer_key().cloned(),
                 );
+                let served = parts
+                    .serve(Arc::clone(&store), Owners::of(ownership), shutdown)
+                    .await;
+                store.deregister().await;
+                served
             }
-            store.start_ownership(
-                advertise.unwrap_or_default(),
-                forward,
-                security.peer_key().cloned(),
-            );
-            let served = serve_secured(
-                listener,
-                health_listener,
-                config,
-                Arc::clone(&store),
-                security,
-                shutdown,
-            )
-            .await;
-            store.deregister().await;
-            served
         }
     }
 }
 
-/// Opens the store, then serves on `listener` until `shutdown` completes.
+/// Opens the store and serves `config` on `listener` until `shutdown` completes: the tests'
+/// and examples' one call ([`Server::open`], then [`Server::serve`]).
 pub async fn serve(
     listener: TcpListener,
     config: Config,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
-    let store = open_store(&config)?;
-    serve_with_store(listener, config, store, shutdown).await
+    Server::open(listener, config).await?.serve(shutdown).await
 }
 
-/// Serves on `listener` with an opened store until `shutdown` completes, then drains for at
-/// most `config.shutdown_grace` and flushes the store. The store holds both the horizontal
-/// history and the vertical state; one flush (group commit) covers both. The TLS and
-/// authorization files of `config.security` are loaded here, and its `health_listen` bound.
-pub(crate) async fn serve_with_store<S: HpaStore + VpaStore + FleetStore>(
-    listener: TcpListener,
+/// A server's parts once its store is known.
+struct Parts {
     config: Config,
-    store: Arc<S>,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(), ServeError> {
-    let security = load_security(&config)?;
-    let health_listener = bind_health(&config).await?;
-    serve_secured(listener, health_listener, config, store, security, shutdown).await
-}
-
-/// Start-up step 1 (before anything listens): the TLS and authorization files of
-/// `config.security`; unusable files are bad configuration. `autoscaled serve` and
-/// [`serve_with_store`] both start with it.
-pub(crate) fn load_security(config: &Config) -> Result<Arc<crate::security::Security>, ServeError> {
-    Ok(crate::security::Security::load(&config.security)?)
-}
-
-/// Start-up step 2 (after the main listener is bound, before the store opens): the
-/// plaintext health-only listener (`--health-listen`), if configured.
-pub(crate) async fn bind_health(config: &Config) -> std::io::Result<Option<TcpListener>> {
-    match config.security.health_listen {
-        Some(addr) => Ok(Some(TcpListener::bind(addr).await?)),
-        None => Ok(None),
-    }
-}
-
-/// [`serve_with_store`] with the security material already loaded and the plaintext health
-/// listener (`--health-listen`) already bound, so that the caller can report both addresses
-/// and fail on bad files before anything listens.
-pub async fn serve_secured<S: HpaStore + VpaStore + FleetStore>(
     listener: TcpListener,
     health_listener: Option<TcpListener>,
-    config: Config,
-    store: Arc<S>,
     security: Arc<crate::security::Security>,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(), ServeError> {
-    let vertical_store: Arc<dyn VpaStore> = store.clone();
-    let fleet_store: Arc<dyn FleetStore> = store.clone();
-    let vertical_count_store = Arc::clone(&vertical_store);
-    let store: Arc<dyn HpaStore> = store;
-    let local: SocketAddr = listener.local_addr()?;
-    let mode = match config.durability {
-        DurabilityMode::Strict => Mode::Strict,
-        DurabilityMode::Relaxed => Mode::Relaxed {
-            interval: config.flush_interval,
-        },
-    };
-    let durability = Arc::new(Durability::start_with_delay(
-        Arc::clone(&store),
-        mode,
-        config.commit_delay,
-    ));
-    let service = HorizontalService::new(
-        Arc::clone(&store),
-        Arc::clone(&durability),
-        HpaOptions {
-            defaults: config.hpa.clone(),
-            limits: config.limits.clone(),
-            trust_request_time: config.trust_request_time,
-            history_retention: config.history_retention,
-        },
-        crate::engine::hpa::evaluate_within,
-    )
-    .with_fleet(fleet_store, config.fleet)
-    .with_peers(security.peer_link());
-    let vertical = VerticalService::new(
-        vertical_store,
-        Arc::clone(&durability),
-        VpaOptions {
-            defaults: crate::engine::vpa::VpaSettings::default(),
-            limits: config.limits.clone(),
-            trust_request_time: config.trust_request_time,
-            max_clock_skew: config.vpa_max_clock_skew,
-        },
-    );
+    shared: Arc<Shared>,
+}
 
-    let health_reporter = tonic_health::server::HealthReporter::new();
-    health_reporter
-        .set_service_status("", ServingStatus::Serving)
-        .await;
-    for name in SERVICE_NAMES {
-        health_reporter
-            .set_service_status(*name, ServingStatus::Serving)
-            .await;
-    }
-    if config.metrics_listen.is_some() {
-        crate::metrics::set_per_target_cap(config.metrics_per_target);
-        tokio::spawn(count_targets(
+impl Parts {
+    async fn serve<S: HpaStore + VpaStore + FleetStore>(
+        self,
+        store: Arc<S>,
+        owners: Owners,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), ServeError> {
+        let Parts {
+            config,
+            listener,
+            health_listener,
+            security,
+            shared,
+        } = self;
+        let vertical_store: Arc<dyn VpaStore> = store.clone();
+        let fleet_store: Arc<dyn FleetStore> = store.clone();
+        let vertical_count_store = Arc::clone(&vertical_store);
+        let store: Arc<dyn HpaStore> = store;
+        let local: SocketAddr = listener.local_addr()?;
+        let mode = match config.durability {
+            DurabilityMode::Strict => Mode::Strict,
+            DurabilityMode::Relaxed => Mode::Relaxed {
+                interval: config.flush_interval,
+            },
+        };
+        let durability = Arc::new(Durability::start_with_delay(
             Arc::clone(&store),
-            Arc::clone(&vertical_count_store),
+            mode,
+            config.commit_delay,
         ));
-    }
-    let reflection_v1 = reflection().build_v1()?;
-    let reflection_v1alpha = reflection().build_v1alpha()?;
-    let exposure = |e: crate::config::Exposure| e != crate::config::Exposure::Off;
-    let serve_reflection = exposure(config.security.reflection);
-    let enforce = security.enforcing();
-
-    let (stop_tx, stop_rx) = watch::channel(false);
-    // Watch streams end when shutdown starts, so they do not hold the drain.
-    let watches = Arc::new(tokio::sync::Semaphore::new(crate::drain::MAX_WATCH_STREAMS));
-    let health_service = || {
-        crate::drain::health_server(
-            health_reporter.clone(),
-            stop_rx.clone(),
-            Arc::clone(&watches),
+        let service = HorizontalService::new(
+            Arc::clone(&store),
+            Arc::clone(&durability),
+            HpaOptions {
+                defaults: config.hpa.clone(),
+                limits: config.limits.clone(),
+                trust_request_time: config.trust_request_time,
+                history_retention: config.history_retention,
+            },
+            crate::engine::hpa::evaluate_within,
         )
-    };
-    let main_health = exposure(config.security.health).then(health_service);
-    // The one watcher of the store's health (sled: probes after a failed write; etcd: a
-    // quorum read every tick).
-    let _store_health = crate::store_health::spawn(
-        durability.db(),
-        health_reporter.clone(),
-        SERVICE_NAMES,
-        stop_rx.clone(),
-    );
-    let mut server_stop = stop_rx.clone();
-    let mut routes = tonic::service::RoutesBuilder::default();
-    if let Some(health) = main_health {
-        routes.add_service(health);
-    }
-    if serve_reflection {
-        routes.add_service(reflection_v1);
-        routes.add_service(reflection_v1alpha);
-    }
-    routes
-        .add_service(
-            HorizontalAutoscalerServer::new(Authorized::new(service, enforce))
-                .max_decoding_message_size(config.limits.max_message_bytes),
-        )
-        .add_service(
-            VerticalAutoscalerServer::new(Authorized::new(vertical, enforce))
-                .max_decoding_message_size(config.limits.max_message_bytes),
+        .with_fleet(fleet_store, config.fleet)
+        .with_peers(security.peer_link())
+        .with_owners(owners);
+        let vertical = VerticalService::new(
+            vertical_store,
+            Arc::clone(&durability),
+            VpaOptions {
+                defaults: crate::engine::vpa::VpaSettings::default(),
+                limits: config.limits.clone(),
+                trust_request_time: config.trust_request_time,
+                max_clock_skew: config.vpa_max_clock_skew,
+            },
         );
-    let routes = routes.routes().prepare();
-    // What every call passes, outermost first; the web console's calls pass it too
-    // (`console`), so they are authenticated, authorized, shed and limited as gRPC is.
-    // Browser-facing doors without an authorization file answer only the Host names they
-    // are reached by (DNS rebinding).
-    let hosts = crate::connect::HostCheck::new(!enforce, &config.doors.allowed_hosts);
-    let stack = tower::ServiceBuilder::new()
-        // Every call counted and every refusal logged, Connect's included.
-        .layer(tower::layer::layer_fn(|inner| RequestMetrics { inner }))
-        // Connect unary calls (HTTP/JSON): what needs no body is answered here, and the
-        // answers from inside are turned back into Connect answers; the body is read by the
-        // load shedding and decoded by the transcoder, innermost.
-        .layer(crate::connect::ConnectLayer::new(hosts))
-        .layer(tower::util::MapResponseLayer::new(
-            message_too_large_is_resource_exhausted
-                as fn(HttpResponse<tonic::body::Body>) -> HttpResponse<tonic::body::Body>,
-        ))
-        // Authentication (bearer token or mTLS identity) and the verb of each method; the
-        // per-key check is `api::authorized`. Inside the metrics layer, so refusals count;
-        // before load shedding, so an unauthenticated call takes no slot and no body is read
-        // for it, and the identity's share of the slots is known.
-        .layer(crate::auth::AuthLayer::new(security.auth_state()))
-        // Load shedding, deadlines, the body timeout and the buffered-bytes bound, the request
-        // context and client protocol errors.
-        .layer(crate::overload::OverloadLayer::new(&config))
-        // A Connect call's body (read by now, within the limits) as the gRPC message.
-        .layer(crate::connect::TranscodeLayer::new(&config.limits))
-        .into_inner();
-    // The console's API while this server serves (cleared when this function returns).
-    let _console = crate::console::install(tower::Layer::layer(&stack, routes.clone()));
-    // Ready once everything the admin listener answers with (the console's API) is in place.
-    crate::admin::set_ready(true);
-    let doors = crate::doors::Doors::of(&config);
-    let router = tonic::transport::Server::builder()
-        // HTTP/1.1 too, for Connect's unary calls (curl, browsers); gRPC stays HTTP/2.
-        .accept_http1(true)
-        .max_concurrent_streams(Some(crate::doors::STREAMS_PER_CONNECTION))
-        // A peer that vanished without closing (a cut network) is found and its connection
-        // closed, instead of holding a place at the cap.
-        .http2_keepalive_interval(Some(std::time::Duration::from_secs(60)))
-        .http2_keepalive_timeout(Some(std::time::Duration::from_secs(20)))
-        .layer(stack)
-        .trace_fn(crate::telemetry::grpc_span);
-    let stop_signal = async move {
-        let _ = server_stop.wait_for(|stop| *stop).await;
-    };
-    let server: Pin<Box<dyn Future<Output = Result<(), tonic::transport::Error>> + Send>> =
-        match security.tls() {
-            Some(tls) => Box::pin(router.serve_with_incoming_shutdown(
-                routes,
-                crate::doors::guard_tls(
-                    crate::tls::incoming(listener, Arc::clone(tls)),
-                    crate::doors::Door::new(doors.grpc),
-                ),
-                stop_signal,
-            )),
-            None => {
-                let incoming = crate::doors::accept(listener, crate::doors::Door::new(doors.grpc));
-                Box::pin(router.serve_with_incoming_shutdown(routes, incoming, stop_signal))
+
+        let health_reporter = tonic_health::server::HealthReporter::new();
+        health_reporter
+            .set_service_status("", ServingStatus::Serving)
+            .await;
+        for name in SERVICE_NAMES {
+            health_reporter
+                .set_service_status(*name, ServingStatus::Serving)
+                .await;
+        }
+        if config.metrics_listen.is_some() {
+            crate::metrics::set_per_target_cap(config.metrics_per_target);
+            tokio::spawn(count_targets(
+                Arc::clone(&store),
+                Arc::clone(&vertical_count_store),
+            ));
+        }
+        let reflection_v1 = reflection().build_v1()?;
+        let reflection_v1alpha = reflection().build_v1alpha()?;
+        let exposure = |e: crate::config::Exposure| e != crate::config::Exposure::Off;
+        let serve_reflection = exposure(config.security.reflection);
+        let enforce = security.enforcing();
+
+        let (stop_tx, stop_rx) = watch::channel(false);
+        // Watch streams end when shutdown starts, so they do not hold the drain.
+        let watches = Arc::new(tokio::sync::Semaphore::new(crate::drain::MAX_WATCH_STREAMS));
+        let health_service = || {
+            crate::drain::health_server(
+                health_reporter.clone(),
+                stop_rx.clone(),
+                Arc::clone(&watches),
+            )
+        };
+        let main_health = exposure(config.security.health).then(health_service);
+        // The one watcher of the store's health (sled: probes after a failed write; etcd: a
+        // quorum read every tick).
+        let _store_health = crate::store_health::spawn(
+            durability.db(),
+            health_reporter.clone(),
+            Arc::clone(&shared),
+            SERVICE_NAMES,
+            stop_rx.clone(),
+        );
+        let mut server_stop = stop_rx.clone();
+        let mut routes = tonic::service::RoutesBuilder::default();
+        if let Some(health) = main_health {
+            routes.add_service(health);
+        }
+        if serve_reflection {
+            routes.add_service(reflection_v1);
+            routes.add_service(reflection_v1alpha);
+        }
+        routes
+            .add_service(
+                HorizontalAutoscalerServer::new(Authorized::new(service, enforce))
+                    .max_decoding_message_size(config.limits.max_message_bytes),
+            )
+            .add_service(
+                VerticalAutoscalerServer::new(Authorized::new(vertical, enforce))
+                    .max_decoding_message_size(config.limits.max_message_bytes),
+            );
+        let routes = routes.routes().prepare();
+        // What every call passes, outermost first; the web console's calls pass it too
+        // (`console`), so they are authenticated, authorized, shed and limited as gRPC is.
+        // Browser-facing doors without an authorization file answer only the Host names they
+        // are reached by (DNS rebinding).
+        let hosts = crate::connect::HostCheck::new(!enforce, &config.doors.allowed_hosts);
+        let stack = tower::ServiceBuilder::new()
+            // Every call counted and every refusal logged, Connect's included.
+            .layer(tower::layer::layer_fn(|inner| RequestMetrics { inner }))
+            // Connect unary calls (HTTP/JSON): what needs no body is answered here, and the
+            // answers from inside are turned back into Connect answers; the body is read by the
+            // load shedding and decoded by the transcoder, innermost.
+            .layer(crate::connect::ConnectLayer::new(hosts))
+            .layer(tower::util::MapResponseLayer::new(
+                message_too_large_is_resource_exhausted
+                    as fn(HttpResponse<tonic::body::Body>) -> HttpResponse<tonic::body::Body>,
+            ))
+            // Authentication (bearer token or mTLS identity) and the verb of each method; the
+            // per-key check is `api::authorized`. Inside the metrics layer, so refusals count;
+            // before load shedding, so an unauthenticated call takes no slot and no body is read
+            // for it, and the identity's share of the slots is known.
+            .layer(crate::auth::AuthLayer::new(security.auth_state()))
+            // Load shedding, deadlines, the body timeout and the buffered-bytes bound, the request
+            // context and client protocol errors.
+            .layer(crate::overload::OverloadLayer::new(&config))
+            // A Connect call's body (read by now, within the limits) as the gRPC message.
+            .layer(crate::connect::TranscodeLayer::new(&config.limits))
+            .into_inner();
+        // The console's API while this server serves (cleared when this function returns).
+        let _console = shared
+            .console_api
+            .install(tower::Layer::layer(&stack, routes.clone()));
+        // Ready once everything the admin listener answers with (the console's API) is in place.
+        shared.set_ready(true);
+        let doors = crate::doors::Doors::of(&config);
+        let router = tonic::transport::Server::builder()
+            // HTTP/1.1 too, for Connect's unary calls (curl, browsers); gRPC stays HTTP/2.
+            .accept_http1(true)
+            .max_concurrent_streams(Some(crate::doors::STREAMS_PER_CONNECTION))
+            // A peer that vanished without closing (a cut network) is found and its connection
+            // closed, instead of holding a place at the cap.
+            .http2_keepalive_interval(Some(std::time::Duration::from_secs(60)))
+            .http2_keepalive_timeout(Some(std::time::Duration::from_secs(20)))
+            .layer(stack)
+            .trace_fn(crate::telemetry::grpc_span);
+        let stop_signal = async move {
+            let _ = server_stop.wait_for(|stop| *stop).await;
+        };
+        let server: Pin<Box<dyn Future<Output = Result<(), tonic::transport::Error>> + Send>> =
+            match security.tls() {
+                Some(tls) => Box::pin(router.serve_with_incoming_shutdown(
+                    routes,
+                    crate::doors::guard_tls(
+                        crate::tls::incoming(listener, Arc::clone(tls)),
+                        crate::doors::Door::new(doors.grpc),
+                    ),
+                    stop_signal,
+                )),
+                None => {
+                    let incoming =
+                        crate::doors::accept(listener, crate::doors::Door::new(doors.grpc));
+                    Box::pin(router.serve_with_incoming_shutdown(routes, incoming, stop_signal))
+                }
+            };
+        tokio::pin!(server);
+        tokio::pin!(shutdown);
+        // The plaintext health-only listener answers until the main server has drained, so
+        // probes see NOT_SERVING during the drain rather than a refused connection.
+        let (health_stop_tx, health_stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let health_local = health_listener.as_ref().and_then(|l| l.local_addr().ok());
+        let health_task = health_listener.map(|health_listener| {
+            let incoming =
+                crate::doors::accept(health_listener, crate::doors::Door::new(doors.health));
+            // No credentials are asked here: bound the connections, and what one connection can
+            // hold open (the Watch streams are bounded over every listener by the health service
+            // itself).
+            let router = tonic::transport::Server::builder()
+                .max_concurrent_streams(Some(HEALTH_STREAMS_PER_CONNECTION))
+                .concurrency_limit_per_connection(HEALTH_STREAMS_PER_CONNECTION as usize)
+                .add_service(health_service());
+            tokio::spawn(async move {
+                if let Err(e) = router
+                    .serve_with_incoming_shutdown(incoming, async {
+                        let _ = health_stop_rx.await;
+                    })
+                    .await
+                {
+                    tracing::error!(error = %e, "health listener failed");
+                }
+            })
+        });
+        let reloader = security.spawn_reloader();
+        let mode = crate::security::describe(&security);
+        if security.tls().is_none() && !local.ip().is_loopback() {
+            tracing::warn!(%local, "listening beyond loopback without TLS: requests, responses and any bearer tokens travel in plaintext (set --tls-cert and --tls-key)");
+        }
+        tracing::info!(%local, security = mode, store = ?config.store, durability = %config.durability, trust_request_time = config.trust_request_time, data_dir = %config.data_dir.display(), "serving");
+        // One line per listener, so an operator sees each one that is up.
+        if let Some(health) = health_local {
+            tracing::info!(local = %health, "health listener up (grpc.health.v1.Health, plaintext, no credentials)");
+        }
+        if let Some(metrics) = config.metrics_listen {
+            tracing::info!(local = %metrics, console = %format!("http://{metrics}/"), "admin listener up (GET / the console, /metrics, /healthz, /readyz)");
+        }
+
+        let mut triggered = false;
+        let mut drain_deadline = stop_rx.clone();
+        let grace = config.shutdown_grace;
+        let drain_timer = async move {
+            let _ = drain_deadline.wait_for(|stop| *stop).await;
+            tokio::time::sleep(grace).await;
+        };
+        tokio::pin!(drain_timer);
+        let result = loop {
+            tokio::select! {
+                result = &mut server => break result.map_err(ServeError::from),
+                () = &mut shutdown, if !triggered => {
+                    triggered = true;
+                    tracing::info!(grace_secs = grace.as_secs_f64(), "shutting down: NOT_SERVING, draining");
+                    health_reporter.set_service_status("", ServingStatus::NotServing).await;
+                    shared.set_ready(false);
+                    for name in SERVICE_NAMES {
+                        health_reporter.set_service_status(*name, ServingStatus::NotServing).await;
+                    }
+                    let _ = stop_tx.send(true);
+                }
+                () = &mut drain_timer => {
+                    tracing::warn!("drain timed out; dropping the remaining connections");
+                    break Ok(());
+                }
             }
         };
-    tokio::pin!(server);
-    tokio::pin!(shutdown);
-    // The plaintext health-only listener answers until the main server has drained, so
-    // probes see NOT_SERVING during the drain rather than a refused connection.
-    let (health_stop_tx, health_stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let health_local = health_listener.as_ref().and_then(|l| l.local_addr().ok());
-    let health_task = health_listener.map(|health_listener| {
-        let incoming = crate::doors::accept(health_listener, crate::doors::Door::new(doors.health));
-        // No credentials are asked here: bound the connections, and what one connection can
-        // hold open (the Watch streams are bounded over every listener by the health service
-        // itself).
-        let router = tonic::transport::Server::builder()
-            .max_concurrent_streams(Some(HEALTH_STREAMS_PER_CONNECTION))
-            .concurrency_limit_per_connection(HEALTH_STREAMS_PER_CONNECTION as usize)
-            .add_service(health_service());
-        tokio::spawn(async move {
-            if let Err(e) = router
-                .serve_with_incoming_shutdown(incoming, async {
-                    let _ = health_stop_rx.await;
-                })
-                .await
-            {
-                tracing::error!(error = %e, "health listener failed");
-            }
-        })
-    });
-    let reloader = security.spawn_reloader();
-    let mode = crate::security::describe(&security);
-    if security.tls().is_none() && !local.ip().is_loopback() {
-        tracing::warn!(%local, "listening beyond loopback without TLS: requests, responses and any bearer tokens travel in plaintext (set --tls-cert and --tls-key)");
-    }
-    tracing::info!(%local, security = mode, store = ?config.store, durability = %config.durability, trust_request_time = config.trust_request_time, data_dir = %config.data_dir.display(), "serving");
-    // One line per listener, so an operator sees each one that is up.
-    if let Some(health) = health_local {
-        tracing::info!(local = %health, "health listener up (grpc.health.v1.Health, plaintext, no credentials)");
-    }
-    if let Some(metrics) = config.metrics_listen {
-        tracing::info!(local = %metrics, console = %format!("http://{metrics}/"), "admin listener up (GET / the console, /metrics, /healthz, /readyz)");
-    }
-
-    let mut triggered = false;
-    let mut drain_deadline = stop_rx.clone();
-    let grace = config.shutdown_grace;
-    let drain_timer = async move {
-        let _ = drain_deadline.wait_for(|stop| *stop).await;
-        tokio::time::sleep(grace).await;
-    };
-    tokio::pin!(drain_timer);
-    let result = loop {
-        tokio::select! {
-            result = &mut server => break result.map_err(ServeError::from),
-            () = &mut shutdown, if !triggered => {
-                triggered = true;
-                tracing::info!(grace_secs = grace.as_secs_f64(), "shutting down: NOT_SERVING, draining");
-                health_reporter.set_service_status("", ServingStatus::NotServing).await;
-                crate::admin::set_ready(false);
-                for name in SERVICE_NAMES {
-                    health_reporter.set_service_status(*name, ServingStatus::NotServing).await;
-                }
-                let _ = stop_tx.send(true);
-            }
-            () = &mut drain_timer => {
-                tracing::warn!("drain timed out; dropping the remaining connections");
-                break Ok(());
-            }
+        let _ = health_stop_tx.send(());
+        if let Some(task) = health_task {
+            let _ = task.await;
         }
-    };
-    let _ = health_stop_tx.send(());
-    if let Some(task) = health_task {
-        let _ = task.await;
+        if let Some(reloader) = reloader {
+            reloader.abort();
+        }
+        let flushed = durability.flush_all().await;
+        match &flushed {
+            Ok(()) => tracing::info!("store flushed; stopped"),
+            Err(e) => tracing::error!(error = %e, "final flush failed"),
+        }
+        result?;
+        flushed?;
+        Ok(())
     }
-    if let Some(reloader) = reloader {
-        reloader.abort();
-    }
-    let flushed = durability.flush_all().await;
-    match &flushed {
-        Ok(()) => tracing::info!("store flushed; stopped"),
-        Err(e) => tracing::error!(error = %e, "final flush failed"),
-    }
-    result?;
-    flushed?;
-    Ok(())
 }

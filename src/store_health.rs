@@ -24,6 +24,7 @@ pub(crate) const PERIOD: Duration = Duration::from_millis(500);
 pub(crate) fn spawn(
     store: Arc<dyn Db>,
     reporter: HealthReporter,
+    shared: Arc<crate::server::Shared>,
     names: &'static [&'static str],
     mut stop: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
@@ -61,7 +62,7 @@ pub(crate) fn spawn(
                 ServingStatus::NotServing
             };
             reporter.set_service_status("", status).await;
-            crate::admin::set_ready(healthy && !*stop.borrow());
+            shared.set_ready(healthy && !*stop.borrow());
             for name in names {
                 reporter.set_service_status(*name, status).await;
             }

@@ -15,7 +15,6 @@ use autoscaled::{
         horizontal_autoscaler_client::HorizontalAutoscalerClient,
         vertical_autoscaler_client::VerticalAutoscalerClient,
     },
-    security::Security,
 };
 use pki::{Ca, Leaf, client_tls, write};
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
@@ -40,23 +39,23 @@ impl Secure {
     async fn start(data: &Path, security: SecurityConfig, health_listener: bool) -> Secure {
         let mut config = Config::with_data_dir(data);
         config.security = security;
+        if health_listener {
+            config.security.health_listen = Some("127.0.0.1:0".parse().unwrap());
+        }
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let health = if health_listener {
-            Some(TcpListener::bind("127.0.0.1:0").await.unwrap())
-        } else {
-            None
-        };
-        let health_addr = health.as_ref().map(|l| l.local_addr().unwrap());
-        let security = Security::load(&config.security).expect("the security files load");
-        let store = autoscaled::server::open_store(&config).unwrap();
+        let server = autoscaled::server::Server::open(listener, config)
+            .await
+            .expect("the security files load and the store opens");
+        let health_addr = server.health_addr();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
-            autoscaled::server::serve_secured(listener, health, config, store, security, async {
-                let _ = stopped.await;
-            })
-            .await
-            .expect("server failed");
+            server
+                .serve(async {
+                    let _ = stopped.await;
+                })
+                .await
+                .expect("server failed");
         });
         Secure {
             addr,

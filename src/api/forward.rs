@@ -1,5 +1,5 @@
 //! Writes of a target made by the replica that owns it: a `Recommend` or `ReportScale` for a
-//! target another replica owns (`HpaStore::owner_of`: etcd with several replicas) is sent on
+//! target another replica owns (`store::Owners`: etcd with several replicas) is sent on
 //! to that replica with the caller's credentials and deadline, and its answer returned as is.
 //! The owner decides from memory without reading etcd; the replicas do not overwrite each
 //! other's targets.

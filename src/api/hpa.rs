@@ -36,7 +36,7 @@ use crate::{
         ReportScaleResponse, SimulateRequest, SimulateResponse, TargetHistory,
         horizontal_autoscaler_server::HorizontalAutoscaler,
     },
-    store::{DecisionEntry, FleetStore, HpaStore, durability::Durability},
+    store::{DecisionEntry, FleetStore, HpaStore, Owners, durability::Durability},
 };
 
 /// What the service needs from the configuration.
@@ -62,6 +62,8 @@ pub struct HorizontalService {
     forwarder: super::forward::Forwarder,
     /// Policies and scaling groups (`api::fleet`); `None`: a service without them (tests).
     fleet: Option<Arc<Fleet>>,
+    /// Which replica decides each target (etcd, several replicas; otherwise this one).
+    owners: Owners,
 }
 
 impl HorizontalService {
@@ -80,6 +82,7 @@ impl HorizontalService {
             evaluate,
             forwarder: super::forward::Forwarder::default(),
             fleet: None,
+            owners: Owners::none(),
         }
     }
 
@@ -87,6 +90,12 @@ impl HorizontalService {
     /// several replicas; without a link nothing is forwarded).
     pub(crate) fn with_peers(mut self, link: Option<super::forward::PeerLink>) -> Self {
         self.forwarder = super::forward::Forwarder::new(link);
+        self
+    }
+
+    /// The service forwarding calls for the targets `owners` gives to other replicas.
+    pub(crate) fn with_owners(mut self, owners: Owners) -> Self {
+        self.owners = owners;
         self
     }
 
@@ -573,7 +582,7 @@ impl HorizontalAutoscaler for HorizontalService {
         request: Request<RecommendRequest>,
     ) -> Result<Response<RecommendResponse>, Status> {
         if !request.get_ref().dry_run {
-            let owner = self.store.owner_of(&request.get_ref().target_key);
+            let owner = self.owners.owner_of(&request.get_ref().target_key);
             let send = |mut c: Client, r| async move { c.recommend(r).await };
             let path = "/autoscaled.v1.HorizontalAutoscaler/Recommend";
             if let Some(answer) = self.forwarder.call(owner, path, &request, send).await {
@@ -617,7 +626,7 @@ impl HorizontalAutoscaler for HorizontalService {
         &self,
         request: Request<ReportScaleRequest>,
     ) -> Result<Response<ReportScaleResponse>, Status> {
-        let owner = self.store.owner_of(&request.get_ref().target_key);
+        let owner = self.owners.owner_of(&request.get_ref().target_key);
         let send = |mut c: Client, r| async move { c.report_scale(r).await };
         let path = "/autoscaled.v1.HorizontalAutoscaler/ReportScale";
         if let Some(answer) = self.forwarder.call(owner, path, &request, send).await {

@@ -30,6 +30,7 @@ pub mod fleet;
 pub(crate) mod folder_lock;
 pub(crate) mod hpa;
 pub(crate) mod keys;
+mod owners;
 pub(crate) mod record;
 pub mod sled;
 mod state;
@@ -44,6 +45,7 @@ use crate::engine::hpa::history::History;
 
 pub use self::db::Db;
 pub use self::fleet::{FleetStore, ScalingGroupDef, StoredPolicy};
+pub use self::owners::Owners;
 pub use self::sled::SledStore;
 pub use self::state::{
     DecisionEntry, DecisionInputs, HpaState, MAX_RUN_DECISIONS, PodTotals, PolicyRef, Reading, Run,
@@ -200,11 +202,6 @@ pub trait HpaStore: Db {
     /// Removes everything stored for the target; false if it had nothing.
     async fn delete(&self, key: &str) -> Result<bool, StoreError>;
 
-    /// The address of the replica that owns `key`, when it is another one (a store shared by
-    /// replicas that share out its targets: [`etcd::ownership`]); `None`: this one decides.
-    fn owner_of(&self, _key: &str) -> Option<String> {
-        None
-    }
     /// [`Self::load`] for a read-modify-write: also returns what [`Self::commit_after`] needs
     /// to detect that another writer (another replica) committed in between.
     async fn load_for_update(&self, key: &str) -> Result<(Option<HpaState>, Seen), StoreError>;

@@ -9,8 +9,8 @@ use std::{collections::BTreeMap, time::Duration};
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{
-    hpa::budget::Ledger,
     hpa::Decision,
+    hpa::budget::Ledger,
     hpa::defaults::metrics_or_default,
     hpa::history::History,
     hpa::settings::Settings,

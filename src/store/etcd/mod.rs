@@ -557,11 +557,6 @@ impl HpaStore for EtcdStore {
         self.list(self.key(&[b"hpa/s/"]), after, limit).await
     }
 
-    fn owner_of(&self, key: &str) -> Option<String> {
-        let ownership = self.ownership.get().filter(|o| o.forward)?;
-        ownership.owner_of(key).map(|r| r.addr)
-    }
-
     async fn delete(&self, key: &str) -> Result<bool, StoreError> {
         self.cache_forget(key);
         let prefix = self.decision_prefix(key);

@@ -133,7 +133,7 @@ pub struct Ownership {
     /// Set by [`EtcdStore::deregister`]: the registration task stops.
     stopped: AtomicBool,
     /// Whether calls for other replicas' targets are forwarded to them
-    /// ([`crate::store::HpaStore::owner_of`]); without, each replica decides what reaches it
+    /// ([`crate::store::Owners`]); without, each replica decides what reaches it
     /// and only caches what it owns.
     pub forward: bool,
     /// The replicas' shared secret: this replica's registration is signed with it, and a
