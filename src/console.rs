@@ -882,6 +882,59 @@ async fn target(
                 int(&b["unitsPerReplica"]).unwrap_or(0)
             );
         }
+        // What the schedules set, and when that changes next.
+        let sched = &newest["schedule"];
+        if sched.is_object() {
+            let names = |field: &str| -> Vec<String> {
+                sched[field]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|v| v.as_str().map(esc))
+                    .collect()
+            };
+            let open = names("applied");
+            let next = sched["nextChangeLocal"]
+                .as_str()
+                .filter(|t| !t.is_empty())
+                .map_or("none within 366 days".to_owned(), esc);
+            let _ = write!(
+                out,
+                "<p id=schedules>Schedules: {}; bounds in force: min {}, max {}{}. Next change: {}</p>",
+                if open.is_empty() {
+                    "none open".to_owned()
+                } else {
+                    format!("{} open", open.join(", "))
+                },
+                int(&sched["minReplicas"]).unwrap_or(0),
+                int(&sched["maxReplicas"]).unwrap_or(0),
+                if sched["conflict"] == true {
+                    " (a floor above a ceiling: the floor wins)"
+                } else {
+                    ""
+                },
+                next
+            );
+        }
+        // What predictive scale-up did, and how accurate its forecaster has been.
+        let p = &newest["predictive"];
+        if p.is_object() {
+            let number = |v: &Value| v.as_f64();
+            let _ = write!(
+                out,
+                "<p id=predictive>Predictive ({}): {}; load {} replicas at target, forecast {} (asks {}, reactive {}); accuracy {}</p>",
+                esc(p["mode"].as_str().unwrap_or("")),
+                esc(p["reason"].as_str().unwrap_or("")),
+                number(&p["load"]).map_or("-".to_owned(), |v| format!("{v:.1}")),
+                number(&p["forecastLoad"]).map_or("-".to_owned(), |v| format!("{v:.1}")),
+                int(&p["forecastReplicas"]).map_or("-".to_owned(), |v| v.to_string()),
+                int(&p["reactiveReplicas"]).map_or("-".to_owned(), |v| v.to_string()),
+                number(&p["wape"]).map_or("not scored yet".to_owned(), |w| format!(
+                    "WAPE {:.1}% over about a day",
+                    w * 100.0
+                )),
+            );
+        }
         out.push_str("<table class=conditions><tr><th>Condition</th><th>Status</th><th>Reason</th><th>Message</th></tr>");
         for c in newest["conditions"].as_array().into_iter().flatten() {
             let _ = write!(

@@ -63,6 +63,8 @@ pub(crate) const TARGETS: &str = "autoscaled_targets";
 pub(crate) const TARGET_REPLICAS: &str = "autoscaled_target_replicas";
 /// Opt-in: 1 when the target's last recorded decision was limited (ScalingLimited True).
 pub(crate) const TARGET_LIMITED: &str = "autoscaled_target_limited";
+pub(crate) const PREDICTIVE_DECISIONS_TOTAL: &str = "autoscaled_predictive_decisions_total";
+pub(crate) const TARGET_FORECAST_WAPE: &str = "autoscaled_target_forecast_wape";
 
 /// Set once the Prometheus recorder is installed. Without it the facade's no-op recorder
 /// drops every value, but building a key still allocates (labels are copied into it, the
@@ -152,6 +154,16 @@ fn describe() {
         Unit::Count,
         "1 when a target's last recorded decision was limited (opt-in, capped)"
     );
+    describe_counter!(
+        PREDICTIVE_DECISIONS_TOTAL,
+        Unit::Count,
+        "Decisions of targets with spec.predictive, by mode and PredictiveScaling reason"
+    );
+    metrics::describe_gauge!(
+        TARGET_FORECAST_WAPE,
+        Unit::Count,
+        "A predictive target's forecast error over the last day, as a share of its load (opt-in, capped)"
+    );
     describe_histogram!(
         STORE_COMMIT_DURATION,
         Unit::Seconds,
@@ -229,6 +241,15 @@ pub(crate) fn hpa_decision(
     }
 }
 
+/// One decision of a target with `spec.predictive` on: its mode and why the forecast did or
+/// did not raise it (both from fixed lists, so the series stay few).
+pub(crate) fn predictive_decision(mode: &'static str, reason: &'static str) {
+    if !installed() {
+        return;
+    }
+    counter!(PREDICTIVE_DECISIONS_TOTAL, "mode" => mode, "reason" => reason).increment(1);
+}
+
 /// The stored targets of `kind`, counted.
 pub(crate) fn targets_stored(kind: &'static str, count: usize) {
     if !installed() {
@@ -266,7 +287,13 @@ pub(crate) fn set_per_target_cap(cap: usize) {
 }
 
 /// A recorded decision of `key`: its gauges, if it has (or may still get) a slot.
-pub(crate) fn target_decision(key: &str, current: i32, desired: i32, limited: bool) {
+pub(crate) fn target_decision(
+    key: &str,
+    current: i32,
+    desired: i32,
+    limited: bool,
+    forecast: Option<(Option<i32>, Option<f64>)>,
+) {
     let cap = PER_TARGET_CAP.load(Ordering::Relaxed);
     if cap == 0 || !installed() {
         return;
@@ -288,7 +315,21 @@ pub(crate) fn target_decision(key: &str, current: i32, desired: i32, limited: bo
         .set(f64::from(current));
     metrics::gauge!(TARGET_REPLICAS, "target" => target.clone(), "kind" => "desired")
         .set(f64::from(desired));
-    metrics::gauge!(TARGET_LIMITED, "target" => target).set(if limited { 1.0 } else { 0.0 });
+    metrics::gauge!(TARGET_LIMITED, "target" => target.clone()).set(if limited {
+        1.0
+    } else {
+        0.0
+    });
+    // The forecast's replicas and accuracy, beside the decision, while it has them.
+    if let Some((replicas, wape)) = forecast {
+        if let Some(replicas) = replicas {
+            metrics::gauge!(TARGET_REPLICAS, "target" => target.clone(), "kind" => "forecast")
+                .set(f64::from(replicas));
+        }
+        if let Some(wape) = wape {
+            metrics::gauge!(TARGET_FORECAST_WAPE, "target" => target).set(wape);
+        }
+    }
 }
 
 /// One `ReportScale` that was accepted.

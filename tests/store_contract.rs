@@ -79,6 +79,8 @@ fn spec() -> HorizontalSpec {
         metrics: vec![],
         behavior: None,
         extensions: None,
+        schedules: Vec::new(),
+        predictive: None,
     }
 }
 
@@ -119,6 +121,8 @@ fn entry(secs: i64, desired: i32) -> DecisionEntry {
         rescale_reason: None,
         extensions: None,
         budget: None,
+        schedule: None,
+        predictive: None,
     };
     DecisionEntry::single(
         Time::from_unix_secs(T0 + secs),

@@ -142,7 +142,8 @@ impl Call {
                     });
                 }
                 let units = def.units_of(key);
-                let (current, min) = (observation.current_replicas, spec.min_replicas.unwrap_or(1));
+                let current = observation.current_replicas;
+                let min = engine(|| hpa::schedule::min_replicas_at(spec, now))?;
                 let (evaluation, changed) = engine(|| {
                     hpa::decide_in_group(&mut def.ledger, name, key, units, current, min, decide)
                 })?;
@@ -196,6 +197,9 @@ impl Call {
                 && decision.desired_replicas != decision.current_replicas)
                 .then_some(decision.desired_replicas > decision.current_replicas),
         );
+        if let Some(report) = decision.predictive.as_deref() {
+            crate::metrics::predictive_decision(report.mode.as_str(), report.reason.as_str());
+        }
         if input.dry_run {
             return;
         }
@@ -211,6 +215,10 @@ impl Call {
             decision.current_replicas,
             decision.desired_replicas,
             limited,
+            decision
+                .predictive
+                .as_deref()
+                .map(|p| (p.forecast_replicas, p.wape)),
         );
     }
 

@@ -29,6 +29,7 @@ pub(crate) fn logged_run(entry: DecisionEntry) -> whatif::LoggedRun {
             max_replicas: i.max_replicas,
             behavior: i.behavior,
             settings: i.settings,
+            schedules: i.schedules,
         }),
         pod_totals,
         readings: entry

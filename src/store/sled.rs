@@ -298,6 +298,8 @@ mod tests {
             rescale_reason: None,
             extensions: None,
             budget: None,
+            schedule: None,
+            predictive: None,
         }
     }
 
@@ -308,6 +310,8 @@ mod tests {
             metrics: vec![],
             behavior: None,
             extensions: None,
+            schedules: Vec::new(),
+            predictive: None,
         }
     }
 

@@ -13,6 +13,7 @@ use crate::engine::{
     hpa::budget::Ledger,
     hpa::defaults::metrics_or_default,
     hpa::history::History,
+    hpa::schedule::Schedule,
     hpa::settings::Settings,
     hpa::spec::{Behavior, HorizontalSpec, MetricSpec, MetricTargetType},
     time::Time,
@@ -96,6 +97,10 @@ pub struct DecisionInputs {
     /// scaled. A run holds decisions of one mode.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub shadow: bool,
+    /// The spec's schedules (`hpa::schedule`): a run holds decisions under one list, and a
+    /// replay of the run under its own spec applies them again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schedules: Vec<Schedule>,
 }
 
 /// A policy as a decision used it: its name and version.
@@ -197,6 +202,7 @@ impl DecisionEntry {
                 settings: settings.clone(),
                 policy: None,
                 shadow: false,
+                schedules: spec.schedules.clone(),
             }),
             pod_totals: Vec::new(),
             readings: vec![Reading::of(time, &decision, &spec.metrics)],

@@ -809,6 +809,36 @@ spec = { max_replicas = 10, metrics = [{ type = "METRIC_SOURCE_TYPE_PODS", name 
     }
 
     #[test]
+    fn schedules_and_predictive_are_read_and_their_mistakes_named() {
+        let extra = r#"max_replicas = 10, predictive = { mode = "PREDICTIVE_MODE_FORECAST_ONLY", startup_delay = "240s" }, schedules = [{ name = "day", start = "0 9 * * 1-5", end = "0 17 * * 1-5", time_zone = "Europe/Berlin", min_replicas = 4 }]"#;
+        let c = Config::parse(
+            &GOOD.replace("max_replicas = 10", extra),
+            false,
+            "agent.toml",
+        )
+        .unwrap();
+        assert!(c.rejected.is_empty(), "{:?}", c.rejected);
+        let spec = &c.targets[0].spec;
+        let p = spec.predictive.as_ref().unwrap();
+        assert_eq!(p.mode, pb::PredictiveMode::ForecastOnly as i32);
+        assert_eq!(p.startup_delay.unwrap().seconds, 240);
+        assert_eq!(spec.schedules[0].min_replicas, Some(4));
+        for (from, to, field) in [
+            ("240s", "7200s", "spec.predictive.startup_delay"),
+            (
+                "Europe/Berlin",
+                "Nowhere/Atlantis",
+                "spec.schedules[0].time_zone",
+            ),
+        ] {
+            let text = GOOD.replace("max_replicas = 10", &extra.replace(from, to));
+            let c = Config::parse(&text, false, "agent.toml").unwrap();
+            assert!(c.targets.is_empty(), "{to}");
+            assert!(c.rejected[0].contains(field), "{}", c.rejected[0]);
+        }
+    }
+
+    #[test]
     fn a_file_that_does_not_parse_is_refused_whole() {
         let e = Config::parse("[server\naddr = 1", false, "agent.toml").unwrap_err();
         assert!(e.to_string().starts_with("agent.toml: "), "{e}");

@@ -92,6 +92,8 @@ fn spec(metrics: usize) -> HorizontalSpec {
         metrics: all[..metrics].to_vec(),
         behavior: None,
         extensions: None,
+        schedules: Vec::new(),
+        predictive: None,
     }
 }
 

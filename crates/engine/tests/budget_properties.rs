@@ -67,6 +67,8 @@ fn spec_with(min: i32, max: i32, behavior: Option<Behavior>) -> HorizontalSpec {
         }],
         behavior,
         extensions: None,
+        schedules: Vec::new(),
+        predictive: None,
     }
 }
 

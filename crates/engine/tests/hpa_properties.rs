@@ -197,6 +197,8 @@ fn arb_spec() -> impl Strategy<Value = HorizontalSpec> {
                 metrics,
                 behavior,
                 extensions: None,
+                schedules: Vec::new(),
+                predictive: None,
             },
         )
 }
@@ -284,6 +286,7 @@ fn arb_history() -> impl Strategy<Value = History> {
                 scale_up_events,
                 scale_down_events,
                 extensions: None,
+                predictive: None,
             },
         )
 }
@@ -298,6 +301,8 @@ fn arb_valid_spec() -> impl Strategy<Value = HorizontalSpec> {
             metrics: vec![cpu_utilization(target)],
             behavior: behavior.map(sanitize_behavior),
             extensions: None,
+            schedules: Vec::new(),
+            predictive: None,
         }
     })
 }

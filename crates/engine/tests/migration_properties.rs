@@ -104,6 +104,7 @@ proptest! {
             metrics: metrics(),
             behavior: None,
             extensions: None,
+            schedules: Vec::new(), predictive: None,
         };
         let with = HorizontalSpec { extensions: Some(Extensions::default()), ..base.clone() };
         let history = History {
@@ -161,6 +162,7 @@ proptest! {
                 fallback: Some(TargetFallback { failure_threshold: 0, replicas, behavior }),
                 ..Extensions::default()
             }),
+            schedules: Vec::new(), predictive: None,
         };
         // The queue fails every time; cpu stays healthy.
         let mut history = History::default();

@@ -2,7 +2,7 @@
 //! parts of a decision are autoscaled-wire's [`hpa_response`]).
 
 use autoscaled_wire::convert::{
-    hpa_response::{budget_report, explanation, metric_status},
+    hpa_response::{budget_report, explanation, metric_status, predictive_report, schedule_report},
     migration, to_timestamp,
 };
 
@@ -58,6 +58,8 @@ pub(crate) fn decision_record(e: &DecisionEntry) -> pb::DecisionRecord {
             .and_then(|i| i.policy.as_ref())
             .map(policy_ref),
         budget: d.budget.as_deref().map(budget_report),
+        schedule: d.schedule.as_deref().map(schedule_report),
+        predictive: d.predictive.as_deref().map(predictive_report),
         shadow: e.shadow(),
     }
 }

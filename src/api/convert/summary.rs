@@ -106,6 +106,8 @@ pub(crate) fn target_summary(key: &str, newest: Option<&DecisionEntry>) -> pb::T
         run_count: record.run_count,
         first_evaluation_time: record.first_evaluation_time,
         shadow: record.shadow,
+        schedule: record.schedule,
+        predictive: record.predictive,
     }
 }
 

@@ -404,6 +404,8 @@ mod tests {
             rescale_reason: None,
             extensions: None,
             budget: None,
+            schedule: None,
+            predictive: None,
         };
         let spec = HorizontalSpec {
             min_replicas: Some(1),
@@ -411,6 +413,8 @@ mod tests {
             metrics: vec![],
             behavior: None,
             extensions: None,
+            schedules: Vec::new(),
+            predictive: None,
         };
         DecisionEntry::single(
             Time::from_unix_secs(secs),

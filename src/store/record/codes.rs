@@ -32,6 +32,7 @@ codes!(condition_type, condition_type_from, ConditionType, {
     ConditionType::Fallback => 5,
     ConditionType::ExternalMetricFallbackActive => 6,
     ConditionType::Paused => 7,
+    ConditionType::PredictiveScaling => 8,
 });
 
 codes!(condition_reason, condition_reason_from, ConditionReason, {
@@ -68,6 +69,16 @@ codes!(condition_reason, condition_reason_from, ConditionReason, {
     ConditionReason::NotPaused => 30,
     ConditionReason::FailedUpdateScale => 31,
     ConditionReason::BudgetLimited => 32,
+    ConditionReason::ScheduledMinimum => 33,
+    ConditionReason::ScheduledMaximum => 34,
+    ConditionReason::ScheduleConflict => 35,
+    ConditionReason::ForecastRaised => 36,
+    ConditionReason::ForecastBelowReactive => 37,
+    ConditionReason::ForecastOnly => 38,
+    ConditionReason::InsufficientHistory => 39,
+    ConditionReason::ForecastInaccurate => 40,
+    ConditionReason::ForecastNotWorthIt => 41,
+    ConditionReason::LoadUnavailable => 42,
 });
 
 codes!(decision_path, decision_path_from, DecisionPath, {

@@ -21,6 +21,11 @@ use crate::{
             extensions::{
                 ExtensionReport, ExtensionState, FiredRule, MetricHealth, removal::RemovalCandidate,
             },
+            predictive::{
+                self, PredictiveMode, PredictiveReport,
+                model::{LoadModel, ModelKind},
+            },
+            schedule::{Schedule, ScheduleReport},
         },
         time::Time,
     },
@@ -66,6 +71,16 @@ pub(crate) fn history_to_record(h: &History) -> pb::History {
             .map(|e| scale_event_to_record(e, base))
             .collect(),
         extensions: h.extensions.as_ref().map(extensions_to_record),
+        predictive_on: h.predictive.is_some(),
+        predictive_models: h
+            .predictive
+            .iter()
+            .flat_map(|p| &p.models)
+            .map(|(metric, model)| pb::PredictiveModel {
+                metric: metric.clone(),
+                state: model.to_bytes(),
+            })
+            .collect(),
     }
 }
 
@@ -166,6 +181,20 @@ pub(crate) fn history_from_record(r: &pb::History) -> Result<History, String> {
             .map(|e| scale_event_from_record(e, base))
             .collect(),
         extensions: r.extensions.as_ref().map(extensions_from_record),
+        predictive: (r.predictive_on || !r.predictive_models.is_empty()).then(|| {
+            predictive::State {
+                // A model that does not decode (another format, a damaged blob) starts afresh.
+                models: r
+                    .predictive_models
+                    .iter()
+                    .filter_map(|m| {
+                        LoadModel::from_bytes(&m.state)
+                            .ok()
+                            .map(|model| (m.metric.clone(), model))
+                    })
+                    .collect(),
+            }
+        }),
     })
 }
 
@@ -395,6 +424,49 @@ pub(crate) fn run_from_record(r: &pb::DecisionRun) -> Result<DecisionEntry, Stri
                 used: b.used,
             })
         }),
+        schedule: d.schedule.as_ref().map(|s| {
+            Box::new(ScheduleReport {
+                applied: s.applied.clone(),
+                min_replicas: s.min_replicas,
+                max_replicas: s.max_replicas,
+                floor: s.floor,
+                ceiling: s.ceiling,
+                floor_by: s.floor_by.clone(),
+                ceiling_by: s.ceiling_by.clone(),
+                conflict: s.conflict,
+                until: s.until_ms.map(Time::from_unix_millis),
+                until_local: (!s.until_local.is_empty()).then(|| s.until_local.clone()),
+            })
+        }),
+        predictive: d
+            .predictive
+            .as_ref()
+            .map(|p| -> Result<Box<PredictiveReport>, String> {
+                Ok(Box::new(PredictiveReport {
+                    mode: match p.mode {
+                        1 => PredictiveMode::ForecastOnly,
+                        2 => PredictiveMode::ScaleUp,
+                        m => return Err(format!("predictive mode {m}")),
+                    },
+                    metric: (!p.metric.is_empty()).then(|| p.metric.clone()),
+                    model: match p.model {
+                        0 => None,
+                        m => Some(
+                            *ModelKind::ALL
+                                .get(m as usize - 1)
+                                .ok_or_else(|| format!("forecast model {m}"))?,
+                        ),
+                    },
+                    load: p.load,
+                    forecast_load: p.forecast_load,
+                    forecast_replicas: p.forecast_replicas,
+                    reactive_replicas: p.reactive_replicas,
+                    raised: p.raised,
+                    wape: p.wape,
+                    reason: codes::condition_reason_from(p.reason)?,
+                }))
+            })
+            .transpose()?,
     };
     let readings = r
         .readings
@@ -583,6 +655,38 @@ fn decision_to_record(e: &DecisionEntry, max_pod_names: usize) -> pb::Decision {
             capacity: b.capacity,
             units_per_replica: b.units_per_replica,
             used: b.used,
+        }),
+        schedule: d.schedule.as_deref().map(|s| pb::ScheduleReport {
+            applied: s.applied.clone(),
+            min_replicas: s.min_replicas,
+            max_replicas: s.max_replicas,
+            floor: s.floor,
+            ceiling: s.ceiling,
+            floor_by: s.floor_by.clone(),
+            ceiling_by: s.ceiling_by.clone(),
+            conflict: s.conflict,
+            until_ms: s.until.map(Time::unix_millis),
+            until_local: s.until_local.clone().unwrap_or_default(),
+        }),
+        predictive: d.predictive.as_deref().map(|p| pb::PredictiveReport {
+            mode: match p.mode {
+                PredictiveMode::ForecastOnly => 1,
+                PredictiveMode::ScaleUp | PredictiveMode::Off => 2,
+            },
+            metric: p.metric.clone().unwrap_or_default(),
+            model: p.model.map_or(0, |m| {
+                ModelKind::ALL
+                    .iter()
+                    .position(|k| *k == m)
+                    .map_or(0, |i| i as u32 + 1)
+            }),
+            load: p.load,
+            forecast_load: p.forecast_load,
+            forecast_replicas: p.forecast_replicas,
+            reactive_replicas: p.reactive_replicas,
+            raised: p.raised,
+            wape: p.wape,
+            reason: codes::condition_reason(p.reason),
         }),
     }
 }
@@ -925,6 +1029,19 @@ fn inputs_to_record(i: &DecisionInputs) -> pb::Inputs {
             .unwrap_or_default(),
         policy_version: i.policy.as_ref().map_or(0, |p| p.version),
         shadow: i.shadow,
+        schedules: i
+            .schedules
+            .iter()
+            .map(|s| pb::Schedule {
+                name: s.name.clone(),
+                start: s.start.clone(),
+                end: s.end.clone(),
+                duration_ms: s.duration.map(ms),
+                time_zone: s.time_zone.clone(),
+                min_replicas: s.min_replicas,
+                max_replicas: s.max_replicas,
+            })
+            .collect(),
         settings_changes: Some(pb::SettingsChanges {
             tolerance: changed_f(s.tolerance, d.tolerance),
             cpu_initialization_period_ms: changed(
@@ -999,6 +1116,19 @@ fn inputs_from_record(i: &pb::Inputs) -> Result<DecisionInputs, String> {
             version: i.policy_version,
         }),
         shadow: i.shadow,
+        schedules: i
+            .schedules
+            .iter()
+            .map(|s| Schedule {
+                name: s.name.clone(),
+                start: s.start.clone(),
+                end: s.end.clone(),
+                duration: s.duration_ms.map(Duration::from_millis),
+                time_zone: s.time_zone.clone(),
+                min_replicas: s.min_replicas,
+                max_replicas: s.max_replicas,
+            })
+            .collect(),
     })
 }
 
@@ -1103,6 +1233,8 @@ mod tests {
             ),
             extensions: None,
             budget: None,
+            schedule: None,
+            predictive: None,
         };
         DecisionEntry {
             time: Time::from_unix_millis(1_767_225_660_000),
@@ -1130,6 +1262,7 @@ mod tests {
             inputs: Some(DecisionInputs {
                 policy: None,
                 shadow: false,
+                schedules: Vec::new(),
                 min_replicas: Some(1),
                 max_replicas: 10,
                 behavior: Some(Behavior {
@@ -1188,6 +1321,7 @@ mod tests {
             }],
             scale_down_events: vec![],
             extensions: None,
+            predictive: None,
         }
     }
 

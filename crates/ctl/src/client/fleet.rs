@@ -429,6 +429,8 @@ pub fn describe_summary(s: &api::TargetSummary, history: &api::TargetHistory, no
             newest.budget.as_ref(),
         ));
     }
+    rows.extend(super::schedule_rows(s.schedule.as_ref()));
+    rows.extend(super::predictive_rows(s.predictive.as_ref()));
     let mut out = aligned(&rows);
     out.push_str(&describe_conditions(&s.conditions));
     let statuses: Vec<api::MetricStatus> = s

@@ -455,6 +455,8 @@ pub fn describe_recommendation(
         response.policy.as_ref(),
         response.budget.as_ref(),
     ));
+    rows.extend(schedule_rows(response.schedule.as_ref()));
+    rows.extend(predictive_rows(response.predictive.as_ref()));
     let mut out = aligned(&rows);
     out.push_str(&describe_conditions(&response.conditions));
     out.push_str(&describe_warnings(&response.warnings));
@@ -498,6 +500,115 @@ pub(crate) fn policy_and_budget(
     rows
 }
 
+/// The rows saying what a decision's schedules did: the open ones and what they set, the
+/// bounds in force, and when the next window opens or closes. None for a spec without
+/// schedules.
+pub(crate) fn schedule_rows(report: Option<&api::ScheduleReport>) -> Vec<(String, String)> {
+    let Some(r) = report else {
+        return Vec::new();
+    };
+    let mut open = Vec::new();
+    for name in &r.applied {
+        let mut what = Vec::new();
+        if r.floor_by.contains(name) {
+            what.push(format!("floor {}", r.floor.unwrap_or_default()));
+        }
+        if r.ceiling_by.contains(name) {
+            what.push(format!("ceiling {}", r.ceiling.unwrap_or_default()));
+        }
+        open.push(if what.is_empty() {
+            name.clone()
+        } else {
+            format!("{name} ({})", what.join(", "))
+        });
+    }
+    let mut rows = vec![(
+        "Schedules:".to_owned(),
+        if open.is_empty() {
+            "none open".to_owned()
+        } else {
+            let mut text = open.join(", ");
+            if r.conflict {
+                text.push_str(": the floor is above the ceiling and wins");
+            }
+            text
+        },
+    )];
+    rows.push((
+        "  Bounds in force:".to_owned(),
+        format!("min {}, max {}", r.min_replicas, r.max_replicas),
+    ));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    rows.push((
+        "  Next change:".to_owned(),
+        match &r.next_change {
+            Some(t) if t.seconds >= now => format!(
+                "{} (in {})",
+                r.next_change_local,
+                fleet::age(
+                    Some(&prost_types::Timestamp {
+                        seconds: now,
+                        nanos: 0
+                    }),
+                    t.seconds
+                )
+            ),
+            Some(_) => format!("{} (passed since this decision)", r.next_change_local),
+            None => "none within 366 days".to_owned(),
+        },
+    ));
+    rows
+}
+
+/// The rows saying what predictive scale-up did in a decision, and how accurate its
+/// forecaster has been. None without `spec.predictive`.
+pub(crate) fn predictive_rows(report: Option<&api::PredictiveReport>) -> Vec<(String, String)> {
+    let Some(p) = report else {
+        return Vec::new();
+    };
+    let mode = match api::PredictiveMode::try_from(p.mode) {
+        Ok(api::PredictiveMode::ForecastOnly) => "forecast only",
+        Ok(api::PredictiveMode::ScaleUp) => "scale up",
+        _ => "off",
+    };
+    let what = match (p.forecast_replicas, p.reactive_replicas) {
+        (Some(f), Some(r)) if p.raised && mode == "scale up" => {
+            format!(
+                "raised to {f} from {r} ({} forecast of {})",
+                p.model, p.metric
+            )
+        }
+        (Some(f), Some(r)) if p.raised => {
+            format!(
+                "would have asked {f} instead of {r} ({} forecast of {})",
+                p.model, p.metric
+            )
+        }
+        (Some(f), _) => format!(
+            "forecast {f}, not above the reactive count ({} forecast of {})",
+            p.model, p.metric
+        ),
+        _ => format!("reactive: {}", p.reason),
+    };
+    let mut rows = vec![("Predictive:".to_owned(), format!("{mode}: {what}"))];
+    if let (Some(load), Some(forecast)) = (p.load, p.forecast_load) {
+        rows.push((
+            "  Load:".to_owned(),
+            format!("{load:.1} replicas at target now, up to {forecast:.1} forecast"),
+        ));
+    }
+    rows.push((
+        "  Accuracy:".to_owned(),
+        p.wape.map_or_else(
+            || "not scored yet".to_owned(),
+            |w| format!("WAPE {:.1}% over about a day", w * 100.0),
+        ),
+    ));
+    rows
+}
+
 /// The stored history of a target: the latest decision in full, then the stored
 /// recommendations and scale events and one line per recorded decision.
 pub fn describe_history(history: &api::TargetHistory) -> String {
@@ -529,6 +640,8 @@ pub fn describe_history(history: &api::TargetHistory) -> String {
         last.policy.as_ref(),
         last.budget.as_ref(),
     ));
+    rows.extend(schedule_rows(last.schedule.as_ref()));
+    rows.extend(predictive_rows(last.predictive.as_ref()));
     let mut out = aligned(&rows);
     out.push_str(&describe_conditions(&last.conditions));
     out.push_str(&describe_explanation(

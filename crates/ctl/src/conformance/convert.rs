@@ -367,6 +367,23 @@ pub(crate) fn decision_from_response(
                 used: b.used,
             })
         }),
+        schedule: r.schedule.as_ref().map(|s| {
+            Box::new(autoscaled_engine::hpa::schedule::ScheduleReport {
+                applied: s.applied.clone(),
+                min_replicas: s.min_replicas,
+                max_replicas: s.max_replicas,
+                floor: s.floor,
+                ceiling: s.ceiling,
+                floor_by: s.floor_by.clone(),
+                ceiling_by: s.ceiling_by.clone(),
+                conflict: s.conflict,
+                until: s.next_change.as_ref().map(|t| {
+                    Time::from_unix_millis(t.seconds * 1000 + i64::from(t.nanos / 1_000_000))
+                }),
+                until_local: (!s.next_change_local.is_empty()).then(|| s.next_change_local.clone()),
+            })
+        }),
+        predictive: None,
     })
 }
 
@@ -467,6 +484,7 @@ pub(crate) fn history_from_target_history(h: &pb::TargetHistory) -> History {
         scale_up_events: h.scale_up_events.iter().map(event).collect(),
         scale_down_events: h.scale_down_events.iter().map(event).collect(),
         extensions: None,
+        predictive: None,
     }
 }
 
@@ -518,6 +536,8 @@ mod tests {
                 scale_down: None,
             }),
             extensions: None,
+            schedules: Vec::new(),
+            predictive: None,
         };
         let settings = Settings {
             tolerance: 0.2,

@@ -393,6 +393,8 @@ fn convert_spec(s: &SpecJson) -> Result<HorizontalSpec, String> {
         metrics,
         behavior,
         extensions: None,
+        schedules: Vec::new(),
+        predictive: None,
     })
 }
 

@@ -24,6 +24,9 @@ pub enum ConditionType {
     ExternalMetricFallbackActive,
     /// KEDA's `Paused`: whether the paused annotations froze scaling (or one direction of it).
     Paused,
+    /// Predictive scale-up (`spec.predictive`; not a Kubernetes condition): True when a
+    /// forecast was acted on, False with the reason it was not.
+    PredictiveScaling,
 }
 
 impl ConditionType {
@@ -38,6 +41,7 @@ impl ConditionType {
             ConditionType::Fallback => "Fallback",
             ConditionType::ExternalMetricFallbackActive => "ExternalMetricFallbackActive",
             ConditionType::Paused => "Paused",
+            ConditionType::PredictiveScaling => "PredictiveScaling",
         }
     }
 }
@@ -114,6 +118,27 @@ pub enum ConditionReason {
     /// A scaling group's budget capped the desired count (`hpa::budget`; not a Kubernetes
     /// reason: Kubernetes has no groups).
     BudgetLimited,
+    /// The desired count was raised to a minimum a schedule set (`hpa::schedule`; not a
+    /// Kubernetes reason: `TooFewReplicas` when the limit is the spec's own).
+    ScheduledMinimum,
+    /// The desired count was capped at a maximum a schedule set (else `TooManyReplicas`).
+    ScheduledMaximum,
+    /// A scheduled floor above a scheduled ceiling won: the count is held at the floor.
+    ScheduleConflict,
+    /// Predictive: the forecast raised the count above the reactive one.
+    ForecastRaised,
+    /// Predictive: the forecast is usable but not above the reactive count.
+    ForecastBelowReactive,
+    /// Predictive, forecast_only: what the forecast would have asked (nothing applied).
+    ForecastOnly,
+    /// Predictive: the model has not been scored long enough to be trusted.
+    InsufficientHistory,
+    /// Predictive: the forecasts' raises did not avoid enough shortfall for what they added.
+    ForecastInaccurate,
+    /// Predictive: significant forecasts exist but do not beat a plain 5 % headroom now.
+    ForecastNotWorthIt,
+    /// Predictive: no metric of the spec had a load in this decision.
+    LoadUnavailable,
 }
 
 impl ConditionReason {
@@ -153,6 +178,16 @@ impl ConditionReason {
             ConditionReason::ScaleOutPaused => "ScaleOutPaused",
             ConditionReason::NotPaused => "NotPaused",
             ConditionReason::BudgetLimited => "BudgetLimited",
+            ConditionReason::ScheduledMinimum => "ScheduledMinimum",
+            ConditionReason::ScheduledMaximum => "ScheduledMaximum",
+            ConditionReason::ScheduleConflict => "ScheduleConflict",
+            ConditionReason::ForecastRaised => "ForecastRaised",
+            ConditionReason::ForecastBelowReactive => "ForecastBelowReactive",
+            ConditionReason::ForecastOnly => "ForecastOnly",
+            ConditionReason::InsufficientHistory => "InsufficientHistory",
+            ConditionReason::ForecastInaccurate => "ForecastInaccurate",
+            ConditionReason::ForecastNotWorthIt => "ForecastNotWorthIt",
+            ConditionReason::LoadUnavailable => "LoadUnavailable",
         }
     }
 }

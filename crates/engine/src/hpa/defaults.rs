@@ -281,6 +281,8 @@ mod tests {
             metrics: vec![],
             behavior,
             extensions: None,
+            schedules: Vec::new(),
+            predictive: None,
         }
     }
 

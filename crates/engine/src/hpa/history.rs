@@ -22,6 +22,10 @@ pub struct History {
     /// without extensions; absent in records written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extensions: Option<super::extensions::types::ExtensionState>,
+    /// Predictive scale-up's models (`hpa::predictive`), one per metric. `None` without
+    /// `spec.predictive` (or with mode off); absent in records written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predictive: Option<super::predictive::State>,
 }
 
 /// `timestampedRecommendation`: a prenormalized proposal and when it was made.

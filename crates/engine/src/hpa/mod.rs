@@ -13,8 +13,10 @@ pub mod history;
 pub mod normalize;
 pub mod observation;
 pub mod outcome;
+pub mod predictive;
 pub mod prune;
 pub mod replicas;
+pub mod schedule;
 pub mod settings;
 pub mod spec;
 pub mod validate;
@@ -73,6 +75,13 @@ pub struct Decision {
     /// decision is exactly the plain HPA's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<Box<budget::BudgetReport>>,
+    /// What the spec's schedules did (`schedule`); `None` for a spec without schedules, so
+    /// its stored decisions read and compare as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<Box<schedule::ScheduleReport>>,
+    /// What predictive scale-up did (`predictive`); `None` without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predictive: Option<Box<predictive::PredictiveReport>>,
 }
 
 /// The branch of `reconcileAutoscaler` that produced the decision.
@@ -208,7 +217,7 @@ pub mod messages {
 /// The conditions of one evaluation: one slot per type, the last write wins (`setCondition`).
 /// The three HPA types first, then the extensions' types.
 #[derive(Default)]
-struct Conditions([Option<Condition>; 8]);
+struct Conditions([Option<Condition>; 9]);
 
 impl Conditions {
     fn set(
@@ -236,6 +245,7 @@ impl Conditions {
             ConditionType::Fallback => 5,
             ConditionType::ExternalMetricFallbackActive => 6,
             ConditionType::Paused => 7,
+            ConditionType::PredictiveScaling => 8,
         };
         self.0[slot] = Some(condition);
     }
@@ -253,6 +263,10 @@ struct Reconciliation<'a> {
     now: Time,
     conditions: Conditions,
     decision: Decision,
+    /// A forecast's count to raise the stabilized count to (`predictive`, scale_up).
+    raise: Option<i32>,
+    /// The forecast raised the count in the normalization.
+    raised: bool,
 }
 
 impl<'a> Reconciliation<'a> {
@@ -274,6 +288,14 @@ impl<'a> Reconciliation<'a> {
         );
         let mut history = history.clone();
         record_initial_recommendation(&mut history, current, now);
+        // A spec without predictive scale-up keeps no model (one turned off drops it).
+        if spec
+            .predictive
+            .as_ref()
+            .is_none_or(|p| p.mode == predictive::PredictiveMode::Off)
+        {
+            history.predictive = None;
+        }
         let spec = defaults::set_defaults(spec, settings);
         let (path, scale_up_limit, scale_down_limit) = match &spec.behavior {
             Some(b) => (
@@ -305,6 +327,8 @@ impl<'a> Reconciliation<'a> {
             history,
             now,
             conditions,
+            raise: None,
+            raised: false,
             decision: Decision {
                 current_replicas: current,
                 desired_replicas: current,
@@ -319,6 +343,8 @@ impl<'a> Reconciliation<'a> {
                 rescale_reason: None,
                 extensions: None,
                 budget: None,
+                schedule: None,
+                predictive: None,
             },
         }
     }
@@ -352,6 +378,30 @@ impl<'a> Reconciliation<'a> {
                 prenormalized,
             ),
         };
+        let mut normalized = normalized;
+        // Predictive scale-up: the stabilized count raised to the forecast's, then the same
+        // rate limits and bounds (the stabilization window keeps the reactive proposal).
+        if let Some(raise) = self.raise.filter(|&r| r > normalized.stabilized) {
+            let (desired, reason, message) = match &self.spec.behavior {
+                None => {
+                    normalize::convert_desired_replicas_with_rules(self.settings, bounds, raise)
+                }
+                Some(_) => normalize::convert_desired_replicas_with_behavior_rate(
+                    bounds,
+                    raise,
+                    normalized.scale_up_limit,
+                    normalized.scale_down_limit.unwrap_or(i32::MIN),
+                ),
+            };
+            self.raised = desired > normalized.desired;
+            normalized.desired = desired;
+            normalized.scaling_limited = Condition {
+                condition_type: ConditionType::ScalingLimited,
+                status: desired != raise,
+                reason,
+                message: message.into(),
+            };
+        }
         self.decision.stabilized_replicas = Some(normalized.stabilized);
         self.decision.scale_up_limit = Some(normalized.scale_up_limit);
         self.decision.scale_down_limit = normalized.scale_down_limit;
@@ -475,6 +525,23 @@ pub fn evaluate_within(
     budget: Option<&budget::Allocation>,
 ) -> Result<Evaluation, InvalidInput> {
     validate::validate(settings, spec, observation, history)?;
+    // The schedules in force at `now` become the spec's bounds (every Kubernetes path reads
+    // its bounds from the spec), and the decision says which schedule set them.
+    let scheduled = schedule::Scheduled::resolve(spec, now)?;
+    let spec = scheduled.spec(spec);
+    let evaluation = evaluate_scheduled(settings, spec, observation, history, now, budget)?;
+    Ok(scheduled.annotate(evaluation))
+}
+
+/// [`evaluate_within`] on a spec whose bounds are those in force.
+fn evaluate_scheduled(
+    settings: &Settings,
+    spec: &HorizontalSpec,
+    observation: &Observation,
+    history: &History,
+    now: Time,
+    budget: Option<&budget::Allocation>,
+) -> Result<Evaluation, InvalidInput> {
     if spec.extensions.is_some() || settings.scale_to_zero {
         // The gate's rules (ScaledToZero, a zero that is not ours left alone) need the
         // extensions' state even when the spec has no extension of its own.
@@ -681,6 +748,18 @@ fn reconcile(
         ),
     );
     r.decision.error = combined.error;
+    // Predictive scale-up: the loads observed, the forecast to raise to after stabilization.
+    let forecast = spec.predictive.as_ref().and_then(|p| {
+        predictive::Step::start(
+            p,
+            &mut r.history.predictive,
+            &spec.metrics,
+            &r.decision.metrics,
+            observation,
+            now,
+        )
+    });
+    r.raise = forecast.as_ref().and_then(predictive::Step::raise);
 
     let prenormalized = combined.replicas.max(0);
     let mut rescale_reason = if prenormalized > current {
@@ -698,6 +777,20 @@ fn reconcile(
     }
     if let Some(allocation) = hooks.budget {
         desired = r.within_budget(desired, allocation, &mut rescale_reason);
+    }
+    if let Some(step) = forecast {
+        let (condition, report, raised) = step.finish(
+            &mut r.history.predictive,
+            r.decision.stabilized_replicas,
+            desired,
+        );
+        r.conditions.put(condition);
+        r.decision.predictive = Some(Box::new(report));
+        if desired > current
+            && let Some(reason) = raised.filter(|_| r.raised)
+        {
+            rescale_reason = Some(reason);
+        }
     }
     r.finish(desired, desired != current, rescale_reason)
 }
@@ -751,6 +844,8 @@ pub fn normalize_only_within(
             "must not be negative",
         ));
     }
+    let scheduled = schedule::Scheduled::resolve(spec, now)?;
+    let spec = scheduled.spec(spec);
     let mut r = Reconciliation::start(settings, spec, current_replicas, history, now);
     let rescale_reason = match prenormalized.cmp(&current_replicas) {
         std::cmp::Ordering::Greater => Some("prenormalized proposal above target".to_string()),
@@ -762,7 +857,7 @@ pub fn normalize_only_within(
     if let Some(allocation) = budget {
         desired = r.within_budget(desired, allocation, &mut rescale_reason);
     }
-    Ok(r.finish(desired, desired != current_replicas, rescale_reason))
+    Ok(scheduled.annotate(r.finish(desired, desired != current_replicas, rescale_reason)))
 }
 
 /// The proposal of `computeReplicasForMetrics` when at least one metric counts.
@@ -912,6 +1007,8 @@ mod tests {
             metrics: vec![cpu(50)],
             behavior,
             extensions: None,
+            schedules: Vec::new(),
+            predictive: None,
         }
     }
 

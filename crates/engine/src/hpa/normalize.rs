@@ -713,6 +713,7 @@ mod tests {
             scale_up_events: vec![event(1, 120), event(2, 61), event(3, 60)],
             scale_down_events: vec![],
             extensions: None,
+            predictive: None,
         };
         store_scale_event(&behavior, &mut history, NOW, 4, 9);
         assert_eq!(history.scale_up_events.len(), 3);

@@ -119,6 +119,8 @@ mod tests {
             }],
             behavior: Some(Behavior::default()),
             extensions: None,
+            schedules: Vec::new(),
+            predictive: None,
         }
     }
 

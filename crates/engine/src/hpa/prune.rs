@@ -259,6 +259,7 @@ mod tests {
             scale_up_events: vec![event(2, 6_399, true), event(1, 9_000, false)],
             scale_down_events: vec![event(1, 100, true)],
             extensions: None,
+            predictive: None,
         };
         prune(&mut h, now, HOUR);
         // 6_400 == now - 3600 is exactly at the horizon: kept (upstream's After(cutoff) would
@@ -390,6 +391,8 @@ mod bounded_tests {
             }],
             behavior,
             extensions: None,
+            schedules: Vec::new(),
+            predictive: None,
         })
     }
 

@@ -19,6 +19,14 @@ pub struct HorizontalSpec {
     /// candidates, stale samples; `hpa::extensions`). `None`: exactly the HPA decision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extensions: Option<super::extensions::types::Extensions>,
+    /// Scheduled floors and ceilings (`hpa::schedule`; not a Kubernetes field). Empty: none,
+    /// and the decision is exactly what it was without the field.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schedules: Vec<super::schedule::Schedule>,
+    /// Predictive scale-up (`hpa::predictive`; not a Kubernetes field). `None`: off, and the
+    /// decision is exactly what it was without the field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predictive: Option<super::predictive::PredictiveSpec>,
 }
 
 /// One metric of the spec: its source and its target.

@@ -287,6 +287,11 @@ pub fn rules_violations(r: &ScalingRules, rules: Rules) -> Vec<InvalidInput> {
 /// `metrics[1].target.average_utilization`, `behavior.scale_down.policies[0].period_seconds`).
 pub fn spec_violations(spec: &HorizontalSpec, rules: Rules) -> Vec<InvalidInput> {
     let mut out = bounds_violations(spec.min_replicas, spec.max_replicas);
+    if let Some(p) = &spec.predictive
+        && let Err(e) = super::predictive::validate(p)
+    {
+        out.push(e);
+    }
     for (i, metric) in spec.metrics.iter().enumerate() {
         out.extend(metric_violations(i, metric, rules));
     }
@@ -431,6 +436,8 @@ mod tests {
             metrics: vec![],
             behavior: None,
             extensions: None,
+            schedules: Vec::new(),
+            predictive: None,
         }
     }
 

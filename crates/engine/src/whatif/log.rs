@@ -76,6 +76,8 @@ pub struct LoggedInputs {
     pub behavior: Option<Behavior>,
     /// The server defaults with the target's overrides applied.
     pub settings: Settings,
+    /// The spec's schedules (none for decisions logged before they were recorded).
+    pub schedules: Vec<crate::hpa::schedule::Schedule>,
 }
 
 /// The size of the pod groups (`groupPods`) of one logged metric outcome.
@@ -387,6 +389,8 @@ fn recorded_spec(run: &LoggedRun) -> Option<StepSpec> {
             // The migration extensions are not part of the recorded inputs: a replay of
             // stored history runs the plain HPA rules (docs/whatif.md).
             extensions: None,
+            schedules: inputs.schedules.clone(),
+            predictive: None,
         },
         inputs.settings.clone(),
     ))
@@ -546,6 +550,8 @@ fn replay_step(
                     rescale_reason: None,
                     extensions: None,
                     budget: None,
+                    schedule: None,
+                    predictive: None,
                 },
                 history: after,
             })

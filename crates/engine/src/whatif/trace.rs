@@ -200,6 +200,8 @@ mod tests {
                 }),
             }),
             extensions: None,
+            schedules: Vec::new(),
+            predictive: None,
         }
     }
 

@@ -19,6 +19,8 @@ use super::{
 use crate::{
     engine::{
         hpa::observation::{Container, MetricSample, Observation, Pod, PodPhase},
+        hpa::predictive::{self, PredictiveMode, PredictiveSpec},
+        hpa::schedule::{self, Schedule},
         hpa::settings::Settings,
         hpa::spec::{
             Behavior, HorizontalSpec, MetricSpec, MetricTarget, MetricTargetType, ScalingPolicy,
@@ -137,6 +139,18 @@ pub fn recommend_request(
         });
     }
     if let Some(spec) = &req.spec
+        && spec.schedules.len() > schedule::MAX_SCHEDULES
+    {
+        return Err(ApiError::ResourceExhausted {
+            field: "spec.schedules".to_owned(),
+            message: format!(
+                "{} schedules exceed the limit of {} per spec",
+                spec.schedules.len(),
+                schedule::MAX_SCHEDULES
+            ),
+        });
+    }
+    if let Some(spec) = &req.spec
         && spec.metrics.len() > ctx.limits.max_metrics
     {
         return Err(ApiError::ResourceExhausted {
@@ -180,6 +194,8 @@ pub fn recommend_request(
                     metrics: vec![],
                     behavior: None,
                     extensions: None,
+                    schedules: Vec::new(),
+                    predictive: None,
                 },
                 SettingsOverride::default(),
             )
@@ -356,6 +372,8 @@ fn horizontal_spec(
         .unwrap_or_default();
     settings.scale_to_zero = spec.scale_to_zero;
     let extensions = migration::extensions(v, spec);
+    let schedules = schedules(v, &spec.schedules);
+    let predictive = spec.predictive.as_ref().and_then(|p| predictive(v, p));
     (
         HorizontalSpec {
             min_replicas: spec.min_replicas,
@@ -363,9 +381,67 @@ fn horizontal_spec(
             metrics,
             behavior,
             extensions,
+            schedules,
+            predictive,
         },
         settings,
     )
+}
+
+/// `spec.schedules` in the engine's values, checked by the engine's compiler
+/// (`schedule::compile`: every cron expression parsed, every zone looked up), each
+/// violation named by its wire path (`spec.schedules[2].time_zone`).
+fn schedules(v: &mut Violations, list: &[pb::Schedule]) -> Vec<Schedule> {
+    let out: Vec<Schedule> = list
+        .iter()
+        .enumerate()
+        .map(|(i, s)| Schedule {
+            name: s.name.clone(),
+            start: s.start.clone(),
+            end: (!s.end.is_empty()).then(|| s.end.clone()),
+            duration: s
+                .duration
+                .as_ref()
+                .and_then(|d| duration(v, format!("spec.schedules[{i}].duration"), d)),
+            time_zone: s.time_zone.clone(),
+            min_replicas: s.min_replicas,
+            max_replicas: s.max_replicas,
+        })
+        .collect();
+    if let Err(violations) = schedule::compile(&out) {
+        for e in violations {
+            v.engine("spec.", e);
+        }
+    }
+    out
+}
+
+/// `spec.predictive` in the engine's values: the mode, and the start-up delay (300 s when
+/// absent), checked by the engine (`predictive::validate`) under `spec.`.
+fn predictive(v: &mut Violations, p: &pb::Predictive) -> Option<PredictiveSpec> {
+    use pb::PredictiveMode as M;
+    let mode = match M::try_from(p.mode) {
+        Ok(M::Unspecified | M::Off) => PredictiveMode::Off,
+        Ok(M::ForecastOnly) => PredictiveMode::ForecastOnly,
+        Ok(M::ScaleUp) => PredictiveMode::ScaleUp,
+        Err(_) => {
+            v.add("spec.predictive.mode", format!("unknown mode {}", p.mode));
+            return None;
+        }
+    };
+    let startup_delay = match &p.startup_delay {
+        Some(d) => duration(v, "spec.predictive.startup_delay", d)?,
+        None => predictive::DEFAULT_STARTUP_DELAY,
+    };
+    let spec = PredictiveSpec {
+        mode,
+        startup_delay,
+    };
+    if let Err(e) = predictive::validate(&spec) {
+        v.engine("spec.", e);
+        return None;
+    }
+    Some(spec)
 }
 
 fn metric_spec(v: &mut Violations, index: usize, m: &pb::MetricSpec) -> Option<MetricSpec> {

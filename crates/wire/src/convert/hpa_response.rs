@@ -9,7 +9,12 @@ use crate::{
         hpa::condition::{Condition, ConditionType},
         hpa::history::{Recommendation, ScaleEvent},
         hpa::spec::MetricSpec,
-        hpa::{Decision, MetricOutcome, PodGroups, budget::BudgetReport},
+        hpa::{
+            Decision, MetricOutcome, PodGroups,
+            budget::BudgetReport,
+            predictive::{PredictiveMode, PredictiveReport},
+            schedule::ScheduleReport,
+        },
         time::Time,
     },
     pb::v1 as pb,
@@ -148,9 +153,47 @@ pub fn recommend_response(
         // The handler's to add: the policy is the request's, not the decision's.
         policy: None,
         budget: d.budget.as_deref().map(budget_report),
+        schedule: d.schedule.as_deref().map(schedule_report),
+        predictive: d.predictive.as_deref().map(predictive_report),
         // What the request left out is the handler's to add (`recommend_warnings`): it is
         // not part of the decision, and a logged decision has none.
         warnings: Vec::new(),
+    }
+}
+
+/// What predictive scale-up did in a decision.
+pub fn predictive_report(p: &PredictiveReport) -> pb::PredictiveReport {
+    pb::PredictiveReport {
+        mode: match p.mode {
+            PredictiveMode::Off => pb::PredictiveMode::Off,
+            PredictiveMode::ForecastOnly => pb::PredictiveMode::ForecastOnly,
+            PredictiveMode::ScaleUp => pb::PredictiveMode::ScaleUp,
+        } as i32,
+        metric: p.metric.clone().unwrap_or_default(),
+        model: p.model.map_or("", |m| m.as_str()).to_owned(),
+        load: p.load,
+        forecast_load: p.forecast_load,
+        forecast_replicas: p.forecast_replicas,
+        reactive_replicas: p.reactive_replicas,
+        raised: p.raised,
+        wape: p.wape,
+        reason: p.reason.as_str().to_owned(),
+    }
+}
+
+/// What the spec's schedules did in a decision.
+pub fn schedule_report(s: &ScheduleReport) -> pb::ScheduleReport {
+    pb::ScheduleReport {
+        applied: s.applied.clone(),
+        min_replicas: s.min_replicas,
+        max_replicas: s.max_replicas,
+        floor: s.floor,
+        ceiling: s.ceiling,
+        floor_by: s.floor_by.clone(),
+        ceiling_by: s.ceiling_by.clone(),
+        conflict: s.conflict,
+        next_change: s.until.map(to_timestamp),
+        next_change_local: s.until_local.clone().unwrap_or_default(),
     }
 }
 

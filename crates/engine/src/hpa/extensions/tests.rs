@@ -45,6 +45,8 @@ fn spec(min: i32, metrics: Vec<MetricSpec>, ext: Extensions) -> HorizontalSpec {
         metrics,
         behavior: None,
         extensions: Some(ext),
+        schedules: Vec::new(),
+        predictive: None,
     }
 }
 
