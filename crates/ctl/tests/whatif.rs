@@ -54,7 +54,14 @@ fn demo_trace() -> Vec<pb::RecommendRequest> {
 #[test]
 fn behavior_demo_replays_to_the_documented_curve() {
     let trace = demo_trace();
-    let r = replay_trace(&trace, None, Window::default(), &SimulateOptions::default()).unwrap();
+    let r = replay_trace(
+        &trace,
+        None,
+        Window::default(),
+        None,
+        &SimulateOptions::default(),
+    )
+    .unwrap();
     let stored: Vec<i32> = r.steps.iter().map(|s| s.stored_desired_replicas).collect();
     assert_eq!(stored, documented_curve());
     let simulated: Vec<i32> = r
@@ -82,6 +89,7 @@ fn behavior_demo_replays_to_the_documented_curve() {
         &trace,
         Some(&spec),
         Window::default(),
+        None,
         &SimulateOptions::default(),
     )
     .unwrap();
@@ -105,7 +113,7 @@ fn behavior_demo_replays_to_the_documented_curve() {
         from: Some(autoscaled_engine::time::Time::from_unix_secs(from.seconds)),
         to: None,
     };
-    let r = replay_trace(&trace, None, window, &SimulateOptions::default()).unwrap();
+    let r = replay_trace(&trace, None, window, None, &SimulateOptions::default()).unwrap();
     assert_eq!(r.steps.len(), 41);
     assert_eq!(r.steps[0].stored_desired_replicas, 13);
 }
@@ -118,6 +126,7 @@ fn demo_under_default_behavior() -> pb::SimulateResponse {
         &demo_trace(),
         Some(&spec),
         Window::default(),
+        None,
         &SimulateOptions::default(),
     )
     .unwrap()
@@ -721,4 +730,59 @@ async fn recorded_through_the_proxy_then_replayed_by_the_real_server() {
         );
     }
     drop(server);
+}
+
+#[test]
+fn a_start_up_delay_measures_both_runs_shortfall() {
+    let trace = demo_trace();
+    let plain = replay_trace(
+        &trace,
+        None,
+        Window::default(),
+        None,
+        &SimulateOptions::default(),
+    )
+    .unwrap();
+    let s = plain.summary.unwrap().stored.unwrap();
+    assert!(s.under_provisioned_replica_minutes.is_none() && s.share_under_provisioned.is_none());
+    let measured = |seconds| {
+        let r = replay_trace(
+            &trace,
+            None,
+            Window::default(),
+            Some(std::time::Duration::from_secs(seconds)),
+            &SimulateOptions::default(),
+        )
+        .unwrap();
+        let summary = r.summary.unwrap();
+        let (a, b) = (summary.stored.unwrap(), summary.simulated.unwrap());
+        // The same run under its own spec: both measures agree.
+        assert_eq!(
+            a.under_provisioned_replica_minutes,
+            b.under_provisioned_replica_minutes
+        );
+        (
+            a.under_provisioned_replica_minutes.unwrap(),
+            a.share_under_provisioned.unwrap(),
+        )
+    };
+    // The demo's load rises to 13 replicas' worth in its first steps: the longer replicas
+    // take to serve, the more of it finds none.
+    let (none, _) = measured(0);
+    let (minute, share) = measured(60);
+    let (five, _) = measured(300);
+    assert!(none < minute && minute < five, "{none} {minute} {five}");
+    assert!(share > 0.0 && share < 1.0, "{share}");
+    // The text output shows them.
+    let text = autoscaled_ctl::whatif::describe(
+        &replay_trace(
+            &trace,
+            None,
+            Window::default(),
+            Some(std::time::Duration::from_secs(60)),
+            &SimulateOptions::default(),
+        )
+        .unwrap(),
+    );
+    assert!(text.contains("under-provisioned rep-min"), "{text}");
 }

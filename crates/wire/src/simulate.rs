@@ -89,6 +89,7 @@ pub fn simulate(
     load_runs: impl FnOnce(&str) -> Result<Vec<whatif::LoggedRun>, ApiError>,
 ) -> Result<pb::SimulateResponse, ApiError> {
     let window = window(req)?;
+    let delay = startup_delay(req)?;
     match (req.target_key.is_empty(), req.trace.is_empty()) {
         (true, true) => Err(ApiError::field(
             "target_key",
@@ -98,14 +99,14 @@ pub fn simulate(
             "trace",
             "give either target_key or trace, not both",
         )),
-        (true, false) => replay_trace(&req.trace, req.spec.as_ref(), window, options),
+        (true, false) => replay_trace(&req.trace, req.spec.as_ref(), window, delay, options),
         (false, true) => {
             convert::target_key(&req.target_key, &options.limits)?;
             let decisions = load_runs(&req.target_key)?;
             if decisions.is_empty() {
                 return Err(ApiError::TargetNotFound(req.target_key.clone()));
             }
-            replay_decisions(decisions, req.spec.as_ref(), window, options)
+            replay_decisions(decisions, req.spec.as_ref(), window, delay, options)
         }
     }
 }
@@ -199,6 +200,7 @@ pub fn replay_trace(
     trace: &[pb::RecommendRequest],
     spec: Option<&pb::HorizontalSpec>,
     window: Window,
+    delay: Option<Duration>,
     options: &SimulateOptions,
 ) -> Result<pb::SimulateResponse, ApiError> {
     if let Some(spec) = spec {
@@ -214,7 +216,7 @@ pub fn replay_trace(
         TraceError::Input(e) => e,
         TraceError::Invalid { step, error } => in_trace(step, convert::engine_invalid(error)),
     })?;
-    Ok(response(replay))
+    Ok(response(measured(replay, delay)))
 }
 
 /// At most this many steps are returned (the summary covers them all); see
@@ -227,6 +229,7 @@ pub fn replay_decisions(
     runs: Vec<whatif::LoggedRun>,
     pb_spec: Option<&pb::HorizontalSpec>,
     window: Window,
+    delay: Option<Duration>,
     options: &SimulateOptions,
 ) -> Result<pb::SimulateResponse, ApiError> {
     let fixed = pb_spec.map(|s| override_spec(s, options)).transpose()?;
@@ -239,7 +242,36 @@ pub fn replay_decisions(
             LogError::Invalid(e) => convert::engine_invalid(e),
         },
     )?;
-    Ok(response(replay))
+    Ok(response(measured(replay, delay)))
+}
+
+/// The longest start-up delay a replay measures with.
+pub const MAX_STARTUP_DELAY: Duration = Duration::from_secs(3600);
+
+/// `startup_delay`, 0 to [`MAX_STARTUP_DELAY`].
+fn startup_delay(req: &pb::SimulateRequest) -> Result<Option<Duration>, ApiError> {
+    let Some(d) = &req.startup_delay else {
+        return Ok(None);
+    };
+    if d.seconds < 0 || d.nanos < 0 || d.nanos >= 1_000_000_000 {
+        return Err(ApiError::field(
+            "startup_delay",
+            "must not be negative (seconds and nanos 0 to 999999999)",
+        ));
+    }
+    let delay = Duration::new(d.seconds.unsigned_abs(), d.nanos.unsigned_abs());
+    if delay > MAX_STARTUP_DELAY {
+        return Err(ApiError::field("startup_delay", "must be at most 1 hour"));
+    }
+    Ok(Some(delay))
+}
+
+/// The replay with both runs' shortfall measured, when a start-up delay was given.
+fn measured(replay: Replay, delay: Option<Duration>) -> Replay {
+    match delay {
+        Some(d) => replay.with_startup_delay(d),
+        None => replay,
+    }
 }
 
 fn source_type(source: whatif::MetricSource) -> pb::MetricSourceType {
@@ -294,6 +326,8 @@ fn summary(s: &whatif::RunSummary) -> pb::RunSummary {
         largest_step: s.largest_step,
         max_replicas: s.max_replicas,
         min_replicas: s.min_replicas,
+        under_provisioned_replica_minutes: s.under_provisioned_replica_minutes,
+        share_under_provisioned: s.share_under_provisioned,
     }
 }
 
@@ -320,7 +354,8 @@ pub fn check_group_request(req: &pb::SimulateRequest) -> Result<(), ApiError> {
             ),
         ));
     }
-    window(req).map(|_| ())
+    window(req)?;
+    startup_delay(req).map(|_| ())
 }
 
 /// Replays a group's members together under `capacity` (see `engine::whatif::replay_group`).
@@ -331,6 +366,7 @@ pub fn replay_group(
     options: &SimulateOptions,
 ) -> Result<pb::SimulateResponse, ApiError> {
     let window = window(req)?;
+    let delay = startup_delay(req)?;
     let logs: Vec<whatif::MemberLog> = members
         .into_iter()
         .map(|(key, units, runs)| whatif::MemberLog { key, units, runs })
@@ -359,6 +395,7 @@ pub fn replay_group(
         .members
         .into_iter()
         .map(|(key, r)| {
+            let r = measured(r, delay);
             omitted += r.steps.len().saturating_sub(per_member);
             pb::MemberSimulation {
                 target_key: key,

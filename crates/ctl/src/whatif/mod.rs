@@ -45,6 +45,11 @@ pub(crate) struct SimulateArgs {
     /// A HorizontalSpec in proto3 JSON replacing the recorded spec.
     #[arg(long, value_name = "SPEC.json")]
     pub(crate) spec: Option<PathBuf>,
+    /// Measure both runs as if each scale-up served this long after its decision (`90s`,
+    /// `5m`; at most 1h): adds the under-provisioned replica-minutes and the share of the
+    /// time short. With a --spec whose `predictive` is on, what prediction would have done.
+    #[arg(long, value_name = "DURATION", value_parser = startup_delay)]
+    pub(crate) startup_delay: Option<prost_types::Duration>,
     /// Only steps at or after this RFC 3339 time.
     #[arg(long, value_name = "RFC3339")]
     pub(crate) from: Option<String>,
@@ -94,6 +99,21 @@ fn timestamp(
         .transpose()
 }
 
+/// `--startup-delay`: whole seconds, minutes or hours (`300s`, `5m`, `1h`).
+fn startup_delay(v: &str) -> Result<prost_types::Duration, String> {
+    let (number, unit) = v.split_at(v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len()));
+    let n: i64 = number
+        .parse()
+        .map_err(|_| format!("{v:?}: give a whole number of s, m or h (e.g. 5m)"))?;
+    let seconds = match unit {
+        "" | "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => return Err(format!("{v:?}: the unit is s, m or h")),
+    };
+    Ok(prost_types::Duration { seconds, nanos: 0 })
+}
+
 /// Reads a `--spec` file.
 pub fn read_spec(path: &Path) -> Result<api::HorizontalSpec, ClientError> {
     trace::parse_json(&read(path)?, HORIZONTAL_SPEC, &path.display().to_string())
@@ -111,6 +131,7 @@ pub(crate) async fn simulate_command(args: SimulateArgs) -> Result<String, Clien
         spec,
         from: timestamp("from", args.from.as_deref())?,
         to: timestamp("to", args.to.as_deref())?,
+        startup_delay: args.startup_delay,
         ..Default::default()
     };
     // `recommend`'s default: the environment, else the local server.
@@ -271,13 +292,13 @@ pub(crate) fn write_plot(path: &Path, timeline: &plot::Timeline) -> Result<(), C
 }
 
 /// The summary side by side, then one row per step.
-pub(crate) fn describe(r: &api::SimulateResponse) -> String {
+pub fn describe(r: &api::SimulateResponse) -> String {
     let mut out = String::new();
     let default = api::RunSummary::default();
     let summary = r.summary.unwrap_or_default();
     let a = summary.stored.as_ref().unwrap_or(&default);
     let b = summary.simulated.as_ref().unwrap_or(&default);
-    let rows: [(&str, String, String); 6] = [
+    let mut rows: Vec<(&str, String, String)> = vec![
         (
             "replica-hours",
             format!("{:.2}", a.replica_hours),
@@ -309,6 +330,22 @@ pub(crate) fn describe(r: &api::SimulateResponse) -> String {
             r.steps.len().to_string(),
         ),
     ];
+    // Measured with a start-up delay only.
+    if let (Some(x), Some(y)) = (
+        a.under_provisioned_replica_minutes,
+        b.under_provisioned_replica_minutes,
+    ) {
+        rows.push((
+            "under-provisioned rep-min",
+            format!("{x:.1}"),
+            format!("{y:.1}"),
+        ));
+        rows.push((
+            "time short",
+            format!("{:.2}%", a.share_under_provisioned.unwrap_or(0.0) * 100.0),
+            format!("{:.2}%", b.share_under_provisioned.unwrap_or(0.0) * 100.0),
+        ));
+    }
     let _ = writeln!(out, "{:<24} {:>14} {:>14}", "", "stored", "simulated");
     for (name, x, y) in rows {
         let _ = writeln!(out, "{name:<24} {x:>14} {y:>14}");

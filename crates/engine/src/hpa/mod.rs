@@ -270,6 +270,29 @@ struct Reconciliation<'a> {
 }
 
 impl<'a> Reconciliation<'a> {
+    /// Predictive scale-up's end of a decision: the models record what was asked, the
+    /// PredictiveScaling condition and report say what the forecast did, and a rescale the
+    /// forecast caused says so.
+    fn finish_forecast(
+        &mut self,
+        step: predictive::Step,
+        desired: i32,
+        rescale_reason: &mut Option<String>,
+    ) {
+        let (condition, report, raised) = step.finish(
+            &mut self.history.predictive,
+            self.decision.stabilized_replicas,
+            desired,
+        );
+        self.conditions.put(condition);
+        self.decision.predictive = Some(Box::new(report));
+        if desired > self.decision.current_replicas
+            && let Some(reason) = raised.filter(|_| self.raised)
+        {
+            *rescale_reason = Some(reason);
+        }
+    }
+
     /// The start of `reconcileAutoscaler` once the scale was read: AbleToScale True /
     /// SucceededGetScale and `recordInitialRecommendation`.
     fn start(
@@ -753,7 +776,7 @@ fn reconcile(
         predictive::Step::start(
             p,
             &mut r.history.predictive,
-            &spec.metrics,
+            &r.spec.metrics,
             &r.decision.metrics,
             observation,
             now,
@@ -779,18 +802,7 @@ fn reconcile(
         desired = r.within_budget(desired, allocation, &mut rescale_reason);
     }
     if let Some(step) = forecast {
-        let (condition, report, raised) = step.finish(
-            &mut r.history.predictive,
-            r.decision.stabilized_replicas,
-            desired,
-        );
-        r.conditions.put(condition);
-        r.decision.predictive = Some(Box::new(report));
-        if desired > current
-            && let Some(reason) = raised.filter(|_| r.raised)
-        {
-            rescale_reason = Some(reason);
-        }
+        r.finish_forecast(step, desired, &mut rescale_reason);
     }
     r.finish(desired, desired != current, rescale_reason)
 }
@@ -814,12 +826,24 @@ pub fn normalize_only(
         prenormalized,
         history,
         now,
-        None,
+        Replayed::default(),
     )
 }
 
-/// [`normalize_only`] with the normalized count capped by a scaling group's allocation (the
-/// replay of a group's members: `whatif::replay_group`).
+/// What a replay knows beyond the proposal ([`normalize_only_within`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Replayed<'a> {
+    /// A scaling group's allocation that caps the normalized count (the replay of a group's
+    /// members: `whatif::replay_group`).
+    pub budget: Option<&'a budget::Allocation>,
+    /// The metric outcomes the proposal was combined from (indexed by the spec's metrics),
+    /// from which `spec.predictive` learns and forecasts the load as [`evaluate`] does; empty:
+    /// no forecast.
+    pub outcomes: &'a [MetricOutcome],
+}
+
+/// [`normalize_only`] for the what-if replay of a decision log: capped by a scaling group's
+/// allocation, and raised by `spec.predictive`'s forecast of the replayed outcomes' load.
 pub fn normalize_only_within(
     settings: &Settings,
     spec: &HorizontalSpec,
@@ -827,7 +851,7 @@ pub fn normalize_only_within(
     prenormalized: i32,
     history: &History,
     now: Time,
-    budget: Option<&budget::Allocation>,
+    replayed: Replayed<'_>,
 ) -> Result<Evaluation, InvalidInput> {
     validate::validate_settings(settings)?;
     validate::validate_spec(spec)?;
@@ -853,9 +877,31 @@ pub fn normalize_only_within(
         std::cmp::Ordering::Equal => None,
     };
     let mut rescale_reason = rescale_reason;
+    // The replay's pods are its counts: the load of a pod metric is its ratio times the
+    // recorded ready pods (`pod_groups`), of the others times this count.
+    let observation = Observation {
+        current_replicas,
+        status_replicas: Some(current_replicas),
+        ..Observation::default()
+    };
+    let forecast = match (&spec.predictive, replayed.outcomes) {
+        (Some(p), outcomes) if !outcomes.is_empty() => predictive::Step::start(
+            p,
+            &mut r.history.predictive,
+            &r.spec.metrics,
+            outcomes,
+            &observation,
+            now,
+        ),
+        _ => None,
+    };
+    r.raise = forecast.as_ref().and_then(predictive::Step::raise);
     let mut desired = r.normalize(prenormalized);
-    if let Some(allocation) = budget {
+    if let Some(allocation) = replayed.budget {
         desired = r.within_budget(desired, allocation, &mut rescale_reason);
+    }
+    if let Some(step) = forecast {
+        r.finish_forecast(step, desired, &mut rescale_reason);
     }
     Ok(scheduled.annotate(r.finish(desired, desired != current_replicas, rescale_reason)))
 }

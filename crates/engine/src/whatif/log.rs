@@ -564,7 +564,10 @@ fn replay_step(
                 prenormalized,
                 history,
                 now,
-                budget,
+                hpa::Replayed {
+                    budget,
+                    outcomes: &outcomes,
+                },
             )?;
             e.decision.metrics = outcomes;
             Ok(e)

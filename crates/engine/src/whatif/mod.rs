@@ -115,6 +115,101 @@ impl Replay {
     }
 }
 
+impl Replay {
+    /// Both runs measured as if each scale-up served `delay` after its decision (a
+    /// scale-down takes effect at once, the replicas still starting first): the replicas
+    /// serving at a step are the smallest count decided over the `delay` before it (see
+    /// [`serving`]), and the load above them is under-provisioned.
+    #[must_use]
+    pub fn with_startup_delay(mut self, delay: std::time::Duration) -> Self {
+        let delay_ms = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
+        let (stored, simulated) = {
+            let points = |stored: bool| -> Vec<(Time, i32, i32, Option<f64>)> {
+                self.steps
+                    .iter()
+                    .filter(|s| !s.dry_run)
+                    .map(|s| {
+                        if stored {
+                            (
+                                s.time,
+                                s.current_replicas,
+                                s.stored_desired_replicas,
+                                s.load,
+                            )
+                        } else {
+                            (
+                                s.time,
+                                s.simulated_current_replicas,
+                                s.simulated_desired_replicas,
+                                s.load,
+                            )
+                        }
+                    })
+                    .collect()
+            };
+            (
+                shortfall(&points(true), delay_ms),
+                shortfall(&points(false), delay_ms),
+            )
+        };
+        (
+            self.stored.under_provisioned_replica_minutes,
+            self.stored.share_under_provisioned,
+        ) = (Some(stored.0), Some(stored.1));
+        (
+            self.simulated.under_provisioned_replica_minutes,
+            self.simulated.share_under_provisioned,
+        ) = (Some(simulated.0), Some(simulated.1));
+        self
+    }
+}
+
+/// The replicas serving at step `i` of a curve of `(time, start, count)` points when a
+/// scale-up serves `delay_ms` after its decision and a scale-down removes the newest replicas
+/// first, at once: the smallest count in force over `[t − delay, t]` (the count before the
+/// first step is its start, in force since ever). A replica created at `c` still runs at `t`
+/// exactly when the count never fell below its rank in between; it serves when `c ≤ t −
+/// delay`. The orchestrator's side of `benches/predictive.rs` keeps the same books.
+fn serving(points: &[(Time, i32, i32, Option<f64>)], i: usize, delay_ms: i64) -> i32 {
+    let since = points[i].0.unix_millis().saturating_sub(delay_ms);
+    let mut ready = points[i].2;
+    // Step j's count is in force on [t_j, t_(j+1)).
+    for j in (0..i).rev() {
+        if points[j + 1].0.unix_millis() <= since {
+            return ready;
+        }
+        ready = ready.min(points[j].2);
+    }
+    match points.first() {
+        Some(first) if first.0.unix_millis() > since => ready.min(first.1),
+        _ => ready,
+    }
+}
+
+/// Under-provisioned replica-minutes and the share of the time with any, over the curve's
+/// intervals (each step's state held to the next step; the last counts for nothing, as in
+/// [`RunSummary::replica_hours`]).
+fn shortfall(points: &[(Time, i32, i32, Option<f64>)], delay_ms: i64) -> (f64, f64) {
+    let (mut short_ms, mut total_ms, mut replica_minutes) = (0.0, 0.0, 0.0);
+    for i in 0..points.len().saturating_sub(1) {
+        #[allow(clippy::cast_precision_loss)]
+        let dt = (points[i + 1].0.unix_millis() - points[i].0.unix_millis()).max(0) as f64;
+        total_ms += dt;
+        let Some(load) = points[i].3 else { continue };
+        let short = load - f64::from(serving(points, i, delay_ms));
+        if short > 1e-9 {
+            replica_minutes += short * dt / 60_000.0;
+            short_ms += dt;
+        }
+    }
+    let share = if total_ms > 0.0 {
+        short_ms / total_ms
+    } else {
+        0.0
+    };
+    (replica_minutes, share)
+}
+
 /// One replayed decision: what was decided and what the simulated spec decides.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReplayStep {
@@ -141,6 +236,10 @@ pub struct ReplayStep {
     /// The simulated spec's metrics, which `simulated.metrics` index (an empty spec is
     /// Kubernetes' default metric, cpu at 80 %).
     pub simulated_metrics: Vec<MetricSpec>,
+    /// The load the stored decision saw, in replicas at its targets: its largest metric's
+    /// usage ratio times the count the HPA applied it to (the proposal before rounding).
+    /// Both runs are measured against it (the same service, the same capacity per replica).
+    pub load: Option<f64>,
 }
 
 /// One metric of the simulated spec at one step, next to the recorded metric of the same
@@ -204,6 +303,12 @@ pub struct RunSummary {
     pub max_replicas: i32,
     /// The smallest count.
     pub min_replicas: i32,
+    /// With a start-up delay ([`Replay::with_startup_delay`]): the sum over time of the load
+    /// (in replicas at the recorded target) above the replicas already serving, in
+    /// replica-minutes; `None` without one.
+    pub under_provisioned_replica_minutes: Option<f64>,
+    /// With a start-up delay: the share of the time with any load above the serving replicas.
+    pub share_under_provisioned: Option<f64>,
 }
 
 /// How exact a replay is.
@@ -351,9 +456,27 @@ fn step(time: Time, dry_run: bool, stored: Stored<'_>, simulated: Simulated<'_>)
         stored_limited_by: limited_by(stored.decision),
         simulated_limited_by: limited_by(&simulated.decision),
         metrics,
+        load: stored_load(&stored),
         simulated: simulated.decision,
         simulated_metrics: sim_specs,
     }
+}
+
+/// The load of the stored decision in replicas at its targets (its largest metric's), as
+/// predictive scale-up measures it (`hpa::predictive::load_of`).
+fn stored_load(stored: &Stored<'_>) -> Option<f64> {
+    let specs = metric_specs(stored.metrics);
+    let observation = crate::hpa::observation::Observation {
+        current_replicas: stored.current,
+        status_replicas: Some(stored.current),
+        ..Default::default()
+    };
+    stored
+        .decision
+        .metrics
+        .iter()
+        .filter_map(|o| crate::hpa::predictive::load_of(specs.get(o.index)?, o, &observation))
+        .max_by(f64::total_cmp)
 }
 
 /// One step of one curve, as [`summarize`] reads it.
@@ -410,4 +533,93 @@ fn summarize(points: impl Iterator<Item = CurvePoint>) -> RunSummary {
     out.replica_hours = replica_ms / 3_600_000.0;
     out.seconds_above_target = above_ms / 1000.0;
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// The orchestrator's books, kept step by step (as `benches/predictive.rs` keeps them): a
+    /// scale-up starts replicas that serve `delay_steps` steps later, a scale-down removes
+    /// the newest starting replicas first, then serving ones.
+    fn pool(start: i32, counts: &[i32], delay_steps: usize) -> Vec<i32> {
+        let (mut ready, mut current) = (start, start);
+        let mut pending: Vec<(usize, i32)> = Vec::new();
+        let mut out = Vec::new();
+        for (k, &count) in counts.iter().enumerate() {
+            pending.retain(|&(at, n)| {
+                if at <= k {
+                    ready += n;
+                    false
+                } else {
+                    true
+                }
+            });
+            if count > current {
+                if delay_steps == 0 {
+                    ready += count - current;
+                } else {
+                    pending.push((k + delay_steps, count - current));
+                }
+            } else if count < current {
+                let mut remove = current - count;
+                while remove > 0 {
+                    let Some(last) = pending.last_mut() else {
+                        break;
+                    };
+                    let take = remove.min(last.1);
+                    last.1 -= take;
+                    remove -= take;
+                    if last.1 == 0 {
+                        pending.pop();
+                    }
+                }
+                ready -= remove;
+            }
+            current = count;
+            out.push(ready);
+        }
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn serving_is_the_orchestrators_ready_count(
+            start in 0..20i32,
+            counts in proptest::collection::vec(0..20i32, 1..60),
+            delay_steps in 0..8usize,
+            period in prop_oneof![Just(15i64), Just(60)],
+        ) {
+            let points: Vec<(Time, i32, i32, Option<f64>)> = counts
+                .iter()
+                .enumerate()
+                .map(|(k, &c)| (Time::from_unix_secs(1_000_000 + k as i64 * period), start, c, None))
+                .collect();
+            let expected = pool(start, &counts, delay_steps);
+            let delay_ms = delay_steps as i64 * period * 1000;
+            for (i, want) in expected.iter().enumerate() {
+                prop_assert_eq!(serving(&points, i, delay_ms), *want, "step {}", i);
+            }
+        }
+    }
+
+    #[test]
+    fn shortfall_integrates_the_load_above_the_serving_replicas() {
+        // 2 serving; at t = 0 the load needs 4 and the count goes to 4; they serve 120 s
+        // later. Steps every 60 s: 2 replica-minutes short at 0 and at 60, none after.
+        let t = |s: i64| Time::from_unix_secs(1_000_000 + s);
+        let points = [
+            (t(0), 2, 4, Some(4.0)),
+            (t(60), 4, 4, Some(4.0)),
+            (t(120), 4, 4, Some(4.0)),
+            (t(180), 4, 4, Some(4.0)),
+        ];
+        let (minutes, share) = shortfall(&points, 120_000);
+        assert!((minutes - 4.0).abs() < 1e-9, "{minutes}");
+        assert!((share - 2.0 / 3.0).abs() < 1e-9, "{share}");
+        // Without a delay nothing is short.
+        assert_eq!(shortfall(&points, 0), (0.0, 0.0));
+    }
 }

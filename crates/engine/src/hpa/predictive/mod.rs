@@ -428,7 +428,11 @@ pub fn metric_key(metric: &MetricSpec) -> String {
 /// The metric's load in this decision, in replicas at its target (see the module
 /// documentation); `None` when it has no proposal, or the target is at zero replicas (the
 /// HPA's ratio from zero has no per-replica meaning: activation decides that step).
-fn load_of(metric: &MetricSpec, outcome: &MetricOutcome, observation: &Observation) -> Option<f64> {
+pub(crate) fn load_of(
+    metric: &MetricSpec,
+    outcome: &MetricOutcome,
+    observation: &Observation,
+) -> Option<f64> {
     let proposal = outcome.result.as_ref().ok()?;
     let ratio = proposal.usage_ratio?;
     if observation.current_replicas <= 0 || !ratio.is_finite() || ratio < 0.0 {
