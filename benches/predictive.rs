@@ -277,6 +277,7 @@ async fn closed_loop(
         }],
         predictive: run.predictive.then_some(pb::Predictive {
             mode: pb::PredictiveMode::ScaleUp as i32,
+            margin_percent: None,
             startup_delay: Some(prost_types::Duration {
                 seconds: delay,
                 nanos: 0,

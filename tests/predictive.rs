@@ -36,6 +36,7 @@ fn load_milli(t: i64) -> i64 {
 fn predictive(mode: pb::PredictiveMode, delay_secs: i64) -> pb::Predictive {
     pb::Predictive {
         mode: mode as i32,
+        margin_percent: None,
         startup_delay: Some(prost_types::Duration {
             seconds: delay_secs,
             nanos: 0,
@@ -314,7 +315,22 @@ async fn bad_predictive_specs_are_invalid_arguments_naming_the_field_and_store_n
         ),
         (
             pb::Predictive {
+                margin_percent: Some(101),
+                ..predictive(pb::PredictiveMode::ScaleUp, 300)
+            },
+            "spec.predictive.margin_percent",
+        ),
+        (
+            pb::Predictive {
+                margin_percent: Some(-5),
+                ..predictive(pb::PredictiveMode::ScaleUp, 300)
+            },
+            "spec.predictive.margin_percent",
+        ),
+        (
+            pb::Predictive {
                 mode: 42,
+                margin_percent: None,
                 startup_delay: None,
             },
             "spec.predictive.mode",

@@ -42,6 +42,7 @@ fn spec(predictive: Option<PredictiveMode>) -> HorizontalSpec {
         predictive: predictive.map(|mode| PredictiveSpec {
             mode,
             startup_delay: Duration::from_secs(300),
+            margin_percent: 0,
         }),
     }
 }
@@ -195,4 +196,34 @@ fn a_start_up_delay_out_of_range_names_the_field() {
     )
     .unwrap_err();
     assert_eq!(e.field, "spec.predictive.startup_delay");
+}
+
+#[test]
+fn a_margin_asks_that_much_more_than_the_forecast() {
+    let settings = Settings::default();
+    let plain = spec(Some(PredictiveMode::ForecastOnly));
+    let mut wide = plain.clone();
+    wide.predictive.as_mut().unwrap().margin_percent = 50;
+    let (mut h_plain, mut h_wide) = (History::default(), History::default());
+    let mut compared = 0;
+    for minute in 0..(2 * DAY / 60) {
+        let t = START + minute * 60;
+        let now = Time::from_unix_secs(t);
+        let obs = observation(20, t);
+        let a = evaluate(&settings, &plain, &obs, &h_plain, now).unwrap();
+        let b = evaluate(&settings, &wide, &obs, &h_wide, now).unwrap();
+        // forecast_only: the same decisions, so the same models; only the replicas differ.
+        let (p, w) = (
+            a.decision.predictive.as_ref().unwrap(),
+            b.decision.predictive.as_ref().unwrap(),
+        );
+        assert_eq!(p.forecast_load, w.forecast_load, "minute {minute}");
+        if let (Some(load), Some(r)) = (w.forecast_load, w.forecast_replicas) {
+            assert_eq!(r, (load * 1.5 - 1e-9).ceil() as i32, "minute {minute}");
+            assert!(r >= p.forecast_replicas.unwrap());
+            compared += 1;
+        }
+        (h_plain, h_wide) = (a.history, b.history);
+    }
+    assert!(compared > 0, "no usable forecast in two days");
 }

@@ -433,9 +433,20 @@ fn predictive(v: &mut Violations, p: &pb::Predictive) -> Option<PredictiveSpec> 
         Some(d) => duration(v, "spec.predictive.startup_delay", d)?,
         None => predictive::DEFAULT_STARTUP_DELAY,
     };
+    let margin_percent = match p.margin_percent {
+        None => 0,
+        Some(m) => match u32::try_from(m) {
+            Ok(m) => m,
+            Err(_) => {
+                v.add("spec.predictive.margin_percent", "must not be negative");
+                return None;
+            }
+        },
+    };
     let spec = PredictiveSpec {
         mode,
         startup_delay,
+        margin_percent,
     };
     if let Err(e) = predictive::validate(&spec) {
         v.engine("spec.", e);

@@ -62,7 +62,14 @@ pub struct PredictiveSpec {
     /// From the scale call until a new replica serves (scheduling, image pull, start-up,
     /// readiness): the forecast covers this much ahead, plus [`CADENCE_SECS`].
     pub startup_delay: Duration,
+    /// Capacity asked above the forecast, in percent (0 to [`MAX_MARGIN_PERCENT`]): the
+    /// forecast's replicas carry its load at `target / (1 + margin)`. On top of the margin
+    /// the model learns from its own errors (AWS predictive scaling's "capacity buffer").
+    pub margin_percent: u32,
 }
+
+/// The largest `margin_percent`: past doubling, a forecast is not what decides.
+pub const MAX_MARGIN_PERCENT: u32 = 100;
 
 /// What the forecast does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,8 +93,15 @@ impl PredictiveMode {
     }
 }
 
-/// Checks a predictive spec: the start-up delay is 1 s to [`MAX_STARTUP_DELAY`].
+/// Checks a predictive spec: the start-up delay is 1 s to [`MAX_STARTUP_DELAY`], the margin
+/// at most [`MAX_MARGIN_PERCENT`].
 pub fn validate(spec: &PredictiveSpec) -> Result<(), InvalidInput> {
+    if spec.margin_percent > MAX_MARGIN_PERCENT {
+        return Err(InvalidInput::new(
+            "predictive.margin_percent",
+            format!("must be 0 to {MAX_MARGIN_PERCENT}"),
+        ));
+    }
     if spec.startup_delay.is_zero() || spec.startup_delay > MAX_STARTUP_DELAY {
         return Err(InvalidInput::new(
             "predictive.startup_delay",
@@ -216,7 +230,8 @@ impl Step {
             });
             match model.forecast() {
                 Ok(f) => {
-                    let replicas = i32::try_from(f.replicas(1.0)).unwrap_or(i32::MAX);
+                    let capacity = 1.0 / (1.0 + f64::from(spec.margin_percent) / 100.0);
+                    let replicas = i32::try_from(f.replicas(capacity)).unwrap_or(i32::MAX);
                     if step.best.as_ref().is_none_or(|(_, r, _)| replicas > *r) {
                         step.best = Some((i, replicas, f));
                     }
