@@ -245,3 +245,129 @@ async fn bad_schedules_are_invalid_arguments_naming_the_field_and_store_nothing(
     not_stored(&mut client, "sched/json").await;
     server.stop().await;
 }
+
+/// A capacity schedule open all year: the window of [`always`] on a group's capacity.
+fn always_capacity(min: Option<i64>, max: Option<i64>) -> pb::CapacitySchedule {
+    let w = always(None, None);
+    pb::CapacitySchedule {
+        name: w.name,
+        start: w.start,
+        end: w.end,
+        duration: w.duration,
+        time_zone: w.time_zone,
+        min_capacity: min,
+        max_capacity: max,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_groups_capacity_follows_its_schedules_and_bad_ones_name_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::with_data_dir(dir.path().join("data"));
+    config.trust_request_time = true;
+    let server = TestServer::start(config).await;
+    let mut client = server.horizontal().await;
+    let at = now_secs() - 60;
+    let group = |schedules| pb::PutScalingGroupRequest {
+        group: Some(pb::ScalingGroup {
+            name: "pool".into(),
+            capacity: 2,
+            member_keys: vec!["pool/web".into()],
+            capacity_schedules: schedules,
+            ..Default::default()
+        }),
+        expected_version: None,
+    };
+
+    // Refused, naming the field; nothing stored.
+    let mut bad_zone = always_capacity(Some(6), None);
+    bad_zone.time_zone = "Nowhere/Atlantis".into();
+    for (schedule, field) in [
+        (always_capacity(None, None), "group.capacity_schedules[0]"),
+        (
+            always_capacity(None, Some(0)),
+            "group.capacity_schedules[0].max_capacity",
+        ),
+        (
+            always_capacity(Some(8), Some(4)),
+            "group.capacity_schedules[0].max_capacity",
+        ),
+        (bad_zone, "group.capacity_schedules[0].time_zone"),
+    ] {
+        let e = client
+            .put_scaling_group(group(vec![schedule]))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{field}: {e:?}");
+        assert_eq!(fields(&e), [field]);
+    }
+    let e = client
+        .get_scaling_group(pb::GetScalingGroupRequest {
+            name: "pool".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+
+    // Capacity 2, raised to 6 while the schedule is open: a member asking for 20 gets 6.
+    client
+        .put_scaling_group(group(vec![always_capacity(Some(6), None)]))
+        .await
+        .unwrap();
+    let status = client
+        .get_scaling_group(pb::GetScalingGroupRequest {
+            name: "pool".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status.capacity_in_force, 6);
+    assert_eq!(status.capacity_schedules_open, ["always"]);
+    assert_eq!(
+        status.group.as_ref().unwrap().capacity,
+        2,
+        "the base is kept"
+    );
+    assert_eq!(
+        status.group.unwrap().capacity_schedules[0].min_capacity,
+        Some(6)
+    );
+    let busy = fixtures::recommend("pool/web")
+        .pods(4)
+        .cpu_request_milli(500)
+        .cpu_usage_milli(2500)
+        .replicas(Some(1), 20)
+        .at(at)
+        .build();
+    let r = client.recommend(busy.clone()).await.unwrap().into_inner();
+    assert_eq!(r.desired_replicas, 6, "{:?}", r.budget);
+
+    // A ceiling below the base: 1 unit while open.
+    client
+        .put_scaling_group(group(vec![always_capacity(None, Some(1))]))
+        .await
+        .unwrap();
+    let r = client
+        .recommend(pb::RecommendRequest {
+            evaluation_time: Some(prost_types::Timestamp {
+                seconds: at + 15,
+                nanos: 0,
+            }),
+            ..busy
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let budget = r.budget.as_ref().unwrap();
+    assert_eq!(budget.capacity, 1, "{budget:?}");
+    assert!(r.desired_replicas < 6, "{}", r.desired_replicas);
+    let status = client
+        .get_scaling_group(pb::GetScalingGroupRequest {
+            name: "pool".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status.capacity_in_force, 1);
+    server.stop().await;
+}

@@ -496,7 +496,7 @@ impl Fleet {
     pub(crate) async fn get_group(&self, name: &str) -> Result<pb::ScalingGroupStatus, ApiError> {
         conv::name("name", name)?;
         match self.store.group(name).await? {
-            Some((g, _)) => Ok(conv::group_status(name, &g)),
+            Some((g, _)) => Ok(conv::group_status(name, &g, clock::hpa_now())),
             None => Err(ApiError::NotFound(format!(
                 "no scaling group named {name:?}"
             ))),

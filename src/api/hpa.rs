@@ -419,7 +419,12 @@ impl HorizontalService {
                 req.group
             )));
         };
-        let capacity = req.group_capacity.unwrap_or(group.ledger.capacity);
+        // A capacity given replays under it alone; otherwise the group's, moved by its
+        // capacity schedules at each step's time.
+        let (capacity, capacity_schedules) = match req.group_capacity {
+            Some(c) => (c, Vec::new()),
+            None => (group.ledger.capacity, group.capacity_schedules.clone()),
+        };
         let mut members = Vec::with_capacity(group.ledger.members.len());
         let mut decisions_in_all = 0u64;
         for key in group.ledger.members.keys() {
@@ -446,7 +451,7 @@ impl HorizontalService {
         }
         let options = self.simulate_options();
         let response = tokio::task::spawn_blocking(move || {
-            super::simulate::replay_group(&req, capacity, members, &options)
+            super::simulate::replay_group(&req, capacity, &capacity_schedules, members, &options)
         })
         .await
         .map_err(|_| ApiError::Internal("the simulation panicked".to_owned()))??;

@@ -144,9 +144,14 @@ impl Call {
                 let units = def.units_of(key);
                 let current = observation.current_replicas;
                 let min = engine(|| hpa::schedule::min_replicas_at(spec, now))?;
-                let (evaluation, changed) = engine(|| {
+                // The capacity its schedules give now; the stored capacity stays the base.
+                let base = def.ledger.capacity;
+                def.ledger.capacity = super::convert::fleet::capacity_at(&def, now).0;
+                let decided = engine(|| {
                     hpa::decide_in_group(&mut def.ledger, name, key, units, current, min, decide)
-                })?;
+                });
+                def.ledger.capacity = base;
+                let (evaluation, changed) = decided?;
                 (evaluation, changed.then_some((def, revision)))
             }
             // Not in a group, or the group deleted since it was looked up: the plain decision.

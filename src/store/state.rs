@@ -431,6 +431,9 @@ pub struct ScalingGroupDef {
     /// The identity that put it, with an authorization file (the per-identity limits count
     /// its groups).
     pub owner: Option<String>,
+    /// Windows that move the capacity by the clock (`min_replicas` / `max_replicas` hold the
+    /// capacity's floor and ceiling, in units: `engine::hpa::schedule::capacity_in_force`).
+    pub capacity_schedules: Vec<crate::engine::hpa::schedule::Schedule>,
 }
 
 impl ScalingGroupDef {

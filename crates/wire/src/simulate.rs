@@ -362,6 +362,7 @@ pub fn check_group_request(req: &pb::SimulateRequest) -> Result<(), ApiError> {
 pub fn replay_group(
     req: &pb::SimulateRequest,
     capacity: i64,
+    capacity_schedules: &[crate::engine::hpa::schedule::Schedule],
     members: MemberDecisions,
     options: &SimulateOptions,
 ) -> Result<pb::SimulateResponse, ApiError> {
@@ -374,6 +375,7 @@ pub fn replay_group(
     let replay = whatif::replay_group(
         &req.group,
         capacity,
+        capacity_schedules,
         &logs,
         window,
         options.history_retention,

@@ -8,7 +8,10 @@ pub(crate) use autoscaled_wire::convert::fleet::*;
 use crate::{
     api::status::ApiError,
     engine::{
-        hpa::budget::{self, Ledger},
+        hpa::{
+            budget::{self, Ledger},
+            schedule,
+        },
         time::Time,
     },
     pb::v1 as pb,
@@ -53,6 +56,11 @@ pub(crate) fn stored_group(
     owner: Option<String>,
 ) -> ScalingGroupDef {
     ledger.capacity = g.capacity;
+    // Checked by `check_group`: converted again for their engine form.
+    let capacity_schedules = capacity_schedules(
+        &mut autoscaled_wire::convert::Violations::default(),
+        &g.capacity_schedules,
+    );
     let units_per_replica = if g.units_per_replica == 0 {
         1
     } else {
@@ -69,6 +77,7 @@ pub(crate) fn stored_group(
         ledger,
         scope,
         owner,
+        capacity_schedules,
     }
 }
 
@@ -83,11 +92,37 @@ pub(crate) fn group(name: &str, g: &ScalingGroupDef) -> pb::ScalingGroup {
         member_policies: g.member_policies.clone(),
         member_keys: g.member_keys.clone(),
         version: g.version,
+        capacity_schedules: g
+            .capacity_schedules
+            .iter()
+            .map(|s| pb::CapacitySchedule {
+                name: s.name.clone(),
+                start: s.start.clone(),
+                end: s.end.clone().unwrap_or_default(),
+                duration: s.duration.map(|d| prost_types::Duration {
+                    seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+                    nanos: 0,
+                }),
+                time_zone: s.time_zone.clone(),
+                min_capacity: s.min_replicas.map(i64::from),
+                max_capacity: s.max_replicas.map(i64::from),
+            })
+            .collect(),
     }
 }
 
-/// A group with what its members hold and their fair shares of it now.
-pub(crate) fn group_status(name: &str, g: &ScalingGroupDef) -> pb::ScalingGroupStatus {
+/// A group's capacity at `now` with its capacity schedules, and what is in force.
+pub(crate) fn capacity_at(g: &ScalingGroupDef, now: Time) -> (i64, schedule::InForce) {
+    match schedule::compile(&g.capacity_schedules) {
+        Ok(compiled) => schedule::capacity_in_force(g.ledger.capacity, &compiled, now),
+        // Checked when the group was put; a record that no longer compiles (a zone the
+        // time zone database dropped) moves nothing.
+        Err(_) => (g.ledger.capacity, schedule::InForce::default()),
+    }
+}
+
+/// A group with what its members hold and their fair shares of it at `now`.
+pub(crate) fn group_status(name: &str, g: &ScalingGroupDef, now: Time) -> pb::ScalingGroupStatus {
     let demands: Vec<budget::Demand> = g
         .ledger
         .members
@@ -98,12 +133,16 @@ pub(crate) fn group_status(name: &str, g: &ScalingGroupDef) -> pb::ScalingGroupS
             units: e.units,
         })
         .collect();
-    let shares = budget::fair_shares(g.ledger.capacity, &demands);
+    let (capacity, in_force) = capacity_at(g, now);
+    let shares = budget::fair_shares(capacity, &demands);
     let used = g.ledger.held();
     pb::ScalingGroupStatus {
         group: Some(group(name, g)),
         used,
-        residual: (g.ledger.capacity - used).max(0),
+        residual: (capacity - used).max(0),
+        capacity_in_force: capacity,
+        capacity_schedules_open: in_force.applied,
+        capacity_next_change: in_force.until.map(super::to_timestamp),
         members: g
             .ledger
             .members

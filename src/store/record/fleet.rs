@@ -71,6 +71,11 @@ pub(crate) fn encode_group(g: &ScalingGroupDef) -> Vec<u8> {
         scoped: g.scope.is_some(),
         scope: g.scope.clone().unwrap_or_default(),
         owner: g.owner.clone().unwrap_or_default(),
+        capacity_schedules: g
+            .capacity_schedules
+            .iter()
+            .map(super::hpa::schedule_record)
+            .collect(),
     })
 }
 
@@ -94,6 +99,11 @@ pub(crate) fn decode_group(name: &str, bytes: &[u8]) -> Result<ScalingGroupDef, 
         member_keys: r.member_keys,
         scope: r.scoped.then_some(r.scope),
         owner: (!r.owner.is_empty()).then_some(r.owner),
+        capacity_schedules: r
+            .capacity_schedules
+            .iter()
+            .map(super::hpa::schedule_of_record)
+            .collect(),
         ledger: Ledger {
             capacity: r.capacity,
             members: r
@@ -146,6 +156,7 @@ mod tests {
             },
             scope: Some(vec!["inference/".into()]),
             owner: None,
+            capacity_schedules: Vec::new(),
         };
         g.ledger.members.insert(
             "inference/llama".into(),
@@ -190,6 +201,23 @@ mod tests {
             ..golden_group()
         };
         assert_eq!(decode_group("g", &encode_group(&owned)).unwrap(), owned);
+        // So are capacity schedules (the bytes above hold none).
+        let scheduled = ScalingGroupDef {
+            capacity_schedules: vec![crate::engine::hpa::schedule::Schedule {
+                name: "sale".to_owned(),
+                start: "0 8 * 11 5".to_owned(),
+                end: None,
+                duration: Some(std::time::Duration::from_secs(86_400)),
+                time_zone: "America/New_York".to_owned(),
+                min_replicas: Some(40),
+                max_replicas: None,
+            }],
+            ..golden_group()
+        };
+        assert_eq!(
+            decode_group("g", &encode_group(&scheduled)).unwrap(),
+            scheduled
+        );
     }
 
     #[test]

@@ -747,6 +747,36 @@ fn condition_from_record(c: &pb::Condition) -> Result<Condition, String> {
     })
 }
 
+// === schedules ===
+
+/// A schedule as a record (a spec's, or a group's capacity schedule).
+pub(crate) fn schedule_record(s: &Schedule) -> pb::Schedule {
+    pb::Schedule {
+        name: s.name.clone(),
+        start: s.start.clone(),
+        end: s.end.clone(),
+        duration_ms: s
+            .duration
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        time_zone: s.time_zone.clone(),
+        min_replicas: s.min_replicas,
+        max_replicas: s.max_replicas,
+    }
+}
+
+/// A schedule from its record.
+pub(crate) fn schedule_of_record(s: &pb::Schedule) -> Schedule {
+    Schedule {
+        name: s.name.clone(),
+        start: s.start.clone(),
+        end: s.end.clone(),
+        duration: s.duration_ms.map(Duration::from_millis),
+        time_zone: s.time_zone.clone(),
+        min_replicas: s.min_replicas,
+        max_replicas: s.max_replicas,
+    }
+}
+
 // === readings ===
 
 /// The gap between readings that is stored as 0: Kubernetes' sync period.
@@ -1029,19 +1059,7 @@ fn inputs_to_record(i: &DecisionInputs) -> pb::Inputs {
             .unwrap_or_default(),
         policy_version: i.policy.as_ref().map_or(0, |p| p.version),
         shadow: i.shadow,
-        schedules: i
-            .schedules
-            .iter()
-            .map(|s| pb::Schedule {
-                name: s.name.clone(),
-                start: s.start.clone(),
-                end: s.end.clone(),
-                duration_ms: s.duration.map(ms),
-                time_zone: s.time_zone.clone(),
-                min_replicas: s.min_replicas,
-                max_replicas: s.max_replicas,
-            })
-            .collect(),
+        schedules: i.schedules.iter().map(schedule_record).collect(),
         settings_changes: Some(pb::SettingsChanges {
             tolerance: changed_f(s.tolerance, d.tolerance),
             cpu_initialization_period_ms: changed(
@@ -1116,19 +1134,7 @@ fn inputs_from_record(i: &pb::Inputs) -> Result<DecisionInputs, String> {
             version: i.policy_version,
         }),
         shadow: i.shadow,
-        schedules: i
-            .schedules
-            .iter()
-            .map(|s| Schedule {
-                name: s.name.clone(),
-                start: s.start.clone(),
-                end: s.end.clone(),
-                duration: s.duration_ms.map(Duration::from_millis),
-                time_zone: s.time_zone.clone(),
-                min_replicas: s.min_replicas,
-                max_replicas: s.max_replicas,
-            })
-            .collect(),
+        schedules: i.schedules.iter().map(schedule_of_record).collect(),
     })
 }
 

@@ -227,6 +227,40 @@ pub fn describe_group_status(status: &api::ScalingGroupStatus) -> String {
         "Capacity:           {} units ({} per replica unless listed)",
         g.capacity, g.units_per_replica
     );
+    for c in &g.capacity_schedules {
+        let bound = |label: &str, v: Option<i64>| v.map(|v| format!(" {label} {v}"));
+        let _ = writeln!(
+            out,
+            "Capacity schedule:  {} ({} to {}, {}){}{}",
+            c.name,
+            c.start,
+            if c.end.is_empty() {
+                c.duration
+                    .map_or_else(String::new, |d| format!("+{}s", d.seconds))
+            } else {
+                c.end.clone()
+            },
+            c.time_zone,
+            bound("at least", c.min_capacity).unwrap_or_default(),
+            bound("at most", c.max_capacity).unwrap_or_default(),
+        );
+    }
+    if !g.capacity_schedules.is_empty() {
+        let _ = writeln!(
+            out,
+            "Capacity now:       {} units{}{}",
+            status.capacity_in_force,
+            if status.capacity_schedules_open.is_empty() {
+                String::new()
+            } else {
+                format!(" (open: {})", status.capacity_schedules_open.join(", "))
+            },
+            status
+                .capacity_next_change
+                .as_ref()
+                .map_or_else(String::new, |t| format!("; next change {t}")),
+        );
+    }
     let _ = writeln!(out, "Used:               {} units", status.used);
     let _ = writeln!(out, "Residual:           {} units", status.residual);
     let _ = writeln!(out, "Selects:            {}", selects(&g));

@@ -715,6 +715,25 @@ impl CompiledSchedules {
     }
 }
 
+/// A scaling group's capacity at `now`: `base` raised to the largest floor and lowered to
+/// the smallest ceiling of its open capacity schedules (in units: a capacity schedule is a
+/// [`Schedule`] whose `min_replicas` / `max_replicas` hold the capacity's floor and ceiling),
+/// a floor above a ceiling winning as it does for a spec's bounds. With what is in force.
+pub fn capacity_in_force(base: i64, schedules: &CompiledSchedules, now: Time) -> (i64, InForce) {
+    if schedules.is_empty() {
+        return (base, InForce::default());
+    }
+    let f = schedules.in_force(now);
+    let mut capacity = base;
+    if let Some(ceiling) = f.ceiling {
+        capacity = capacity.min(i64::from(ceiling));
+    }
+    if let Some(floor) = f.floor {
+        capacity = capacity.max(i64::from(floor));
+    }
+    (capacity, f)
+}
+
 /// The bounds a decision uses, and where they came from ([`InForce::bounds`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScheduledBounds {

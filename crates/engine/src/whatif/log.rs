@@ -160,13 +160,19 @@ pub struct GroupHeld {
 /// (ties in member order), each under its recorded spec, with the group's budget of
 /// `capacity` units applied as the server applies it ([`hpa::decide_in_group`]), each member
 /// starting from the count the simulated run gave it ([`closed_loop`]).
+///
+/// `capacity_schedules` move the capacity by each step's time as they move it live
+/// ([`hpa::schedule::capacity_in_force`]); give none to replay under a fixed capacity.
 pub fn replay_group(
     group: &str,
     capacity: i64,
+    capacity_schedules: &[hpa::schedule::Schedule],
     members: &[MemberLog],
     window: Window,
     retention: Duration,
 ) -> Result<GroupReplay, LogError> {
+    let schedules = hpa::schedule::compile(capacity_schedules)
+        .map_err(|mut e| LogError::Invalid(e.swap_remove(0)))?;
     let mut notes = Notes::default();
     let mut targets: Vec<TargetReplay<'_>> = members
         .iter()
@@ -186,6 +192,7 @@ pub fn replay_group(
     let mut steps: Vec<Vec<super::ReplayStep>> = vec![Vec::new(); members.len()];
     let mut held = Vec::new();
     for (now, m, k) in order {
+        ledger.capacity = hpa::schedule::capacity_in_force(capacity, &schedules, now).0;
         let member = &members[m];
         let step = targets[m].step(
             k,

@@ -2,8 +2,12 @@
 //! (each violation names its field, e.g. `group.capacity`). Their stored forms are the
 //! server's (its `api::convert::fleet`).
 
-use super::Violations;
-use crate::{engine::hpa::budget, pb::v1 as pb, status::ApiError};
+use super::{Violations, wire::duration};
+use crate::{
+    engine::hpa::{budget, schedule},
+    pb::v1 as pb,
+    status::ApiError,
+};
 
 /// The longest policy or group name.
 pub const MAX_NAME_BYTES: usize = 253;
@@ -108,5 +112,71 @@ pub fn check_group(g: &pb::ScalingGroup, key_bytes: usize) -> Result<(), ApiErro
     for (i, p) in g.member_policies.iter().enumerate() {
         check_name(&mut v, &format!("group.member_policies[{i}]"), p);
     }
+    capacity_schedules(&mut v, &g.capacity_schedules);
     v.into_result(())
+}
+
+/// A group's capacity schedules in the engine's form (a [`schedule::Schedule`] whose
+/// `min_replicas` / `max_replicas` hold the capacity's floor and ceiling), each violation
+/// named under `group.capacity_schedules[i]` with the capacity's own field names.
+pub fn capacity_schedules(
+    v: &mut Violations,
+    list: &[pb::CapacitySchedule],
+) -> Vec<schedule::Schedule> {
+    let mut bounds_ok = true;
+    let mut units = |i: usize, field: &str, c: Option<i64>| -> Option<i32> {
+        let c = c?;
+        if (1..=budget::MAX_CAPACITY).contains(&c) {
+            i32::try_from(c).ok()
+        } else {
+            v.add(
+                format!("group.capacity_schedules[{i}].{field}"),
+                format!("must be 1 to {} units", budget::MAX_CAPACITY),
+            );
+            bounds_ok = false;
+            None
+        }
+    };
+    let out: Vec<schedule::Schedule> = list
+        .iter()
+        .enumerate()
+        .map(|(i, s)| schedule::Schedule {
+            name: s.name.clone(),
+            start: s.start.clone(),
+            end: (!s.end.is_empty()).then(|| s.end.clone()),
+            duration: None,
+            time_zone: s.time_zone.clone(),
+            min_replicas: units(i, "min_capacity", s.min_capacity),
+            max_replicas: units(i, "max_capacity", s.max_capacity),
+        })
+        .collect();
+    let mut out = out;
+    for (i, (s, p)) in out.iter_mut().zip(list).enumerate() {
+        s.duration = p
+            .duration
+            .as_ref()
+            .and_then(|d| duration(v, format!("group.capacity_schedules[{i}].duration"), d));
+    }
+    if !bounds_ok {
+        return out;
+    }
+    if let Err(violations) = schedule::compile(&out) {
+        for e in violations {
+            // `schedules[2].max_replicas` → `group.capacity_schedules[2].max_capacity`.
+            let field = e
+                .field
+                .replacen("schedules", "group.capacity_schedules", 1)
+                .replace("min_replicas", "min_capacity")
+                .replace("max_replicas", "max_capacity");
+            let description = if e.description.contains("min_replicas") {
+                "must set min_capacity, max_capacity or both".to_owned()
+            } else if field.ends_with("max_capacity") {
+                "must be greater than or equal to min_capacity".to_owned()
+            } else {
+                e.description
+            };
+            v.add(field, description);
+        }
+    }
+    out
 }
