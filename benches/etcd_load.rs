@@ -27,6 +27,10 @@
 //! needs root): the replicas then bound each setup, not the two cores they share with etcd
 //! and the client, which is how a platform that adds replicas for capacity runs them.
 //!
+//! `ETCD_LOAD_MEMBER_CPU=0.25` does the same for each etcd member: every member, the sled
+//! server and every replica in a quota of its own, as separate machines of that size would
+//! run them (the client and the no-op are not limited).
+//!
 //! `cargo bench --bench etcd_load` (or `scripts/etcd-ci.sh bench`). Needs etcd installed.
 
 #[path = "../tests/common/binary.rs"]
@@ -492,15 +496,30 @@ impl CpuLimit {
     /// The limit of `ETCD_LOAD_REPLICA_CPU` (cores) on `pid`, if set; a limit that cannot be
     /// set stops the bench (its figures would mean something else).
     fn from_env(pid: u32) -> Option<CpuLimit> {
-        let value = std::env::var("ETCD_LOAD_REPLICA_CPU").ok()?;
+        Self::from_var("ETCD_LOAD_REPLICA_CPU", pid)
+    }
+
+    /// The limit of `ETCD_LOAD_MEMBER_CPU` on each etcd member, if set: each member in a
+    /// quota of its own, as separate machines (or pods) of that size would run them.
+    fn members_from_env(etcd: &etcd_support::Etcd) -> Vec<CpuLimit> {
+        etcd.members
+            .iter()
+            .filter_map(|m| m.pid())
+            .filter_map(|pid| Self::from_var("ETCD_LOAD_MEMBER_CPU", pid))
+            .collect()
+    }
+
+    fn from_var(var: &str, pid: u32) -> Option<CpuLimit> {
+        let value = std::env::var(var).ok()?;
         let cores: f64 = value
             .parse()
             .ok()
             .filter(|c: &f64| *c > 0.0)
-            .unwrap_or_else(|| panic!("ETCD_LOAD_REPLICA_CPU={value:?}: not a number of cores"));
-        Some(Self::apply(pid, cores).unwrap_or_else(|e| {
-            panic!("ETCD_LOAD_REPLICA_CPU={cores}: cannot limit the server's CPU: {e}")
-        }))
+            .unwrap_or_else(|| panic!("{var}={value:?}: not a number of cores"));
+        Some(
+            Self::apply(pid, cores)
+                .unwrap_or_else(|e| panic!("{var}={cores}: cannot limit the CPU of {pid}: {e}")),
+        )
     }
 }
 
@@ -656,6 +675,7 @@ fn main() {
     }
     {
         let etcd = etcd_support::Etcd::start(1);
+        let _members = CpuLimit::members_from_env(&etcd);
         let r = replica(&etcd.endpoints(), "bench/", &tmp.path().join("r1"));
         let _limit = CpuLimit::from_env(r.child.id());
         let f = runtime.block_on(load(
@@ -676,6 +696,7 @@ fn main() {
     }
     {
         let etcd = etcd_support::Etcd::start(3);
+        let _members = CpuLimit::members_from_env(&etcd);
         for n in [1usize, 2, 3] {
             // A prefix per setup: the replicas of the previous one (SIGKILLed) stay
             // registered until their leases expire, and would own targets meanwhile.

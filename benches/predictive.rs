@@ -5,8 +5,13 @@
 //!
 //! The service, as `traces/README.md` reads a trace: its value is the total load, one replica
 //! carries `K = p99.9 / 40` at its target, the load is held constant within a trace step. Each
-//! run is one target of the release server with an External AverageValue metric (the load, a
-//! target of `K / h`), bounds 1..1000, Kubernetes' default behavior. At each decision the
+//! run is one target of the release server, bounds 1..1000, Kubernetes' default behavior, with
+//! the metric most users have (`PREDICTIVE_METRIC=cpu`, the default): a CPU Utilization target
+//! of 50 % of a 1000m request, every pod listed (the ready ones sharing the load, sampled at
+//! the decision over metrics-server's 15 s window; the starting ones not ready, sampled at 0,
+//! started at their scale call), the load scaled so that one replica at the target carries
+//! `K / h`; or (`PREDICTIVE_METRIC=external`) an External AverageValue metric of the load with
+//! a target of `K / h`, which has no notion of starting replicas. At each decision the
 //! orchestrator side (this bench) reports the replicas it runs (ready and starting), applies
 //! the answer (a scale-up starts replicas that serve `D` later; a scale-down removes starting
 //! replicas first, newest first) and integrates, over the next period:
@@ -22,6 +27,7 @@
 //! at its shortfall ("cost at equal shortfall").
 //!
 //! `cargo bench --bench predictive`; `PREDICTIVE_TRACES` (file names, comma-separated),
+//! `PREDICTIVE_METRIC` (`cpu` or `external`),
 //! `PREDICTIVE_PERIOD` (s, default 60), `PREDICTIVE_DELAY` (s, default 300),
 //! `PREDICTIVE_OUT` (CSV and SVG plots; default `target/predictive`). About 10 minutes on two
 //! cores for the three traces (≈ 5.5 million decisions).
@@ -67,6 +73,8 @@ struct Measures {
 struct Run {
     h: f64,
     predictive: bool,
+    /// A CPU Utilization target with pods (else an External AverageValue metric).
+    cpu: bool,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -78,6 +86,11 @@ fn main() -> anyhow::Result<()> {
         "nyc_taxi.csv,twitter_volume_amzn.csv,rds_cpu_utilization_cc0c53.csv".into()
     });
     let period: i64 = env_or("PREDICTIVE_PERIOD", 60);
+    let cpu = match std::env::var("PREDICTIVE_METRIC").as_deref() {
+        Err(_) | Ok("cpu") => true,
+        Ok("external") => false,
+        Ok(other) => anyhow::bail!("PREDICTIVE_METRIC={other}: cpu or external"),
+    };
     let delay: i64 = env_or("PREDICTIVE_DELAY", 300);
     let out = std::env::var("PREDICTIVE_OUT").map_or_else(
         |_| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/predictive"),
@@ -91,14 +104,19 @@ fn main() -> anyhow::Result<()> {
     let data = tempfile::tempdir()?;
     let server = binary::start(&data.path().join("data"));
     println!(
-        "period {period} s, start-up delay D = {delay} s; server {}",
+        "period {period} s, start-up delay D = {delay} s, metric {}; server {}",
+        if cpu {
+            "cpu Utilization 50 % (pods listed)"
+        } else {
+            "External AverageValue"
+        },
         server.addr
     );
     let mut summary = String::new();
     for file in files.split(',').map(str::trim).filter(|f| !f.is_empty()) {
         let trace = read_trace(&dir.join(file), period)?;
         let started = Instant::now();
-        let results = runtime.block_on(run_trace(server.addr, &trace, period, delay))?;
+        let results = runtime.block_on(run_trace(server.addr, &trace, period, delay, cpu))?;
         let report = report(&trace, &results);
         println!(
             "\n=== {} (K = {:.4}, {} decisions per run, {} runs, {:.0} s)\n{report}",
@@ -195,16 +213,19 @@ async fn run_trace(
     trace: &Trace,
     period: i64,
     delay: i64,
+    cpu: bool,
 ) -> anyhow::Result<Vec<(Run, Measures)>> {
     let runs: Vec<Run> = REACTIVE_H
         .iter()
         .map(|&h| Run {
             h,
             predictive: false,
+            cpu,
         })
         .chain(PREDICTIVE_H.iter().map(|&h| Run {
             h,
             predictive: true,
+            cpu,
         }))
         .collect();
     let shared = Arc::new((trace.times.clone(), trace.load.clone(), trace.k));
@@ -265,15 +286,28 @@ async fn closed_loop(
     let spec = pb::HorizontalSpec {
         min_replicas: Some(1),
         max_replicas: MAX_REPLICAS,
-        metrics: vec![pb::MetricSpec {
-            r#type: pb::MetricSourceType::External as i32,
-            name: "load".into(),
-            target: Some(pb::MetricTarget {
-                r#type: pb::MetricTargetType::AverageValue as i32,
-                average_value_milli: Some(target_milli),
+        metrics: vec![if run.cpu {
+            pb::MetricSpec {
+                r#type: pb::MetricSourceType::Resource as i32,
+                name: "cpu".into(),
+                target: Some(pb::MetricTarget {
+                    r#type: pb::MetricTargetType::Utilization as i32,
+                    average_utilization: Some(CPU_TARGET_PERCENT),
+                    ..Default::default()
+                }),
                 ..Default::default()
-            }),
-            ..Default::default()
+            }
+        } else {
+            pb::MetricSpec {
+                r#type: pb::MetricSourceType::External as i32,
+                name: "load".into(),
+                target: Some(pb::MetricTarget {
+                    r#type: pb::MetricTargetType::AverageValue as i32,
+                    average_value_milli: Some(target_milli),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }
         }],
         predictive: run.predictive.then_some(pb::Predictive {
             mode: pb::PredictiveMode::ScaleUp as i32,
@@ -289,23 +323,26 @@ async fn closed_loop(
         while pending.front().is_some_and(|&(at, _)| at <= t) {
             ready += pending.pop_front().map_or(0, |(_, n)| n);
         }
-        let request = pb::RecommendRequest {
+        let mut request = pb::RecommendRequest {
             target_key: key.clone(),
             current_replicas: current,
             spec: Some(spec.clone()),
-            external_metrics: [(
+            evaluation_time: Some(ts(t)),
+            ..Default::default()
+        };
+        if run.cpu {
+            // The load in millicores, one replica at the target carrying K / h.
+            let usage = l / target * CPU_AT_TARGET_MILLI;
+            request.pods = pods(t, ready, &pending, usage, delay);
+        } else {
+            request.external_metrics = [(
                 "load".to_owned(),
                 pb::ExternalMetricValues {
                     values_milli: vec![(l * 1000.0).round() as i64],
                 },
             )]
-            .into(),
-            evaluation_time: Some(prost_types::Timestamp {
-                seconds: t,
-                nanos: 0,
-            }),
-            ..Default::default()
-        };
+            .into();
+        }
         let response = call(&mut client, request).await?;
         if response.predictive.as_ref().is_some_and(|p| p.raised) {
             m.raised += 1;
@@ -341,6 +378,67 @@ async fn closed_loop(
     m.short_replica_minutes = short_sum * period as f64 / 60.0;
     m.short_share = short_n as f64 / times.len() as f64;
     Ok(m)
+}
+
+const CPU_REQUEST_MILLI: i64 = 1000;
+const CPU_TARGET_PERCENT: i32 = 50;
+/// What one replica uses at the target.
+const CPU_AT_TARGET_MILLI: f64 = 500.0;
+
+fn ts(seconds: i64) -> prost_types::Timestamp {
+    prost_types::Timestamp { seconds, nanos: 0 }
+}
+
+/// The pods at `t`: `ready` serving ones sharing `usage` (millicores), sampled at `t` over
+/// metrics-server's 15 s window, started long enough ago to be past the CPU initialization
+/// period; and the starting ones of `pending` (ready at `.0`), started at their scale call
+/// (`.0 − delay`), not ready, sampled at 0.
+fn pods(
+    t: i64,
+    ready: i32,
+    pending: &std::collections::VecDeque<(i64, i32)>,
+    usage: f64,
+    delay: i64,
+) -> Vec<pb::PodSample> {
+    let serving = usize::try_from(ready.max(0)).unwrap_or(0);
+    let total = usage.round() as i64;
+    let each = total / serving.max(1) as i64;
+    let extra = total - each * serving as i64;
+    let pod = |name: String, ready: bool, started: i64, value: i64| pb::PodSample {
+        name,
+        phase: pb::PodPhase::Running as i32,
+        ready: Some(ready),
+        ready_transition_time: Some(ts(if ready { started + delay } else { started })),
+        start_time: Some(ts(started)),
+        requests_milli: [("cpu".to_owned(), CPU_REQUEST_MILLI)].into(),
+        metrics: [(
+            "cpu".to_owned(),
+            pb::MetricSample {
+                value_milli: Some(value),
+                timestamp: Some(ts(t)),
+                window: Some(prost_types::Duration {
+                    seconds: 15,
+                    nanos: 0,
+                }),
+            },
+        )]
+        .into(),
+        ..Default::default()
+    };
+    let mut out: Vec<pb::PodSample> = (0..serving)
+        .map(|i| {
+            let value = each + i64::from(i < usize::try_from(extra).unwrap_or(0));
+            pod(format!("r{i}"), true, t - 3600, value)
+        })
+        .collect();
+    let mut n = 0;
+    for &(ready_at, count) in pending {
+        for _ in 0..count {
+            out.push(pod(format!("s{n}"), false, ready_at - delay, 0));
+            n += 1;
+        }
+    }
+    out
 }
 
 /// A Recommend, retried a few times on an overload answer (the server sheds load by design).
@@ -519,7 +617,7 @@ fn csv(results: &[(Run, Measures)]) -> String {
 
 /// Cost (replica-hours, x) against shortfall (under-provisioned replica-minutes, y, log
 /// scale): the reactive curve as a line, the predictive runs as points.
-fn svg(trace: &Trace, results: &[(Run, Measures)]) -> String {
+fn svg(trace: &Trace, results: &[(Run, Measures)], delay: i64) -> String {
     let (w, h, pad) = (640.0, 420.0, 60.0);
     let xs: Vec<f64> = results.iter().map(|(_, m)| m.replica_hours).collect();
     let ys: Vec<f64> = results
@@ -539,7 +637,7 @@ fn svg(trace: &Trace, results: &[(Run, Measures)]) -> String {
     let mut s = format!(
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">
 <rect width="100%" height="100%" fill="white"/>
-<text x="{}" y="20" text-anchor="middle" font-size="14">{} (D = 5 min): cost against shortfall</text>
+<text x="{}" y="20" text-anchor="middle" font-size="14">{} (D = {delay} s): cost against shortfall</text>
 <line x1="{pad}" y1="{}" x2="{}" y2="{}" stroke="black"/>
 <line x1="{pad}" y1="{pad}" x2="{pad}" y2="{}" stroke="black"/>
 <text x="{}" y="{}" text-anchor="middle">replica-hours</text>

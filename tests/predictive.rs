@@ -10,15 +10,14 @@ use std::io::{Read, Write};
 
 use autoscaled::{
     config::Config,
-    pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient},
+    pb::v1::{self as pb},
 };
 use autoscaled_fixtures as fixtures;
-use tonic::{Code, transport::Channel};
-use tonic_types::StatusExt;
+use tonic::Code;
 
 mod common;
 
-use common::TestServer;
+use common::{TestServer, assert_not_stored, violation_fields};
 
 const DAY: i64 = 86_400;
 /// A Monday 00:00 UTC, a few weeks before the test runs (any past time will do).
@@ -59,26 +58,8 @@ fn request(key: &str, t: i64, current: i32, p: Option<pb::Predictive>) -> pb::Re
     r
 }
 
-fn fields(status: &tonic::Status) -> Vec<String> {
-    status
-        .get_details_bad_request()
-        .map(|b| b.field_violations.into_iter().map(|v| v.field).collect())
-        .unwrap_or_default()
-}
-
 fn condition<'a>(r: &'a pb::RecommendResponse, kind: &str) -> Option<&'a pb::Condition> {
     r.conditions.iter().find(|c| c.r#type == kind)
-}
-
-async fn not_stored(client: &mut HorizontalAutoscalerClient<Channel>, key: &str) {
-    let e = client
-        .get_history(pb::GetHistoryRequest {
-            target_key: key.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.code(), Code::NotFound, "{key} was stored");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -287,7 +268,7 @@ async fn forecast_only_reports_and_scale_up_raises_ahead_of_the_morning_across_a
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
-    assert_eq!(fields(&e), ["startup_delay"]);
+    assert_eq!(violation_fields(&e), ["startup_delay"]);
     server.stop().await;
 }
 
@@ -343,8 +324,8 @@ async fn bad_predictive_specs_are_invalid_arguments_naming_the_field_and_store_n
             .await
             .unwrap_err();
         assert_eq!(e.code(), Code::InvalidArgument, "{field}: {e:?}");
-        assert_eq!(fields(&e), [field]);
-        not_stored(&mut client, &key).await;
+        assert_eq!(violation_fields(&e), [field]);
+        assert_not_stored(&mut client, &key).await;
     }
 
     // A policy's predictive spec is checked when it is put, under policy.spec.
@@ -363,7 +344,10 @@ async fn bad_predictive_specs_are_invalid_arguments_naming_the_field_and_store_n
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
-    assert_eq!(fields(&e), ["policy.spec.predictive.startup_delay"]);
+    assert_eq!(
+        violation_fields(&e),
+        ["policy.spec.predictive.startup_delay"]
+    );
 
     // The same over HTTP/JSON: 400 naming the field; the mode by its name works.
     for (body, expect) in [
@@ -395,6 +379,6 @@ async fn bad_predictive_specs_are_invalid_arguments_naming_the_field_and_store_n
             assert!(answer.contains("InsufficientHistory"), "{answer}");
         }
     }
-    not_stored(&mut client, "pred/json").await;
+    assert_not_stored(&mut client, "pred/json").await;
     server.stop().await;
 }

@@ -7,15 +7,14 @@ use std::io::{Read, Write};
 
 use autoscaled::{
     config::Config,
-    pb::v1::{self as pb, horizontal_autoscaler_client::HorizontalAutoscalerClient},
+    pb::v1::{self as pb},
 };
 use autoscaled_fixtures as fixtures;
-use tonic::{Code, transport::Channel};
-use tonic_types::StatusExt;
+use tonic::Code;
 
 mod common;
 
-use common::{TestServer, now_secs};
+use common::{TestServer, assert_not_stored, now_secs, violation_fields};
 
 /// Open all year: opened every 1 January at 00:00 UTC, for 366 days.
 fn always(min: Option<i32>, max: Option<i32>) -> pb::Schedule {
@@ -44,24 +43,6 @@ fn request(key: &str, at: i64, schedules: Vec<pb::Schedule>) -> pb::RecommendReq
         .build();
     r.spec.as_mut().unwrap().schedules = schedules;
     r
-}
-
-fn fields(status: &tonic::Status) -> Vec<String> {
-    status
-        .get_details_bad_request()
-        .map(|b| b.field_violations.into_iter().map(|v| v.field).collect())
-        .unwrap_or_default()
-}
-
-async fn not_stored(client: &mut HorizontalAutoscalerClient<Channel>, key: &str) {
-    let e = client
-        .get_history(pb::GetHistoryRequest {
-            target_key: key.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(e.code(), Code::NotFound, "{key} was stored");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -188,11 +169,11 @@ async fn bad_schedules_are_invalid_arguments_naming_the_field_and_store_nothing(
             .unwrap_err();
         assert_eq!(e.code(), Code::InvalidArgument, "{field}: {e:?}");
         assert!(
-            fields(&e).iter().any(|f| f == field),
+            violation_fields(&e).iter().any(|f| f == field),
             "{field} not in {:?}",
-            fields(&e)
+            violation_fields(&e)
         );
-        not_stored(&mut client, &key).await;
+        assert_not_stored(&mut client, &key).await;
     }
 
     // Too many: refused before any is parsed.
@@ -207,7 +188,7 @@ async fn bad_schedules_are_invalid_arguments_naming_the_field_and_store_nothing(
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::ResourceExhausted);
-    assert_eq!(fields(&e), ["spec.schedules"]);
+    assert_eq!(violation_fields(&e), ["spec.schedules"]);
 
     // A policy's schedules are checked when it is put, under policy.spec.
     let mut s = always(Some(3), None);
@@ -227,7 +208,7 @@ async fn bad_schedules_are_invalid_arguments_naming_the_field_and_store_nothing(
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
-    assert_eq!(fields(&e), ["policy.spec.schedules[0].start"]);
+    assert_eq!(violation_fields(&e), ["policy.spec.schedules[0].start"]);
 
     // The same refusal over HTTP/JSON: 400 with the field.
     let body = r#"{"targetKey":"sched/json","currentReplicas":2,"spec":{"maxReplicas":5,"schedules":[{"name":"x","start":"0 9 * * *","duration":"3600s","timeZone":"Nowhere/Atlantis","minReplicas":3}]}}"#;
@@ -242,7 +223,7 @@ async fn bad_schedules_are_invalid_arguments_naming_the_field_and_store_nothing(
     tcp.read_to_string(&mut answer).unwrap();
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
     assert!(answer.contains("spec.schedules[0].time_zone"), "{answer}");
-    not_stored(&mut client, "sched/json").await;
+    assert_not_stored(&mut client, "sched/json").await;
     server.stop().await;
 }
 
@@ -299,7 +280,7 @@ async fn a_groups_capacity_follows_its_schedules_and_bad_ones_name_the_field() {
             .await
             .unwrap_err();
         assert_eq!(e.code(), Code::InvalidArgument, "{field}: {e:?}");
-        assert_eq!(fields(&e), [field]);
+        assert_eq!(violation_fields(&e), [field]);
     }
     let e = client
         .get_scaling_group(pb::GetScalingGroupRequest {

@@ -165,3 +165,29 @@ pub fn http(addr: SocketAddr, method: &str, path: &str) -> (u16, String) {
         .expect("a status line");
     (status, body.to_owned())
 }
+
+/// The fields an error's `BadRequest` details name, in order.
+pub fn violation_fields(status: &tonic::Status) -> Vec<String> {
+    use tonic_types::StatusExt;
+    status
+        .get_details_bad_request()
+        .map(|b| b.field_violations.into_iter().map(|v| v.field).collect())
+        .unwrap_or_default()
+}
+
+/// Asserts that nothing was stored for `key` (its history is NOT_FOUND).
+pub async fn assert_not_stored(
+    client: &mut autoscaled::pb::v1::horizontal_autoscaler_client::HorizontalAutoscalerClient<
+        Channel,
+    >,
+    key: &str,
+) {
+    let e = client
+        .get_history(autoscaled::pb::v1::GetHistoryRequest {
+            target_key: key.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::NotFound, "{key} was stored");
+}

@@ -141,5 +141,54 @@ fn bench_evaluate(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_evaluate);
+/// What `spec.predictive` adds to a decision (10 pods, cpu): off, and `forecast_only` /
+/// `scale_up` with a model warmed by two days of decisions a minute apart, decided a minute
+/// after the last (so the model observes, forecasts and records, as at every cadence). The
+/// history (the model included) is cloned by every evaluation, as it is by `Recommend`.
+fn bench_predictive(c: &mut Criterion) {
+    use hpa::predictive::{PredictiveMode, PredictiveSpec};
+    let settings = Settings::default();
+    let obs = observation(10);
+    let mut group = c.benchmark_group("predictive");
+    for mode in [
+        None,
+        Some(PredictiveMode::ForecastOnly),
+        Some(PredictiveMode::ScaleUp),
+    ] {
+        let mut spec = spec(1);
+        spec.predictive = mode.map(|mode| PredictiveSpec {
+            mode,
+            startup_delay: Duration::from_secs(300),
+            margin_percent: 0,
+        });
+        let mut history = history();
+        for minute in (1..=2 * 1440).rev() {
+            let t = NOW.plus_secs(-60 * minute);
+            history = hpa::evaluate(&settings, &spec, &obs, &history, t)
+                .expect("valid benchmark input")
+                .history;
+        }
+        let bytes: usize = history.predictive.as_ref().map_or(0, |p| {
+            p.models.iter().map(|(_, m)| m.to_bytes().len()).sum()
+        });
+        eprintln!(
+            "predictive {:?}: model state {bytes} bytes",
+            mode.map(PredictiveMode::as_str)
+        );
+        group.bench_function(mode.map_or("off", PredictiveMode::as_str), |b| {
+            b.iter(|| {
+                hpa::evaluate(
+                    black_box(&settings),
+                    black_box(&spec),
+                    black_box(&obs),
+                    black_box(&history),
+                    NOW,
+                )
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_evaluate, bench_predictive);
 criterion_main!(benches);
