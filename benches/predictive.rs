@@ -130,7 +130,7 @@ fn main() -> anyhow::Result<()> {
         std::fs::write(out.join(format!("{}.csv", trace.name)), csv(&results))?;
         std::fs::write(
             out.join(format!("{}.svg", trace.name)),
-            svg(&trace, &results),
+            svg(&trace, &results, delay),
         )?;
     }
     println!("\n{summary}");
