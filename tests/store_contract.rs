@@ -212,6 +212,36 @@ fn contract(open: Open) {
     retention_by_age(open);
     bounded_history(open);
     commit_rules(open);
+    predictive_state_is_committed(open);
+}
+
+/// A predictive model (`History::predictive`) travels the same commit as the rest of the
+/// state and comes back equal, on every backend; a commit without it drops it.
+fn predictive_state_is_committed(open: Open) {
+    use autoscaled::engine::hpa::predictive::{State, model::LoadModel};
+    let store = open(UNBOUNDED, FOREVER);
+    let key = "predictive/a";
+    // Ten hours of a load with an hourly shape, a minute apart: the profiles partly seen,
+    // the levels and the pending evaluations in use.
+    let mut model = LoadModel::new(300, 60);
+    for m in 0..600_i64 {
+        model.observe(T0 + m * 60, 5.0 + (m % 60) as f64 / 6.0);
+    }
+    let state = State {
+        models: vec![("External/load".to_owned(), model)],
+    };
+    let commit = |secs: i64, predictive: Option<State>| {
+        let (loaded, seen) = wait(store.load_for_update(key)).unwrap();
+        let mut history = loaded.map(|s| s.history).unwrap_or_default();
+        history.predictive = predictive;
+        wait(store.commit_after(key, seen, &history, &entry(secs, 3))).unwrap();
+    };
+    commit(T0, Some(state.clone()));
+    let stored = wait(store.load(key)).unwrap().unwrap().history;
+    assert_eq!(stored.predictive.as_ref(), Some(&state));
+    commit(T0 + 15, None);
+    let stored = wait(store.load(key)).unwrap().unwrap().history;
+    assert!(stored.predictive.is_none());
 }
 
 /// N + k distinct decisions under a bound of N: the newest N stay, and the older ones are
