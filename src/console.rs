@@ -118,8 +118,9 @@ const MAX_RUNS_LISTED: usize = 200;
 /// A response of the console.
 pub(crate) type Page = HttpResponse<Full<Bytes>>;
 
-/// What an API call answered when it was not OK.
-struct ApiError {
+/// What the API answered a console call it did not serve (its HTTP status, gRPC code and
+/// message), shown on the problem page. The server's own error type is `api::status::ApiError`.
+struct CallRefused {
     status: u16,
     code: String,
     message: String,
@@ -497,9 +498,9 @@ async fn call(
     body: &Value,
     token: Option<&str>,
     remote: Option<SocketAddr>,
-) -> Result<Value, ApiError> {
+) -> Result<Value, CallRefused> {
     let Some(api) = shared.console_api.get() else {
-        return Err(ApiError {
+        return Err(CallRefused {
             status: 503,
             code: "unavailable".into(),
             message: "the server is not serving yet".into(),
@@ -509,7 +510,7 @@ async fn call(
     *request.method_mut() = Method::POST;
     *request.uri_mut() = format!("/autoscaled.v1.HorizontalAutoscaler/{method}")
         .parse()
-        .map_err(|_| ApiError {
+        .map_err(|_| CallRefused {
             status: 500,
             code: "internal".into(),
             message: "bad path".into(),
@@ -529,7 +530,7 @@ async fn call(
         request.headers_mut().insert("connect-timeout-ms", v);
     }
     let Ok(Ok(response)) = tokio::time::timeout(CALL_TIMEOUT, api.oneshot(request)).await else {
-        return Err(ApiError {
+        return Err(CallRefused {
             status: 504,
             code: "deadline_exceeded".into(),
             message: format!("the server did not answer within {CALL_TIMEOUT:?}"),
@@ -546,7 +547,7 @@ async fn call(
     if status == 200 {
         Ok(value)
     } else {
-        Err(ApiError {
+        Err(CallRefused {
             status,
             code: value["code"].as_str().unwrap_or("unknown").to_owned(),
             message: value["message"].as_str().unwrap_or("").to_owned(),
@@ -556,7 +557,7 @@ async fn call(
 
 // ---- pages ---------------------------------------------------------------------------------
 
-fn problem_page(e: &ApiError) -> Page {
+fn problem_page(e: &CallRefused) -> Page {
     if e.status == 401 {
         return login_page(StatusCode::UNAUTHORIZED, &e.message);
     }

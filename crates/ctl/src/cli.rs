@@ -173,7 +173,7 @@ pub(crate) struct GetTargetsArgs {
     pub(crate) prefix: String,
     /// wide: more columns; json or yaml: the listing as a ListTargetsResponse. [default: a table]
     #[arg(short = 'o', long, value_enum)]
-    pub(crate) output: Option<crate::client::fleet::GetOutput>,
+    pub(crate) output: Option<crate::client::targets::GetOutput>,
     /// List again every --interval until interrupted (Ctrl-C).
     #[arg(short = 'w', long)]
     pub(crate) watch: bool,
@@ -268,19 +268,19 @@ pub fn run(cli: Cli) -> ExitCode {
         )),
         Command::Get(GetArgs {
             what: GetWhat::Targets(args),
-        }) => crate::client::run(crate::client::fleet::get_targets(
+        }) => crate::client::run(crate::client::targets::get_targets(
             &args.addr,
             &args.security,
             &args.prefix,
             args.output,
-            args.watch.then_some(crate::client::fleet::Watch {
+            args.watch.then_some(crate::client::targets::Watch {
                 interval: std::time::Duration::from_secs(args.interval),
                 rounds: args.rounds,
             }),
         )),
         Command::Describe(DescribeArgs {
             what: DescribeWhat::Target(args),
-        }) => crate::client::run(crate::client::fleet::describe_target(
+        }) => crate::client::run(crate::client::targets::describe_target(
             &args.addr,
             &args.security,
             &args.target_key,
@@ -311,7 +311,7 @@ pub fn run(cli: Cli) -> ExitCode {
         )),
         Command::Delete(DeleteArgs {
             what: DeleteWhat::Target(args),
-        }) => crate::client::run(crate::client::fleet::delete_target(
+        }) => crate::client::run(crate::client::targets::delete_target(
             &args.server.addr,
             &args.server.security,
             &args.target_key,

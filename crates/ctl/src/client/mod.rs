@@ -8,10 +8,10 @@
 //! writes. The text output follows `kubectl describe hpa`, so that what operators know from
 //! Kubernetes reads the same here.
 
-pub mod fleet;
 pub(crate) mod migration;
 pub mod policies;
 pub mod security;
+pub mod targets;
 
 use std::{fmt::Write as _, path::Path, sync::OnceLock};
 
@@ -547,7 +547,7 @@ pub(crate) fn schedule_rows(report: Option<&api::ScheduleReport>) -> Vec<(String
             Some(t) if t.seconds >= now => format!(
                 "{} (in {})",
                 r.next_change_local,
-                fleet::age(
+                targets::age(
                     Some(&prost_types::Timestamp {
                         seconds: now,
                         nanos: 0

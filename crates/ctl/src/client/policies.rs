@@ -147,7 +147,7 @@ pub async fn get_policies(addr: &str, security: &ClientSecurity) -> Result<Strin
                     .map(|m| m.name.clone())
                     .collect::<Vec<_>>()
                     .join(","),
-                super::fleet::age(p.update_time.as_ref(), now),
+                super::targets::age(p.update_time.as_ref(), now),
             ]);
         }
         if page.next_page_token.is_empty() {

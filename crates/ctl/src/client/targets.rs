@@ -1,4 +1,4 @@
-//! The fleet at a glance: `autoscalectl get targets` (one line per target, as `kubectl get
+//! The targets at a glance: `autoscalectl get targets` (one line per target, as `kubectl get
 //! hpa`) and `autoscalectl describe target KEY` (as `kubectl describe hpa`).
 //!
 //! Both read `ListTargets` with summaries: each target's newest decision in one call per page,
