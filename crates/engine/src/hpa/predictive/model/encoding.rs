@@ -1,0 +1,256 @@
+//! The model's compact encoding, what the store keeps ([`LoadModel::to_bytes`],
+//! [`LoadModel::from_bytes`]).
+
+use super::*;
+
+impl LoadModel {
+    /// The state as bytes: [`FORMAT_VERSION`], the width of [`Stored`], then the fields in
+    /// little-endian order (profile values only for slots seen). With every slot seen, 3,754 B
+    /// and 60 B per pending evaluation (`lead / period` of them): 4.1 KB at a 60 s period,
+    /// 5.0 KB at 15 s, 5,674 B with the ring full.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut w = Vec::with_capacity(6 * 1024);
+        w.push(FORMAT_VERSION);
+        w.push(STORED_BYTES as u8);
+        put_u32(&mut w, self.startup_secs);
+        put_u32(&mut w, self.lead_secs);
+        let flags = u8::from(self.t0.is_some())
+            | u8::from(self.tprev.is_some()) << 1
+            | u8::from(self.tclosed.is_some()) << 2
+            | u8::from(self.committed) << 3;
+        w.push(flags);
+        for v in [self.t0, self.tprev, self.tclosed].into_iter().flatten() {
+            put_i64(&mut w, v);
+        }
+        put_f64(&mut w, self.last_load);
+        for p in [&self.day, &self.week] {
+            w.push(u8::from(p.cur.is_some()));
+            if let Some(c) = p.cur {
+                put_i64(&mut w, c);
+            }
+            put_f64(&mut w, p.acc);
+            put_u32(&mut w, p.accn);
+            w.extend_from_slice(&p.cnt);
+            for (v, c) in p.val.iter().zip(&p.cnt) {
+                if *c > 0 {
+                    put_stored(&mut w, *v);
+                }
+            }
+        }
+        for i in 0..MODELS {
+            let flags = u8::from(self.lev[i].is_some())
+                | u8::from(self.sigma[i].is_some()) << 1
+                | u8::from(self.first_eval[i].is_some()) << 2
+                | u8::from(self.f[i].is_some()) << 3;
+            w.push(flags);
+            for v in [self.lev[i], self.sigma[i]].into_iter().flatten() {
+                put_f64(&mut w, v);
+            }
+            if let Some(v) = self.first_eval[i] {
+                put_i64(&mut w, v);
+            }
+            if let Some(v) = self.f[i] {
+                put_f64(&mut w, v);
+            }
+        }
+        for v in self
+            .b1
+            .iter()
+            .chain(&self.u1)
+            .chain(&self.b2)
+            .chain(&self.u2)
+        {
+            put_f64(&mut w, *v);
+        }
+        for v in [self.bh1, self.uh1, self.bh2, self.uh2] {
+            put_f64(&mut w, v);
+        }
+        for v in self.err_day.iter().chain(&self.act_day) {
+            put_f64(&mut w, *v);
+        }
+        w.push(self.pending.len() as u8);
+        for e in &self.pending {
+            put_i64(&mut w, e.t);
+            put_stored(&mut w, e.capacity);
+            put_u32(&mut w, e.reactive);
+            put_u32(&mut w, e.final_);
+            put_stored(&mut w, e.a_all);
+            put_stored(&mut w, e.a_serve);
+            for v in e.f.iter().chain(&e.sigma) {
+                put_stored(&mut w, *v);
+            }
+        }
+        w
+    }
+
+    /// Decodes [`LoadModel::to_bytes`]. Never panics; any inconsistency is an error (the
+    /// caller then starts a fresh model: the state is a cache of what the load did, not a
+    /// record anyone relies on).
+    pub fn from_bytes(b: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader { b, at: 0 };
+        let version = r.u8()?;
+        if version != FORMAT_VERSION {
+            return Err(DecodeError::Version(version));
+        }
+        let width = r.u8()?;
+        if usize::from(width) != STORED_BYTES {
+            return Err(DecodeError::Precision(width));
+        }
+        let startup_secs = r.u32()?;
+        let lead_secs = r.u32()?;
+        let mut m = LoadModel::new(startup_secs, 0);
+        m.lead_secs = lead_secs;
+        let flags = r.u8()?;
+        m.t0 = r.opt_i64(flags & 1 != 0)?;
+        m.tprev = r.opt_i64(flags & 2 != 0)?;
+        m.tclosed = r.opt_i64(flags & 4 != 0)?;
+        m.committed = flags & 8 != 0;
+        m.last_load = r.f64()?;
+        for p in [&mut m.day, &mut m.week] {
+            let has = r.u8()?;
+            p.cur = r.opt_i64(has != 0)?;
+            p.acc = r.f64()?;
+            p.accn = r.u32()?;
+            let n = p.cnt.len();
+            p.cnt.copy_from_slice(r.take(n)?);
+            for s in 0..n {
+                if p.cnt[s] > 0 {
+                    p.val[s] = r.stored()?;
+                }
+            }
+        }
+        for i in 0..MODELS {
+            let flags = r.u8()?;
+            m.lev[i] = r.opt_f64(flags & 1 != 0)?;
+            m.sigma[i] = r.opt_f64(flags & 2 != 0)?;
+            m.first_eval[i] = r.opt_i64(flags & 4 != 0)?;
+            m.f[i] = r.opt_f64(flags & 8 != 0)?;
+        }
+        for v in
+            m.b1.iter_mut()
+                .chain(m.u1.iter_mut())
+                .chain(m.b2.iter_mut())
+                .chain(m.u2.iter_mut())
+        {
+            *v = r.f64()?;
+        }
+        m.bh1 = r.f64()?;
+        m.uh1 = r.f64()?;
+        m.bh2 = r.f64()?;
+        m.uh2 = r.f64()?;
+        for v in m.err_day.iter_mut().chain(m.act_day.iter_mut()) {
+            *v = r.f64()?;
+        }
+        let n = usize::from(r.u8()?);
+        if n > RING {
+            return Err(DecodeError::Invalid(
+                "more pending evaluations than the ring holds",
+            ));
+        }
+        for _ in 0..n {
+            let t = r.i64()?;
+            let capacity = r.stored()?;
+            let reactive = r.u32()?;
+            let final_ = r.u32()?;
+            let a_all = r.stored()?;
+            let a_serve = r.stored()?;
+            let mut f = [0.0; MODELS];
+            let mut sigma = [0.0; MODELS];
+            for v in f.iter_mut().chain(sigma.iter_mut()) {
+                *v = r.stored()?;
+            }
+            m.pending.push_back(Pending {
+                t,
+                capacity,
+                reactive,
+                final_,
+                a_all,
+                a_serve,
+                f,
+                sigma,
+            });
+        }
+        if r.at != b.len() {
+            return Err(DecodeError::Trailing(b.len() - r.at));
+        }
+        if m.tprev.is_some() != m.t0.is_some()
+            || m.pending.iter().any(|e| m.tprev.is_none_or(|p| e.t > p))
+        {
+            return Err(DecodeError::Invalid("times out of order"));
+        }
+        Ok(m)
+    }
+}
+
+/// Why [`LoadModel::from_bytes`] refused its input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// Another format version.
+    #[error("load model format version {0} is not {FORMAT_VERSION}")]
+    Version(u8),
+    /// Written with another float width.
+    #[error("load model stored with {0}-byte floats, this build uses {STORED_BYTES}")]
+    Precision(u8),
+    /// Ends early.
+    #[error("load model state truncated")]
+    Truncated,
+    /// Bytes after the end.
+    #[error("{0} bytes after the load model state")]
+    Trailing(usize),
+    /// Inconsistent content.
+    #[error("invalid load model state: {0}")]
+    Invalid(&'static str),
+}
+
+fn put_u32(w: &mut Vec<u8>, v: u32) {
+    w.extend_from_slice(&v.to_le_bytes());
+}
+fn put_i64(w: &mut Vec<u8>, v: i64) {
+    w.extend_from_slice(&v.to_le_bytes());
+}
+fn put_f64(w: &mut Vec<u8>, v: f64) {
+    w.extend_from_slice(&v.to_le_bytes());
+}
+fn put_stored(w: &mut Vec<u8>, v: Stored) {
+    w.extend_from_slice(&v.to_le_bytes());
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let end = self.at.checked_add(n).ok_or(DecodeError::Truncated)?;
+        let s = self.b.get(self.at..end).ok_or(DecodeError::Truncated)?;
+        self.at = end;
+        Ok(s)
+    }
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N)?);
+        Ok(a)
+    }
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+    fn i64(&mut self) -> Result<i64, DecodeError> {
+        Ok(i64::from_le_bytes(self.array()?))
+    }
+    fn f64(&mut self) -> Result<f64, DecodeError> {
+        Ok(f64::from_le_bytes(self.array()?))
+    }
+    fn stored(&mut self) -> Result<Stored, DecodeError> {
+        Ok(Stored::from_le_bytes(self.array()?))
+    }
+    fn opt_i64(&mut self, present: bool) -> Result<Option<i64>, DecodeError> {
+        present.then(|| self.i64()).transpose()
+    }
+    fn opt_f64(&mut self, present: bool) -> Result<Option<f64>, DecodeError> {
+        present.then(|| self.f64()).transpose()
+    }
+}
