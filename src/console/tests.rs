@@ -1,4 +1,4 @@
-use super::*;
+use super::{charts::seconds, *};
 
 #[test]
 fn times_parse_as_the_api_prints_them() {
