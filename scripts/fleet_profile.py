@@ -14,16 +14,16 @@ import sys
 PARTS = [
     ("store: read the state (sled get, decode)", ["HpaTrees::read_state"]),
     ("store: commit (encode, sled insert)", ["HpaTrees::commit_loaded"]),
-    ("request: protobuf decode", ["api::codec::Decoder<U> as tonic::codec::Decoder>::decode"]),
+    ("request: protobuf decode", ["codec::Decoder<U> as tonic::codec::Decoder>::decode"]),
     (
         "request: conversion to the engine's types, and their drop",
         [
-            "convert::horizontal_request::recommend_request",
-            "drop_in_place<autoscaled::engine::observation::Observation>",
+            "convert::hpa_request::recommend_request",
+            "hpa::observation::Observation>",
         ],
     ),
-    ("engine: evaluate", ["engine::hpa::evaluate"]),
-    ("response: conversion, encode", ["convert::horizontal_response", "api::codec::Encoder"]),
+    ("engine: evaluate", ["autoscaled_engine::hpa::evaluate"]),
+    ("response: conversion, encode", ["convert::hpa_response", "codec::Encoder"]),
     (
         "group commit: the flush (our flusher, sled's flush)",
         ["durability::strict_flusher", "sled::tree::Tree::flush", "PageCache::flush"],
@@ -31,7 +31,7 @@ PARTS = [
     ("sled's I/O threads (log writes, wake-ups)", ["sled::threadpool::perform_work"]),
     (
         "handler: the rest (locks, durable wait, metrics, history, explanation)",
-        ["HorizontalService as autoscaled::pb::v1::horizontal_autoscaler_server"],
+        ["HorizontalService as "],
     ),
     ("HTTP/2, tonic, TCP (the no-op's work too)", ["h2::", "hyper", "tonic::", "tokio::net", "mio::"]),
 ]

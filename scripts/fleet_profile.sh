@@ -18,13 +18,15 @@ data=$(mktemp -d)
 bench_pid=
 cleanup() { [ -n "$bench_pid" ] && kill "$bench_pid" 2>/dev/null; rm -rf "$data"; }
 trap cleanup EXIT
-FLEET_DATA_DIR=$data FLEET_MEASURE_ROUNDS=${FLEET_MEASURE_ROUNDS:-16} FLEET_DRY_RUN_ROUNDS=0 \
+measure=${FLEET_MEASURE_ROUNDS:-16}
+FLEET_DATA_DIR=$data FLEET_MEASURE_ROUNDS=$measure FLEET_DRY_RUN_ROUNDS=$measure \
   "$bench" --bench >"$out/fleet.md" 2>"$out/fleet.err" &
 bench_pid=$!
 warmup=${FLEET_WARMUP_ROUNDS:-21}
-# Waits for the bench's stderr line of `$1`'s second measured round.
+# Waits for the bench's stderr line of `$1`'s second measured round (`$2`: rounds before
+# its first, default the warm-up).
 wait_round() {
-  until grep -q "^  $1 round $((warmup + 1)) " "$out/fleet.err"; do
+  until grep -q "^  $1 round $((${2:-$warmup} + 1)) " "$out/fleet.err"; do
     kill -0 "$bench_pid" 2>/dev/null || { echo "the bench ended early: $out/fleet.err" >&2; exit 1; }
     sleep 0.2
   done
@@ -32,6 +34,9 @@ wait_round() {
 wait_round real
 real=$(pgrep -P "$bench_pid" -x autoscaled | head -1)
 perf record -q -F 2000 --call-graph dwarf,16384 -p "$real" -o "$out/real.perf" -- sleep "$secs"
+# The same server deciding the same calls as dry runs (read and decide, write nothing).
+wait_round dry-run $((warmup + measure))
+perf record -q -F 2000 --call-graph dwarf,16384 -p "$real" -o "$out/dry.perf" -- sleep "$secs"
 wait_round no-op
 noop=$(pgrep -P "$bench_pid" -f 'deps/fleet-' | head -1)
 perf record -q -F 2000 --call-graph dwarf,16384 -p "$noop" -o "$out/noop.perf" -- sleep "$secs"
@@ -39,11 +44,15 @@ wait "$bench_pid"
 bench_pid=
 cpu() { sed -n 's/^| server CPU per Recommend[^|]*| \([0-9]*\) µs.*| \([0-9]*\) µs.*/\1 \2/p' "$out/fleet.md"; }
 read -r real_us noop_us < <(cpu)
-for who in real noop; do
+dry_us=$(sed -n 's/.*as dry runs.* cost \([0-9]*\) µs per call.*/\1/p' "$out/fleet.md")
+for who in real dry noop; do
   perf script -i "$out/$who.perf" -F comm,tid,ip,sym >"$out/$who.script" 2>/dev/null
 done
 echo "autoscaled ($real_us µs per call in the bench's measured rounds):"
 python3 "$root/scripts/fleet_profile.py" "$out/real.script" "$real_us"
+echo
+echo "dry runs ($dry_us µs per call):"
+python3 "$root/scripts/fleet_profile.py" "$out/dry.script" "$dry_us"
 echo
 echo "no-op ($noop_us µs per call):"
 python3 "$root/scripts/fleet_profile.py" "$out/noop.script" "$noop_us"
