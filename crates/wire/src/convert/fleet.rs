@@ -124,38 +124,35 @@ pub fn capacity_schedules(
     list: &[pb::CapacitySchedule],
 ) -> Vec<schedule::Schedule> {
     let mut bounds_ok = true;
-    let mut units = |i: usize, field: &str, c: Option<i64>| -> Option<i32> {
-        let c = c?;
-        if (1..=budget::MAX_CAPACITY).contains(&c) {
-            i32::try_from(c).ok()
-        } else {
-            v.add(
-                format!("group.capacity_schedules[{i}].{field}"),
-                format!("must be 1 to {} units", budget::MAX_CAPACITY),
-            );
-            bounds_ok = false;
-            None
-        }
-    };
-    let out: Vec<schedule::Schedule> = list
-        .iter()
-        .enumerate()
-        .map(|(i, s)| schedule::Schedule {
+    let mut out = Vec::with_capacity(list.len());
+    for (i, s) in list.iter().enumerate() {
+        let mut units = |field: &str, c: Option<i64>| -> Option<i32> {
+            let c = c?;
+            if (1..=budget::MAX_CAPACITY).contains(&c) {
+                i32::try_from(c).ok()
+            } else {
+                v.add(
+                    format!("group.capacity_schedules[{i}].{field}"),
+                    format!("must be 1 to {} units", budget::MAX_CAPACITY),
+                );
+                bounds_ok = false;
+                None
+            }
+        };
+        let min_replicas = units("min_capacity", s.min_capacity);
+        let max_replicas = units("max_capacity", s.max_capacity);
+        out.push(schedule::Schedule {
             name: s.name.clone(),
             start: s.start.clone(),
             end: (!s.end.is_empty()).then(|| s.end.clone()),
-            duration: None,
+            duration: s
+                .duration
+                .as_ref()
+                .and_then(|d| duration(v, format!("group.capacity_schedules[{i}].duration"), d)),
             time_zone: s.time_zone.clone(),
-            min_replicas: units(i, "min_capacity", s.min_capacity),
-            max_replicas: units(i, "max_capacity", s.max_capacity),
-        })
-        .collect();
-    let mut out = out;
-    for (i, (s, p)) in out.iter_mut().zip(list).enumerate() {
-        s.duration = p
-            .duration
-            .as_ref()
-            .and_then(|d| duration(v, format!("group.capacity_schedules[{i}].duration"), d));
+            min_replicas,
+            max_replicas,
+        });
     }
     if !bounds_ok {
         return out;
