@@ -359,7 +359,7 @@ async fn store_only(
     processes: Processes,
     etcd_urls: Vec<String>,
 ) -> Figures {
-    use autoscaled::store::HpaStore;
+    use autoscaled::store::{Commit, HpaStore};
     let stores: Vec<Arc<EtcdStore>> = (0..stores)
         .map(|_| {
             Arc::new(
@@ -418,7 +418,9 @@ async fn store_only(
                 decision.time = decision.time.plus_secs(1);
                 let outcome = async {
                     let (_, seen) = store.load_for_update(key).await?;
-                    store.commit_after(key, seen, history, decision).await
+                    store
+                        .commit_after(seen, Commit::new(key, history, decision))
+                        .await
                 }
                 .await;
                 let done = Instant::now();

@@ -37,7 +37,7 @@ use autoscaled::{
         time::Time,
     },
     store::{
-        DecisionEntry, FleetStore, HpaStore, MAX_RUN_DECISIONS, ScalingGroupDef, SledStore,
+        Commit, DecisionEntry, FleetStore, HpaStore, MAX_RUN_DECISIONS, ScalingGroupDef, SledStore,
         StoreError, StoredPolicy,
         etcd::{EtcdOptions, EtcdStore},
         sled::SledOptions,
@@ -163,7 +163,7 @@ fn decide_entry(store: &dyn HpaStore, key: &str, e: DecisionEntry, proposal: i32
         });
     }
     prune::prune(&mut history, now, Duration::from_secs(3600));
-    wait(store.commit_after(key, seen, &history, &e)).unwrap();
+    wait(store.commit_after(seen, Commit::new(key, &history, &e))).unwrap();
     history
 }
 
@@ -234,7 +234,7 @@ fn predictive_state_is_committed(open: Open) {
         let (loaded, seen) = wait(store.load_for_update(key)).unwrap();
         let mut history = loaded.map(|s| s.history).unwrap_or_default();
         history.predictive = predictive;
-        wait(store.commit_after(key, seen, &history, &entry(secs, 3))).unwrap();
+        wait(store.commit_after(seen, Commit::new(key, &history, &entry(secs, 3)))).unwrap();
     };
     commit(T0, Some(state.clone()));
     let stored = wait(store.load(key)).unwrap().unwrap().history;
@@ -432,7 +432,7 @@ fn withdrawn_newest_is_replaced(open: Open) {
         };
         seen.withdraw_newest();
         let history = state.unwrap().history;
-        wait(store.commit_after(key, seen, &history, &amended)).unwrap();
+        wait(store.commit_after(seen, Commit::new(key, &history, &amended))).unwrap();
     };
     let reason = |store: &dyn HpaStore| {
         let newest = wait(store.latest(key)).unwrap().unwrap();
@@ -990,7 +990,7 @@ fn amend(store: &dyn HpaStore, key: &str, secs: i64, desired: i32) {
     };
     seen.withdraw_newest();
     let history = state.unwrap().history;
-    wait(store.commit_after(key, seen, &history, &amended)).unwrap();
+    wait(store.commit_after(seen, Commit::new(key, &history, &amended))).unwrap();
 }
 
 /// The commit rules, each on its own key.
@@ -1092,7 +1092,10 @@ fn member_contract<S: HpaStore + FleetStore>(store: &S, guarded: bool) {
             group: next,
         };
         let history = state.map(|s| s.history).unwrap_or_default();
-        wait(store.commit_member_after(key, seen, &history, &entry(secs, desired), &write))
+        wait(store.commit_after(
+            seen,
+            Commit::new(key, &history, &entry(secs, desired)).with_group(&write),
+        ))
     };
     commit(0, 3).unwrap();
     commit(15, 4).unwrap();
@@ -1118,7 +1121,10 @@ fn member_contract<S: HpaStore + FleetStore>(store: &S, guarded: bool) {
             group: next,
         };
         let history = state.unwrap().history;
-        let refused = wait(store.commit_member_after(key, seen, &history, &entry(30, 5), &write));
+        let refused = wait(store.commit_after(
+            seen,
+            Commit::new(key, &history, &entry(30, 5)).with_group(&write),
+        ));
         assert!(
             matches!(refused, Err(StoreError::Conflict { .. })),
             "{refused:?}"

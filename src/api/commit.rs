@@ -23,7 +23,7 @@ use super::{
 use crate::{
     engine::hpa::history::History,
     store::{
-        DecisionEntry, FleetStore, GroupWrite, HpaState, HpaStore, ScalingGroupDef, Seen,
+        Commit, DecisionEntry, FleetStore, GroupWrite, HpaState, HpaStore, ScalingGroupDef, Seen,
         StoreError, VpaState, VpaStore, durability::Durability,
     },
 };
@@ -92,7 +92,9 @@ impl Kind for HpaAmend<'_> {
         (history, entry): &Self::Write,
     ) -> Result<(), StoreError> {
         seen.withdraw_newest();
-        self.0.commit_after(key, seen, history, entry).await
+        self.0
+            .commit_after(seen, Commit::new(key, history, entry))
+            .await
     }
 }
 
@@ -100,7 +102,7 @@ impl Kind for HpaAmend<'_> {
 /// the group (its definition and ledger, and the ledger's revision); written back as the new
 /// history with the decision's log entry and, when the member's holding changed, the group's
 /// new ledger, in one transaction guarded by both revisions
-/// ([`HpaStore::commit_member_after`]): two replicas cannot both spend the same units (the
+/// ([`HpaStore::commit_after`]): two replicas cannot both spend the same units (the
 /// loser reads both again and decides again), and no crash separates a member's count from the
 /// group's record of it.
 pub(crate) struct HpaTarget<'a> {
@@ -133,6 +135,7 @@ impl Kind for HpaTarget<'_> {
         Ok((Some((TargetState::of(state, &seen), group)), seen))
     }
     async fn write(&self, key: &str, seen: Seen, write: &HpaWrite) -> Result<(), StoreError> {
+        let commit = Commit::new(key, &write.history, &write.entry);
         match (&write.group, self.group) {
             (Some((group, revision)), Some((_, name))) => {
                 let group = GroupWrite {
@@ -140,15 +143,9 @@ impl Kind for HpaTarget<'_> {
                     revision: *revision,
                     group: group.clone(),
                 };
-                self.hpa
-                    .commit_member_after(key, seen, &write.history, &write.entry, &group)
-                    .await
+                self.hpa.commit_after(seen, commit.with_group(&group)).await
             }
-            _ => {
-                self.hpa
-                    .commit_after(key, seen, &write.history, &write.entry)
-                    .await
-            }
+            _ => self.hpa.commit_after(seen, commit).await,
         }
     }
 }

@@ -72,6 +72,24 @@ pub struct Space {
     pub kind: &'static str,
 }
 
+/// A record's new bytes, written only if its revision is still `if_revision` (0: absent)
+/// when that is given ([`Records::put_record`]).
+#[derive(Clone, Debug)]
+pub struct Put {
+    pub bytes: Vec<u8>,
+    pub if_revision: Option<i64>,
+}
+
+impl Put {
+    /// An unguarded write.
+    pub fn new(bytes: Vec<u8>) -> Self {
+        Put {
+            bytes,
+            if_revision: None,
+        }
+    }
+}
+
 /// A record as read for a read-modify-write: its bytes and the store's version of it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Versioned {
@@ -90,13 +108,7 @@ pub trait Records: Db {
     /// Writes the record of `key`: with `if_revision`, only if its revision is still that one
     /// (0: absent), else [`StoreError::Conflict`] and nothing is written. Not durable until a
     /// later flush.
-    async fn put_record(
-        &self,
-        space: &Space,
-        key: &str,
-        if_revision: Option<i64>,
-        bytes: Vec<u8>,
-    ) -> Result<(), StoreError>;
+    async fn put_record(&self, space: &Space, key: &str, put: Put) -> Result<(), StoreError>;
     /// Removes the record of `key`; false if there was none.
     async fn delete_record(&self, space: &Space, key: &str) -> Result<bool, StoreError>;
     /// Up to `limit` keys after `after` (exclusive), in byte order.
@@ -341,15 +353,9 @@ impl SledDb {
         })
     }
 
-    pub(crate) fn put_record(
-        &self,
-        space: &Space,
-        key: &str,
-        _if_revision: Option<i64>,
-        bytes: Vec<u8>,
-    ) -> Result<(), StoreError> {
+    pub(crate) fn put_record(&self, space: &Space, key: &str, put: Put) -> Result<(), StoreError> {
         self.guarded(|o| {
-            o.tree(space.tree)?.insert(key.as_bytes(), bytes)?;
+            o.tree(space.tree)?.insert(key.as_bytes(), put.bytes)?;
             Ok(())
         })
     }

@@ -12,7 +12,7 @@
 pub use super::state::{ScalingGroupDef, StoredPolicy};
 use super::{
     KeyPage, StoreError,
-    db::{Records, Space},
+    db::{Put, Records, Space},
     record,
 };
 
@@ -98,7 +98,8 @@ impl<R: Records + ?Sized> FleetStore for R {
         policy: &StoredPolicy,
     ) -> Result<(), StoreError> {
         let bytes = record::fleet::encode_policy(policy);
-        self.put_record(&POLICIES, name, if_revision, bytes).await
+        self.put_record(&POLICIES, name, Put { bytes, if_revision })
+            .await
     }
 
     async fn delete_policy(&self, name: &str) -> Result<bool, StoreError> {
@@ -130,7 +131,8 @@ impl<R: Records + ?Sized> FleetStore for R {
         group: &ScalingGroupDef,
     ) -> Result<(), StoreError> {
         let bytes = record::fleet::encode_group(group);
-        self.put_record(&GROUPS, name, if_revision, bytes).await
+        self.put_record(&GROUPS, name, Put { bytes, if_revision })
+            .await
     }
 
     async fn delete_group(&self, name: &str) -> Result<bool, StoreError> {
@@ -156,7 +158,7 @@ impl<R: Records + ?Sized> FleetStore for R {
         ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut fresh).map_err(
             |_| StoreError::Unavailable("no randomness for the groups' generation".to_owned()),
         )?;
-        self.put_record(&META, GROUPS_GENERATION, None, fresh.to_vec())
+        self.put_record(&META, GROUPS_GENERATION, Put::new(fresh.to_vec()))
             .await
     }
 }

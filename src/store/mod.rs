@@ -208,28 +208,49 @@ pub trait HpaStore: Db {
     /// [`Self::commit`], only if the target is still as [`Self::load_for_update`] saw it;
     /// otherwise [`StoreError::Conflict`] and nothing is written (the caller re-reads and
     /// decides again).
-    async fn commit_after(
-        &self,
-        key: &str,
-        seen: Seen,
-        history: &History,
-        decision: &DecisionEntry,
-    ) -> Result<(), StoreError>;
-    /// [`Self::commit_after`] of a scaling group's member, with the group's record (its new
-    /// ledger) written in the same transaction, guarded by the group's revision as read: both
-    /// or neither, and [`StoreError::Conflict`] if either changed since it was read.
-    async fn commit_member_after(
-        &self,
-        key: &str,
-        seen: Seen,
-        history: &History,
-        decision: &DecisionEntry,
-        group: &GroupWrite,
-    ) -> Result<(), StoreError>;
+    ///
+    /// A scaling group's member writes the group's record (its new ledger) in the same
+    /// transaction, guarded by the group's revision as read: both or neither, and
+    /// [`StoreError::Conflict`] if either changed since it was read.
+    async fn commit_after(&self, seen: Seen, commit: Commit<'_>) -> Result<(), StoreError>;
+}
+
+/// What one decision writes ([`HpaStore::commit_after`]): the target's new history, its log
+/// entry and, for a member of a scaling group whose holding changed, the group's record.
+#[derive(Clone, Copy)]
+pub struct Commit<'a> {
+    /// The target.
+    pub key: &'a str,
+    /// Its new history.
+    pub history: &'a History,
+    /// The decision's log entry.
+    pub decision: &'a DecisionEntry,
+    /// The group's record to write with it, if any.
+    pub group: Option<&'a GroupWrite>,
+}
+
+impl<'a> Commit<'a> {
+    /// A target's commit outside any scaling group.
+    pub fn new(key: &'a str, history: &'a History, decision: &'a DecisionEntry) -> Self {
+        Commit {
+            key,
+            history,
+            decision,
+            group: None,
+        }
+    }
+
+    /// The same commit with the group's record written beside it.
+    pub fn with_group(self, group: &'a GroupWrite) -> Self {
+        Commit {
+            group: Some(group),
+            ..self
+        }
+    }
 }
 
 /// A scaling group's record to write with a member's commit
-/// ([`HpaStore::commit_member_after`]).
+/// ([`Commit::group`]).
 #[derive(Clone, Debug)]
 pub struct GroupWrite {
     /// The group's name.

@@ -10,8 +10,8 @@
 use std::{path::Path, sync::Arc, time::Duration};
 
 use super::{
-    Db, DecisionEntry, GroupWrite, HpaState, HpaStore, KeyPage, Loaded, Seen, StoreError,
-    db::{Records, SledDb, Space, Versioned},
+    Commit, Db, DecisionEntry, HpaState, HpaStore, KeyPage, Loaded, Seen, StoreError,
+    db::{Put, Records, SledDb, Space, Versioned},
     fleet,
     hpa::{self, HpaTrees, LogOptions},
     record, vpa,
@@ -104,14 +104,13 @@ impl SledStore {
 
     /// [`HpaStore::commit_after`] (and, with `group`, the group's record at the same commit
     /// point): on the state `load_for_update` read, unless the store reopened since.
-    fn commit_seen(
-        &self,
-        key: &str,
-        seen: Seen,
-        history: &History,
-        decision: &DecisionEntry,
-        group: Option<&GroupWrite>,
-    ) -> Result<(), StoreError> {
+    fn commit_seen(&self, seen: Seen, commit: Commit<'_>) -> Result<(), StoreError> {
+        let Commit {
+            key,
+            history,
+            decision,
+            group,
+        } = commit;
         let bytes = group.map(|g| record::fleet::encode_group(&g.group));
         self.db.guarded(|o| {
             let t = HpaTrees::of(o, self.log_options())?;
@@ -161,14 +160,8 @@ impl Records for SledStore {
         self.db.get_record(space, key)
     }
 
-    async fn put_record(
-        &self,
-        space: &Space,
-        key: &str,
-        if_revision: Option<i64>,
-        bytes: Vec<u8>,
-    ) -> Result<(), StoreError> {
-        self.db.put_record(space, key, if_revision, bytes)
+    async fn put_record(&self, space: &Space, key: &str, put: Put) -> Result<(), StoreError> {
+        self.db.put_record(space, key, put)
     }
 
     async fn delete_record(&self, space: &Space, key: &str) -> Result<bool, StoreError> {
@@ -211,27 +204,10 @@ impl HpaStore for SledStore {
 
     /// The commit on the state `load_for_update` read, unless the store reopened since (a
     /// storage failure dropped what was not durable): then the state is read again.
-    async fn commit_after(
-        &self,
-        key: &str,
-        seen: Seen,
-        history: &History,
-        decision: &DecisionEntry,
-    ) -> Result<(), StoreError> {
-        self.commit_seen(key, seen, history, decision, None)
-    }
-
-    /// The member's commit point and the group's record in one sled transaction over both
-    /// trees (the group's writers are serialized by the API's per-group lock).
-    async fn commit_member_after(
-        &self,
-        key: &str,
-        seen: Seen,
-        history: &History,
-        decision: &DecisionEntry,
-        group: &GroupWrite,
-    ) -> Result<(), StoreError> {
-        self.commit_seen(key, seen, history, decision, Some(group))
+    /// A member's commit point and the group's record are written in one sled transaction
+    /// over both trees (the group's writers are serialized by the API's per-group lock).
+    async fn commit_after(&self, seen: Seen, commit: Commit<'_>) -> Result<(), StoreError> {
+        self.commit_seen(seen, commit)
     }
 
     async fn commit(

@@ -11,7 +11,7 @@
 
 use super::{
     KeyPage, Seen, StoreError, VpaState,
-    db::{Records, Space},
+    db::{Put, Records, Space},
     record,
 };
 use crate::engine::vpa::target::VPA_TARGET_FORMAT_VERSION;
@@ -90,13 +90,20 @@ impl<R: Records + ?Sized> VpaStore for R {
         state: &VpaState,
     ) -> Result<(), StoreError> {
         let bytes = encode_vertical(key, state)?;
-        self.put_record(&SPACE, key, Some(seen.revision), bytes)
-            .await
+        self.put_record(
+            &SPACE,
+            key,
+            Put {
+                bytes,
+                if_revision: Some(seen.revision),
+            },
+        )
+        .await
     }
 
     async fn put_vertical(&self, key: &str, state: &VpaState) -> Result<(), StoreError> {
         let bytes = encode_vertical(key, state)?;
-        self.put_record(&SPACE, key, None, bytes).await
+        self.put_record(&SPACE, key, Put::new(bytes)).await
     }
 
     async fn delete_vertical(&self, key: &str) -> Result<bool, StoreError> {
@@ -157,7 +164,11 @@ mod tests {
         settings::VpaSettings,
         target::{Observation, UsageSample},
     };
-    use crate::store::{Db, HpaStore, SledStore, db::Records, sled::SledOptions};
+    use crate::store::{
+        Db, HpaStore, SledStore,
+        db::{Put, Records},
+        sled::SledOptions,
+    };
 
     #[tokio::test]
     async fn state_survives_reopen_and_delete_removes_it() {
@@ -282,7 +293,9 @@ mod tests {
         let json = record::encode(KIND, "a", &state).unwrap();
         assert_eq!(json[0], record::VERSION_JSON);
         let s = SledStore::open(dir.path(), SledOptions::default()).unwrap();
-        s.put_record(&SPACE, "a", None, json.clone()).await.unwrap();
+        s.put_record(&SPACE, "a", Put::new(json.clone()))
+            .await
+            .unwrap();
         let read = s.load_vertical("a").await.unwrap().unwrap();
         assert_eq!(read, state);
         let settings = VpaSettings::default();
@@ -378,7 +391,7 @@ mod tests {
                 } else {
                     encode_vertical("a", &state).unwrap()
                 };
-                s.put_record(&SPACE, "a", None, bytes).await.unwrap();
+                s.put_record(&SPACE, "a", Put::new(bytes)).await.unwrap();
                 s.flush().unwrap();
             }
             let record = s.vertical_record_bytes("a").await.unwrap().unwrap();

@@ -9,16 +9,13 @@ use super::{
     batcher::Pending,
     pb::{DeleteRangeRequest, PutRequest, RequestOp, request_op::Request as Op},
 };
-use crate::{
-    engine::hpa::history::History,
-    store::{
-        DecisionEntry, GroupWrite, Loaded, Seen, StoreError, fleet,
-        hpa::{
-            LogOptions,
-            plan::{self, CommitPlan, PlanOptions},
-        },
-        record,
+use crate::store::{
+    Commit, Loaded, Seen, StoreError, fleet,
+    hpa::{
+        LogOptions,
+        plan::{self, CommitPlan, PlanOptions},
     },
+    record,
 };
 
 fn put(key: Vec<u8>, value: Vec<u8>) -> RequestOp {
@@ -58,12 +55,15 @@ impl EtcdStore {
     /// record, and a scaling group's record with `also`.
     pub(super) async fn commit_guarded(
         &self,
-        key: &str,
         seen: Seen,
-        history: &History,
-        decision: &DecisionEntry,
-        also: Option<&GroupWrite>,
+        commit: Commit<'_>,
     ) -> Result<(), StoreError> {
+        let Commit {
+            key,
+            history,
+            decision,
+            group: also,
+        } = commit;
         // The log's keys as the cache knows them for the state this commit builds on.
         let cached_log = self.cached_log(key, seen.revision);
         let previous = match seen.loaded {

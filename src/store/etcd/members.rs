@@ -10,7 +10,7 @@ use std::{
 
 use tonic::transport::Channel;
 
-use super::pb::{kv_client::KvClient, lease_client::LeaseClient};
+use super::pb::{TxnRequest, TxnResponse, kv_client::KvClient, lease_client::LeaseClient};
 use crate::store::StoreError;
 
 /// One lazily connected client per member, and the one in use. A request that fails in
@@ -115,6 +115,18 @@ impl Members {
         Err(StoreError::Etcd(format!(
             "no etcd member answered; last: {last}"
         )))
+    }
+}
+
+impl Members {
+    /// [`Self::call`] with a transaction whose repetition is harmless (its guards make a
+    /// repeat fail or do nothing twice).
+    pub(super) async fn txn(&self, request: TxnRequest) -> Result<TxnResponse, StoreError> {
+        self.call(|mut kv| {
+            let request = request.clone();
+            async move { kv.txn(request).await }
+        })
+        .await
     }
 }
 

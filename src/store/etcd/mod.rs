@@ -81,7 +81,7 @@ use self::{
     tls::tls_config,
 };
 use super::{
-    Db, DecisionEntry, GroupWrite, HpaState, HpaStore, KeyPage, Loaded, Seen, StoreError,
+    Commit, Db, DecisionEntry, HpaState, HpaStore, KeyPage, Loaded, Seen, StoreError,
     db::Space,
     hpa::{StoredState, runs_with_pending},
     keys, vpa,
@@ -409,13 +409,7 @@ impl EtcdStore {
         };
         // Repeating a delete is harmless (the count of a repeat may be 0: the API then
         // answers NOT_FOUND for a target this call did delete, which a retry would too).
-        let response = self
-            .members
-            .call(|mut kv| {
-                let request = request.clone();
-                async move { kv.txn(request).await }
-            })
-            .await?;
+        let response = self.members.txn(request).await?;
         Ok(response
             .responses
             .iter()
@@ -496,31 +490,13 @@ impl HpaStore for EtcdStore {
         decision: &DecisionEntry,
     ) -> Result<(), StoreError> {
         let (_, seen) = self.load_for_update(key).await?;
-        self.commit_after(key, seen, history, decision).await
+        self.commit_after(seen, Commit::new(key, history, decision))
+            .await
     }
 
     /// The sled store's commit as one guarded etcd transaction (see `commit`).
-    async fn commit_after(
-        &self,
-        key: &str,
-        seen: Seen,
-        history: &History,
-        decision: &DecisionEntry,
-    ) -> Result<(), StoreError> {
-        self.commit_guarded(key, seen, history, decision, None)
-            .await
-    }
-
-    async fn commit_member_after(
-        &self,
-        key: &str,
-        seen: Seen,
-        history: &History,
-        decision: &DecisionEntry,
-        group: &GroupWrite,
-    ) -> Result<(), StoreError> {
-        self.commit_guarded(key, seen, history, decision, Some(group))
-            .await
+    async fn commit_after(&self, seen: Seen, commit: Commit<'_>) -> Result<(), StoreError> {
+        self.commit_guarded(seen, commit).await
     }
 
     /// As the sled store: the closed runs, then the pending one, at most `decision_log_len`.

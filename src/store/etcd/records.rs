@@ -11,7 +11,7 @@ use super::{
 };
 use crate::store::{
     KeyPage, StoreError,
-    db::{Records, Space, Versioned},
+    db::{Put, Records, Space, Versioned},
 };
 
 #[tonic::async_trait]
@@ -31,13 +31,8 @@ impl Records for EtcdStore {
     /// been applied, and its repeat then fails the guard: if the record now holds exactly
     /// our bytes, it was ours (acknowledged); otherwise another writer came first
     /// ([`StoreError::Conflict`]: the API re-reads and decides again).
-    async fn put_record(
-        &self,
-        space: &Space,
-        key: &str,
-        if_revision: Option<i64>,
-        bytes: Vec<u8>,
-    ) -> Result<(), StoreError> {
+    async fn put_record(&self, space: &Space, key: &str, put: Put) -> Result<(), StoreError> {
+        let Put { bytes, if_revision } = put;
         let etcd_key = self.record_key(space, key);
         let put = PutRequest {
             key: etcd_key.clone(),
@@ -67,13 +62,7 @@ impl Records for EtcdStore {
             }],
             failure: vec![],
         };
-        let response = self
-            .members
-            .call(|mut kv| {
-                let request = request.clone();
-                async move { kv.txn(request).await }
-            })
-            .await?;
+        let response = self.members.txn(request).await?;
         if response.succeeded
             || self
                 .get(etcd_key)

@@ -319,7 +319,9 @@ async fn commit_after_load_for_update_writes_what_commit_writes() {
         s1.commit("a", &h, &e).await.unwrap();
         let (state, seen) = s2.load_for_update("a").await.unwrap();
         assert_eq!(state.is_some(), i > 0);
-        s2.commit_after("a", seen, &h, &e).await.unwrap();
+        s2.commit_after(seen, Commit::new("a", &h, &e))
+            .await
+            .unwrap();
         assert_eq!(
             s1.trees().unwrap().state.get("a").unwrap(),
             s2.trees().unwrap().state.get("a").unwrap()
