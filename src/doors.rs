@@ -125,59 +125,32 @@ pub struct LimitRow {
     pub doors: &'static [&'static str],
 }
 
+const fn row(
+    limit: &'static str,
+    setting: &'static str,
+    doors: &'static [&'static str],
+) -> LimitRow {
+    LimitRow {
+        limit,
+        setting,
+        doors,
+    }
+}
+
 /// Every limit and the doors that apply it. `tests/doors.rs` probes each (limit, door) pair
 /// and fails for a pair whose door does not refuse.
+#[rustfmt::skip]
 pub const LIMITS: &[LimitRow] = &[
-    LimitRow {
-        limit: "connections",
-        setting: "--max-connections (admin 64, health 256)",
-        doors: &["grpc", "admin", "health"],
-    },
-    LimitRow {
-        limit: "write_timeout",
-        setting: "--write-timeout-ms",
-        doors: &["grpc", "admin"],
-    },
-    LimitRow {
-        limit: "header_timeout",
-        setting: "30 s (hyper's, through tonic); admin 5 s",
-        doors: &["connect", "admin"],
-    },
-    LimitRow {
-        limit: "body_timeout",
-        setting: "--request-body-timeout-ms (admin 5 s)",
-        doors: &["grpc", "connect", "admin"],
-    },
-    LimitRow {
-        limit: "message_bytes",
-        setting: "--max-message-bytes (admin: the login form, 4 KiB)",
-        doors: &["grpc", "connect", "admin"],
-    },
-    LimitRow {
-        limit: "max_pods",
-        setting: "--max-pods (and the other counts of api::wire_limits)",
-        doors: &["grpc", "connect"],
-    },
-    LimitRow {
-        limit: "buffered_bytes",
-        setting: "--max-buffered-request-bytes",
-        doors: &["grpc", "connect"],
-    },
-    LimitRow {
-        limit: "authentication",
-        setting: "--authz (before any body is read)",
-        doors: &["grpc", "connect", "admin"],
-    },
-    LimitRow {
-        limit: "host",
-        setting: "--allowed-hosts (without --authz)",
-        doors: &["connect", "admin"],
-    },
-    LimitRow {
-        limit: "metrics_and_refusal_log",
-        setting: "autoscaled_grpc_requests_total, target autoscaled::refused",
-        doors: &["grpc", "connect"],
-    },
+    row("connections", "--max-connections (admin 64, health 256)", &["grpc", "admin", "health"]),
+    row("write_timeout", "--write-timeout-ms", &["grpc", "admin"]),
+    row("header_timeout", "30 s (hyper's, through tonic); admin 5 s", &["connect", "admin"]),
+    row("body_timeout", "--request-body-timeout-ms (admin 5 s)", &["grpc", "connect", "admin"]),
+    row("message_bytes", "--max-message-bytes (admin: the login form, 4 KiB)", &["grpc", "connect", "admin"]),
+    row("max_pods", "--max-pods (and the other counts of api::wire_limits)", &["grpc", "connect"]),
+    row("buffered_bytes", "--max-buffered-request-bytes", &["grpc", "connect"]),
+    row("authentication", "--authz (before any body is read)", &["grpc", "connect", "admin"]),
+    row("host", "--allowed-hosts (without --authz)", &["connect", "admin"]),
+    row("metrics_and_refusal_log", "autoscaled_grpc_requests_total, target autoscaled::refused", &["grpc", "connect"]),
 ];
 
 /// What one connection shares with its door: when it last made progress, and the flag that

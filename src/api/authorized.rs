@@ -134,6 +134,11 @@ impl<S> Authorized<S> {
         auth::authorize(caller(request), self.enforce, verb, key)
     }
 
+    /// [`Self::check`] on the request's `target_key`.
+    fn check_target<T: Keyed>(&self, request: &Request<T>, verb: Verb) -> Result<(), Status> {
+        self.check(request, verb, "target_key", request.get_ref().target_key())
+    }
+
     /// The names the caller may read, for the listings and reports of the fleet.
     fn readable<T>(&self, request: &Request<T>) -> Result<KeyFilter, Status> {
         Ok(
@@ -142,6 +147,29 @@ impl<S> Authorized<S> {
         )
     }
 }
+
+/// A request naming one target by its `target_key`.
+trait Keyed {
+    fn target_key(&self) -> &str;
+}
+
+macro_rules! keyed {
+    ($($request:ty),*) => {
+        $(impl Keyed for $request {
+            fn target_key(&self) -> &str {
+                &self.target_key
+            }
+        })*
+    };
+}
+
+keyed!(
+    RecommendRequest,
+    ReportScaleRequest,
+    GetHistoryRequest,
+    RecordUsageRequest,
+    GetRecommendationRequest
+);
 
 /// The server's `--max-key-bytes`, from the request's context.
 fn max_key_bytes() -> usize {
@@ -232,12 +260,7 @@ impl<S: HorizontalAutoscaler + TargetSummaries> HorizontalAutoscaler for Authori
         &self,
         request: Request<RecommendRequest>,
     ) -> Result<Response<RecommendResponse>, Status> {
-        self.check(
-            &request,
-            Verb::Recommend,
-            "target_key",
-            &request.get_ref().target_key,
-        )?;
+        self.check_target(&request, Verb::Recommend)?;
         // A policy's spec is read by the call: `read` on its name.
         if !request.get_ref().policy.is_empty() {
             self.check(&request, Verb::Read, "policy", &request.get_ref().policy)?;
@@ -250,12 +273,7 @@ impl<S: HorizontalAutoscaler + TargetSummaries> HorizontalAutoscaler for Authori
         &self,
         request: Request<ReportScaleRequest>,
     ) -> Result<Response<ReportScaleResponse>, Status> {
-        self.check(
-            &request,
-            Verb::Recommend,
-            "target_key",
-            &request.get_ref().target_key,
-        )?;
+        self.check_target(&request, Verb::Recommend)?;
         self.inner.report_scale(request).await
     }
 
@@ -263,12 +281,7 @@ impl<S: HorizontalAutoscaler + TargetSummaries> HorizontalAutoscaler for Authori
         &self,
         request: Request<GetHistoryRequest>,
     ) -> Result<Response<TargetHistory>, Status> {
-        self.check(
-            &request,
-            Verb::Read,
-            "target_key",
-            &request.get_ref().target_key,
-        )?;
+        self.check_target(&request, Verb::Read)?;
         self.inner.get_history(request).await
     }
 
@@ -530,12 +543,7 @@ impl<S: VerticalAutoscaler> VerticalAutoscaler for Authorized<S> {
         &self,
         request: Request<RecordUsageRequest>,
     ) -> Result<Response<RecordUsageResponse>, Status> {
-        self.check(
-            &request,
-            Verb::WriteUsage,
-            "target_key",
-            &request.get_ref().target_key,
-        )?;
+        self.check_target(&request, Verb::WriteUsage)?;
         self.inner.record_usage(request).await
     }
 
@@ -543,12 +551,7 @@ impl<S: VerticalAutoscaler> VerticalAutoscaler for Authorized<S> {
         &self,
         request: Request<GetRecommendationRequest>,
     ) -> Result<Response<VerticalRecommendation>, Status> {
-        self.check(
-            &request,
-            Verb::Read,
-            "target_key",
-            &request.get_ref().target_key,
-        )?;
+        self.check_target(&request, Verb::Read)?;
         self.inner.get_recommendation(request).await
     }
 
