@@ -526,30 +526,16 @@ impl Json<'_> {
             return Err(Stop::Malformed);
         }
         self.expect(b'{')?;
-        if self.peek() == Some(b'}') {
-            self.pos += 1;
-            return Ok(());
-        }
-        loop {
-            let key = self.string()?;
-            self.expect(b':')?;
+        self.entries(|json, key| {
             let field = fields.and_then(|fs| {
                 key.as_deref()
                     .and_then(|k| fs.iter().find(|f| f.names.contains(&k)))
             });
             match field {
-                Some(f) => self.field_value(walk, f, depth + 1)?,
-                None => self.skip(depth + 1)?,
+                Some(f) => json.field_value(walk, f, depth + 1),
+                None => json.skip(depth + 1),
             }
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b'}') => {
-                    self.pos += 1;
-                    return Ok(());
-                }
-                _ => return Err(Stop::Malformed),
-            }
-        }
+        })
     }
 
     /// The value of a field the walk looks at: a counted list's elements or map's entries are
@@ -558,53 +544,64 @@ impl Json<'_> {
         match (self.peek(), f.counter) {
             (Some(b'['), _) => {
                 self.pos += 1;
-                if self.peek() == Some(b']') {
-                    self.pos += 1;
-                    return Ok(());
-                }
-                loop {
+                self.items(b']', |json| {
                     if let Some(counter) = f.counter {
                         walk.count(counter, f.path)?;
                     }
-                    match (f.child, self.peek()) {
-                        (Some(child), Some(b'{')) => self.object(walk, Some(child), depth + 1)?,
-                        _ => self.skip(depth + 1)?,
+                    match (f.child, json.peek()) {
+                        (Some(child), Some(b'{')) => json.object(walk, Some(child), depth + 1),
+                        _ => json.skip(depth + 1),
                     }
-                    match self.peek() {
-                        Some(b',') => self.pos += 1,
-                        Some(b']') => {
-                            self.pos += 1;
-                            return Ok(());
-                        }
-                        _ => return Err(Stop::Malformed),
-                    }
-                }
+                })
             }
             // A map: each entry counts.
             (Some(b'{'), Some(counter)) => {
                 self.pos += 1;
-                if self.peek() == Some(b'}') {
-                    self.pos += 1;
-                    return Ok(());
-                }
-                loop {
-                    self.string()?;
-                    self.expect(b':')?;
+                self.entries(|json, _| {
                     walk.count(counter, f.path)?;
-                    self.skip(depth + 1)?;
-                    match self.peek() {
-                        Some(b',') => self.pos += 1,
-                        Some(b'}') => {
-                            self.pos += 1;
-                            return Ok(());
-                        }
-                        _ => return Err(Stop::Malformed),
-                    }
-                }
+                    json.skip(depth + 1)
+                })
             }
             (Some(b'{'), None) => self.object(walk, f.child, depth),
             _ => self.skip(depth),
         }
+    }
+
+    /// The elements of a list or the entries of an object, after its opening byte: `item`
+    /// for each, separated by commas, up to `close`.
+    fn items(
+        &mut self,
+        close: u8,
+        mut item: impl FnMut(&mut Self) -> Result<(), Stop>,
+    ) -> Result<(), Stop> {
+        if self.peek() == Some(close) {
+            self.pos += 1;
+            return Ok(());
+        }
+        loop {
+            item(self)?;
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b) if b == close => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                _ => return Err(Stop::Malformed),
+            }
+        }
+    }
+
+    /// [`Self::items`] of an object: each entry's key (as [`Self::string`] gives it), then
+    /// `value` reads its value.
+    fn entries(
+        &mut self,
+        mut value: impl FnMut(&mut Self, Option<String>) -> Result<(), Stop>,
+    ) -> Result<(), Stop> {
+        self.items(b'}', |json| {
+            let key = json.string()?;
+            json.expect(b':')?;
+            value(json, key)
+        })
     }
 
     /// A string; its text when short enough to be a field name (keys only), else `None`.
@@ -645,41 +642,11 @@ impl Json<'_> {
         match self.peek() {
             Some(b'{') => {
                 self.pos += 1;
-                if self.peek() == Some(b'}') {
-                    self.pos += 1;
-                    return Ok(());
-                }
-                loop {
-                    self.string()?;
-                    self.expect(b':')?;
-                    self.skip(depth + 1)?;
-                    match self.peek() {
-                        Some(b',') => self.pos += 1,
-                        Some(b'}') => {
-                            self.pos += 1;
-                            return Ok(());
-                        }
-                        _ => return Err(Stop::Malformed),
-                    }
-                }
+                self.entries(|json, _| json.skip(depth + 1))
             }
             Some(b'[') => {
                 self.pos += 1;
-                if self.peek() == Some(b']') {
-                    self.pos += 1;
-                    return Ok(());
-                }
-                loop {
-                    self.skip(depth + 1)?;
-                    match self.peek() {
-                        Some(b',') => self.pos += 1,
-                        Some(b']') => {
-                            self.pos += 1;
-                            return Ok(());
-                        }
-                        _ => return Err(Stop::Malformed),
-                    }
-                }
+                self.items(b']', |json| json.skip(depth + 1))
             }
             Some(b'"') => self.string().map(drop),
             Some(_) => {
