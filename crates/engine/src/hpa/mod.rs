@@ -321,23 +321,10 @@ impl<'a> Reconciliation<'a> {
         }
         let spec = defaults::set_defaults(spec, settings);
         let (path, scale_up_limit, scale_down_limit) = match &spec.behavior {
-            Some(b) => (
-                DecisionPath::Behavior,
-                normalize::calculate_scale_up_limit_with_scaling_rules(
-                    current,
-                    &history.scale_up_events,
-                    &history.scale_down_events,
-                    &b.scale_up,
-                    now,
-                ),
-                Some(normalize::calculate_scale_down_limit_with_behaviors(
-                    current,
-                    &history.scale_up_events,
-                    &history.scale_down_events,
-                    &b.scale_down,
-                    now,
-                )),
-            ),
+            Some(b) => {
+                let (up, down) = normalize::scale_limits(current, &history, b, now);
+                (DecisionPath::Behavior, up, Some(down))
+            }
             None => (
                 DecisionPath::Legacy,
                 normalize::calculate_scale_up_limit(settings, current),

@@ -254,20 +254,7 @@ pub fn normalize_desired_replicas_with_behaviors(
 ) -> Normalized {
     // The limits are reported for the explanation whatever the direction; they depend only on
     // the events stored before this evaluation.
-    let scale_up_limit = calculate_scale_up_limit_with_scaling_rules(
-        bounds.current,
-        &history.scale_up_events,
-        &history.scale_down_events,
-        &behavior.scale_up,
-        now,
-    );
-    let scale_down_limit = calculate_scale_down_limit_with_behaviors(
-        bounds.current,
-        &history.scale_up_events,
-        &history.scale_down_events,
-        &behavior.scale_down,
-        now,
-    );
+    let (scale_up_limit, scale_down_limit) = scale_limits(bounds.current, history, behavior, now);
 
     let recommendations = history.recommendations.get_or_insert_with(Vec::new);
     let (stabilized, stabilized_reason, stabilized_message) =
@@ -446,73 +433,58 @@ pub fn get_replicas_change_per_period(
 /// added and plus what was removed inside it.
 fn period_start_replicas(
     current: i32,
-    up_events: &[ScaleEvent],
-    down_events: &[ScaleEvent],
+    history: &History,
     policy: &ScalingPolicy,
     now: Time,
 ) -> i64 {
-    let added = get_replicas_change_per_period(policy.period_seconds, up_events, now);
-    let removed = get_replicas_change_per_period(policy.period_seconds, down_events, now);
+    let period = policy.period_seconds;
+    let added = get_replicas_change_per_period(period, &history.scale_up_events, now);
+    let removed = get_replicas_change_per_period(period, &history.scale_down_events, now);
     i64::from(current) - added + removed
 }
 
-/// `calculateScaleUpLimitWithScalingRules`: the highest count the policies allow now. Select
-/// Max takes the largest proposal, Min the smallest, Disabled the current count; with no
-/// policy the result is `MinInt32` (no scale-up). Percent proposals round up.
-pub fn calculate_scale_up_limit_with_scaling_rules(
+/// The counts `behavior`'s policies allow now, `(scale-up limit, scale-down limit)`, from the
+/// events `history` holds.
+///
+/// `calculateScaleUpLimitWithScalingRules`: the highest count; Select Max takes the largest
+/// proposal, Min the smallest, Disabled the current count; with no policy the result is
+/// `MinInt32` (no scale-up). Percent proposals round up.
+///
+/// `calculateScaleDownLimitWithBehaviors`: the lowest count; Select Max takes the lowest
+/// proposal (largest change), Min the highest, Disabled the current count; with no policy the
+/// result is `MaxInt32` (no scale-down). Percent proposals truncate toward zero.
+pub fn scale_limits(
     current: i32,
-    up_events: &[ScaleEvent],
-    down_events: &[ScaleEvent],
-    rules: &CompletedRules,
+    history: &History,
+    behavior: &CompletedBehavior,
     now: Time,
-) -> i32 {
-    let (mut result, pick): (i32, fn(i32, i32) -> i32) = match rules.select_policy {
-        SelectPolicy::Disabled => return current,
-        SelectPolicy::Min => (i32::MAX, std::cmp::min),
-        SelectPolicy::Max => (i32::MIN, std::cmp::max),
-    };
-    for policy in &rules.policies {
-        let start = period_start_replicas(current, up_events, down_events, policy, now);
-        let proposed = match policy.policy_type {
-            ScalingPolicyType::Pods => saturate_i32(start + i64::from(policy.value)),
-            // "the proposal has to be rounded up because the proposed change might not
-            // increase the replica count causing the target to never scale up"
-            ScalingPolicyType::Percent => {
-                (start as f64 * (1.0 + f64::from(policy.value) / 100.0)).ceil() as i32
-            }
+) -> (i32, i32) {
+    let limit = |rules: &CompletedRules, up: bool| {
+        // (the start, the choice among proposals) for Min and Max, as seen going up.
+        let (mut result, pick): (i32, fn(i32, i32) -> i32) = match (rules.select_policy, up) {
+            (SelectPolicy::Disabled, _) => return current,
+            (SelectPolicy::Min, true) | (SelectPolicy::Max, false) => (i32::MAX, std::cmp::min),
+            (SelectPolicy::Max, true) | (SelectPolicy::Min, false) => (i32::MIN, std::cmp::max),
         };
-        result = pick(result, proposed);
-    }
-    result
-}
-
-/// `calculateScaleDownLimitWithBehaviors`: the lowest count the policies allow now. Select
-/// Max takes the lowest proposal (largest change), Min the highest, Disabled the current
-/// count; with no policy the result is `MaxInt32` (no scale-down). Percent proposals truncate
-/// toward zero.
-pub fn calculate_scale_down_limit_with_behaviors(
-    current: i32,
-    up_events: &[ScaleEvent],
-    down_events: &[ScaleEvent],
-    rules: &CompletedRules,
-    now: Time,
-) -> i32 {
-    let (mut result, pick): (i32, fn(i32, i32) -> i32) = match rules.select_policy {
-        SelectPolicy::Disabled => return current,
-        SelectPolicy::Min => (i32::MIN, std::cmp::max),
-        SelectPolicy::Max => (i32::MAX, std::cmp::min),
+        for policy in &rules.policies {
+            let start = period_start_replicas(current, history, policy, now);
+            let change = f64::from(policy.value) / 100.0;
+            let proposed = match (policy.policy_type, up) {
+                (ScalingPolicyType::Pods, true) => saturate_i32(start + i64::from(policy.value)),
+                (ScalingPolicyType::Pods, false) => saturate_i32(start - i64::from(policy.value)),
+                // "the proposal has to be rounded up because the proposed change might not
+                // increase the replica count causing the target to never scale up"
+                (ScalingPolicyType::Percent, true) => (start as f64 * (1.0 + change)).ceil() as i32,
+                (ScalingPolicyType::Percent, false) => (start as f64 * (1.0 - change)) as i32,
+            };
+            result = pick(result, proposed);
+        }
+        result
     };
-    for policy in &rules.policies {
-        let start = period_start_replicas(current, up_events, down_events, policy, now);
-        let proposed = match policy.policy_type {
-            ScalingPolicyType::Pods => saturate_i32(start - i64::from(policy.value)),
-            ScalingPolicyType::Percent => {
-                (start as f64 * (1.0 - f64::from(policy.value) / 100.0)) as i32
-            }
-        };
-        result = pick(result, proposed);
-    }
-    result
+    (
+        limit(&behavior.scale_up, true),
+        limit(&behavior.scale_down, false),
+    )
 }
 
 // === scale events ===
@@ -599,6 +571,14 @@ mod tests {
         }
     }
 
+    /// The same rules for both directions.
+    fn both(rules: CompletedRules) -> CompletedBehavior {
+        CompletedBehavior {
+            scale_up: rules.clone(),
+            scale_down: rules,
+        }
+    }
+
     fn rules(window: i32, select: SelectPolicy, policies: Vec<ScalingPolicy>) -> CompletedRules {
         CompletedRules {
             stabilization_window_seconds: window,
@@ -655,37 +635,28 @@ mod tests {
     #[test]
     fn scale_up_limit_counts_events_strictly_inside_period() {
         let r = rules(0, SelectPolicy::Max, vec![pods(4, 60)]);
-        let up = [event(2, 60), event(3, 59)];
-        assert_eq!(
-            calculate_scale_up_limit_with_scaling_rules(10, &up, &[], &r, NOW),
-            10 - 3 + 4
-        );
+        let history = History {
+            scale_up_events: vec![event(2, 60), event(3, 59)],
+            ..History::default()
+        };
+        assert_eq!(scale_limits(10, &history, &both(r), NOW).0, 10 - 3 + 4);
     }
 
     #[test]
     fn percent_rounding_up_and_down() {
-        let up = rules(0, SelectPolicy::Max, vec![percent(50, 15)]);
+        let both_ways = both(rules(0, SelectPolicy::Max, vec![percent(50, 15)]));
         assert_eq!(
-            calculate_scale_up_limit_with_scaling_rules(3, &[], &[], &up, NOW),
-            5
-        );
-        let down = rules(0, SelectPolicy::Max, vec![percent(50, 15)]);
-        assert_eq!(
-            calculate_scale_down_limit_with_behaviors(3, &[], &[], &down, NOW),
-            1
+            scale_limits(3, &History::default(), &both_ways, NOW),
+            (5, 1)
         );
     }
 
     #[test]
     fn no_policies_means_no_change_in_that_direction() {
-        let none = rules(0, SelectPolicy::Max, vec![]);
+        let none = both(rules(0, SelectPolicy::Max, vec![]));
         assert_eq!(
-            calculate_scale_up_limit_with_scaling_rules(5, &[], &[], &none, NOW),
-            i32::MIN
-        );
-        assert_eq!(
-            calculate_scale_down_limit_with_behaviors(5, &[], &[], &none, NOW),
-            i32::MAX
+            scale_limits(5, &History::default(), &none, NOW),
+            (i32::MIN, i32::MAX)
         );
         let bounds = Bounds {
             current: 5,

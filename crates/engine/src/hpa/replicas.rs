@@ -516,6 +516,17 @@ struct Computed {
 }
 
 impl Computed {
+    /// A per-pod calculation's result: its utilization (Resource targets) and average value.
+    fn per_pod(replicas: i32, ratio: f64, utilization: Option<i32>, average_value: i64) -> Self {
+        Computed {
+            replicas,
+            ratio,
+            utilization,
+            average_value: Some(average_value),
+            value: None,
+        }
+    }
+
     fn into_proposal(self) -> MetricProposal {
         MetricProposal {
             replicas: self.replicas,
@@ -646,22 +657,17 @@ impl<'a> Ctx<'a> {
                 Err(e) => return (Err(e), groups),
             };
         let done = |replicas| {
-            Ok(Computed {
+            Ok(Computed::per_pod(
                 replicas,
                 ratio,
-                utilization: Some(utilization),
-                average_value: Some(raw_average),
-                value: None,
-            })
+                Some(utilization),
+                raw_average,
+            ))
         };
-
-        let scale_up_with_unready = !w.unready.is_empty() && ratio > 1.0;
-        if !scale_up_with_unready && w.missing.is_empty() {
-            if self.tolerances.is_within(ratio) {
-                return (done(current), groups);
-            }
-            return (done(ceil_i32(ratio * count_f64(w.ready_count))), groups);
+        if let Some(replicas) = self.unfilled(&w, ratio, current) {
+            return (done(replicas), groups);
         }
+        let scale_up_with_unready = !w.unready.is_empty() && ratio > 1.0;
 
         // The pods filled in join the sums with their requests (every listed pod has one:
         // `request_error` is unset).
@@ -705,6 +711,21 @@ impl<'a> Ctx<'a> {
         )
     }
 
+    /// The answer of `GetResourceReplicas` and `calcPlainMetricReplicas` when no pod is to be
+    /// filled in (none missing, and no unready pod on a scale-up): the current count within
+    /// the tolerance, else `ceil(ratio × ready pods)`; `None` when pods are filled in first.
+    fn unfilled(&self, w: &Walk, ratio: f64, current: i32) -> Option<i32> {
+        let scale_up_with_unready = !w.unready.is_empty() && ratio > 1.0;
+        if scale_up_with_unready || !w.missing.is_empty() {
+            return None;
+        }
+        Some(if self.tolerances.is_within(ratio) {
+            current
+        } else {
+            ceil_i32(ratio * count_f64(w.ready_count))
+        })
+    }
+
     /// The common tail of `GetResourceReplicas` and `calcPlainMetricReplicas` after missing
     /// and unready pods were filled in: no change when the new ratio is within tolerance or
     /// points the other way, or when the new count would move against the ratio.
@@ -742,23 +763,11 @@ impl<'a> Ctx<'a> {
         }
         let sum = w.ready_sum + w.orphan_sum;
         let (ratio, usage) = usage_ratio(sum, w.sample_count(), target);
-        let done = |replicas| {
-            Ok(Computed {
-                replicas,
-                ratio,
-                utilization: None,
-                average_value: Some(usage),
-                value: None,
-            })
-        };
-
-        let scale_up_with_unready = !w.unready.is_empty() && ratio > 1.0;
-        if !scale_up_with_unready && w.missing.is_empty() {
-            if self.tolerances.is_within(ratio) {
-                return (done(current), groups);
-            }
-            return (done(ceil_i32(ratio * count_f64(w.ready_count))), groups);
+        let done = |replicas| Ok(Computed::per_pod(replicas, ratio, None, usage));
+        if let Some(replicas) = self.unfilled(&w, ratio, current) {
+            return (done(replicas), groups);
         }
+        let scale_up_with_unready = !w.unready.is_empty() && ratio > 1.0;
 
         // Missing pods are taken at the target on a scale-down and as idle on a scale-up,
         // unready pods as idle on a scale-up.
