@@ -154,9 +154,7 @@ impl From<ResourceName> for Resource {
 /// `{cpu, memory}` amounts (millicores, bytes); unknown keys ignored.
 #[derive(Clone, Copy, Debug, Default, Deserialize)]
 pub struct ResourcesJson {
-    #[serde(default)]
     pub cpu: Option<Int>,
-    #[serde(default)]
     pub memory: Option<Int>,
 }
 
@@ -181,26 +179,18 @@ pub(super) struct ContainerPolicyJson {
     pub container_name: LenientStr,
     #[serde(default)]
     pub mode: LenientStr,
-    #[serde(default)]
     pub min_allowed: Option<ResourcesJson>,
-    #[serde(default)]
     pub max_allowed: Option<ResourcesJson>,
-    #[serde(default)]
     pub controlled_resources: Option<Vec<ResourceName>>,
-    #[serde(default)]
     pub memory_aggregation_interval_s: Option<f64>,
-    #[serde(default)]
     pub memory_aggregation_interval_count: Option<Int>,
-    #[serde(default)]
     pub oom_bump_up_ratio: Option<f64>,
-    #[serde(default)]
     pub oom_min_bump_up_bytes: Option<f64>,
 }
 
 /// A pod's resource policy (`policy` of `recommender` and `postprocess` cases).
 #[derive(Clone, Debug, Default, Deserialize)]
 pub(super) struct PodPolicyJson {
-    #[serde(default)]
     pub container_policies: Option<Vec<ContainerPolicyJson>>,
 }
 
@@ -209,7 +199,6 @@ pub(super) struct PodPolicyJson {
 /// A `policy` case: one container policy resolved against the settings.
 #[derive(Debug, Deserialize)]
 pub(super) struct PolicyCase {
-    #[serde(default)]
     pub policy: Option<ObjectOr<ContainerPolicyJson>>,
     #[serde(default)]
     pub expect: Deferred<PolicyExpect>,
@@ -222,13 +211,9 @@ pub(super) struct PolicyExpect {
     pub scaling_mode: LenientStr,
     #[serde(default, deserialize_with = "present")]
     pub controlled_resources: Option<Option<Vec<ResourceName>>>,
-    #[serde(default)]
     pub memory_aggregation_interval_s: Option<f64>,
-    #[serde(default)]
     pub memory_aggregation_interval_count: Option<Int>,
-    #[serde(default)]
     pub oom_bump_up_ratio: Option<f64>,
-    #[serde(default)]
     pub oom_min_bump_up_bytes: Option<f64>,
     #[serde(flatten)]
     pub rest: Rest,
@@ -248,9 +233,7 @@ pub(super) struct EstimatorCase {
 /// The chains for `cpu` and `memory` (other keys ignored).
 #[derive(Debug, Deserialize)]
 pub(super) struct EstimatorChains {
-    #[serde(default)]
     pub cpu: Option<Vec<ChainElement>>,
-    #[serde(default)]
     pub memory: Option<Vec<ChainElement>>,
 }
 
@@ -259,7 +242,6 @@ pub(super) struct EstimatorChains {
 pub(super) struct EstimatorState {
     #[serde(default)]
     pub histograms: LenientStr,
-    #[serde(default)]
     pub steps: Option<Vec<EstimatorStateStep>>,
 }
 
@@ -268,7 +250,6 @@ pub(super) struct EstimatorState {
 #[derive(Debug, Deserialize)]
 pub(super) struct EstimatorStateStep {
     pub op: String,
-    #[serde(default)]
     pub at_s: Option<f64>,
     #[serde(default)]
     pub histogram: Deferred<HistogramName>,
@@ -303,13 +284,9 @@ impl From<HistogramName> for HistogramKind {
 pub(super) struct ChainElement {
     #[serde(default, rename = "const")]
     pub constant: Option<i64>,
-    #[serde(default)]
     pub percentile: Option<f64>,
-    #[serde(default)]
     pub margin: Option<f64>,
-    #[serde(default)]
     pub confidence_multiplier: Option<ConfidenceMultiplier>,
-    #[serde(default)]
     pub min: Option<i64>,
 }
 
@@ -324,13 +301,9 @@ pub(super) struct ConfidenceMultiplier {
 /// Expected estimates (`tolerance` relative) and confidence.
 #[derive(Debug, Deserialize)]
 pub(super) struct EstimatorExpect {
-    #[serde(default)]
     pub cpu: Option<Int>,
-    #[serde(default)]
     pub memory: Option<Int>,
-    #[serde(default)]
     pub tolerance: Option<f64>,
-    #[serde(default)]
     pub confidence: Option<ConfidenceExpect>,
     #[serde(flatten)]
     pub rest: Rest,
@@ -341,7 +314,6 @@ pub(super) struct EstimatorExpect {
 pub(super) struct ConfidenceExpect {
     pub interval_s: f64,
     pub value: f64,
-    #[serde(default)]
     pub tolerance: Option<f64>,
 }
 
@@ -350,17 +322,11 @@ pub(super) struct ConfidenceExpect {
 /// A `recommender` case: containers, observations, policy and estimators, expected bounds.
 #[derive(Debug, Deserialize)]
 pub(super) struct RecommenderCase {
-    #[serde(default)]
     pub policy: Option<ObjectOr<PodPolicyJson>>,
-    #[serde(default)]
     pub estimators: Option<ConstantEstimators>,
-    #[serde(default)]
     pub containers: Option<Vec<RecommenderContainer>>,
-    #[serde(default)]
     pub samples: Option<Vec<Sample>>,
-    #[serde(default)]
     pub series: Option<Vec<Series>>,
-    #[serde(default)]
     pub integer_cpu_containers: Option<Vec<LenientStr>>,
     #[serde(default)]
     pub expect: Deferred<RecommenderExpect>,
@@ -369,11 +335,8 @@ pub(super) struct RecommenderCase {
 /// Constant estimators for the three bounds (`PodEstimators::constant`).
 #[derive(Debug, Deserialize)]
 pub(super) struct ConstantEstimators {
-    #[serde(default)]
     pub target: Option<ResourcesJson>,
-    #[serde(default)]
     pub lower_bound: Option<ResourcesJson>,
-    #[serde(default)]
     pub upper_bound: Option<ResourcesJson>,
 }
 
@@ -391,7 +354,6 @@ pub(super) struct RecommenderContainer {
 #[derive(Debug, Deserialize)]
 pub(super) struct Sample {
     pub at_s: f64,
-    #[serde(default)]
     pub oom: Option<bool>,
     #[serde(default)]
     pub pod: LenientStr,
@@ -413,14 +375,12 @@ pub(super) struct Series {
     pub from_s: f64,
     pub step_s: f64,
     pub count: Int,
-    #[serde(default)]
     pub values: Option<Vec<i64>>,
 }
 
 /// Expected recommendation per container name.
 #[derive(Debug, Deserialize)]
 pub(super) struct RecommenderExpect {
-    #[serde(default)]
     pub containers: Option<BTreeMap<String, ExpectedContainer>>,
     #[serde(flatten)]
     pub rest: Rest,
@@ -430,7 +390,6 @@ pub(super) struct RecommenderExpect {
 /// `absent` list resources that every bound must have / lack.
 #[derive(Debug, Deserialize)]
 pub(super) struct ExpectedContainer {
-    #[serde(default)]
     pub name: Option<String>,
     #[serde(default, deserialize_with = "present")]
     pub target: Option<Option<ResourcesJson>>,
@@ -440,9 +399,7 @@ pub(super) struct ExpectedContainer {
     pub upper_bound: Option<Option<ResourcesJson>>,
     #[serde(default, deserialize_with = "present")]
     pub uncapped_target: Option<Option<ResourcesJson>>,
-    #[serde(default)]
     pub present: Option<Vec<ResourceName>>,
-    #[serde(default)]
     pub absent: Option<Vec<ResourceName>>,
     #[serde(flatten)]
     pub rest: Rest,
@@ -453,11 +410,8 @@ pub(super) struct ExpectedContainer {
 /// A `postprocess` case: a recommendation through `post_process`.
 #[derive(Debug, Deserialize)]
 pub(super) struct PostprocessCase {
-    #[serde(default)]
     pub recommendation: Option<RecommendationJson>,
-    #[serde(default)]
     pub policy: Option<ObjectOr<PodPolicyJson>>,
-    #[serde(default)]
     pub integer_cpu_containers: Option<Vec<LenientStr>>,
     #[serde(default)]
     pub expect: Deferred<PostprocessExpect>,
@@ -466,7 +420,6 @@ pub(super) struct PostprocessCase {
 /// A pod recommendation.
 #[derive(Debug, Deserialize)]
 pub(super) struct RecommendationJson {
-    #[serde(default)]
     pub containers: Option<Vec<RecommendedContainerJson>>,
 }
 
@@ -474,13 +427,9 @@ pub(super) struct RecommendationJson {
 #[derive(Debug, Deserialize)]
 pub(super) struct RecommendedContainerJson {
     pub name: String,
-    #[serde(default)]
     pub target: Option<ResourcesJson>,
-    #[serde(default)]
     pub lower_bound: Option<ResourcesJson>,
-    #[serde(default)]
     pub upper_bound: Option<ResourcesJson>,
-    #[serde(default)]
     pub uncapped_target: Option<ResourcesJson>,
 }
 
@@ -489,7 +438,6 @@ pub(super) struct RecommendedContainerJson {
 pub(super) struct PostprocessExpect {
     #[serde(default, deserialize_with = "present")]
     pub recommendation: Option<Option<IgnoredAny>>,
-    #[serde(default)]
     pub containers: Option<Vec<ExpectedContainer>>,
     #[serde(flatten)]
     pub rest: Rest,
@@ -500,7 +448,6 @@ pub(super) struct PostprocessExpect {
 /// An `amount` case: checks of the amount helpers.
 #[derive(Debug, Deserialize)]
 pub(super) struct AmountCase {
-    #[serde(default)]
     pub checks: Option<Vec<AmountCheck>>,
 }
 
@@ -568,7 +515,6 @@ pub(super) fn parse<T: serde::de::DeserializeOwned>(v: &serde_json::Value) -> Re
 /// A `container` case: samples and OOMs fed to one container, the histogram calls made.
 #[derive(Debug, Deserialize)]
 pub(super) struct ContainerCase {
-    #[serde(default)]
     pub steps: Option<Vec<ContainerStep>>,
     /// `null` expects no call at all.
     #[serde(default, deserialize_with = "present")]
@@ -579,19 +525,16 @@ pub(super) struct ContainerCase {
 #[derive(Debug, Deserialize)]
 pub(super) struct ContainerStep {
     pub op: String,
-    #[serde(default)]
     pub at_s: Option<f64>,
     pub value: Int,
     #[serde(default)]
     pub resource: Deferred<ResourceName>,
-    #[serde(default)]
     pub expect_accepted: Option<bool>,
 }
 
 /// The histogram calls made, compared as a multiset.
 #[derive(Debug, Deserialize)]
 pub(super) struct ContainerExpect {
-    #[serde(default)]
     pub histogram_calls: Option<Vec<HistogramCallJson>>,
     #[serde(flatten)]
     pub rest: Rest,
@@ -604,7 +547,6 @@ pub(super) struct HistogramCallJson {
     pub call: CallName,
     pub value: f64,
     pub weight: f64,
-    #[serde(default)]
     pub at_s: Option<f64>,
 }
 
@@ -622,7 +564,6 @@ pub(super) enum CallName {
 #[derive(Debug, Deserialize)]
 pub(super) struct HistogramCase {
     pub histogram: HistogramSpecJson,
-    #[serde(default)]
     pub steps: Option<Vec<HistogramStep>>,
 }
 
@@ -630,17 +571,11 @@ pub(super) struct HistogramCase {
 #[derive(Debug, Deserialize)]
 pub(super) struct HistogramSpecJson {
     pub buckets: String,
-    #[serde(default)]
     pub max_value: Option<f64>,
-    #[serde(default)]
     pub bucket_size: Option<f64>,
-    #[serde(default)]
     pub first_bucket_size: Option<f64>,
-    #[serde(default)]
     pub ratio: Option<f64>,
-    #[serde(default)]
     pub epsilon: Option<f64>,
-    #[serde(default)]
     pub half_life_s: Option<f64>,
 }
 
@@ -684,24 +619,17 @@ pub(super) struct AddStep {
     pub op: LenientStr,
     pub value: f64,
     pub weight: f64,
-    #[serde(default)]
     pub at_s: Option<f64>,
 }
 
 /// What a saved checkpoint must hold.
 #[derive(Debug, Deserialize)]
 pub(super) struct SaveExpect {
-    #[serde(default)]
     pub total_weight: Option<f64>,
-    #[serde(default)]
     pub bucket_weights: Option<BTreeMap<String, Option<u64>>>,
-    #[serde(default)]
     pub bucket_count: Option<Int>,
-    #[serde(default)]
     pub bucket_count_min: Option<Int>,
-    #[serde(default)]
     pub total_weight_nonzero: Option<bool>,
-    #[serde(default)]
     pub reference_equals_histogram: Option<bool>,
     #[serde(flatten)]
     pub rest: Rest,
@@ -711,20 +639,16 @@ pub(super) struct SaveExpect {
 /// fresh one.
 #[derive(Debug, Deserialize)]
 pub(super) struct LoadStep {
-    #[serde(default)]
     pub from_last_save: Option<bool>,
-    #[serde(default)]
     pub checkpoint: Option<HistogramCheckpointJson>,
     #[serde(default)]
     pub into: LenientStr,
-    #[serde(default)]
     pub expect: Option<ErrorExpect>,
 }
 
 /// Whether the step must fail.
 #[derive(Debug, Deserialize)]
 pub(super) struct ErrorExpect {
-    #[serde(default)]
     pub error: Option<bool>,
     #[serde(flatten)]
     pub rest: Rest,
@@ -733,41 +657,27 @@ pub(super) struct ErrorExpect {
 /// A histogram checkpoint (weights are uint32, as upstream's proto).
 #[derive(Clone, Debug, Default, Deserialize)]
 pub(super) struct HistogramCheckpointJson {
-    #[serde(default)]
     pub reference_at_s: Option<f64>,
-    #[serde(default)]
     pub bucket_weights: Option<BTreeMap<String, u32>>,
-    #[serde(default)]
     pub total_weight: Option<f64>,
 }
 
 /// What the histogram must be (`tolerance` relative, for weights and bucket starts).
 #[derive(Debug, Deserialize)]
 pub(super) struct HistogramExpect {
-    #[serde(default)]
     pub is_empty: Option<bool>,
-    #[serde(default)]
     pub percentiles: Option<Vec<PercentileExpect>>,
-    #[serde(default)]
     pub total_weight: Option<f64>,
-    #[serde(default)]
     pub bucket_weights: Option<BTreeMap<String, f64>>,
     /// `null` compares with a fresh histogram.
     #[serde(default, deserialize_with = "present")]
     pub equals: Option<Option<EqualsSpec>>,
-    #[serde(default)]
     pub num_buckets: Option<Int>,
-    #[serde(default)]
     pub epsilon: Option<f64>,
-    #[serde(default)]
     pub bucket_starts: Option<BTreeMap<String, f64>>,
-    #[serde(default)]
     pub find_bucket: Option<Vec<FindBucket>>,
-    #[serde(default)]
     pub reference_is_set: Option<bool>,
-    #[serde(default)]
     pub reference_at_s: Option<f64>,
-    #[serde(default)]
     pub tolerance: Option<f64>,
     #[serde(flatten)]
     pub rest: Rest,
@@ -778,14 +688,12 @@ pub(super) struct HistogramExpect {
 pub(super) struct PercentileExpect {
     pub p: f64,
     pub value: f64,
-    #[serde(default)]
     pub tolerance: Option<f64>,
 }
 
 /// A histogram of the same spec built by `steps`.
 #[derive(Debug, Deserialize)]
 pub(super) struct EqualsSpec {
-    #[serde(default)]
     pub steps: Option<Vec<AddStep>>,
 }
 
@@ -801,7 +709,6 @@ pub(super) struct FindBucket {
 /// An `aggregate` case: steps on a VPA target's per-container aggregations.
 #[derive(Debug, Deserialize)]
 pub(super) struct AggregateCase {
-    #[serde(default)]
     pub steps: Option<Vec<AggregateStep>>,
 }
 
@@ -859,12 +766,10 @@ pub(super) struct ObservationStep {
     pub pod: LenientStr,
     #[serde(default)]
     pub container: LenientStr,
-    #[serde(default)]
     pub at_s: Option<f64>,
     pub value: Int,
     #[serde(default)]
     pub resource: Deferred<ResourceName>,
-    #[serde(default)]
     pub expect_accepted: Option<bool>,
 }
 
@@ -873,13 +778,9 @@ pub(super) struct ObservationStep {
 pub(super) struct SetStateStep {
     #[serde(default)]
     pub container: LenientStr,
-    #[serde(default)]
     pub creation_at_s: Option<f64>,
-    #[serde(default)]
     pub first_sample_at_s: Option<f64>,
-    #[serde(default)]
     pub last_sample_at_s: Option<f64>,
-    #[serde(default)]
     pub total_samples_count: Option<Int>,
 }
 
@@ -889,7 +790,6 @@ pub(super) struct HistogramAddStep {
     #[serde(default)]
     pub container: LenientStr,
     pub histogram: HistogramName,
-    #[serde(default)]
     pub at_s: Option<f64>,
     pub value: f64,
     pub weight: f64,
@@ -898,7 +798,6 @@ pub(super) struct HistogramAddStep {
 /// What a saved aggregate checkpoint must hold (`null` times expect none).
 #[derive(Debug, Deserialize)]
 pub(super) struct AggregateSaveExpect {
-    #[serde(default)]
     pub error: Option<bool>,
     #[serde(default)]
     pub version: LenientStr,
@@ -906,11 +805,8 @@ pub(super) struct AggregateSaveExpect {
     pub first_sample_at_s: Option<Option<f64>>,
     #[serde(default, deserialize_with = "present")]
     pub last_sample_at_s: Option<Option<f64>>,
-    #[serde(default)]
     pub total_samples_count: Option<Int>,
-    #[serde(default)]
     pub cpu_bucket_count: Option<Int>,
-    #[serde(default)]
     pub memory_bucket_count: Option<Int>,
     #[serde(flatten)]
     pub rest: Rest,
@@ -921,24 +817,17 @@ pub(super) struct AggregateSaveExpect {
 pub(super) struct AggregateCheckpointJson {
     #[serde(default)]
     pub version: LenientStr,
-    #[serde(default)]
     pub first_sample_at_s: Option<f64>,
-    #[serde(default)]
     pub last_sample_at_s: Option<f64>,
-    #[serde(default)]
     pub total_samples_count: Option<Int>,
-    #[serde(default)]
     pub cpu_histogram: Option<HistogramCheckpointJson>,
-    #[serde(default)]
     pub memory_histogram: Option<HistogramCheckpointJson>,
 }
 
 /// Emptiness of one aggregation in the checkpoint view.
 #[derive(Debug, Deserialize)]
 pub(super) struct ViewExpect {
-    #[serde(default)]
     pub memory_is_empty: Option<bool>,
-    #[serde(default)]
     pub cpu_is_empty: Option<bool>,
     #[serde(flatten)]
     pub rest: Rest,
@@ -947,7 +836,6 @@ pub(super) struct ViewExpect {
 /// What the aggregations must be: per name, and for `container`.
 #[derive(Debug, Deserialize)]
 pub(super) struct AggregateExpect {
-    #[serde(default)]
     pub by_container_name: Option<BTreeMap<String, ByContainerName>>,
     #[serde(default)]
     pub container: LenientStr,
@@ -955,13 +843,9 @@ pub(super) struct AggregateExpect {
     pub first_sample_at_s: Option<Option<f64>>,
     #[serde(default, deserialize_with = "present")]
     pub last_sample_at_s: Option<Option<f64>>,
-    #[serde(default)]
     pub total_samples_count: Option<Int>,
-    #[serde(default)]
     pub cpu_is_empty: Option<bool>,
-    #[serde(default)]
     pub memory_is_empty: Option<bool>,
-    #[serde(default)]
     pub is_expired_at: Option<Vec<ExpiredAt>>,
     #[serde(flatten)]
     pub rest: Rest,
@@ -970,7 +854,6 @@ pub(super) struct AggregateExpect {
 /// One aggregation's sample count and histograms (built by `adds`, `null` for empty).
 #[derive(Debug, Deserialize)]
 pub(super) struct ByContainerName {
-    #[serde(default)]
     pub total_samples_count: Option<Int>,
     #[serde(default, deserialize_with = "present")]
     pub cpu_histogram_equals: Option<Option<HistogramAdds>>,
@@ -983,7 +866,6 @@ pub(super) struct ByContainerName {
 /// The samples that build an expected histogram.
 #[derive(Debug, Deserialize)]
 pub(super) struct HistogramAdds {
-    #[serde(default)]
     pub adds: Option<Vec<AddStep>>,
 }
 
@@ -991,7 +873,6 @@ pub(super) struct HistogramAdds {
 #[derive(Debug, Deserialize)]
 pub(super) struct ExpiredAt {
     pub at_s: f64,
-    #[serde(default)]
     pub expired: Option<bool>,
 }
 
