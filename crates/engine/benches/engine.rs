@@ -86,15 +86,7 @@ fn spec(metrics: usize) -> HorizontalSpec {
             },
         },
     ];
-    HorizontalSpec {
-        min_replicas: Some(1),
-        max_replicas: 5_000,
-        metrics: all[..metrics].to_vec(),
-        behavior: None,
-        extensions: None,
-        schedules: Vec::new(),
-        predictive: None,
-    }
+    HorizontalSpec::new(Some(1), 5_000, all[..metrics].to_vec())
 }
 
 fn history() -> History {

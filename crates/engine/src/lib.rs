@@ -24,3 +24,6 @@ pub mod hpa;
 pub mod time;
 pub mod vpa;
 pub mod whatif;
+
+#[cfg(test)]
+mod test_support;

@@ -558,7 +558,15 @@ proptest! {
         prenormalized in prop_oneof![19 => 0i32..200, 1 => any::<i32>()],
         history in arb_history(),
     ) {
-        if let Ok(e) = hpa::normalize_only(&settings, &spec, current, prenormalized, &history, NOW) {
+        if let Ok(e) = hpa::normalize_only(
+            &settings,
+            &spec,
+            current,
+            prenormalized,
+            &history,
+            NOW,
+            hpa::Replayed::default(),
+        ) {
             within_limits(&spec, &e)?;
             let min = spec.min_replicas.unwrap_or(1);
             // Inside the bounds whenever the current count is (the shortcuts are skipped).

@@ -42,6 +42,7 @@ impl EngineExecutor {
                 *prenormalized,
                 history,
                 step.now,
+                hpa::Replayed::default(),
             ),
         };
         result.map_err(|e| format!("step {}: rejected as invalid input: {e}", step.index))

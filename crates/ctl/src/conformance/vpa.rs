@@ -436,7 +436,7 @@ fn run_estimator(ctx: &Ctx, case: &Value) -> R {
                 let value = number_i64(Some(&step.value.get("value")?), "value")?;
                 match Resource::from(step.resource.get("resource")?) {
                     Resource::Cpu => state.add_cpu_sample(at, value, &mut ()),
-                    Resource::Memory => state.add_memory_peak(at, value, &mut ()),
+                    Resource::Memory => state.memory_peak(HistogramOp::Add, at, value, &mut ()),
                 }
             }
             other => return Err(format!("state.steps[{i}]: unknown op {other:?}")),

@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 
 /// The three condition types the HPA controller sets, then those of the migration
 /// extensions (`hpa::extensions`): Kubernetes' `ScaledToZero` (1.36+) and
-/// `ExternalMetricFallbackActive` (KEP-5679), KEDA's `Active`, `Fallback` and `Paused`.
+/// `ExternalMetricFallbackActive` (KEP-5679), KEDA's `Active`, `Fallback` and `Paused`. Their
+/// order is the order a decision reports them in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum ConditionType {
     /// Whether the controller could read and change the scale; its reason says what normalization did (stabilized or ready).

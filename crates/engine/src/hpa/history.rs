@@ -38,6 +38,13 @@ pub struct Recommendation {
     pub time: Time,
 }
 
+impl Recommendation {
+    /// `replicas` proposed at `time`.
+    pub const fn new(replicas: i32, time: Time) -> Self {
+        Recommendation { replicas, time }
+    }
+}
+
 /// `timestampedScaleEvent`: the magnitude of one rescale.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScaleEvent {

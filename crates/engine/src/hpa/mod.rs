@@ -84,6 +84,30 @@ pub struct Decision {
     pub predictive: Option<Box<predictive::PredictiveReport>>,
 }
 
+impl Decision {
+    /// A decision on `path` that keeps `current`, with nothing else to report yet: the start
+    /// every path fills in.
+    pub fn keeping(current: i32, path: DecisionPath) -> Self {
+        Decision {
+            current_replicas: current,
+            desired_replicas: current,
+            conditions: Vec::new(),
+            metrics: Vec::new(),
+            path,
+            prenormalized_replicas: None,
+            stabilized_replicas: None,
+            scale_up_limit: None,
+            scale_down_limit: None,
+            error: None,
+            rescale_reason: None,
+            extensions: None,
+            budget: None,
+            schedule: None,
+            predictive: None,
+        }
+    }
+}
+
 /// The branch of `reconcileAutoscaler` that produced the decision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DecisionPath {
@@ -215,7 +239,7 @@ pub mod messages {
 }
 
 /// The conditions of one evaluation: one slot per type, the last write wins (`setCondition`).
-/// The three HPA types first, then the extensions' types.
+/// The three HPA types first, then the extensions' types: [`ConditionType`]'s order.
 #[derive(Default)]
 struct Conditions([Option<Condition>; 9]);
 
@@ -236,17 +260,7 @@ impl Conditions {
     }
 
     fn put(&mut self, condition: Condition) {
-        let slot = match condition.condition_type {
-            ConditionType::AbleToScale => 0,
-            ConditionType::ScalingActive => 1,
-            ConditionType::ScalingLimited => 2,
-            ConditionType::ScaledToZero => 3,
-            ConditionType::Active => 4,
-            ConditionType::Fallback => 5,
-            ConditionType::ExternalMetricFallbackActive => 6,
-            ConditionType::Paused => 7,
-            ConditionType::PredictiveScaling => 8,
-        };
+        let slot = condition.condition_type as usize;
         self.0[slot] = Some(condition);
     }
 
@@ -340,21 +354,9 @@ impl<'a> Reconciliation<'a> {
             raise: None,
             raised: false,
             decision: Decision {
-                current_replicas: current,
-                desired_replicas: current,
-                conditions: Vec::new(),
-                metrics: Vec::new(),
-                path,
-                prenormalized_replicas: None,
-                stabilized_replicas: None,
                 scale_up_limit: Some(scale_up_limit),
                 scale_down_limit,
-                error: None,
-                rescale_reason: None,
-                extensions: None,
-                budget: None,
-                schedule: None,
-                predictive: None,
+                ..Decision::keeping(current, path)
             },
         }
     }
@@ -501,10 +503,7 @@ impl<'a> Reconciliation<'a> {
 /// current count. An existing but empty list stays empty.
 fn record_initial_recommendation(history: &mut History, current: i32, now: Time) {
     if history.recommendations.is_none() {
-        history.recommendations = Some(vec![history::Recommendation {
-            replicas: current,
-            time: now,
-        }]);
+        history.recommendations = Some(vec![history::Recommendation::new(current, now)]);
     }
 }
 
@@ -539,23 +538,10 @@ pub fn evaluate_within(
     // its bounds from the spec), and the decision says which schedule set them.
     let scheduled = schedule::Scheduled::resolve(spec, now)?;
     let spec = scheduled.spec(spec);
-    let evaluation = evaluate_scheduled(settings, spec, observation, history, now, budget)?;
-    Ok(scheduled.annotate(evaluation))
-}
-
-/// [`evaluate_within`] on a spec whose bounds are those in force.
-fn evaluate_scheduled(
-    settings: &Settings,
-    spec: &HorizontalSpec,
-    observation: &Observation,
-    history: &History,
-    now: Time,
-    budget: Option<&budget::Allocation>,
-) -> Result<Evaluation, InvalidInput> {
-    if spec.extensions.is_some() || settings.scale_to_zero {
+    let evaluation = if spec.extensions.is_some() || settings.scale_to_zero {
         // The gate's rules (ScaledToZero, a zero that is not ours left alone) need the
         // extensions' state even when the spec has no extension of its own.
-        return extensions::evaluate(
+        extensions::evaluate(
             settings,
             spec,
             spec.extensions.as_ref(),
@@ -563,19 +549,15 @@ fn evaluate_scheduled(
             history,
             now,
             budget,
-        );
-    }
-    Ok(reconcile(
-        settings,
-        spec,
-        observation,
-        history,
-        now,
-        Hooks {
+        )?
+    } else {
+        let hooks = Hooks {
             budget,
             ..Hooks::default()
-        },
-    ))
+        };
+        reconcile(settings, spec, observation, history, now, hooks)
+    };
+    Ok(scheduled.annotate(evaluation))
 }
 
 /// A member of a scaling group deciding: the plain HPA's decision is the member's demand;
@@ -794,30 +776,7 @@ fn reconcile(
     r.finish(desired, desired != current, rescale_reason)
 }
 
-/// Normalizes a given proposal as if the metrics had produced it: for callers (and the
-/// conformance cases) that exercise `normalizeDesiredReplicas*` directly. Skips the metric
-/// evaluation and the disabled / above-max / below-min shortcuts, then rescales and records
-/// state as [`evaluate`] does.
-pub fn normalize_only(
-    settings: &Settings,
-    spec: &HorizontalSpec,
-    current_replicas: i32,
-    prenormalized: i32,
-    history: &History,
-    now: Time,
-) -> Result<Evaluation, InvalidInput> {
-    normalize_only_within(
-        settings,
-        spec,
-        current_replicas,
-        prenormalized,
-        history,
-        now,
-        Replayed::default(),
-    )
-}
-
-/// What a replay knows beyond the proposal ([`normalize_only_within`]).
+/// What a replay knows beyond the proposal ([`normalize_only`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Replayed<'a> {
     /// A scaling group's allocation that caps the normalized count (the replay of a group's
@@ -829,9 +788,13 @@ pub struct Replayed<'a> {
     pub outcomes: &'a [MetricOutcome],
 }
 
-/// [`normalize_only`] for the what-if replay of a decision log: capped by a scaling group's
-/// allocation, and raised by `spec.predictive`'s forecast of the replayed outcomes' load.
-pub fn normalize_only_within(
+/// Normalizes a given proposal as if the metrics had produced it: for callers (and the
+/// conformance cases) that exercise `normalizeDesiredReplicas*` directly, and for the what-if
+/// replay of a decision log (`replayed`: capped by a scaling group's allocation, raised by
+/// `spec.predictive`'s forecast of the replayed outcomes' load; `Replayed::default()`:
+/// neither). Skips the metric evaluation and the disabled / above-max / below-min shortcuts,
+/// then rescales and records state as [`evaluate`] does.
+pub fn normalize_only(
     settings: &Settings,
     spec: &HorizontalSpec,
     current_replicas: i32,

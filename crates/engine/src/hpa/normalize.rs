@@ -62,6 +62,42 @@ pub struct Normalized {
     pub scale_down_limit: Option<i32>,
 }
 
+impl Normalized {
+    /// The conditions of a normalization: AbleToScale says why the recommendation was
+    /// stabilized (`stabilized_by`) or that it was not, ScalingLimited whether the bounds and
+    /// rates (`limited_by`: the desired count, the reason and message) changed it.
+    fn of(
+        prenormalized: i32,
+        stabilized: i32,
+        stabilized_by: (ConditionReason, &str),
+        (desired, reason, message): (i32, ConditionReason, &str),
+        scale_up_limit: i32,
+        scale_down_limit: Option<i32>,
+    ) -> Self {
+        let (able_reason, able_message) = if stabilized == prenormalized {
+            (
+                ConditionReason::ReadyForNewScale,
+                messages::READY_FOR_NEW_SCALE,
+            )
+        } else {
+            stabilized_by
+        };
+        Normalized {
+            desired,
+            stabilized,
+            able_to_scale: condition(ConditionType::AbleToScale, true, able_reason, able_message),
+            scaling_limited: condition(
+                ConditionType::ScalingLimited,
+                desired != stabilized,
+                reason,
+                message,
+            ),
+            scale_up_limit,
+            scale_down_limit,
+        }
+    }
+}
+
 /// The bounds and counts of one normalization (`NormalizationArg` without the key).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bounds {
@@ -103,37 +139,20 @@ pub fn normalize_desired_replicas(
     prenormalized: i32,
 ) -> Normalized {
     let stabilized = stabilize_recommendation(settings, recommendations, now, prenormalized);
-    let able_to_scale = if stabilized != prenormalized {
-        condition(
-            ConditionType::AbleToScale,
-            true,
-            ConditionReason::ScaleDownStabilized,
-            messages::SCALE_DOWN_STABILIZED,
-        )
-    } else {
-        condition(
-            ConditionType::AbleToScale,
-            true,
-            ConditionReason::ReadyForNewScale,
-            messages::READY_FOR_NEW_SCALE,
-        )
-    };
     let scale_up_limit = calculate_scale_up_limit(settings, bounds.current);
-    let (desired, reason, message) =
-        convert_desired_replicas_with_rules(settings, bounds, stabilized);
-    Normalized {
-        desired,
+    let stabilized_by = (
+        ConditionReason::ScaleDownStabilized,
+        messages::SCALE_DOWN_STABILIZED,
+    );
+    let limited_by = convert_desired_replicas_with_rules(settings, bounds, stabilized);
+    Normalized::of(
+        prenormalized,
         stabilized,
-        able_to_scale,
-        scaling_limited: condition(
-            ConditionType::ScalingLimited,
-            desired != stabilized,
-            reason,
-            message,
-        ),
+        stabilized_by,
+        limited_by,
         scale_up_limit,
-        scale_down_limit: None,
-    }
+        None,
+    )
 }
 
 /// `stabilizeRecommendation`: the maximum of `prenormalized` and every recommendation not
@@ -200,19 +219,7 @@ pub fn convert_desired_replicas_with_rules(
     // Upstream: "Do not upscale too much to prevent incorrect rapid increase of the number of
     // master replicas caused by bogus CPU usage report from heapster/kubelet" (#32304).
     let scale_up_limit = calculate_scale_up_limit(settings, bounds.current);
-    let (maximum_allowed, limit_reason, limit_message) = if bounds.max > scale_up_limit {
-        (
-            scale_up_limit,
-            ConditionReason::ScaleUpLimit,
-            messages::SCALE_UP_LIMIT,
-        )
-    } else {
-        (
-            bounds.max,
-            ConditionReason::TooManyReplicas,
-            messages::TOO_MANY_REPLICAS,
-        )
-    };
+    let (maximum_allowed, limit_reason, limit_message) = maximum_allowed(bounds, scale_up_limit);
     if desired < bounds.min {
         (
             bounds.min,
@@ -226,6 +233,24 @@ pub fn convert_desired_replicas_with_rules(
             desired,
             ConditionReason::DesiredWithinRange,
             messages::DESIRED_WITHIN_RANGE,
+        )
+    }
+}
+
+/// The highest count allowed going up: the scale-up limit where it is below `maxReplicas`
+/// (ScaleUpLimit), else `maxReplicas` (TooManyReplicas); both conversions choose so.
+fn maximum_allowed(bounds: Bounds, scale_up_limit: i32) -> (i32, ConditionReason, &'static str) {
+    if bounds.max > scale_up_limit {
+        (
+            scale_up_limit,
+            ConditionReason::ScaleUpLimit,
+            messages::SCALE_UP_LIMIT,
+        )
+    } else {
+        (
+            bounds.max,
+            ConditionReason::TooManyReplicas,
+            messages::TOO_MANY_REPLICAS,
         )
     }
 }
@@ -265,40 +290,20 @@ pub fn normalize_desired_replicas_with_behaviors(
             bounds.current,
             prenormalized,
         );
-    let able_to_scale = if stabilized != prenormalized {
-        condition(
-            ConditionType::AbleToScale,
-            true,
-            stabilized_reason,
-            stabilized_message,
-        )
-    } else {
-        condition(
-            ConditionType::AbleToScale,
-            true,
-            ConditionReason::ReadyForNewScale,
-            messages::READY_FOR_NEW_SCALE,
-        )
-    };
-    let (desired, reason, message) = convert_desired_replicas_with_behavior_rate(
+    let limited_by = convert_desired_replicas_with_behavior_rate(
         bounds,
         stabilized,
         scale_up_limit,
         scale_down_limit,
     );
-    Normalized {
-        desired,
+    Normalized::of(
+        prenormalized,
         stabilized,
-        able_to_scale,
-        scaling_limited: condition(
-            ConditionType::ScalingLimited,
-            desired != stabilized,
-            reason,
-            message,
-        ),
+        (stabilized_reason, stabilized_message),
+        limited_by,
         scale_up_limit,
-        scale_down_limit: Some(scale_down_limit),
-    }
+        Some(scale_down_limit),
+    )
 }
 
 /// `stabilizeRecommendationWithBehaviors`: a scale-up goes only as high as the lowest
@@ -371,19 +376,7 @@ pub fn convert_desired_replicas_with_behavior_rate(
 ) -> (i32, ConditionReason, &'static str) {
     if desired > bounds.current {
         let limit = scale_up_limit.max(bounds.current);
-        let (maximum_allowed, reason, message) = if bounds.max > limit {
-            (
-                limit,
-                ConditionReason::ScaleUpLimit,
-                messages::SCALE_UP_LIMIT,
-            )
-        } else {
-            (
-                bounds.max,
-                ConditionReason::TooManyReplicas,
-                messages::TOO_MANY_REPLICAS,
-            )
-        };
+        let (maximum_allowed, reason, message) = maximum_allowed(bounds, limit);
         if desired > maximum_allowed {
             return (maximum_allowed, reason, message);
         }
@@ -557,10 +550,7 @@ mod tests {
     const NOW: Time = Time::from_unix_secs(1_000_000);
 
     fn rec(replicas: i32, ago_s: i64) -> Recommendation {
-        Recommendation {
-            replicas,
-            time: NOW.plus_secs(-ago_s),
-        }
+        Recommendation::new(replicas, NOW.plus_secs(-ago_s))
     }
 
     fn event(change: i32, ago_s: i64) -> ScaleEvent {

@@ -231,10 +231,7 @@ mod tests {
     const HOUR: Duration = Duration::from_secs(3600);
 
     fn rec(replicas: i32, secs: i64) -> Recommendation {
-        Recommendation {
-            replicas,
-            time: Time::from_unix_secs(secs),
-        }
+        Recommendation::new(replicas, Time::from_unix_secs(secs))
     }
 
     fn event(change: i32, secs: i64, outdated: bool) -> ScaleEvent {
@@ -312,12 +309,13 @@ mod bounded_tests {
     use super::*;
     use crate::{
         hpa,
-        hpa::observation::{Observation, Pod, PodPhase},
+        hpa::observation::Observation,
         hpa::settings::Settings,
         hpa::spec::{
             Behavior, HorizontalSpec, MetricSpec, MetricTarget, MetricTargetType, ScalingPolicy,
             ScalingPolicyType, ScalingRules, SelectPolicy,
         },
+        test_support::external_load,
     };
 
     const HOUR: Duration = Duration::from_secs(3600);
@@ -326,19 +324,7 @@ mod bounded_tests {
     type Call = (u16, u8);
 
     fn observation(current: i32, load: u8) -> Observation {
-        Observation {
-            current_replicas: current,
-            pods: (0..current)
-                .map(|i| Pod {
-                    name: format!("p{i}"),
-                    phase: PodPhase::Running,
-                    ready: Some(true),
-                    ..Pod::default()
-                })
-                .collect(),
-            external_metrics: [("load".to_string(), vec![i64::from(load) * 1000])].into(),
-            ..Observation::default()
-        }
+        external_load(current, i64::from(load) * 1000)
     }
 
     fn rules(window: i32, pods: i32, percent: i32, period: i32, min: bool) -> ScalingRules {

@@ -811,21 +811,11 @@ impl InForce {
             }
             ConditionReason::TooFewReplicas if bounds.min_by_schedule => Some((
                 ConditionReason::ScheduledMinimum,
-                format!(
-                    "the desired replica count is less than the minimum replica count {} set \
-                     by {} {until}",
-                    bounds.min,
-                    names(&self.floor_by),
-                ),
+                limited("less", "minimum", bounds.min, &self.floor_by, &until),
             )),
             ConditionReason::TooManyReplicas if bounds.max_by_schedule => Some((
                 ConditionReason::ScheduledMaximum,
-                format!(
-                    "the desired replica count is more than the maximum replica count {} set \
-                     by {} {until}",
-                    bounds.max,
-                    names(&self.ceiling_by),
-                ),
+                limited("more", "maximum", bounds.max, &self.ceiling_by, &until),
             )),
             _ => None,
         }
@@ -882,6 +872,16 @@ impl InForce {
 }
 
 /// `schedule "a"` or `schedules "a", "b"`.
+/// The message of a count held by a schedule's floor or ceiling, in the words of Kubernetes'
+/// TooFewReplicas / TooManyReplicas and naming the schedules.
+fn limited(than: &str, bound: &str, count: i32, by: &[String], until: &str) -> String {
+    format!(
+        "the desired replica count is {than} than the {bound} replica count {count} set by {} \
+         {until}",
+        names(by)
+    )
+}
+
 fn names(list: &[String]) -> String {
     let quoted: Vec<String> = list.iter().map(|n| format!("{n:?}")).collect();
     match quoted.len() {
@@ -928,7 +928,7 @@ pub fn min_replicas_at(spec: &HorizontalSpec, now: Time) -> Result<i32, InvalidI
 
 /// A spec with the schedules in force at one instant applied to its bounds, and what to say
 /// about them afterwards: the engine's entry points ([`super::evaluate_within`],
-/// [`super::normalize_only_within`]) substitute the bounds in the spec, so that every
+/// [`super::normalize_only`]) substitute the bounds in the spec, so that every
 /// Kubernetes path (the shortcuts, the normalizations, activation, scale to zero, a group's
 /// ledger minimum) uses them as `minReplicas`/`maxReplicas`, and relabel the decision on the
 /// way out.

@@ -29,6 +29,22 @@ pub struct HorizontalSpec {
     pub predictive: Option<super::predictive::PredictiveSpec>,
 }
 
+impl HorizontalSpec {
+    /// A spec of bounds and metrics alone: the legacy normalization, no extension, schedule
+    /// or prediction.
+    pub fn new(min_replicas: Option<i32>, max_replicas: i32, metrics: Vec<MetricSpec>) -> Self {
+        HorizontalSpec {
+            min_replicas,
+            max_replicas,
+            metrics,
+            behavior: None,
+            extensions: None,
+            schedules: Vec::new(),
+            predictive: None,
+        }
+    }
+}
+
 /// One metric of the spec: its source and its target.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum MetricSpec {

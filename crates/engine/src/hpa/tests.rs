@@ -327,6 +327,7 @@ fn invalid_input_is_rejected_with_its_field() {
         3,
         &History::default(),
         NOW,
+        Replayed::default(),
     )
     .unwrap_err();
     assert_eq!(e.field, "spec.max_replicas");

@@ -430,15 +430,7 @@ mod tests {
     };
 
     fn spec() -> HorizontalSpec {
-        HorizontalSpec {
-            min_replicas: Some(1),
-            max_replicas: 10,
-            metrics: vec![],
-            behavior: None,
-            extensions: None,
-            schedules: Vec::new(),
-            predictive: None,
-        }
+        HorizontalSpec::new(Some(1), 10, vec![])
     }
 
     fn field(r: Result<(), InvalidInput>) -> String {

@@ -163,9 +163,11 @@ impl AggregateContainerState {
         self.total_samples_count = self.total_samples_count.saturating_add(1);
     }
 
-    /// `AddSample` for memory: a peak in bytes with weight 1.0 at `at` (an interval end).
-    pub fn add_memory_peak(
+    /// `AddSample` (a peak in bytes with weight 1.0 at `at`, an interval end) or
+    /// `SubtractSample` (a peak added earlier at `at`) for memory.
+    pub fn memory_peak(
         &mut self,
+        op: HistogramOp,
         at: Time,
         usage: ResourceAmount,
         obs: &mut impl HistogramObserver,
@@ -173,30 +175,15 @@ impl AggregateContainerState {
         let bytes = bytes_from_memory_amount(usage);
         obs.observe(HistogramCall {
             histogram: HistogramKind::Memory,
-            op: HistogramOp::Add,
+            op,
             value: bytes,
             weight: MEMORY_PEAK_WEIGHT,
             at,
         });
-        let _ = self.memory.add_sample(bytes, MEMORY_PEAK_WEIGHT, at);
-    }
-
-    /// `SubtractSample` for memory: remove a peak added earlier at `at`.
-    pub(crate) fn subtract_memory_peak(
-        &mut self,
-        at: Time,
-        usage: ResourceAmount,
-        obs: &mut impl HistogramObserver,
-    ) {
-        let bytes = bytes_from_memory_amount(usage);
-        obs.observe(HistogramCall {
-            histogram: HistogramKind::Memory,
-            op: HistogramOp::Subtract,
-            value: bytes,
-            weight: MEMORY_PEAK_WEIGHT,
-            at,
-        });
-        let _ = self.memory.subtract_sample(bytes, MEMORY_PEAK_WEIGHT, at);
+        let _ = match op {
+            HistogramOp::Add => self.memory.add_sample(bytes, MEMORY_PEAK_WEIGHT, at),
+            HistogramOp::Subtract => self.memory.subtract_sample(bytes, MEMORY_PEAK_WEIGHT, at),
+        };
     }
 
     /// `MergeContainerState`: merge the histograms; earliest set first sample, latest last

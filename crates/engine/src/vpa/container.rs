@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::aggregate::{AggregateContainerState, HistogramObserver};
+use super::aggregate::{AggregateContainerState, HistogramObserver, HistogramOp};
 use super::amount::{ResourceAmount, memory_amount_from_bytes, scale_resource};
 use super::policy::AggregationPolicy;
 use crate::time::Time;
@@ -80,7 +80,7 @@ impl ContainerState {
         let new_window_end = if at < window_end {
             let old = self.max_memory_peak();
             if old != 0 && usage > old {
-                aggregate.subtract_memory_peak(window_end, old, obs);
+                aggregate.memory_peak(HistogramOp::Subtract, window_end, old, obs);
                 add_new_peak = true;
             }
             window_end
@@ -96,7 +96,7 @@ impl ContainerState {
         };
         self.window_end = Some(new_window_end);
         if add_new_peak {
-            aggregate.add_memory_peak(new_window_end, usage, obs);
+            aggregate.memory_peak(HistogramOp::Add, new_window_end, usage, obs);
             if is_oom {
                 self.oom_peak = usage;
             } else {
@@ -146,7 +146,7 @@ impl ContainerState {
         if let Some(end) = self.window_end
             && now < end
         {
-            aggregate.subtract_memory_peak(end, self.max_memory_peak(), obs);
+            aggregate.memory_peak(HistogramOp::Subtract, end, self.max_memory_peak(), obs);
         }
     }
 }
@@ -154,7 +154,7 @@ impl ContainerState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vpa::aggregate::{HistogramCall, HistogramOp};
+    use crate::vpa::aggregate::HistogramCall;
     use crate::vpa::settings::VpaSettings;
 
     #[test]

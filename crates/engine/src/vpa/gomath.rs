@@ -41,6 +41,18 @@ pub(crate) fn frexp(x: f64) -> (f64, i64) {
     (frac.copysign(x), exp)
 }
 
+/// `math.Pow` for an infinite `y`, and for a `y` whose integer part is beyond `1 << 63`
+/// (Go answers both alike): 1 for `x = -1`, else 0 or +Inf as `|x|` and `y` pull.
+fn huge_y(x: f64, y: f64) -> f64 {
+    if x == -1.0 {
+        1.0
+    } else if (x.abs() < 1.0) == (y > 0.0) {
+        0.0
+    } else {
+        f64::INFINITY
+    }
+}
+
 /// Go's `math.Pow`, ported so that integer exponents (the recommender's +1 and −2) give the
 /// same bits as upstream (repeated squaring, then `1 / a` for negative exponents); the
 /// fractional part uses `exp(yf × ln x)` as Go does.
@@ -69,13 +81,7 @@ pub(crate) fn go_pow(x: f64, y: f64) -> f64 {
         };
     }
     if y.is_infinite() {
-        return if x == -1.0 {
-            1.0
-        } else if (x.abs() < 1.0) == (y > 0.0) {
-            0.0
-        } else {
-            f64::INFINITY
-        };
+        return huge_y(x, y);
     }
     if x.is_infinite() {
         if x < 0.0 {
@@ -95,13 +101,7 @@ pub(crate) fn go_pow(x: f64, y: f64) -> f64 {
         return f64::NAN;
     }
     if yi >= 2f64.powi(63) {
-        return if x == -1.0 {
-            1.0
-        } else if (x.abs() < 1.0) == (y > 0.0) {
-            0.0
-        } else {
-            f64::INFINITY
-        };
+        return huge_y(x, y);
     }
     let mut a1 = 1.0;
     let mut ae: i64 = 0;

@@ -544,27 +544,15 @@ fn replay_step(
             }
             Ok(hpa::Evaluation {
                 decision: Decision {
-                    current_replicas: current,
-                    desired_replicas: current,
-                    conditions: Vec::new(),
                     metrics: outcomes,
-                    path: DecisionPath::MetricsFailed,
-                    prenormalized_replicas: None,
-                    stabilized_replicas: None,
-                    scale_up_limit: None,
-                    scale_down_limit: None,
                     error: Some("no metric could be replayed".to_owned()),
-                    rescale_reason: None,
-                    extensions: None,
-                    budget: None,
-                    schedule: None,
-                    predictive: None,
+                    ..Decision::keeping(current, DecisionPath::MetricsFailed)
                 },
                 history: after,
             })
         }
         Some(prenormalized) => {
-            let mut e = hpa::normalize_only_within(
+            let mut e = hpa::normalize_only(
                 &s.settings,
                 &s.spec,
                 current,

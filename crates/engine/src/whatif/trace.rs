@@ -172,9 +172,9 @@ fn run<E>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hpa::{
-        observation::{Pod, PodPhase},
-        spec::{MetricSpec, MetricTarget, MetricTargetType},
+    use crate::{
+        hpa::spec::{MetricSpec, MetricTarget, MetricTargetType},
+        test_support::external_load,
     };
 
     const HOUR: Duration = Duration::from_secs(3600);
@@ -213,19 +213,7 @@ mod tests {
             dry_run: false,
             spec: spec.clone(),
             settings: Settings::default(),
-            observation: Observation {
-                current_replicas: current,
-                pods: (0..current)
-                    .map(|i| Pod {
-                        name: format!("p{i}"),
-                        phase: PodPhase::Running,
-                        ready: Some(true),
-                        ..Pod::default()
-                    })
-                    .collect(),
-                external_metrics: [("load".to_string(), vec![load * 10_000])].into(),
-                ..Observation::default()
-            },
+            observation: external_load(current, load * 10_000),
         }
     }
 
