@@ -73,15 +73,7 @@ const FOREVER: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 type Open<'a> = &'a dyn Fn(usize, Duration) -> Box<dyn HpaStore>;
 
 fn spec() -> HorizontalSpec {
-    HorizontalSpec {
-        min_replicas: Some(1),
-        max_replicas: 1000,
-        metrics: vec![],
-        behavior: None,
-        extensions: None,
-        schedules: Vec::new(),
-        predictive: None,
-    }
+    HorizontalSpec::new(Some(1), 1000, vec![])
 }
 
 /// The cpu utilization the decision at `secs` observed: different from one call to the next.
@@ -93,7 +85,6 @@ fn utilization(secs: i64) -> i32 {
 /// (the message and the cpu reading, which differ per call, are not part of the outcome).
 fn entry(secs: i64, desired: i32) -> DecisionEntry {
     let decision = Decision {
-        current_replicas: 1,
         desired_replicas: desired,
         conditions: vec![Condition {
             condition_type: ConditionType::AbleToScale,
@@ -112,17 +103,8 @@ fn entry(secs: i64, desired: i32) -> DecisionEntry {
             }),
             pod_groups: None,
         }],
-        path: DecisionPath::Legacy,
         prenormalized_replicas: Some(desired),
-        stabilized_replicas: None,
-        scale_up_limit: None,
-        scale_down_limit: None,
-        error: None,
-        rescale_reason: None,
-        extensions: None,
-        budget: None,
-        schedule: None,
-        predictive: None,
+        ..Decision::keeping(1, DecisionPath::Legacy)
     };
     DecisionEntry::single(
         Time::from_unix_secs(T0 + secs),

@@ -386,7 +386,6 @@ mod tests {
 
     fn entry(secs: i64, desired: i32) -> DecisionEntry {
         let decision = Decision {
-            current_replicas: 1,
             desired_replicas: desired,
             conditions: vec![Condition {
                 condition_type: ConditionType::AbleToScale,
@@ -394,28 +393,10 @@ mod tests {
                 reason: ConditionReason::ReadyForNewScale,
                 message: format!("at {secs}"),
             }],
-            metrics: vec![],
-            path: DecisionPath::Legacy,
             prenormalized_replicas: Some(desired),
-            stabilized_replicas: None,
-            scale_up_limit: None,
-            scale_down_limit: None,
-            error: None,
-            rescale_reason: None,
-            extensions: None,
-            budget: None,
-            schedule: None,
-            predictive: None,
+            ..Decision::keeping(1, DecisionPath::Legacy)
         };
-        let spec = HorizontalSpec {
-            min_replicas: Some(1),
-            max_replicas: 10,
-            metrics: vec![],
-            behavior: None,
-            extensions: None,
-            schedules: Vec::new(),
-            predictive: None,
-        };
+        let spec = HorizontalSpec::new(Some(1), 10, vec![]);
         DecisionEntry::single(
             Time::from_unix_secs(secs),
             decision,
@@ -564,130 +545,43 @@ mod tests {
     const W: Form = Form::Whole;
     const T: Form = Form::Tail;
 
+    #[rustfmt::skip]
     const ROWS: &[Row] = &[
         // R1, R9: a new target's first decision writes the state alone.
-        row(
-            "first decision",
-            3,
-            &[D(0, 5)],
-            e(&[], &[], 0, 1, (0, 1), W),
-        ),
+        row("first decision", 3, &[D(0, 5)], e(&[], &[], 0, 1, (0, 1), W)),
         // R3, R4: the first extension logs the run's body and writes a tail.
-        row(
-            "first extension",
-            3,
-            &[D(0, 5), D(15, 5)],
-            e(&[0], &[], 0, 1, (0, 2), T),
-        ),
+        row("first extension", 3, &[D(0, 5), D(15, 5)], e(&[0], &[], 0, 1, (0, 2), T)),
         // R4: later extensions write the tail alone.
-        row(
-            "later extension",
-            3,
-            &[D(0, 5), D(15, 5), D(30, 5)],
-            e(&[], &[], 0, 1, (0, 3), T),
-        ),
+        row("later extension", 3, &[D(0, 5), D(15, 5), D(30, 5)], e(&[], &[], 0, 1, (0, 3), T)),
         // R5: another outcome closes the run (logged complete) and starts one, whole.
-        row(
-            "close",
-            3,
-            &[D(0, 5), D(15, 6)],
-            e(&[0], &[], 1, 2, (1, 1), W),
-        ),
-        row(
-            "close a tail",
-            3,
-            &[D(0, 5), D(15, 5), D(30, 6)],
-            e(&[0], &[], 1, 2, (1, 1), W),
-        ),
+        row("close", 3, &[D(0, 5), D(15, 6)], e(&[0], &[], 1, 2, (1, 1), W)),
+        row("close a tail", 3, &[D(0, 5), D(15, 5), D(30, 6)], e(&[0], &[], 1, 2, (1, 1), W)),
         // R7 by count, R8: bound 1 trims the run just closed, which is not written.
-        row(
-            "bound 1",
-            1,
-            &[D(0, 5), D(15, 6)],
-            e(&[], &[0], 0, 2, (1, 1), W),
-        ),
+        row("bound 1", 1, &[D(0, 5), D(15, 6)], e(&[], &[0], 0, 2, (1, 1), W)),
         // ... and its body under the tail goes (the key is deleted although not put).
-        row(
-            "bound 1, tail",
-            1,
-            &[D(0, 5), D(15, 5), D(30, 6)],
-            e(&[], &[0], 0, 2, (1, 1), W),
-        ),
+        row("bound 1, tail", 1, &[D(0, 5), D(15, 5), D(30, 6)], e(&[], &[0], 0, 2, (1, 1), W)),
         // R7: a bound of 0 is a bound of 1 (sled took it `as u64`: its excess was one more).
-        row(
-            "bound 0",
-            0,
-            &[D(0, 5), D(15, 6)],
-            e(&[], &[0], 0, 2, (1, 1), W),
-        ),
+        row("bound 0", 0, &[D(0, 5), D(15, 6)], e(&[], &[0], 0, 2, (1, 1), W)),
         // R7 by count: the oldest goes.
-        row(
-            "bound 2",
-            2,
-            &[D(0, 1), D(15, 2), D(30, 3)],
-            e(&[1], &[0], 1, 3, (2, 1), W),
-        ),
+        row("bound 2", 2, &[D(0, 1), D(15, 2), D(30, 3)], e(&[1], &[0], 1, 3, (2, 1), W)),
         // R7 by count after a restart with a smaller bound: all the surplus at once.
-        row(
-            "shrunk bound",
-            10,
-            &[
-                D(0, 1),
-                D(15, 2),
-                D(30, 3),
-                D(45, 4),
-                D(60, 5),
-                Bound(2),
-                D(75, 6),
-            ],
-            e(&[4], &[0, 1, 2, 3], 1, 6, (5, 1), W),
-        ),
+        row("shrunk bound", 10, &[D(0, 1), D(15, 2), D(30, 3), D(45, 4), D(60, 5), Bound(2), D(75, 6)], e(&[4], &[0, 1, 2, 3], 1, 6, (5, 1), W)),
         // R7 by count in key order: a run that began earlier (a request's time, another
         // replica's clock) is older, even the one just closed (then not written, R8).
-        row(
-            "backward time",
-            2,
-            &[D(100, 1), D(200, 2), D(50, 3), D(60, 4)],
-            e(&[], &[2], 1, 4, (3, 1), W),
-        ),
+        row("backward time", 2, &[D(100, 1), D(200, 2), D(50, 3), D(60, 4)], e(&[], &[2], 1, 4, (3, 1), W)),
         // R2: a withdrawn run of one is replaced; nothing closed; a new seq.
-        row(
-            "withdraw a run of one",
-            3,
-            &[D(0, 5), D(15, 6), Amend(15, 6)],
-            e(&[], &[], 1, 3, (2, 1), W),
-        ),
+        row("withdraw a run of one", 3, &[D(0, 5), D(15, 6), Amend(15, 6)], e(&[], &[], 1, 3, (2, 1), W)),
         // R2, R5: a longer run loses its last decision and is logged closed.
-        row(
-            "withdraw from a run",
-            3,
-            &[D(0, 5), D(15, 5), D(30, 5), Amend(30, 5)],
-            e(&[0], &[], 1, 2, (1, 1), W),
-        ),
+        row("withdraw from a run", 3, &[D(0, 5), D(15, 5), D(30, 5), Amend(30, 5)], e(&[0], &[], 1, 2, (1, 1), W)),
         // R2, R4: an amended copy saying the same extends the shortened run: its body again.
-        row(
-            "withdraw, same outcome",
-            3,
-            &[D(0, 5), D(15, 5), D(30, 5), AmendSame(30, 5)],
-            e(&[0], &[], 0, 1, (0, 3), T),
-        ),
+        row("withdraw, same outcome", 3, &[D(0, 5), D(15, 5), D(30, 5), AmendSame(30, 5)], e(&[0], &[], 0, 1, (0, 3), T)),
         // R7 on a commit that closes nothing (sled trimmed only when it closed a run).
-        row(
-            "withdraw trims to a shrunk bound",
-            3,
-            &[D(0, 1), D(15, 2), D(30, 3), Bound(2), Amend(30, 3)],
-            e(&[], &[0], 1, 4, (3, 1), W),
-        ),
+        row("withdraw trims to a shrunk bound", 3, &[D(0, 1), D(15, 2), D(30, 3), Bound(2), Amend(30, 3)], e(&[], &[0], 1, 4, (3, 1), W)),
         // R6: a key a crash left (not counted by `log_len`) is trimmed first, and stays
         // uncounted: the log then holds one run more than `log_len` says, which readers hide
         // (counted by `log_len`, not by keys: a full scan on every new run would cost more than
         // the whole commit).
-        row(
-            "leftover",
-            2,
-            &[D(10, 1), Leftover(0, 99), D(20, 2), D(30, 3)],
-            e(&[1], &[99], 1, 3, (2, 1), W),
-        ),
+        row("leftover", 2, &[D(10, 1), Leftover(0, 99), D(20, 2), D(30, 3)], e(&[1], &[99], 1, 3, (2, 1), W)),
     ];
 
     /// R7 by age, with `retention` 100 s.

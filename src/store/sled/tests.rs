@@ -16,7 +16,6 @@ use crate::store::{
 
 fn decision(desired: i32) -> Decision {
     Decision {
-        current_replicas: 1,
         desired_replicas: desired,
         conditions: vec![Condition {
             condition_type: ConditionType::AbleToScale,
@@ -24,31 +23,13 @@ fn decision(desired: i32) -> Decision {
             reason: ConditionReason::ReadyForNewScale,
             message: "recommended size matches current size".to_owned(),
         }],
-        metrics: vec![],
-        path: DecisionPath::Legacy,
         prenormalized_replicas: Some(desired),
-        stabilized_replicas: None,
-        scale_up_limit: None,
-        scale_down_limit: None,
-        error: None,
-        rescale_reason: None,
-        extensions: None,
-        budget: None,
-        schedule: None,
-        predictive: None,
+        ..Decision::keeping(1, DecisionPath::Legacy)
     }
 }
 
 fn spec() -> HorizontalSpec {
-    HorizontalSpec {
-        min_replicas: Some(1),
-        max_replicas: 10,
-        metrics: vec![],
-        behavior: None,
-        extensions: None,
-        schedules: Vec::new(),
-        predictive: None,
-    }
+    HorizontalSpec::new(Some(1), 10, vec![])
 }
 
 fn entry(secs: i64, desired: i32) -> DecisionEntry {

@@ -188,15 +188,7 @@ pub fn recommend_request(
         None => {
             v.add("spec", "must be set");
             (
-                HorizontalSpec {
-                    min_replicas: None,
-                    max_replicas: 1,
-                    metrics: vec![],
-                    behavior: None,
-                    extensions: None,
-                    schedules: Vec::new(),
-                    predictive: None,
-                },
+                HorizontalSpec::new(None, 1, vec![]),
                 SettingsOverride::default(),
             )
         }
