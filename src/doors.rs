@@ -251,6 +251,30 @@ impl<C> Guarded<C> {
         })
     }
 
+    /// One write by `write` unless the connection was evicted: progress when it wrote, the
+    /// write timeout while it is pending.
+    fn write_with(
+        &mut self,
+        cx: &mut Context<'_>,
+        write: impl FnOnce(Pin<&mut C>, &mut Context<'_>) -> Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>>
+    where
+        C: Unpin,
+    {
+        if let Some(e) = self.evicted() {
+            return Poll::Ready(Err(e));
+        }
+        match write(Pin::new(&mut self.io), cx) {
+            Poll::Ready(Ok(n)) => {
+                self.stalled_write = None;
+                self.progress();
+                Poll::Ready(Ok(n))
+            }
+            Poll::Pending => self.write_pending(cx),
+            other => other,
+        }
+    }
+
     /// A pending write: the connection closes once it has been pending for the door's
     /// write timeout.
     fn write_pending(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
@@ -308,18 +332,7 @@ impl<C: AsyncWrite + Unpin> AsyncWrite for Guarded<C> {
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
-        if let Some(e) = self.evicted() {
-            return Poll::Ready(Err(e));
-        }
-        match Pin::new(&mut self.io).poll_write(cx, data) {
-            Poll::Ready(Ok(n)) => {
-                self.stalled_write = None;
-                self.progress();
-                Poll::Ready(Ok(n))
-            }
-            Poll::Pending => self.write_pending(cx),
-            other => other,
-        }
+        self.write_with(cx, |io, cx| io.poll_write(cx, data))
     }
 
     fn poll_write_vectored(
@@ -327,18 +340,7 @@ impl<C: AsyncWrite + Unpin> AsyncWrite for Guarded<C> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        if let Some(e) = self.evicted() {
-            return Poll::Ready(Err(e));
-        }
-        match Pin::new(&mut self.io).poll_write_vectored(cx, bufs) {
-            Poll::Ready(Ok(n)) => {
-                self.stalled_write = None;
-                self.progress();
-                Poll::Ready(Ok(n))
-            }
-            Poll::Pending => self.write_pending(cx),
-            other => other,
-        }
+        self.write_with(cx, |io, cx| io.poll_write_vectored(cx, bufs))
     }
 
     fn is_write_vectored(&self) -> bool {

@@ -794,18 +794,7 @@ mod tests {
         s
     }
 
-    fn cpu(percent: i32) -> pb::MetricSpec {
-        pb::MetricSpec {
-            r#type: pb::MetricSourceType::Resource as i32,
-            name: "cpu".into(),
-            target: Some(pb::MetricTarget {
-                r#type: pb::MetricTargetType::Utilization as i32,
-                average_utilization: Some(percent),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
-    }
+    use autoscaled_fixtures::cpu_utilization as cpu;
 
     #[test]
     fn a_list_page_holds_its_first_item_then_stays_within_the_budget() {

@@ -9,7 +9,6 @@ use crate::{
     prometheus,
     run::{self, Server},
 };
-use autoscaled_wire::pb::v1 as pb;
 
 /// One line per target: `ok ...` or `rejected targets[i] (key): field: why`; whether all
 /// were good.
@@ -60,31 +59,19 @@ pub async fn check(config: &Config, offline: bool) -> (Vec<String>, bool) {
 async fn online(target: &Target, http: &Client, server: Option<&Server>) -> Result<(), String> {
     let mut metrics = target.spec.metrics.clone();
     if let (Some(policy), Some(server)) = (&target.policy, server) {
-        let p = server
-            .client
-            .clone()
-            .get_policy(pb::GetPolicyRequest {
-                name: policy.clone(),
-            })
-            .await
-            .map_err(|s| format!("policy: {policy:?} from {}: {}", server.addr, s.message()))?
-            .into_inner();
+        let p = server.policy(policy).await?;
         if metrics.is_empty() {
             metrics = p.spec.map(|s| s.metrics).unwrap_or_default();
         }
     }
-    let Source::Prometheus {
-        url,
-        timeout,
-        pods,
-        metrics: queries,
-    } = &target.source
-    else {
+    let Source::Prometheus(source) = &target.source else {
         return Ok(());
     };
     if target.spec.metrics.is_empty() {
-        check_metrics(&metrics, queries, pods.as_ref())?;
+        check_metrics(&metrics, &source.metrics, source.pods.as_ref())?;
     }
+    let (url, timeout, pods, queries) =
+        (&source.url, source.timeout, &source.pods, &source.metrics);
     let mut all: Vec<(String, String)> = queries
         .iter()
         .map(|(name, q)| (format!("metrics.{name}"), q.query.clone()))
@@ -101,7 +88,7 @@ async fn online(target: &Target, http: &Client, server: Option<&Server>) -> Resu
         }
     }
     for (field, query) in all {
-        prometheus::query(http, url, &query, *timeout)
+        prometheus::query(http, url, &query, timeout)
             .await
             .map_err(|e| format!("{field}: {e} (--offline checks the file alone)"))?;
     }

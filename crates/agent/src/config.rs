@@ -221,14 +221,18 @@ pub struct CommandSpec {
 /// How a target's observations are gathered.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Source {
-    Prometheus {
-        url: String,
-        timeout: Duration,
-        pods: Option<PodQueries>,
-        /// Spec metric name → its query.
-        metrics: BTreeMap<String, MetricQuery>,
-    },
+    Prometheus(PrometheusSource),
     Command(CommandSpec),
+}
+
+/// A target observed through Prometheus: where, and its queries.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PrometheusSource {
+    pub url: String,
+    pub timeout: Duration,
+    pub pods: Option<PodQueries>,
+    /// Spec metric name → its query.
+    pub metrics: BTreeMap<String, MetricQuery>,
 }
 
 /// One metric's query, and the window its per-instance samples were measured over.
@@ -592,15 +596,15 @@ fn target(
             if file.policy.is_none() || !spec.metrics.is_empty() {
                 check_metrics(&spec.metrics, &metrics, pods.as_ref())?;
             }
-            Source::Prometheus {
+            Source::Prometheus(PrometheusSource {
                 url,
                 timeout: prometheus.map_or_else(default_query_timeout, |p| p.timeout),
                 pods,
                 metrics,
-            }
+            })
         }
     };
-    if matches!(source, Source::Prometheus { .. }) && file.replicas.is_none() {
+    if matches!(source, Source::Prometheus(_)) && file.replicas.is_none() {
         return Err("replicas: give the command that prints the current replica count (the scheduler's, not Prometheus' instance count, which lags a scale by seconds)".to_owned());
     }
     let replicas = file
@@ -769,7 +773,7 @@ spec = { max_replicas = 10, metrics = [{ type = "METRIC_SOURCE_TYPE_PODS", name 
         assert_eq!(t.sync_period, Duration::from_secs(2));
         assert_eq!(t.spec.max_replicas, 10);
         assert!(
-            matches!(&t.source, Source::Prometheus { pods: Some(p), .. } if p.label == "instance")
+            matches!(&t.source, Source::Prometheus(PrometheusSource { pods: Some(p), .. }) if p.label == "instance")
         );
         assert!(
             matches!(&t.actuator, Actuator::Command(c) if c.timeout == Duration::from_secs(20))
@@ -888,7 +892,7 @@ targets:
             "{pods}\nmetrics = {{ cpu = {{ query = 'rate(x[1m])', window = \"1m\" }} }}\n{CPU}"
         ))
         .unwrap();
-        let Source::Prometheus { pods, metrics, .. } = &t.source else {
+        let Source::Prometheus(PrometheusSource { pods, metrics, .. }) = &t.source else {
             panic!("{t:?}")
         };
         let requests = &pods.as_ref().unwrap().requests;

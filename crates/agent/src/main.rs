@@ -52,15 +52,9 @@ fn main() -> ExitCode {
         }
     };
     if args.check || args.offline {
-        let runtime = match tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        {
+        let runtime = match runtime(&mut tokio::runtime::Builder::new_current_thread()) {
             Ok(r) => r,
-            Err(e) => {
-                eprintln!("autoscaled-agent: cannot start the runtime: {e}");
-                return ExitCode::FAILURE;
-            }
+            Err(code) => return code,
         };
         let (lines, good) = runtime.block_on(check::check(&config, args.offline));
         for line in lines {
@@ -72,16 +66,9 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         };
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime(tokio::runtime::Builder::new_multi_thread().worker_threads(2)) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("autoscaled-agent: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     runtime.block_on(async move {
         if let Some(addr) = &config.metrics_listen {
@@ -116,5 +103,13 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         }
+    })
+}
+
+/// The runtime `builder` describes, with I/O and timers; a failure is said and exits.
+fn runtime(builder: &mut tokio::runtime::Builder) -> Result<tokio::runtime::Runtime, ExitCode> {
+    builder.enable_all().build().map_err(|e| {
+        eprintln!("autoscaled-agent: cannot start the runtime: {e}");
+        ExitCode::FAILURE
     })
 }

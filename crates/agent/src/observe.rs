@@ -25,7 +25,9 @@ use autoscaled_wire::pb::v1 as pb;
 use prost_types::Timestamp;
 
 use crate::{
-    config::{DEFAULT_RESOURCE_WINDOW, MetricQuery, PodQueries, Request, Source, Target},
+    config::{
+        DEFAULT_RESOURCE_WINDOW, MetricQuery, PodQueries, PrometheusSource, Request, Source, Target,
+    },
     http::Client,
     prometheus::{self, Sample, by_label, milli},
 };
@@ -86,15 +88,15 @@ pub async fn from_prometheus(
     current: i32,
     memory: &mut Memory,
 ) -> Observed {
-    let Source::Prometheus {
+    let Source::Prometheus(source) = &target.source else {
+        unreachable!("from_prometheus on a command source");
+    };
+    let PrometheusSource {
         url,
         timeout,
         pods,
         metrics: queries,
-    } = &target.source
-    else {
-        unreachable!("from_prometheus on a command source");
-    };
+    } = source;
     let mut failures = Vec::new();
     let run = |q: String| {
         let client = client.clone();

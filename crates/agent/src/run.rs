@@ -30,7 +30,7 @@ use tonic::{codegen::InterceptedService, transport::Channel};
 use crate::{
     actuate::{self, ScaleRequest},
     command,
-    config::{Config, ServerConfig, Source, Target},
+    config::{Config, PrometheusSource, ServerConfig, Source, Target},
     http::Client,
     metrics, observe,
 };
@@ -43,6 +43,23 @@ pub type Service = HorizontalAutoscalerClient<InterceptedService<Channel, Creden
 pub struct Server {
     pub client: Service,
     pub addr: String,
+}
+
+impl Server {
+    /// The policy `name` as the server stores it.
+    pub async fn policy(&self, name: &str) -> Result<pb::Policy, String> {
+        let request = pb::GetPolicyRequest {
+            name: name.to_owned(),
+        };
+        match self.client.clone().get_policy(request).await {
+            Ok(response) => Ok(response.into_inner()),
+            Err(s) => Err(format!(
+                "policy: GetPolicy {name:?} from {}: {}",
+                self.addr,
+                status_text(&s)
+            )),
+        }
+    }
 }
 
 /// How long a stop waits for the periods in flight before leaving them.
@@ -158,21 +175,7 @@ async fn metrics_of(
         return Ok(target.spec.metrics.clone());
     };
     if memory.policy.is_none() {
-        let p = server
-            .client
-            .clone()
-            .get_policy(pb::GetPolicyRequest {
-                name: policy.clone(),
-            })
-            .await
-            .map_err(|s| {
-                format!(
-                    "policy: GetPolicy {policy:?} from {}: {}",
-                    server.addr,
-                    status_text(&s)
-                )
-            })?
-            .into_inner();
+        let p = server.policy(policy).await?;
         let metrics = p.spec.map(|s| s.metrics).unwrap_or_default();
         memory.policy = Some((p.version, metrics));
     }
@@ -211,7 +214,7 @@ pub async fn period(
     };
     // 2. The observations.
     let mut request = match &target.source {
-        Source::Prometheus { metrics, pods, .. } => {
+        Source::Prometheus(PrometheusSource { metrics, pods, .. }) => {
             let spec_metrics = metrics_of(server, target, memory).await?;
             if target.spec.metrics.is_empty() {
                 // The policy's metrics, checked against the file's queries as at load.

@@ -374,49 +374,43 @@ fn pod_policy(v: &mut Violations, p: &pb::VerticalPolicy) -> PodResourcePolicy {
 /// request's value (`engine::vpa::settings`, `Origin::Request`).
 fn vertical_settings(v: &mut Violations, path: &str, s: &pb::VerticalSettings) -> VpaOverrides {
     // The rules are the engine's (`engine::vpa::settings`), for a request's values.
-    let mut percentile = |field: &str, x: Option<f64>| {
+    let mut o = VpaOverrides::default();
+    // `o.field = check("field", s.field)` for each field: a violation is named by the field.
+    macro_rules! each {
+        ($check:ident: $($field:ident),*) => {
+            $( o.$field = $check(stringify!($field), s.$field.as_ref()); )*
+        };
+    }
+    let mut percentile = |field: &str, x: Option<&f64>| {
+        let x = x.copied();
         if let Some(d) = x.and_then(|x| percentile_violation(x, Origin::Request)) {
             v.add(format!("{path}.{field}"), d);
             return None;
         }
         x
     };
-    let target_cpu_percentile = percentile("target_cpu_percentile", s.target_cpu_percentile);
-    let target_memory_percentile =
-        percentile("target_memory_percentile", s.target_memory_percentile);
-    let lower_bound_cpu_percentile =
-        percentile("lower_bound_cpu_percentile", s.lower_bound_cpu_percentile);
-    let lower_bound_memory_percentile = percentile(
-        "lower_bound_memory_percentile",
-        s.lower_bound_memory_percentile,
-    );
-    let upper_bound_cpu_percentile =
-        percentile("upper_bound_cpu_percentile", s.upper_bound_cpu_percentile);
-    let upper_bound_memory_percentile = percentile(
-        "upper_bound_memory_percentile",
-        s.upper_bound_memory_percentile,
-    );
-    let mut ratio = |field: &str, x: Option<f64>| {
+    each!(percentile: target_cpu_percentile, target_memory_percentile);
+    each!(percentile: lower_bound_cpu_percentile, lower_bound_memory_percentile);
+    each!(percentile: upper_bound_cpu_percentile, upper_bound_memory_percentile);
+    let mut ratio = |field: &str, x: Option<&f64>| {
+        let x = x.copied();
         if let Some(d) = x.and_then(|x| non_negative_violation(x, Origin::Request)) {
             v.add(format!("{path}.{field}"), d);
             return None;
         }
         x
     };
-    let safety_margin_fraction = ratio("safety_margin_fraction", s.safety_margin_fraction);
-    let oom_bump_up_ratio = ratio("oom_bump_up_ratio", s.oom_bump_up_ratio);
-    let mut non_negative = |field: &str, x: Option<i64>| {
-        if let Some(x) = x
+    each!(ratio: safety_margin_fraction, oom_bump_up_ratio);
+    let mut non_negative = |field: &str, x: Option<&i64>| {
+        if let Some(&x) = x
             && x < 0
         {
             v.add(format!("{path}.{field}"), "must not be negative");
             return None;
         }
-        x.map(|x| x as f64)
+        x.map(|&x| x as f64)
     };
-    let pod_min_cpu_millicores = non_negative("pod_min_cpu_millicores", s.pod_min_cpu_millicores);
-    let pod_min_memory_mb = non_negative("pod_min_memory_mb", s.pod_min_memory_mb);
-    let oom_min_bump_up_bytes = non_negative("oom_min_bump_up_bytes", s.oom_min_bump_up_bytes);
+    each!(non_negative: pod_min_cpu_millicores, pod_min_memory_mb, oom_min_bump_up_bytes);
     let mut positive = |field: &str, d: Option<&PbDuration>| {
         let p = format!("{path}.{field}");
         let d = duration(v, &p, d?)?;
@@ -426,26 +420,9 @@ fn vertical_settings(v: &mut Violations, path: &str, s: &pb::VerticalSettings) -
         }
         Some(d)
     };
-    let confidence_interval_cpu = positive(
-        "confidence_interval_cpu",
-        s.confidence_interval_cpu.as_ref(),
-    );
-    let confidence_interval_memory = positive(
-        "confidence_interval_memory",
-        s.confidence_interval_memory.as_ref(),
-    );
-    let cpu_histogram_decay_half_life = positive(
-        "cpu_histogram_decay_half_life",
-        s.cpu_histogram_decay_half_life.as_ref(),
-    );
-    let memory_histogram_decay_half_life = positive(
-        "memory_histogram_decay_half_life",
-        s.memory_histogram_decay_half_life.as_ref(),
-    );
-    let memory_aggregation_interval = positive(
-        "memory_aggregation_interval",
-        s.memory_aggregation_interval.as_ref(),
-    );
+    each!(positive: confidence_interval_cpu, confidence_interval_memory);
+    each!(positive: cpu_histogram_decay_half_life, memory_histogram_decay_half_life);
+    each!(positive: memory_aggregation_interval);
     let memory_aggregation_interval_count = s.memory_aggregation_interval_count.map(i64::from);
     let memory_aggregation_interval_count = match memory_aggregation_interval_count
         .and_then(|c| interval_count_violation(c, Origin::Request))
@@ -464,29 +441,12 @@ fn vertical_settings(v: &mut Violations, path: &str, s: &pb::VerticalSettings) -
                 Some(a),
             )
         });
-    VpaOverrides {
-        target_cpu_percentile,
-        target_memory_percentile,
-        lower_bound_cpu_percentile,
-        lower_bound_memory_percentile,
-        upper_bound_cpu_percentile,
-        upper_bound_memory_percentile,
-        safety_margin_fraction,
-        pod_min_cpu_millicores,
-        pod_min_memory_mb,
-        confidence_interval_cpu,
-        confidence_interval_memory,
-        cpu_histogram_decay_half_life,
-        memory_histogram_decay_half_life,
-        memory_aggregation_interval,
-        memory_aggregation_interval_count,
-        oom_bump_up_ratio,
-        oom_min_bump_up_bytes,
-        round_cpu_millicores: s.round_cpu_millicores,
-        round_memory_bytes: s.round_memory_bytes,
-        container_recommendation_max_allowed,
-        cpu_integer_post_processor_enabled: s.cpu_integer_post_processor_enabled,
-    }
+    o.memory_aggregation_interval_count = memory_aggregation_interval_count;
+    o.container_recommendation_max_allowed = container_recommendation_max_allowed;
+    o.round_cpu_millicores = s.round_cpu_millicores;
+    o.round_memory_bytes = s.round_memory_bytes;
+    o.cpu_integer_post_processor_enabled = s.cpu_integer_post_processor_enabled;
+    o
 }
 
 /// The settings a call runs with: `call` over `stored` over the server's `defaults`, checked

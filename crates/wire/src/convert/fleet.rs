@@ -2,7 +2,7 @@
 //! (each violation names its field, e.g. `group.capacity`). Their stored forms are the
 //! server's (its `api::convert::fleet`).
 
-use super::{Violations, wire::duration};
+use super::{Violations, hpa_request::Window};
 use crate::{
     engine::hpa::{budget, schedule},
     pb::v1 as pb,
@@ -141,18 +141,8 @@ pub fn capacity_schedules(
         };
         let min_replicas = units("min_capacity", s.min_capacity);
         let max_replicas = units("max_capacity", s.max_capacity);
-        out.push(schedule::Schedule {
-            name: s.name.clone(),
-            start: s.start.clone(),
-            end: (!s.end.is_empty()).then(|| s.end.clone()),
-            duration: s
-                .duration
-                .as_ref()
-                .and_then(|d| duration(v, format!("group.capacity_schedules[{i}].duration"), d)),
-            time_zone: s.time_zone.clone(),
-            min_replicas,
-            max_replicas,
-        });
+        let path = format!("group.capacity_schedules[{i}]");
+        out.push(s.window(v, &path, (min_replicas, max_replicas)));
     }
     if !bounds_ok {
         return out;

@@ -380,6 +380,39 @@ fn horizontal_spec(
     )
 }
 
+/// A schedule's floor and ceiling (`min_replicas`, `max_replicas`).
+type Bounds = (Option<i32>, Option<i32>);
+
+/// The window a target's schedule and a group's capacity schedule share on the wire (name,
+/// start, end or duration, zone), as an engine [`Schedule`] with the bounds given.
+pub(crate) trait Window {
+    /// The engine's schedule with `bounds` (its floor and ceiling); a bad duration is named
+    /// under `path`.
+    fn window(&self, v: &mut Violations, path: &str, bounds: Bounds) -> Schedule;
+}
+
+macro_rules! window {
+    ($($wire:ty),*) => {$(
+        impl Window for $wire {
+            fn window(&self, v: &mut Violations, path: &str, bounds: Bounds) -> Schedule {
+                let (min_replicas, max_replicas) = bounds;
+                let at = |d| duration(v, format!("{path}.duration"), d);
+                Schedule {
+                    name: self.name.clone(),
+                    start: self.start.clone(),
+                    end: (!self.end.is_empty()).then(|| self.end.clone()),
+                    duration: self.duration.as_ref().and_then(at),
+                    time_zone: self.time_zone.clone(),
+                    min_replicas,
+                    max_replicas,
+                }
+            }
+        }
+    )*};
+}
+
+window!(pb::Schedule, pb::CapacitySchedule);
+
 /// `spec.schedules` in the engine's values, checked by the engine's compiler
 /// (`schedule::compile`: every cron expression parsed, every zone looked up), each
 /// violation named by its wire path (`spec.schedules[2].time_zone`).
@@ -387,17 +420,9 @@ fn schedules(v: &mut Violations, list: &[pb::Schedule]) -> Vec<Schedule> {
     let out: Vec<Schedule> = list
         .iter()
         .enumerate()
-        .map(|(i, s)| Schedule {
-            name: s.name.clone(),
-            start: s.start.clone(),
-            end: (!s.end.is_empty()).then(|| s.end.clone()),
-            duration: s
-                .duration
-                .as_ref()
-                .and_then(|d| duration(v, format!("spec.schedules[{i}].duration"), d)),
-            time_zone: s.time_zone.clone(),
-            min_replicas: s.min_replicas,
-            max_replicas: s.max_replicas,
+        .map(|(i, s)| {
+            let path = format!("spec.schedules[{i}]");
+            s.window(v, &path, (s.min_replicas, s.max_replicas))
         })
         .collect();
     if let Err(violations) = schedule::compile(&out) {
