@@ -298,16 +298,7 @@ async fn closed_loop(
                 ..Default::default()
             }
         } else {
-            pb::MetricSpec {
-                r#type: pb::MetricSourceType::External as i32,
-                name: "load".into(),
-                target: Some(pb::MetricTarget {
-                    r#type: pb::MetricTargetType::AverageValue as i32,
-                    average_value_milli: Some(target_milli),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }
+            autoscaled_fixtures::external_average_value("load", target_milli)
         }],
         predictive: run.predictive.then_some(pb::Predictive {
             mode: pb::PredictiveMode::ScaleUp as i32,

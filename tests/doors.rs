@@ -164,17 +164,7 @@ async fn grpc(addr: SocketAddr, path: &str, pieces: Vec<Vec<u8>>, hold: bool) ->
         .await
         .expect("an answer within 20 s")
         .unwrap();
-    let (parts, mut body) = response.into_parts();
-    let mut headers = parts.headers;
-    if !headers.contains_key("grpc-status") {
-        while let Some(data) = body.data().await {
-            let data = data.unwrap();
-            let _ = body.flow_control().release_capacity(data.len());
-        }
-        if let Some(trailers) = body.trailers().await.unwrap() {
-            headers.extend(trailers);
-        }
-    }
+    let headers = common::grpc_headers(response).await;
     drop(send);
     tonic::Status::from_header_map(&headers).expect("a grpc-status")
 }

@@ -1099,16 +1099,7 @@ async fn a_scaling_group_decided_by_two_replicas_stays_within_its_capacity() {
         .collect();
     let addrs: Vec<SocketAddr> = replicas.iter().map(Replica::addr).collect();
     let mut admin = client(addrs[0]).await;
-    let metric = pb::MetricSpec {
-        r#type: pb::MetricSourceType::External as i32,
-        name: "queue".into(),
-        target: Some(pb::MetricTarget {
-            r#type: pb::MetricTargetType::AverageValue as i32,
-            average_value_milli: Some(1000),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
+    let metric = autoscaled_fixtures::external_average_value("queue", 1000);
     bounded(
         "PutPolicy",
         admin.put_policy(pb::PutPolicyRequest {

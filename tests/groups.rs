@@ -30,16 +30,7 @@ fn gpu_policy(max: i32) -> pb::Policy {
         spec: Some(pb::HorizontalSpec {
             min_replicas: Some(1),
             max_replicas: max,
-            metrics: vec![pb::MetricSpec {
-                r#type: pb::MetricSourceType::External as i32,
-                name: "queue".into(),
-                target: Some(pb::MetricTarget {
-                    r#type: pb::MetricTargetType::AverageValue as i32,
-                    average_value_milli: Some(1000),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }],
+            metrics: vec![autoscaled_fixtures::external_average_value("queue", 1000)],
             settings: Some(pb::ControllerSettings {
                 tolerance: Some(0.0),
                 ..Default::default()

@@ -1027,14 +1027,7 @@ async fn vertical_record_usage_then_recommendation() {
         .await
         .unwrap_err();
     assert_eq!(bad.code(), Code::InvalidArgument);
-    let fields: Vec<_> = bad
-        .get_details_bad_request()
-        .unwrap()
-        .field_violations
-        .into_iter()
-        .map(|v| v.field)
-        .collect();
-    assert_eq!(fields, ["samples[0].resource"]);
+    assert_eq!(common::violation_fields(&bad), ["samples[0].resource"]);
     let missing = client
         .get_recommendation(pb::GetRecommendationRequest {
             target_key: "ns/bad".into(),

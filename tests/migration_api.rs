@@ -124,16 +124,7 @@ async fn legacy_zero_downscale_window_ignores_the_initial_recommendation_over_gr
 }
 
 fn queue_metric() -> pb::MetricSpec {
-    pb::MetricSpec {
-        r#type: pb::MetricSourceType::External as i32,
-        name: "queue".into(),
-        target: Some(pb::MetricTarget {
-            r#type: pb::MetricTargetType::AverageValue as i32,
-            average_value_milli: Some(10_000),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
+    autoscaled_fixtures::external_average_value("queue", 10_000)
 }
 
 /// Min 0, KEDA activation and a static KEDA fallback of 4 after more than 1 failure.
@@ -403,16 +394,7 @@ fn queue_spec(min: i32, scale_to_zero: Option<bool>) -> pb::HorizontalSpec {
     pb::HorizontalSpec {
         min_replicas: Some(min),
         max_replicas: 10,
-        metrics: vec![pb::MetricSpec {
-            r#type: pb::MetricSourceType::External as i32,
-            name: "queue".into(),
-            target: Some(pb::MetricTarget {
-                r#type: pb::MetricTargetType::AverageValue as i32,
-                average_value_milli: Some(10_000),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }],
+        metrics: vec![autoscaled_fixtures::external_average_value("queue", 10_000)],
         scale_to_zero,
         settings: Some(pb::ControllerSettings {
             downscale_stabilization: Some(secs(0)),

@@ -5,9 +5,10 @@
 
 mod common;
 
+use autoscaled_fixtures::free_port;
 use std::{
     io::{Read, Write},
-    net::{SocketAddr, TcpListener, TcpStream},
+    net::{SocketAddr, TcpStream},
     time::Duration,
 };
 
@@ -155,15 +156,6 @@ async fn recommend_spans_reach_an_otlp_collector_and_continue_the_callers_trace(
         trace_id,
         "no traceparent: a new trace"
     );
-}
-
-/// A port that was free a moment ago (the exporter cannot report the port it bound for 0).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// `GET /metrics` over a plain HTTP/1.1 connection; the body.

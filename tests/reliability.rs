@@ -107,17 +107,7 @@ async fn call_with_timeout(server: &Server, path: &str, body: Vec<u8>, timeout: 
     // The server may answer (deadline passed) before it has read the body.
     let _ = send.send_data(Bytes::from(body), true);
     let response = response.await.unwrap();
-    let (parts, mut body) = response.into_parts();
-    let mut headers = parts.headers;
-    if !headers.contains_key("grpc-status") {
-        while let Some(data) = body.data().await {
-            let data = data.unwrap();
-            let _ = body.flow_control().release_capacity(data.len());
-        }
-        if let Some(trailers) = body.trailers().await.unwrap() {
-            headers.extend(trailers);
-        }
-    }
+    let headers = common::grpc_headers(response).await;
     let status = tonic::Status::from_header_map(&headers).expect("a grpc-status");
     Answer {
         code: Some(status.code()),

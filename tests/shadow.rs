@@ -16,7 +16,6 @@ use autoscaled::{
 };
 use autoscaled_fixtures as fixtures;
 use tonic::{Code, transport::Channel};
-use tonic_types::StatusExt;
 
 mod common;
 
@@ -181,14 +180,7 @@ async fn shadow_with_dry_run_is_invalid_naming_the_field() {
         .await
         .unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument);
-    let fields: Vec<String> = status
-        .get_details_bad_request()
-        .unwrap()
-        .field_violations
-        .into_iter()
-        .map(|v| v.field)
-        .collect();
-    assert_eq!(fields, ["shadow"]);
+    assert_eq!(common::violation_fields(&status), ["shadow"]);
     let listing = client
         .list_targets(pb::ListTargetsRequest::default())
         .await

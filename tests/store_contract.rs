@@ -86,12 +86,12 @@ fn utilization(secs: i64) -> i32 {
 fn entry(secs: i64, desired: i32) -> DecisionEntry {
     let decision = Decision {
         desired_replicas: desired,
-        conditions: vec![Condition {
-            condition_type: ConditionType::AbleToScale,
-            status: true,
-            reason: ConditionReason::ReadyForNewScale,
-            message: format!("decided at {secs}"),
-        }],
+        conditions: vec![Condition::new(
+            ConditionType::AbleToScale,
+            true,
+            ConditionReason::ReadyForNewScale,
+            format!("decided at {secs}"),
+        )],
         metrics: vec![MetricOutcome {
             index: 0,
             result: Ok(MetricProposal {
@@ -406,12 +406,12 @@ fn withdrawn_newest_is_replaced(open: Open) {
         let newest = seen.newest().cloned().expect("a newest decision");
         assert_eq!(newest.time.unix_millis() / 1000 - T0, secs);
         let mut amended = entry(secs, desired);
-        amended.decision.conditions[0] = Condition {
-            condition_type: ConditionType::AbleToScale,
-            status: false,
-            reason: ConditionReason::FailedUpdateScale,
-            message: "the HPA controller was unable to update the target scale: no".into(),
-        };
+        amended.decision.conditions[0] = Condition::new(
+            ConditionType::AbleToScale,
+            false,
+            ConditionReason::FailedUpdateScale,
+            "the HPA controller was unable to update the target scale: no",
+        );
         seen.withdraw_newest();
         let history = state.unwrap().history;
         wait(store.commit_after(seen, Commit::new(key, &history, &amended))).unwrap();
@@ -964,12 +964,12 @@ fn amend(store: &dyn HpaStore, key: &str, secs: i64, desired: i32) {
     let newest = seen.newest().cloned().expect("a newest decision");
     assert_eq!(newest.time.unix_millis() / 1000 - T0, secs, "{key}");
     let mut amended = entry(secs, desired);
-    amended.decision.conditions[0] = Condition {
-        condition_type: ConditionType::AbleToScale,
-        status: false,
-        reason: ConditionReason::FailedUpdateScale,
-        message: "the HPA controller was unable to update the target scale: no".into(),
-    };
+    amended.decision.conditions[0] = Condition::new(
+        ConditionType::AbleToScale,
+        false,
+        ConditionReason::FailedUpdateScale,
+        "the HPA controller was unable to update the target scale: no",
+    );
     seen.withdraw_newest();
     let history = state.unwrap().history;
     wait(store.commit_after(seen, Commit::new(key, &history, &amended))).unwrap();

@@ -109,16 +109,7 @@ async fn each_summary_is_what_get_history_says_of_the_newest_run() {
     client.recommend(batch).await.unwrap();
     let mut queue = fixtures::recommend("ns/queue")
         .pods(2)
-        .metrics(vec![pb::MetricSpec {
-            r#type: pb::MetricSourceType::External as i32,
-            name: "queue".into(),
-            target: Some(pb::MetricTarget {
-                r#type: pb::MetricTargetType::Value as i32,
-                value_milli: Some(10_000),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }]);
+        .metrics(vec![fixtures::external_value("queue", 10_000)]);
     queue = queue.current_replicas(2);
     let mut queue = queue.build();
     queue.external_metrics.insert(

@@ -191,3 +191,22 @@ pub async fn assert_not_stored(
         .unwrap_err();
     assert_eq!(e.code(), tonic::Code::NotFound, "{key} was stored");
 }
+
+/// An h2 answer's headers with its trailers (where a gRPC status comes after a body), the
+/// body read and released.
+pub async fn grpc_headers(
+    response: tonic::codegen::http::Response<h2::RecvStream>,
+) -> tonic::codegen::http::HeaderMap {
+    let (parts, mut body) = response.into_parts();
+    let mut headers = parts.headers;
+    if !headers.contains_key("grpc-status") {
+        while let Some(data) = body.data().await {
+            let data = data.unwrap();
+            let _ = body.flow_control().release_capacity(data.len());
+        }
+        if let Some(trailers) = body.trailers().await.unwrap() {
+            headers.extend(trailers);
+        }
+    }
+    headers
+}

@@ -7,8 +7,8 @@
 //! tests skip with a message, except under `CI=true`, where a missing etcd fails them.
 #![allow(dead_code)]
 
+use autoscaled_fixtures::free_port;
 use std::{
-    net::TcpListener,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
@@ -44,13 +44,6 @@ pub fn available() -> bool {
 
 /// The bound on one `etcdctl` run (its own request timeout is 2 s).
 const ETCDCTL_TIMEOUT: Duration = Duration::from_secs(10);
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
 
 /// One etcd member.
 pub struct Member {

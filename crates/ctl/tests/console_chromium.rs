@@ -10,9 +10,10 @@
 
 mod common;
 
+use autoscaled_fixtures::free_port;
 use std::{
     io::{Read, Write},
-    net::{SocketAddr, TcpListener, TcpStream},
+    net::{SocketAddr, TcpStream},
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
@@ -28,14 +29,6 @@ use tonic::{Request, transport::Channel};
 
 const TEAM_A: &str = "team-a-console-token";
 const OPS: &str = "ops-console-token";
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn available() -> bool {
     let found = ["chromium", "chromedriver"].iter().all(|p| {

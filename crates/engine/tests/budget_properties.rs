@@ -10,6 +10,8 @@
 //!   what the plain HPA decides from the same history at that moment, on the legacy path and
 //!   with a behavior.
 
+mod common;
+
 use std::collections::BTreeMap;
 
 use autoscaled_engine::{
@@ -17,7 +19,7 @@ use autoscaled_engine::{
     hpa::history::History,
     hpa::observation::Observation,
     hpa::settings::Settings,
-    hpa::spec::{Behavior, HorizontalSpec, MetricSpec, MetricTarget, MetricTargetType},
+    hpa::spec::{Behavior, HorizontalSpec},
     hpa::{evaluate, evaluate_member},
     time::Time,
 };
@@ -52,23 +54,10 @@ fn spec(min: i32, max: i32) -> HorizontalSpec {
 }
 
 fn spec_with(min: i32, max: i32, behavior: Option<Behavior>) -> HorizontalSpec {
+    // A member's demand is set directly (`common::queue_spec`).
     HorizontalSpec {
-        min_replicas: Some(min),
-        max_replicas: max,
-        // An External AverageValue metric: the proposal is ceil(queue / 1000), whatever the
-        // current count, so a member's demand is set directly.
-        metrics: vec![MetricSpec::External {
-            name: "queue".into(),
-            target: MetricTarget {
-                target_type: MetricTargetType::AverageValue,
-                average_value: Some(1000),
-                ..MetricTarget::default()
-            },
-        }],
         behavior,
-        extensions: None,
-        schedules: Vec::new(),
-        predictive: None,
+        ..common::queue_spec(min, max)
     }
 }
 
@@ -80,13 +69,7 @@ fn settings() -> Settings {
 }
 
 fn observation(current: i32, need: i32) -> Observation {
-    let mut o = Observation {
-        current_replicas: current,
-        ..Observation::default()
-    };
-    o.external_metrics
-        .insert("queue".into(), vec![i64::from(need) * 1000]);
-    o
+    common::queue_observation(current, need)
 }
 
 /// A member as the orchestrator sees it.

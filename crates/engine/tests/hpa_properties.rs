@@ -10,10 +10,7 @@ use autoscaled_engine::{
     hpa::history::{History, Recommendation, ScaleEvent},
     hpa::observation::{Container, MetricSample, Observation, Pod, PodPhase},
     hpa::settings::Settings,
-    hpa::spec::{
-        Behavior, HorizontalSpec, MetricSpec, MetricTarget, MetricTargetType, ScalingPolicy,
-        ScalingPolicyType, ScalingRules, SelectPolicy,
-    },
+    hpa::spec::*,
     hpa::{self, DecisionPath, Evaluation},
     time::Time,
 };
@@ -345,11 +342,7 @@ fn sanitize_history(mut h: History) -> History {
 fn cpu_utilization(target: i32) -> MetricSpec {
     MetricSpec::Resource {
         name: "cpu".into(),
-        target: MetricTarget {
-            target_type: MetricTargetType::Utilization,
-            average_utilization: Some(target),
-            ..MetricTarget::default()
-        },
+        target: MetricTarget::utilization(target),
     }
 }
 

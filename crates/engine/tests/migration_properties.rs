@@ -10,7 +10,7 @@ use autoscaled_engine::{
     hpa::history::History,
     hpa::observation::{MetricSample, Observation, Pod},
     hpa::settings::Settings,
-    hpa::spec::{HorizontalSpec, MetricSpec, MetricTarget, MetricTargetType},
+    hpa::spec::{HorizontalSpec, MetricSpec, MetricTarget},
     hpa::{
         evaluate,
         extensions::{ExtensionState, Extensions, FallbackBehavior, TargetFallback},
@@ -25,20 +25,9 @@ fn metrics() -> Vec<MetricSpec> {
     vec![
         MetricSpec::Resource {
             name: "cpu".into(),
-            target: MetricTarget {
-                target_type: MetricTargetType::Utilization,
-                average_utilization: Some(50),
-                ..MetricTarget::default()
-            },
+            target: MetricTarget::utilization(50),
         },
-        MetricSpec::External {
-            name: "queue".into(),
-            target: MetricTarget {
-                target_type: MetricTargetType::AverageValue,
-                average_value: Some(10_000),
-                ..MetricTarget::default()
-            },
-        },
+        MetricSpec::external("queue", MetricTarget::average_value(10_000)),
     ]
 }
 

@@ -15,7 +15,7 @@ use autoscaled_engine::{
         observation::Observation,
         predictive::{PredictiveMode, PredictiveSpec},
         settings::Settings,
-        spec::{HorizontalSpec, MetricSpec, MetricTarget, MetricTargetType},
+        spec::{HorizontalSpec, MetricSpec, MetricTarget},
     },
     time::Time,
 };
@@ -28,14 +28,10 @@ fn spec(predictive: Option<PredictiveMode>) -> HorizontalSpec {
         min_replicas: Some(1),
         max_replicas: 100,
         // ceil(load / 1000) replicas.
-        metrics: vec![MetricSpec::External {
-            name: "load".into(),
-            target: MetricTarget {
-                target_type: MetricTargetType::AverageValue,
-                average_value: Some(1000),
-                ..MetricTarget::default()
-            },
-        }],
+        metrics: vec![MetricSpec::external(
+            "load",
+            MetricTarget::average_value(1000),
+        )],
         behavior: None,
         extensions: None,
         schedules: Vec::new(),

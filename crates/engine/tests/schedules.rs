@@ -5,6 +5,8 @@
 //! next window opens. The windows' own rules (DST gaps and overlaps, ties, overlaps of
 //! several schedules) are `hpa::schedule`'s unit tests.
 
+mod common;
+
 use std::time::Duration;
 
 use autoscaled_engine::{
@@ -16,7 +18,7 @@ use autoscaled_engine::{
         observation::Observation,
         schedule::Schedule,
         settings::Settings,
-        spec::{HorizontalSpec, MetricSpec, MetricTarget, MetricTargetType},
+        spec::HorizontalSpec,
     },
     time::Time,
 };
@@ -28,21 +30,8 @@ const MONDAY_8PM: Time = Time::from_unix_secs(1_772_499_600);
 
 fn spec(min: i32, max: i32, schedules: Vec<Schedule>) -> HorizontalSpec {
     HorizontalSpec {
-        min_replicas: Some(min),
-        max_replicas: max,
-        // The proposal is ceil(queue / 1000) whatever the current count.
-        metrics: vec![MetricSpec::External {
-            name: "queue".into(),
-            target: MetricTarget {
-                target_type: MetricTargetType::AverageValue,
-                average_value: Some(1000),
-                ..MetricTarget::default()
-            },
-        }],
-        behavior: None,
-        extensions: None,
         schedules,
-        predictive: None,
+        ..common::queue_spec(min, max)
     }
 }
 
@@ -59,13 +48,7 @@ fn business_hours(min: Option<i32>, max: Option<i32>) -> Schedule {
 }
 
 fn observation(current: i32, need: i32) -> Observation {
-    let mut o = Observation {
-        current_replicas: current,
-        ..Observation::default()
-    };
-    o.external_metrics
-        .insert("queue".into(), vec![i64::from(need) * 1000]);
-    o
+    common::queue_observation(current, need)
 }
 
 fn limited(e: &autoscaled_engine::hpa::Evaluation) -> Option<(ConditionReason, String)> {

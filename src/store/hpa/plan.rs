@@ -387,12 +387,12 @@ mod tests {
     fn entry(secs: i64, desired: i32) -> DecisionEntry {
         let decision = Decision {
             desired_replicas: desired,
-            conditions: vec![Condition {
-                condition_type: ConditionType::AbleToScale,
-                status: true,
-                reason: ConditionReason::ReadyForNewScale,
-                message: format!("at {secs}"),
-            }],
+            conditions: vec![Condition::new(
+                ConditionType::AbleToScale,
+                true,
+                ConditionReason::ReadyForNewScale,
+                format!("at {secs}"),
+            )],
             prenormalized_replicas: Some(desired),
             ..Decision::keeping(1, DecisionPath::Legacy)
         };
@@ -409,12 +409,12 @@ mod tests {
     /// another outcome.
     fn failed(secs: i64, desired: i32) -> DecisionEntry {
         let mut e = entry(secs, desired);
-        e.decision.conditions[0] = Condition {
-            condition_type: ConditionType::AbleToScale,
-            status: false,
-            reason: ConditionReason::FailedUpdateScale,
-            message: "no".into(),
-        };
+        e.decision.conditions[0] = Condition::new(
+            ConditionType::AbleToScale,
+            false,
+            ConditionReason::FailedUpdateScale,
+            "no",
+        );
         e
     }
 

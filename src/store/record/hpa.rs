@@ -733,23 +733,23 @@ fn conditions_from_record(d: &pb::Decision) -> Result<Vec<Condition>, String> {
         .map(|(i, &code)| {
             let small = |v: u64| u32::try_from(v).map_err(|_| format!("condition code {code}"));
             let rest = packed.message_rests.get(i).map_or("", String::as_str);
-            Ok(Condition {
-                condition_type: codes::condition_type_from(small(code % 16)?)?,
-                status: (code / 16) % 2 == 1,
-                reason: codes::condition_reason_from(small((code / 32) % 2048)?)?,
-                message: codes::message_from(small(code / 65_536)?, rest)?,
-            })
+            Ok(Condition::new(
+                codes::condition_type_from(small(code % 16)?)?,
+                (code / 16) % 2 == 1,
+                codes::condition_reason_from(small((code / 32) % 2048)?)?,
+                codes::message_from(small(code / 65_536)?, rest)?,
+            ))
         })
         .collect()
 }
 
 fn condition_from_record(c: &pb::Condition) -> Result<Condition, String> {
-    Ok(Condition {
-        condition_type: codes::condition_type_from(c.condition_type)?,
-        status: c.status,
-        reason: codes::condition_reason_from(c.reason)?,
-        message: c.message.clone(),
-    })
+    Ok(Condition::new(
+        codes::condition_type_from(c.condition_type)?,
+        c.status,
+        codes::condition_reason_from(c.reason)?,
+        c.message.clone(),
+    ))
 }
 
 // === schedules ===

@@ -17,12 +17,12 @@ use crate::store::{
 fn decision(desired: i32) -> Decision {
     Decision {
         desired_replicas: desired,
-        conditions: vec![Condition {
-            condition_type: ConditionType::AbleToScale,
-            status: true,
-            reason: ConditionReason::ReadyForNewScale,
-            message: "recommended size matches current size".to_owned(),
-        }],
+        conditions: vec![Condition::new(
+            ConditionType::AbleToScale,
+            true,
+            ConditionReason::ReadyForNewScale,
+            "recommended size matches current size",
+        )],
         prenormalized_replicas: Some(desired),
         ..Decision::keeping(1, DecisionPath::Legacy)
     }

@@ -503,11 +503,7 @@ mod tests {
     const NOW: Time = Time::from_unix_secs(1_767_225_600);
 
     fn inputs() -> (HorizontalSpec, Settings, Observation) {
-        let target = |average_utilization| MetricTarget {
-            target_type: MetricTargetType::Utilization,
-            average_utilization: Some(average_utilization),
-            ..MetricTarget::default()
-        };
+        let target = |average_utilization| MetricTarget::utilization(average_utilization);
         let spec = HorizontalSpec {
             min_replicas: Some(1),
             max_replicas: 10,

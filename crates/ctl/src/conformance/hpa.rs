@@ -651,11 +651,7 @@ pub(crate) fn pod_groups_for(case: &HpaCase, step: &HpaStep, name: &str) -> PodG
         .cloned()
         .unwrap_or_else(|| MetricSpec::Resource {
             name: name.to_string(),
-            target: MetricTarget {
-                target_type: MetricTargetType::Utilization,
-                average_utilization: Some(defaults::DEFAULT_CPU_UTILIZATION),
-                ..MetricTarget::default()
-            },
+            target: MetricTarget::utilization(defaults::DEFAULT_CPU_UTILIZATION),
         });
     replicas::group_pods(step.input.observation(), &metric, &case.settings, step.now)
 }

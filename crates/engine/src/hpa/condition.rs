@@ -206,3 +206,20 @@ pub struct Condition {
     /// Kubernetes' message text.
     pub message: String,
 }
+
+impl Condition {
+    /// A condition of `condition_type` with its status, reason and message.
+    pub fn new(
+        condition_type: ConditionType,
+        status: bool,
+        reason: ConditionReason,
+        message: impl Into<String>,
+    ) -> Self {
+        Condition {
+            condition_type,
+            status,
+            reason,
+            message: message.into(),
+        }
+    }
+}

@@ -49,12 +49,12 @@ pub fn scale_failed(
     time: Time,
     error: &str,
 ) -> bool {
-    let able = Condition {
-        condition_type: ConditionType::AbleToScale,
-        status: false,
-        reason: ConditionReason::FailedUpdateScale,
-        message: failed_update_message(error),
-    };
+    let able = Condition::new(
+        ConditionType::AbleToScale,
+        false,
+        ConditionReason::FailedUpdateScale,
+        failed_update_message(error),
+    );
     match decision
         .conditions
         .iter_mut()
@@ -102,21 +102,17 @@ mod tests {
         evaluate,
         observation::Observation,
         settings::Settings,
-        spec::{Behavior, HorizontalSpec, MetricSpec, MetricTarget, MetricTargetType},
+        spec::{Behavior, HorizontalSpec, MetricSpec, MetricTarget},
     };
 
     fn spec() -> HorizontalSpec {
         HorizontalSpec {
             min_replicas: Some(1),
             max_replicas: 20,
-            metrics: vec![MetricSpec::External {
-                name: "queue".into(),
-                target: MetricTarget {
-                    target_type: MetricTargetType::AverageValue,
-                    average_value: Some(1000),
-                    ..MetricTarget::default()
-                },
-            }],
+            metrics: vec![MetricSpec::external(
+                "queue",
+                MetricTarget::average_value(1000),
+            )],
             behavior: Some(Behavior::default()),
             extensions: None,
             schedules: Vec::new(),

@@ -312,8 +312,8 @@ mod bounded_tests {
         hpa::observation::Observation,
         hpa::settings::Settings,
         hpa::spec::{
-            Behavior, HorizontalSpec, MetricSpec, MetricTarget, MetricTargetType, ScalingPolicy,
-            ScalingPolicyType, ScalingRules, SelectPolicy,
+            Behavior, HorizontalSpec, MetricSpec, MetricTarget, ScalingPolicy, ScalingPolicyType,
+            ScalingRules, SelectPolicy,
         },
         test_support::external_load,
     };
@@ -367,14 +367,7 @@ mod bounded_tests {
         proptest::option::of(behavior).prop_map(|behavior| HorizontalSpec {
             min_replicas: Some(1),
             max_replicas: 12,
-            metrics: vec![MetricSpec::External {
-                name: "load".into(),
-                target: MetricTarget {
-                    target_type: MetricTargetType::Value,
-                    value: Some(10_000),
-                    ..MetricTarget::default()
-                },
-            }],
+            metrics: vec![MetricSpec::external("load", MetricTarget::value(10_000))],
             behavior,
             extensions: None,
             schedules: Vec::new(),

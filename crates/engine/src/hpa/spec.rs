@@ -107,6 +107,16 @@ impl MetricSpec {
     }
 }
 
+impl MetricSpec {
+    /// An External metric `name` with `target`.
+    pub fn external(name: impl Into<String>, target: MetricTarget) -> Self {
+        MetricSpec::External {
+            name: name.into(),
+            target,
+        }
+    }
+}
+
 impl MetricTarget {
     /// The target value of its type, in that type's unit (percent, or milli-units).
     pub fn value_of_type(&self) -> Option<i64> {
@@ -129,6 +139,35 @@ pub struct MetricTarget {
     pub average_value: Option<i64>,
     /// Milli-units in total (Value).
     pub value: Option<i64>,
+}
+
+impl MetricTarget {
+    /// A Utilization target: `percent` of the pods' requests.
+    pub fn utilization(percent: i32) -> Self {
+        MetricTarget {
+            target_type: MetricTargetType::Utilization,
+            average_utilization: Some(percent),
+            ..MetricTarget::default()
+        }
+    }
+
+    /// An AverageValue target: `milli` milli-units per pod.
+    pub fn average_value(milli: i64) -> Self {
+        MetricTarget {
+            target_type: MetricTargetType::AverageValue,
+            average_value: Some(milli),
+            ..MetricTarget::default()
+        }
+    }
+
+    /// A Value target: `milli` milli-units in total.
+    pub fn value(milli: i64) -> Self {
+        MetricTarget {
+            target_type: MetricTargetType::Value,
+            value: Some(milli),
+            ..MetricTarget::default()
+        }
+    }
 }
 
 /// `MetricTargetType`.

@@ -5,7 +5,7 @@ use super::*;
 use crate::{
     hpa::history::Recommendation,
     hpa::observation::{MetricSample, Pod},
-    hpa::spec::{Behavior, MetricTarget, MetricTargetType},
+    hpa::spec::{Behavior, MetricTarget},
 };
 
 const NOW: Time = Time::from_unix_secs(1_800_000_000);
@@ -13,11 +13,7 @@ const NOW: Time = Time::from_unix_secs(1_800_000_000);
 fn cpu(target: i32) -> MetricSpec {
     MetricSpec::Resource {
         name: "cpu".into(),
-        target: MetricTarget {
-            target_type: MetricTargetType::Utilization,
-            average_utilization: Some(target),
-            ..MetricTarget::default()
-        },
+        target: MetricTarget::utilization(target),
     }
 }
 

@@ -426,7 +426,7 @@ mod tests {
     use super::*;
     use crate::{
         hpa::observation::Pod,
-        hpa::spec::{Behavior, MetricTargetType, ScalingPolicy, ScalingPolicyType},
+        hpa::spec::{Behavior, ScalingPolicy, ScalingPolicyType},
     };
 
     fn spec() -> HorizontalSpec {
@@ -468,11 +468,7 @@ mod tests {
             },
             MetricSpec::Resource {
                 name: "cpu".into(),
-                target: MetricTarget {
-                    target_type: MetricTargetType::Utilization,
-                    average_utilization: Some(0),
-                    ..MetricTarget::default()
-                },
+                target: MetricTarget::utilization(0),
             },
         ];
         assert_eq!(
@@ -508,11 +504,7 @@ mod tests {
         let mut s = spec();
         s.metrics = vec![MetricSpec::Pods {
             name: "qps".into(),
-            target: MetricTarget {
-                target_type: MetricTargetType::Utilization,
-                average_utilization: Some(50),
-                ..MetricTarget::default()
-            },
+            target: MetricTarget::utilization(50),
         }];
         s.behavior = Some(Behavior {
             scale_up: Some(ScalingRules {

@@ -173,7 +173,7 @@ fn run<E>(
 mod tests {
     use super::*;
     use crate::{
-        hpa::spec::{MetricSpec, MetricTarget, MetricTargetType},
+        hpa::spec::{MetricSpec, MetricTarget},
         test_support::external_load,
     };
 
@@ -183,14 +183,10 @@ mod tests {
         HorizontalSpec {
             min_replicas: Some(1),
             max_replicas,
-            metrics: vec![MetricSpec::External {
-                name: "load".into(),
-                target: MetricTarget {
-                    target_type: MetricTargetType::AverageValue,
-                    average_value: Some(10_000),
-                    ..MetricTarget::default()
-                },
-            }],
+            metrics: vec![MetricSpec::external(
+                "load",
+                MetricTarget::average_value(10_000),
+            )],
             // No stabilization, no rate limit: each step goes straight to the proposal.
             behavior: Some(hpa::spec::Behavior {
                 scale_up: None,

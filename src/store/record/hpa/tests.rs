@@ -15,12 +15,12 @@ fn sample_run() -> DecisionEntry {
     let decision = Decision {
         current_replicas: 2,
         desired_replicas: 4,
-        conditions: vec![Condition {
-            condition_type: ConditionType::AbleToScale,
-            status: true,
-            reason: ConditionReason::SucceededRescale,
-            message: "the HPA controller was able to update the target scale to 4".into(),
-        }],
+        conditions: vec![Condition::new(
+            ConditionType::AbleToScale,
+            true,
+            ConditionReason::SucceededRescale,
+            "the HPA controller was able to update the target scale to 4",
+        )],
         metrics: vec![
             MetricOutcome {
                 index: 0,

@@ -184,12 +184,12 @@ pub(crate) fn apply(
     let mut conditions = Vec::new();
     if ext.metrics.values().any(|m| m.fallback.is_some()) {
         conditions.push(if per_metric_active.is_empty() {
-            Condition {
-                condition_type: ConditionType::ExternalMetricFallbackActive,
-                status: false,
-                reason: ConditionReason::FallbackInactive,
-                message: "no metric is using its fallback replicas".to_owned(),
-            }
+            Condition::new(
+                ConditionType::ExternalMetricFallbackActive,
+                false,
+                ConditionReason::FallbackInactive,
+                "no metric is using its fallback replicas",
+            )
         } else {
             Condition {
                 condition_type: ConditionType::ExternalMetricFallbackActive,
@@ -204,12 +204,12 @@ pub(crate) fn apply(
     }
     if ext.fallback.is_some() {
         conditions.push(if target_active.is_empty() {
-            Condition {
-                condition_type: ConditionType::Fallback,
-                status: false,
-                reason: ConditionReason::NoFallbackFound,
-                message: "No fallbacks are active on this scaled object".to_owned(),
-            }
+            Condition::new(
+                ConditionType::Fallback,
+                false,
+                ConditionReason::NoFallbackFound,
+                "No fallbacks are active on this scaled object",
+            )
         } else {
             Condition {
                 condition_type: ConditionType::Fallback,

@@ -102,19 +102,19 @@ pub(crate) fn track(
         state.not_scaled_to_zero = !status;
     }
     let condition = if state.scaled_to_zero {
-        Condition {
-            condition_type: ConditionType::ScaledToZero,
-            status: true,
-            reason: ConditionReason::ScaledToZero,
-            message: "the HPA controller scaled the workload to zero".to_owned(),
-        }
+        Condition::new(
+            ConditionType::ScaledToZero,
+            true,
+            ConditionReason::ScaledToZero,
+            "the HPA controller scaled the workload to zero",
+        )
     } else if state.not_scaled_to_zero {
-        Condition {
-            condition_type: ConditionType::ScaledToZero,
-            status: false,
-            reason: ConditionReason::NotScaledToZero,
-            message: "the HPA controller did not scale the workload to zero".to_owned(),
-        }
+        Condition::new(
+            ConditionType::ScaledToZero,
+            false,
+            ConditionReason::NotScaledToZero,
+            "the HPA controller did not scale the workload to zero",
+        )
     } else {
         return;
     };

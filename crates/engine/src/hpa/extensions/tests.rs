@@ -9,7 +9,7 @@ use crate::{
     hpa::history::History,
     hpa::observation::{MetricSample, Observation, Pod, PodPhase},
     hpa::settings::Settings,
-    hpa::spec::{HorizontalSpec, MetricSpec, MetricTarget, MetricTargetType},
+    hpa::spec::{HorizontalSpec, MetricSpec, MetricTarget},
     hpa::{DecisionPath, Evaluation, evaluate},
     time::Time,
 };
@@ -17,24 +17,13 @@ use crate::{
 const T0: Time = Time::from_unix_secs(1_800_000_000);
 
 fn queue() -> MetricSpec {
-    MetricSpec::External {
-        name: "queue".into(),
-        target: MetricTarget {
-            target_type: MetricTargetType::AverageValue,
-            average_value: Some(10_000),
-            ..MetricTarget::default()
-        },
-    }
+    MetricSpec::external("queue", MetricTarget::average_value(10_000))
 }
 
 fn cpu() -> MetricSpec {
     MetricSpec::Resource {
         name: "cpu".into(),
-        target: MetricTarget {
-            target_type: MetricTargetType::Utilization,
-            average_utilization: Some(50),
-            ..MetricTarget::default()
-        },
+        target: MetricTarget::utilization(50),
     }
 }
 
@@ -766,14 +755,7 @@ fn keda_fallback_reaches_the_hpa_as_a_metric_value() {
     assert_eq!(e.decision.desired_replicas, 30);
     // Value target: target × R / ready; with no ready replica KEDA cannot fall back and the
     // metric stays failed, though the Fallback condition says it is in force.
-    let value_queue = MetricSpec::External {
-        name: "queue".into(),
-        target: MetricTarget {
-            target_type: MetricTargetType::Value,
-            value: Some(10_000),
-            ..MetricTarget::default()
-        },
-    };
+    let value_queue = MetricSpec::external("queue", MetricTarget::value(10_000));
     ext.fallback.as_mut().unwrap().replicas = 6;
     let s = spec(1, vec![value_queue], ext);
     let e = step(&s, &obs(3, None, T0), &History::default(), T0);
@@ -811,14 +793,7 @@ fn empty_extensions_decide_as_the_hpa() {
 /// Min 0, KEDA activation with the default 300 s cooldown, a queue and a second External
 /// trigger `jobs` (both AverageValue 10).
 fn two_triggers(ext_fallback: Option<TargetFallback>) -> HorizontalSpec {
-    let jobs = MetricSpec::External {
-        name: "jobs".into(),
-        target: MetricTarget {
-            target_type: MetricTargetType::AverageValue,
-            average_value: Some(10_000),
-            ..MetricTarget::default()
-        },
-    };
+    let jobs = MetricSpec::external("jobs", MetricTarget::average_value(10_000));
     spec(
         0,
         vec![queue(), jobs],

@@ -55,11 +55,7 @@ fn obs(current: i32, pods: Vec<Pod>) -> Observation {
 fn cpu_utilization(target: i32) -> MetricSpec {
     MetricSpec::Resource {
         name: CPU.to_string(),
-        target: MetricTarget {
-            target_type: MetricTargetType::Utilization,
-            average_utilization: Some(target),
-            ..MetricTarget::default()
-        },
+        target: MetricTarget::utilization(target),
     }
 }
 
@@ -716,10 +712,7 @@ fn metric_error_wraps_as_compute_replicas_for_metric() {
         metric_error(&external, failure(&out)),
         "failed to get q external metric: unable to get external metric q: no metrics returned from external metrics API"
     );
-    let invalid = MetricSpec::External {
-        name: "q".into(),
-        target: MetricTarget::default(),
-    };
+    let invalid = MetricSpec::external("q", MetricTarget::default());
     let out = run(&invalid, &o, tol(0.1));
     assert_eq!(metric_error(&invalid, failure(&out)), failure(&out).message);
 }
