@@ -369,30 +369,6 @@ impl HpaTrees {
         }))
     }
 
-    pub(super) fn commit(
-        &self,
-        key: &str,
-        history: &History,
-        decision: &DecisionEntry,
-    ) -> Result<(), StoreError> {
-        // Read before writing, like the log scan below: writers of one target are serialized
-        // by the caller.
-        let previous = self.read_state(key)?;
-        self.commit_loaded(key, previous, history, decision)
-    }
-
-    /// [`Self::commit`] on `previous`, the target's state as read under the caller's lock
-    /// (by `load_for_update` of the same call: read and decoded once per call).
-    pub(super) fn commit_loaded(
-        &self,
-        key: &str,
-        previous: Option<StoredState>,
-        history: &History,
-        decision: &DecisionEntry,
-    ) -> Result<(), StoreError> {
-        self.commit_loaded_with(key, previous, history, decision, None)
-    }
-
     /// The commit point: the state record's single-key write, or, with `also` (a tree, a key
     /// and a value: a scaling group's record), that write and the other in one transaction.
     fn commit_point(

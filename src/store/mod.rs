@@ -176,12 +176,19 @@ pub trait HpaStore: Db {
     async fn load(&self, key: &str) -> Result<Option<HpaState>, StoreError>;
     /// Atomically replaces the target's history and appends `decision` to its log, dropping
     /// the oldest entries beyond the log bound. Not durable until a later `flush` returns.
+    ///
+    /// The state is read first ([`Self::load_for_update`]): only for callers that serialize
+    /// writers themselves (the API uses [`Self::commit_after`]).
     async fn commit(
         &self,
         key: &str,
         history: &History,
         decision: &DecisionEntry,
-    ) -> Result<(), StoreError>;
+    ) -> Result<(), StoreError> {
+        let (_, seen) = self.load_for_update(key).await?;
+        self.commit_after(seen, Commit::new(key, history, decision))
+            .await
+    }
     /// The target's logged decision runs, oldest first (`seq` ascending).
     async fn decisions(&self, key: &str) -> Result<Vec<DecisionEntry>, StoreError>;
     /// One page of the target's decision runs (at most `decision_log_len` runs per target:

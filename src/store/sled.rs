@@ -16,7 +16,6 @@ use super::{
     hpa::{self, HpaTrees, LogOptions},
     record, vpa,
 };
-use crate::engine::hpa::history::History;
 
 /// Default time a closed decision run is kept (issue 9 item 3).
 pub const DEFAULT_DECISION_RETENTION: Duration = Duration::from_secs(24 * 3600);
@@ -208,15 +207,6 @@ impl HpaStore for SledStore {
     /// over both trees (the group's writers are serialized by the API's per-group lock).
     async fn commit_after(&self, seen: Seen, commit: Commit<'_>) -> Result<(), StoreError> {
         self.commit_seen(seen, commit)
-    }
-
-    async fn commit(
-        &self,
-        key: &str,
-        history: &History,
-        decision: &DecisionEntry,
-    ) -> Result<(), StoreError> {
-        self.hpa(|t| t.commit(key, history, decision))
     }
 
     async fn decisions(&self, key: &str) -> Result<Vec<DecisionEntry>, StoreError> {

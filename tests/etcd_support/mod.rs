@@ -23,23 +23,10 @@ fn etcd_bin() -> String {
 /// returns, the test passes as skipped), except with `CI=true`, where this panics: CI must
 /// run these tests, never skip them.
 pub fn available() -> bool {
-    let found = Command::new(etcd_bin())
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!(
-                "etcd is not installed but CI=true: install it (scripts/etcd-ci.sh: apt-get install etcd-server etcd-client)"
-            );
-        }
-        eprintln!(
-            "SKIPPED: etcd is not installed (apt-get install etcd-server etcd-client, or scripts/etcd-ci.sh); these tests need a real etcd"
-        );
-    }
-    found
+    autoscaled_fixtures::installed(
+        &etcd_bin(),
+        "apt-get install etcd-server etcd-client, or scripts/etcd-ci.sh; these tests need a real etcd",
+    )
 }
 
 /// The bound on one `etcdctl` run (its own request timeout is 2 s).

@@ -86,7 +86,6 @@ use super::{
     hpa::{StoredState, runs_with_pending},
     keys, vpa,
 };
-use crate::engine::hpa::history::History;
 
 /// The generated client of `proto/etcd/kv.proto`.
 #[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
@@ -479,19 +478,6 @@ impl HpaStore for EtcdStore {
             withdraw_newest: false,
         };
         Ok((state, seen))
-    }
-
-    /// Without a [`Seen`], the state is read first; only for callers that serialize writers
-    /// themselves (the API uses [`HpaStore::commit_after`]).
-    async fn commit(
-        &self,
-        key: &str,
-        history: &History,
-        decision: &DecisionEntry,
-    ) -> Result<(), StoreError> {
-        let (_, seen) = self.load_for_update(key).await?;
-        self.commit_after(seen, Commit::new(key, history, decision))
-            .await
     }
 
     /// The sled store's commit as one guarded etcd transaction (see `commit`).

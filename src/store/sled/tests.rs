@@ -3,7 +3,7 @@ use serde::Serialize;
 use super::*;
 use crate::engine::{
     hpa::condition::{Condition, ConditionReason, ConditionType},
-    hpa::history::Recommendation,
+    hpa::history::{History, Recommendation},
     hpa::settings::Settings,
     hpa::spec::HorizontalSpec,
     hpa::{Decision, DecisionPath, MetricOutcome, MetricProposal, PodGroups},
@@ -278,41 +278,6 @@ async fn an_extended_run_is_written_as_a_tail_and_read_back_whole() {
         },
         last
     );
-}
-
-#[tokio::test]
-async fn commit_after_load_for_update_writes_what_commit_writes() {
-    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (s1, s2) = (open(d1.path(), 3), open(d2.path(), 3));
-    let steps = [
-        (0, 1),
-        (15, 1),
-        (30, 1),
-        (45, 2),
-        (60, 2),
-        (75, 3),
-        (90, 4),
-        (105, 4),
-    ];
-    for (i, &(secs, desired)) in steps.iter().enumerate() {
-        let e = entry_saying(secs, desired, &format!("m{i}"));
-        let h = history(desired, secs);
-        s1.commit("a", &h, &e).await.unwrap();
-        let (state, seen) = s2.load_for_update("a").await.unwrap();
-        assert_eq!(state.is_some(), i > 0);
-        s2.commit_after(seen, Commit::new("a", &h, &e))
-            .await
-            .unwrap();
-        assert_eq!(
-            s1.trees().unwrap().state.get("a").unwrap(),
-            s2.trees().unwrap().state.get("a").unwrap()
-        );
-        assert_eq!(
-            s1.decisions("a").await.unwrap(),
-            s2.decisions("a").await.unwrap()
-        );
-    }
-    assert_eq!(desired(&s2, "a").await, vec![2, 3, 4]);
 }
 
 #[tokio::test]

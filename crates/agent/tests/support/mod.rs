@@ -132,20 +132,7 @@ pub fn scale_sh(dir: &Path, args: &[&str]) -> String {
 }
 
 pub fn prometheus_available() -> bool {
-    let found = Command::new("prometheus")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "prometheus is not installed (scripts/prometheus-ci.sh install)"
-        );
-        eprintln!("SKIPPED: prometheus is not installed (scripts/prometheus-ci.sh install)");
-    }
-    found
+    autoscaled_fixtures::installed("prometheus", "scripts/prometheus-ci.sh install")
 }
 
 pub fn runtime() -> tokio::runtime::Runtime {
