@@ -77,6 +77,17 @@ struct Run {
     cpu: bool,
 }
 
+impl Run {
+    /// How the run decides, as the tables and plots name it.
+    fn kind(&self) -> &'static str {
+        if self.predictive {
+            "predictive"
+        } else {
+            "reactive"
+        }
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     let dir = std::env::var("PREDICTIVE_TRACE_DIR").map_or_else(
         |_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/traces"),
@@ -234,16 +245,7 @@ async fn run_trace(
         let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
             .connect()
             .await?;
-        let key = format!(
-            "bench/{}/{}-{:.3}",
-            trace.name,
-            if run.predictive {
-                "predictive"
-            } else {
-                "reactive"
-            },
-            run.h
-        );
+        let key = format!("bench/{}/{}-{:.3}", trace.name, run.kind(), run.h);
         let shared = Arc::clone(&shared);
         tasks.push((
             i,
@@ -538,11 +540,7 @@ fn report(trace: &Trace, results: &[(Run, Measures)]) -> String {
         let _ = writeln!(
             s,
             "| {} | {:.2} | {:.1} | {:.1} | {:.2} % | {} | {fewer} | {cost} |",
-            if run.predictive {
-                "predictive"
-            } else {
-                "reactive"
-            },
+            run.kind(),
             run.h,
             m.replica_hours,
             m.short_replica_minutes,
@@ -590,11 +588,7 @@ fn csv(results: &[(Run, Measures)]) -> String {
         let _ = writeln!(
             s,
             "{},{},{:.3},{:.3},{:.5},{},{}",
-            if run.predictive {
-                "predictive"
-            } else {
-                "reactive"
-            },
+            run.kind(),
             run.h,
             m.replica_hours,
             m.short_replica_minutes,
@@ -689,11 +683,7 @@ fn svg(trace: &Trace, results: &[(Run, Measures)], delay: i64) -> String {
             r#"<circle cx="{:.1}" cy="{:.1}" r="{r}" fill="{color}"><title>{} h={}</title></circle>"#,
             px(m.replica_hours),
             py(*y),
-            if run.predictive {
-                "predictive"
-            } else {
-                "reactive"
-            },
+            run.kind(),
             run.h
         );
     }

@@ -105,15 +105,12 @@ pub async fn reflection_v1alpha_services(channel: Channel) -> Vec<String> {
             v1alpha::server_reflection_request::MessageRequest::ListServices(String::new()),
         ),
     };
-    let response = alpha
+    let mut answers = alpha
         .server_reflection_info(tokio_stream::iter(vec![request]))
         .await
         .unwrap()
-        .into_inner()
-        .message()
-        .await
-        .unwrap()
-        .unwrap();
+        .into_inner();
+    let response = answers.message().await.unwrap().expect("an answer");
     let Some(v1alpha::server_reflection_response::MessageResponse::ListServicesResponse(list)) =
         response.message_response
     else {
