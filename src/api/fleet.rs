@@ -436,7 +436,7 @@ impl Fleet {
         let group = req
             .group
             .ok_or_else(|| ApiError::field("group", "is required"))?;
-        conv::check_group(&group, key_bytes)?;
+        let capacity_schedules = conv::check_group(&group, key_bytes)?;
         let _guard = self.lock_group(&group.name).await;
         let stored = self.store.group(&group.name).await?;
         let (version, revision, ledger, update_time) = match &stored {
@@ -444,27 +444,23 @@ impl Fleet {
             None => (0, 0, budget::Ledger::default(), clock::hpa_now()),
         };
         expect_version(req.expected_version, version, "scaling group", &group.name)?;
-        // The same definition again is no change.
-        if let Some((same, _)) = &stored
-            && conv::stored_group(
-                &group,
-                version,
-                update_time,
-                ledger.clone(),
-                scope.clone(),
-                owner.clone(),
-            ) == *same
-        {
-            return Ok(conv::group(&group.name, same));
-        }
         let mut new = conv::stored_group(
             &group,
-            version + 1,
-            clock::hpa_now(),
+            capacity_schedules,
+            version,
+            update_time,
             ledger,
             scope,
             owner.clone(),
         );
+        // The same definition again is no change.
+        if let Some((same, _)) = &stored
+            && new == *same
+        {
+            return Ok(conv::group(&group.name, same));
+        }
+        new.version = version + 1;
+        new.update_time = clock::hpa_now();
         let before = stored
             .as_ref()
             .filter(|(g, _)| g.owner == owner)

@@ -46,9 +46,11 @@ pub(crate) fn policy(name: &str, p: &StoredPolicy) -> Result<pb::Policy, ApiErro
     })
 }
 
-/// The stored definition of a checked group, keeping `ledger` (what the members hold).
+/// The stored definition of a group `check_group` passed (`capacity_schedules`: the engine
+/// form it returned), keeping `ledger` (what the members hold).
 pub(crate) fn stored_group(
     g: &pb::ScalingGroup,
+    capacity_schedules: Vec<schedule::Schedule>,
     version: u64,
     now: Time,
     mut ledger: Ledger,
@@ -56,11 +58,6 @@ pub(crate) fn stored_group(
     owner: Option<String>,
 ) -> ScalingGroupDef {
     ledger.capacity = g.capacity;
-    // Checked by `check_group`: converted again for their engine form.
-    let capacity_schedules = capacity_schedules(
-        &mut autoscaled_wire::convert::Violations::default(),
-        &g.capacity_schedules,
-    );
     let units_per_replica = if g.units_per_replica == 0 {
         1
     } else {

@@ -43,8 +43,12 @@ pub fn name(field: &str, name: &str) -> Result<(), ApiError> {
     v.into_result(())
 }
 
-/// Checks a group's definition (`group.*`), keeping nothing of the request's `version`.
-pub fn check_group(g: &pb::ScalingGroup, key_bytes: usize) -> Result<(), ApiError> {
+/// Checks a group's definition (`group.*`), keeping nothing of the request's `version`; its
+/// capacity schedules in the engine's form ([`capacity_schedules`]).
+pub fn check_group(
+    g: &pb::ScalingGroup,
+    key_bytes: usize,
+) -> Result<Vec<schedule::Schedule>, ApiError> {
     let mut v = Violations::default();
     check_name(&mut v, "group.name", &g.name);
     if !(1..=budget::MAX_CAPACITY).contains(&g.capacity) {
@@ -112,8 +116,8 @@ pub fn check_group(g: &pb::ScalingGroup, key_bytes: usize) -> Result<(), ApiErro
     for (i, p) in g.member_policies.iter().enumerate() {
         check_name(&mut v, &format!("group.member_policies[{i}]"), p);
     }
-    capacity_schedules(&mut v, &g.capacity_schedules);
-    v.into_result(())
+    let schedules = capacity_schedules(&mut v, &g.capacity_schedules);
+    v.into_result(schedules)
 }
 
 /// A group's capacity schedules in the engine's form (a [`schedule::Schedule`] whose
