@@ -33,6 +33,17 @@ PARTS = [
         "handler: the rest (locks, durable wait, metrics, history, explanation)",
         ["HorizontalService as "],
     ),
+    (
+        "layers: authentication, overload, request metrics, Connect, doors",
+        [
+            "autoscaled::auth::",
+            "autoscaled::overload::",
+            "autoscaled::server::RequestMetrics",
+            "autoscaled::connect::",
+            "autoscaled::doors::",
+            "autoscaled::metrics::",
+        ],
+    ),
     ("HTTP/2, tonic, TCP (the no-op's work too)", ["h2::", "hyper", "tonic::", "tokio::net", "mio::"]),
 ]
 OTHER = "other (scheduler, allocator, runtime)"
