@@ -13,7 +13,10 @@ import sys
 # (part, substrings of frame names); the first part whose substring a frame contains wins.
 PARTS = [
     ("store: read the state (sled get, decode)", ["HpaTrees::read_state"]),
-    ("store: commit (encode, sled insert)", ["HpaTrees::commit_loaded"]),
+    (
+        "store: commit (encode, sled insert)",
+        ["HpaTrees::commit_loaded", "SledStore::commit_seen", "HpaStore>::commit_after"],
+    ),
     ("request: protobuf decode", ["codec::Decoder<U> as tonic::codec::Decoder>::decode"]),
     (
         "request: conversion to the engine's types, and their drop",
