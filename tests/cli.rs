@@ -27,9 +27,14 @@ fn serve_prints_the_real_address_and_stops_cleanly_on_sigterm() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = stdout.next().expect("a first line").unwrap();
+    // The reader goes with this statement: the server serves on with its stdout closed.
+    let line = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .next()
+        .expect("a first line")
+        .unwrap();
     let addr = line
+        .trim_end()
         .strip_prefix("autoscaled listening on ")
         .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
     let addr: std::net::SocketAddr = addr.parse().unwrap();

@@ -390,8 +390,10 @@ impl HpaTrees {
             .map_err(tx_error)
     }
 
-    /// [`Self::commit_loaded`], the commit point writing `also` too ([`Self::commit_point`]):
-    /// the commit's [`plan`] applied in the order that keeps every crash readable.
+    /// A decision's commit on `previous`, the target's state as read under the caller's lock
+    /// (by `load_for_update` of the same call, or again after a reopen), the commit point
+    /// writing `also` too ([`Self::commit_point`]): the commit's [`plan`] applied in the
+    /// order that keeps every crash readable.
     pub(super) fn commit_loaded_with(
         &self,
         key: &str,

@@ -280,6 +280,45 @@ async fn an_extended_run_is_written_as_a_tail_and_read_back_whole() {
     );
 }
 
+/// A commit builds on the state `load_for_update` decoded; after a reopen (another generation)
+/// it reads the state again. Both give the same records, run by run.
+#[tokio::test]
+async fn a_commit_after_a_reopen_writes_what_one_on_the_loaded_state_writes() {
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (s1, s2) = (open(d1.path(), 3), open(d2.path(), 3));
+    let steps = [
+        (0, 1),
+        (15, 1),
+        (30, 1),
+        (45, 2),
+        (60, 2),
+        (75, 3),
+        (90, 4),
+        (105, 4),
+    ];
+    for (i, &(secs, desired)) in steps.iter().enumerate() {
+        let e = entry_saying(secs, desired, &format!("m{i}"));
+        let h = history(desired, secs);
+        s1.commit("a", &h, &e).await.unwrap();
+        let (state, mut seen) = s2.load_for_update("a").await.unwrap();
+        assert_eq!(state.is_some(), i > 0);
+        let loaded = seen.loaded.as_mut().expect("sled keeps the decoded state");
+        loaded.generation += 1;
+        s2.commit_after(seen, Commit::new("a", &h, &e))
+            .await
+            .unwrap();
+        assert_eq!(
+            s1.trees().unwrap().state.get("a").unwrap(),
+            s2.trees().unwrap().state.get("a").unwrap()
+        );
+        assert_eq!(
+            s1.decisions("a").await.unwrap(),
+            s2.decisions("a").await.unwrap()
+        );
+    }
+    assert_eq!(desired(&s2, "a").await, vec![2, 3, 4]);
+}
+
 #[tokio::test]
 async fn a_crash_between_the_body_copy_and_the_tail_write_shows_the_run_once() {
     let dir = tempfile::tempdir().unwrap();

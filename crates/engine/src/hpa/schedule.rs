@@ -871,7 +871,6 @@ impl InForce {
     }
 }
 
-/// `schedule "a"` or `schedules "a", "b"`.
 /// The message of a count held by a schedule's floor or ceiling, in the words of Kubernetes'
 /// TooFewReplicas / TooManyReplicas and naming the schedules.
 fn limited(than: &str, bound: &str, count: i32, by: &[String], until: &str) -> String {
@@ -882,6 +881,7 @@ fn limited(than: &str, bound: &str, count: i32, by: &[String], until: &str) -> S
     )
 }
 
+/// `schedule "a"` or `schedules "a", "b"`.
 fn names(list: &[String]) -> String {
     let quoted: Vec<String> = list.iter().map(|n| format!("{n:?}")).collect();
     match quoted.len() {
