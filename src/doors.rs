@@ -20,7 +20,7 @@
 //!   included) and the load shedding's body timeout (`overload`; the console's login form has
 //!   its own).
 //!
-//! [`table`] lists every limit of every door, for the documentation and the tests that
+//! [`LIMITS`] lists every limit of every door, for the documentation and the tests that
 //! generate one check per limit per door (`tests/doors.rs`).
 
 use std::{

@@ -41,7 +41,7 @@ pub struct HpaState {
 /// [`run`](Self::run) are the LAST decision's of the run (its time, outcome and inputs), so a
 /// replay of the run's last step is exact.
 ///
-/// A fresh decision (as the API hands it to [`HpaStore::commit`]) is a run of one:
+/// A fresh decision (as the API hands it to [`HpaStore::commit_after`](super::HpaStore::commit_after)) is a run of one:
 /// [`DecisionEntry::single`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DecisionEntry {

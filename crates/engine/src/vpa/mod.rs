@@ -4,7 +4,7 @@
 //!
 //! # Layout
 //!
-//! * [`time`]: [`Time`] (ns since the Unix epoch) and Go time semantics (zero time,
+//! * [`time`](crate::time): [`Time`](crate::time::Time) (ns since the Unix epoch) and Go time semantics (zero time,
 //!   `Sub` saturation, `Round`).
 //! * [`amount`]: [`ResourceAmount`] conversions with upstream truncation (`model/types.go`).
 //! * [`histogram`]: bucket schemes and the histogram (`util/histogram*.go`).

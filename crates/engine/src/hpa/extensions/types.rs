@@ -11,7 +11,7 @@ use crate::time::Time;
 // === spec ===
 
 /// `spec.extensions`. Every part is optional. Scale to zero is not here: it is Kubernetes'
-/// `HPAScaleToZero` gate, [`Settings::scale_to_zero`].
+/// `HPAScaleToZero` gate, [`Settings::scale_to_zero`](crate::hpa::settings::Settings::scale_to_zero).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Extensions {
     /// KEDA activation: the 0↔1 (idle↔min) step is decided by activation thresholds.
@@ -133,7 +133,7 @@ pub struct Pause {
 /// `History::extensions`). Bounded: one health entry per spec metric.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExtensionState {
-    /// Health by metric key ([`metric_key`]); entries of metrics no longer in the spec are
+    /// Health by metric key ([`metric_key`](super::metric_key)); entries of metrics no longer in the spec are
     /// dropped.
     #[serde(default)]
     pub metric_health: BTreeMap<String, MetricHealth>,
