@@ -31,22 +31,9 @@ const TEAM_A: &str = "team-a-console-token";
 const OPS: &str = "ops-console-token";
 
 fn available() -> bool {
-    let found = ["chromium", "chromedriver"].iter().all(|p| {
-        Command::new(p)
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    });
-    if !found {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "chromium and chromedriver are not installed (apt-get install chromium chromium-driver)"
-        );
-        eprintln!("SKIPPED: chromium and chromedriver are not installed");
-    }
-    found
+    ["chromium", "chromedriver"]
+        .iter()
+        .all(|p| autoscaled_fixtures::installed(p, "apt-get install chromium chromium-driver"))
 }
 
 struct Killed(Child);
