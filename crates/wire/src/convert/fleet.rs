@@ -123,20 +123,21 @@ pub fn check_group(
 /// A group's capacity schedules in the engine's form (a [`schedule::Schedule`] whose
 /// `min_replicas` / `max_replicas` hold the capacity's floor and ceiling), each violation
 /// named under `group.capacity_schedules[i]` with the capacity's own field names.
-pub fn capacity_schedules(
+fn capacity_schedules(
     v: &mut Violations,
     list: &[pb::CapacitySchedule],
 ) -> Vec<schedule::Schedule> {
     let mut bounds_ok = true;
     let mut out = Vec::with_capacity(list.len());
     for (i, s) in list.iter().enumerate() {
+        let path = format!("group.capacity_schedules[{i}]");
         let mut units = |field: &str, c: Option<i64>| -> Option<i32> {
             let c = c?;
             if (1..=budget::MAX_CAPACITY).contains(&c) {
                 i32::try_from(c).ok()
             } else {
                 v.add(
-                    format!("group.capacity_schedules[{i}].{field}"),
+                    format!("{path}.{field}"),
                     format!("must be 1 to {} units", budget::MAX_CAPACITY),
                 );
                 bounds_ok = false;
@@ -145,7 +146,6 @@ pub fn capacity_schedules(
         };
         let min_replicas = units("min_capacity", s.min_capacity);
         let max_replicas = units("max_capacity", s.max_capacity);
-        let path = format!("group.capacity_schedules[{i}]");
         out.push(s.window(v, &path, (min_replicas, max_replicas)));
     }
     if !bounds_ok {
