@@ -22,8 +22,8 @@ use thiserror::Error;
 use crate::engine::hpa::settings::Settings;
 
 pub(crate) use autoscaled_wire::limits::{
-    DEFAULT_MAX_CONTAINERS, DEFAULT_MAX_KEY_BYTES, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_METRICS,
-    DEFAULT_MAX_PODS, DEFAULT_MAX_SAMPLES,
+    DEFAULT_MAX_BATCH_REQUESTS, DEFAULT_MAX_CONTAINERS, DEFAULT_MAX_KEY_BYTES,
+    DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_METRICS, DEFAULT_MAX_PODS, DEFAULT_MAX_SAMPLES,
 };
 pub use autoscaled_wire::{DEFAULT_LISTEN, EX_USAGE, Limits, VERSION};
 /// Upper bound of `commit_delay_us`: it adds to the latency of every write under load.
@@ -407,6 +407,9 @@ knobs! {
     max_samples: usize, "N", default DEFAULT_MAX_SAMPLES;
     /// Maximum containers in one request, over all its pods (and VPA container policies).
     max_containers: usize, "N", default DEFAULT_MAX_CONTAINERS;
+    /// Maximum requests in one RecommendBatch (their pods, containers and values count
+    /// together against the limits above).
+    max_batch_requests: usize, "N", default DEFAULT_MAX_BATCH_REQUESTS;
     /// gRPC calls served at once; more wait in a bounded queue.
     max_concurrent_requests: usize, "N", default 32;
     /// Calls waiting for a slot at most; beyond, a call is refused with RESOURCE_EXHAUSTED and
@@ -841,6 +844,7 @@ impl ServeArgs {
                 max_key_bytes: knobs.max_key_bytes,
                 max_samples: knobs.max_samples,
                 max_containers: knobs.max_containers,
+                max_batch_requests: knobs.max_batch_requests,
             },
             max_concurrent_requests: knobs.max_concurrent_requests,
             max_queued_requests: knobs.max_queued_requests,
@@ -983,6 +987,7 @@ impl Config {
             ("max_key_bytes", self.limits.max_key_bytes),
             ("max_samples", self.limits.max_samples),
             ("max_containers", self.limits.max_containers),
+            ("max_batch_requests", self.limits.max_batch_requests),
             ("max_concurrent_requests", self.max_concurrent_requests),
         ] {
             if v == 0 {

@@ -742,6 +742,7 @@ mod tests {
     fn every_unary_method_is_reachable() {
         for (service, method) in [
             ("autoscaled.v1.HorizontalAutoscaler", "Recommend"),
+            ("autoscaled.v1.HorizontalAutoscaler", "RecommendBatch"),
             ("autoscaled.v1.HorizontalAutoscaler", "ReportScale"),
             ("autoscaled.v1.VerticalAutoscaler", "RecordUsage"),
             ("grpc.health.v1.Health", "Check"),

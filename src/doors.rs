@@ -147,6 +147,7 @@ pub const LIMITS: &[LimitRow] = &[
     row("body_timeout", "--request-body-timeout-ms (admin 5 s)", &["grpc", "connect", "admin"]),
     row("message_bytes", "--max-message-bytes (admin: the login form, 4 KiB)", &["grpc", "connect", "admin"]),
     row("max_pods", "--max-pods (and the other counts of api::wire_limits)", &["grpc", "connect"]),
+    row("max_batch_requests", "--max-batch-requests (a batch's pods count together against --max-pods)", &["grpc", "connect"]),
     row("buffered_bytes", "--max-buffered-request-bytes", &["grpc", "connect"]),
     row("authentication", "--authz (before any body is read)", &["grpc", "connect", "admin"]),
     row("host", "--allowed-hosts (without --authz)", &["connect", "admin"]),

@@ -39,6 +39,8 @@ fn start(extra: &[&str]) -> Door {
             "65536",
             "--max-pods",
             "10",
+            "--max-batch-requests",
+            "3",
             "--max-buffered-request-bytes",
             "100000",
             "--request-body-timeout-ms",
@@ -170,6 +172,25 @@ async fn grpc(addr: SocketAddr, path: &str, pieces: Vec<Vec<u8>>, hold: bool) ->
 }
 
 const RECOMMEND: &str = "/autoscaled.v1.HorizontalAutoscaler/Recommend";
+const RECOMMEND_BATCH: &str = "/autoscaled.v1.HorizontalAutoscaler/RecommendBatch";
+
+/// A RecommendBatch of `requests` requests of `pods` (empty) pods each.
+fn batch_request(requests: usize, pods: usize) -> Vec<u8> {
+    let one = pb::RecommendRequest::decode(pods_request(pods).as_slice()).unwrap();
+    pb::RecommendBatchRequest {
+        requests: vec![one; requests],
+    }
+    .encode_to_vec()
+}
+
+/// [`batch_request`] in proto3 JSON.
+fn batch_json(requests: usize, pods: usize) -> String {
+    let pods = vec!["{}"; pods].join(",");
+    let one = format!(
+        "{{\"targetKey\":\"doors/x\",\"currentReplicas\":1,\"spec\":{{\"maxReplicas\":4}},\"pods\":[{pods}]}}"
+    );
+    format!("{{\"requests\":[{}]}}", vec![one; requests].join(","))
+}
 
 fn pods_request(n: usize) -> Vec<u8> {
     pb::RecommendRequest {
@@ -441,6 +462,78 @@ async fn every_limit_of_every_door() {
                         &proto,
                     );
                     assert_eq!(status, 429);
+                }
+                // Over the count, or over max_pods together (6 + 6 > 10: the pods of a
+                // batch count as one request's), refused whole; within both, answered.
+                ("max_batch_requests", "grpc") => {
+                    let status = grpc(
+                        door.addr(),
+                        RECOMMEND_BATCH,
+                        vec![frame(&batch_request(4, 0))],
+                        false,
+                    )
+                    .await;
+                    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+                    assert!(
+                        status.message().contains("max_batch_requests"),
+                        "{status:?}"
+                    );
+                    let status = grpc(
+                        door.addr(),
+                        RECOMMEND_BATCH,
+                        vec![frame(&batch_request(2, 6))],
+                        false,
+                    )
+                    .await;
+                    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+                    assert!(
+                        status.message().contains("requests[].pods")
+                            && status.message().contains("max_pods"),
+                        "{status:?}"
+                    );
+                    let status = grpc(
+                        door.addr(),
+                        RECOMMEND_BATCH,
+                        vec![frame(&batch_request(3, 3))],
+                        false,
+                    )
+                    .await;
+                    assert_eq!(status.code(), tonic::Code::Ok, "{status:?}");
+                }
+                ("max_batch_requests", "connect") => {
+                    let (status, body) =
+                        connect(door.addr(), "RecommendBatch", &batch_json(4, 0), "");
+                    assert_eq!(status, 429, "{body}");
+                    assert!(
+                        body.contains("\"requests\"") && body.contains("max_batch_requests"),
+                        "{body}"
+                    );
+                    let (status, body) =
+                        connect(door.addr(), "RecommendBatch", &batch_json(2, 6), "");
+                    assert_eq!(status, 429, "{body}");
+                    assert!(
+                        body.contains("requests[].pods") && body.contains("max_pods"),
+                        "{body}"
+                    );
+                    let proto = batch_request(4, 0);
+                    let (status, _) = http_with_body(
+                        door.addr(),
+                        &format!(
+                            "POST {RECOMMEND_BATCH} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/proto\r\nContent-Length: {}\r\n",
+                            proto.len()
+                        ),
+                        &proto,
+                    );
+                    assert_eq!(status, 429);
+                    let (status, body) =
+                        connect(door.addr(), "RecommendBatch", &batch_json(3, 3), "");
+                    assert_eq!(status, 200, "{body}");
+                    let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+                    assert_eq!(
+                        answer["results"].as_array().map(Vec::len),
+                        Some(3),
+                        "{body}"
+                    );
                 }
                 ("buffered_bytes", "grpc") => {
                     let body = frame(&vec![0u8; 64_000]);

@@ -11,8 +11,8 @@ use std::{net::SocketAddr, path::Path, time::Duration};
 use autoscaled::{
     config::{ClientAuth, Config, Exposure, SecurityConfig},
     pb::v1::{
-        DeleteTargetRequest, GetHistoryRequest, ListTargetsRequest, RecordUsageRequest,
-        horizontal_autoscaler_client::HorizontalAutoscalerClient,
+        DeleteTargetRequest, GetHistoryRequest, ListTargetsRequest, RecommendBatchRequest,
+        RecordUsageRequest, horizontal_autoscaler_client::HorizontalAutoscalerClient,
         vertical_autoscaler_client::VerticalAutoscalerClient,
     },
 };
@@ -291,6 +291,34 @@ async fn each_tenant_works_under_its_prefix_only_and_a_denial_stores_nothing() {
         "{}",
         denied.message()
     );
+
+    // A batch naming one target of team-b/ is refused whole: the request named, nothing
+    // stored, not even for its own target.
+    let denied = a
+        .recommend_batch(RecommendBatchRequest {
+            requests: vec![
+                recommend("team-a/batch".into()),
+                recommend("team-b/batch".into()),
+            ],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(denied.code(), Code::PermissionDenied);
+    assert!(
+        denied.message().starts_with("requests[1]: ") && denied.message().contains("team-b/batch"),
+        "{}",
+        denied.message()
+    );
+    for key in ["team-a/batch", "team-b/batch"] {
+        let absent = auditor
+            .get_history(GetHistoryRequest {
+                target_key: key.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(absent.code(), Code::NotFound, "{key} was stored");
+    }
 
     // Tenant B's own targets.
     for key in ["team-b/api", "team-b/db"] {

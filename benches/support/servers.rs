@@ -130,6 +130,25 @@ impl HorizontalAutoscaler for Noop {
         Ok(Response::new(self.response.clone()))
     }
 
+    /// The fixed decision for each request.
+    async fn recommend_batch(
+        &self,
+        request: Request<pb::RecommendBatchRequest>,
+    ) -> Result<Response<pb::RecommendBatchResponse>, Status> {
+        let answer = || pb::RecommendBatchResult {
+            result: Some(pb::recommend_batch_result::Result::Response(
+                self.response.clone(),
+            )),
+        };
+        let results = request
+            .get_ref()
+            .requests
+            .iter()
+            .map(|_| answer())
+            .collect();
+        Ok(Response::new(pb::RecommendBatchResponse { results }))
+    }
+
     async fn get_history(
         &self,
         request: Request<pb::GetHistoryRequest>,

@@ -22,6 +22,17 @@ type HorizontalAutoscalerClient interface {
 	// `dry_run` is set, the recommendation and scale event are recorded before the response
 	// is sent (durable on disk).
 	Recommend(ctx context.Context, in *RecommendRequest, opts ...grpc.CallOption) (*RecommendResponse, error)
+	// Several Recommends in one call, for a caller that decides many targets each period (the
+	// agent): each request is decided exactly as its own Recommend would be (authorization,
+	// policies, groups, dry runs, shadow mode), and its result is that call's response or error,
+	// in the request's order. The recorded decisions share one flush before the answer. A
+	// request that fails (its INVALID_ARGUMENT names its own fields) stores nothing and does not
+	// stop the others. The whole call fails, and nothing is stored, when it has more than
+	// `max_batch_requests` requests (RESOURCE_EXHAUSTED naming `requests`), when its requests
+	// together exceed a request limit (pods, containers, values: RESOURCE_EXHAUSTED naming
+	// `requests[].pods`; the limits on a spec hold for each request), or when the caller may
+	// not decide one of its targets (PERMISSION_DENIED, the message naming `requests[i]`).
+	RecommendBatch(ctx context.Context, in *RecommendBatchRequest, opts ...grpc.CallOption) (*RecommendBatchResponse, error)
 	// Returns the decisions recorded for a target and the history in force. NOT_FOUND if the
 	// target has none.
 	GetHistory(ctx context.Context, in *GetHistoryRequest, opts ...grpc.CallOption) (*TargetHistory, error)
@@ -78,6 +89,15 @@ func NewHorizontalAutoscalerClient(cc grpc.ClientConnInterface) HorizontalAutosc
 func (c *horizontalAutoscalerClient) Recommend(ctx context.Context, in *RecommendRequest, opts ...grpc.CallOption) (*RecommendResponse, error) {
 	out := new(RecommendResponse)
 	err := c.cc.Invoke(ctx, "/autoscaled.v1.HorizontalAutoscaler/Recommend", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *horizontalAutoscalerClient) RecommendBatch(ctx context.Context, in *RecommendBatchRequest, opts ...grpc.CallOption) (*RecommendBatchResponse, error) {
+	out := new(RecommendBatchResponse)
+	err := c.cc.Invoke(ctx, "/autoscaled.v1.HorizontalAutoscaler/RecommendBatch", in, out, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -209,6 +229,17 @@ type HorizontalAutoscalerServer interface {
 	// `dry_run` is set, the recommendation and scale event are recorded before the response
 	// is sent (durable on disk).
 	Recommend(context.Context, *RecommendRequest) (*RecommendResponse, error)
+	// Several Recommends in one call, for a caller that decides many targets each period (the
+	// agent): each request is decided exactly as its own Recommend would be (authorization,
+	// policies, groups, dry runs, shadow mode), and its result is that call's response or error,
+	// in the request's order. The recorded decisions share one flush before the answer. A
+	// request that fails (its INVALID_ARGUMENT names its own fields) stores nothing and does not
+	// stop the others. The whole call fails, and nothing is stored, when it has more than
+	// `max_batch_requests` requests (RESOURCE_EXHAUSTED naming `requests`), when its requests
+	// together exceed a request limit (pods, containers, values: RESOURCE_EXHAUSTED naming
+	// `requests[].pods`; the limits on a spec hold for each request), or when the caller may
+	// not decide one of its targets (PERMISSION_DENIED, the message naming `requests[i]`).
+	RecommendBatch(context.Context, *RecommendBatchRequest) (*RecommendBatchResponse, error)
 	// Returns the decisions recorded for a target and the history in force. NOT_FOUND if the
 	// target has none.
 	GetHistory(context.Context, *GetHistoryRequest) (*TargetHistory, error)
@@ -261,6 +292,9 @@ type UnimplementedHorizontalAutoscalerServer struct {
 
 func (UnimplementedHorizontalAutoscalerServer) Recommend(context.Context, *RecommendRequest) (*RecommendResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Recommend not implemented")
+}
+func (UnimplementedHorizontalAutoscalerServer) RecommendBatch(context.Context, *RecommendBatchRequest) (*RecommendBatchResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RecommendBatch not implemented")
 }
 func (UnimplementedHorizontalAutoscalerServer) GetHistory(context.Context, *GetHistoryRequest) (*TargetHistory, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method GetHistory not implemented")
@@ -328,6 +362,24 @@ func _HorizontalAutoscaler_Recommend_Handler(srv interface{}, ctx context.Contex
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(HorizontalAutoscalerServer).Recommend(ctx, req.(*RecommendRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HorizontalAutoscaler_RecommendBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecommendBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HorizontalAutoscalerServer).RecommendBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/autoscaled.v1.HorizontalAutoscaler/RecommendBatch",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HorizontalAutoscalerServer).RecommendBatch(ctx, req.(*RecommendBatchRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -573,6 +625,10 @@ var _HorizontalAutoscaler_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Recommend",
 			Handler:    _HorizontalAutoscaler_Recommend_Handler,
+		},
+		{
+			MethodName: "RecommendBatch",
+			Handler:    _HorizontalAutoscaler_RecommendBatch_Handler,
 		},
 		{
 			MethodName: "GetHistory",

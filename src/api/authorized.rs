@@ -134,6 +134,41 @@ impl<S> Authorized<S> {
         auth::authorize(caller(request), self.enforce, verb, key)
     }
 
+    /// A Recommend's checks, on `item` of `request` (itself, or the request `batch` of a
+    /// batch, whose fields are named `requests[i].target_key` and whose refusals say
+    /// `requests[i]: `): `recommend` on its target, and `read` on its policy, whose spec the
+    /// call reads.
+    fn check_recommend<T>(
+        &self,
+        request: &Request<T>,
+        item: &RecommendRequest,
+        batch: Option<usize>,
+    ) -> Result<(), Status> {
+        let at = batch.map(|i| format!("requests[{i}]"));
+        let field = |name: &str| match &at {
+            Some(at) => format!("{at}.{name}"),
+            None => name.to_owned(),
+        };
+        let named = |status: Status| match (&at, status.code()) {
+            (Some(at), tonic::Code::PermissionDenied | tonic::Code::Unauthenticated) => {
+                Status::new(status.code(), format!("{at}: {}", status.message()))
+            }
+            _ => status,
+        };
+        self.check(
+            request,
+            Verb::Recommend,
+            &field("target_key"),
+            &item.target_key,
+        )
+        .map_err(named)?;
+        if !item.policy.is_empty() {
+            self.check(request, Verb::Read, &field("policy"), &item.policy)
+                .map_err(named)?;
+        }
+        Ok(())
+    }
+
     /// [`Self::check`] on the request's `target_key`.
     fn check_target<T: Keyed>(&self, request: &Request<T>, verb: Verb) -> Result<(), Status> {
         self.check(request, verb, "target_key", request.get_ref().target_key())
@@ -164,7 +199,6 @@ macro_rules! keyed {
 }
 
 keyed!(
-    RecommendRequest,
     ReportScaleRequest,
     GetHistoryRequest,
     RecordUsageRequest,
@@ -260,12 +294,20 @@ impl<S: HorizontalAutoscaler + TargetSummaries> HorizontalAutoscaler for Authori
         &self,
         request: Request<RecommendRequest>,
     ) -> Result<Response<RecommendResponse>, Status> {
-        self.check_target(&request, Verb::Recommend)?;
-        // A policy's spec is read by the call: `read` on its name.
-        if !request.get_ref().policy.is_empty() {
-            self.check(&request, Verb::Read, "policy", &request.get_ref().policy)?;
-        }
+        self.check_recommend(&request, request.get_ref(), None)?;
         self.inner.recommend(request).await
+    }
+
+    /// Every request's checks before any is decided: a batch naming one target (or policy)
+    /// the caller may not use is refused whole, and stores nothing.
+    async fn recommend_batch(
+        &self,
+        request: Request<pb::RecommendBatchRequest>,
+    ) -> Result<Response<pb::RecommendBatchResponse>, Status> {
+        for (i, item) in request.get_ref().requests.iter().enumerate() {
+            self.check_recommend(&request, item, Some(i))?;
+        }
+        self.inner.recommend_batch(request).await
     }
 
     /// The outcome of a Recommend's rescale: the same verb as the call it completes.

@@ -579,10 +579,11 @@ type Client = crate::pb::v1::horizontal_autoscaler_client::HorizontalAutoscalerC
     tonic::transport::Channel,
 >;
 
-#[tonic::async_trait]
-impl HorizontalAutoscaler for HorizontalService {
+impl HorizontalService {
+    /// One Recommend, whether its own call or a request of a batch: forwarded to the
+    /// target's owner when another replica decides it, else decided here.
     #[tracing::instrument(name = "Recommend", skip_all, fields(target.key = Empty, dry_run = Empty, decision.current = Empty, decision.desired = Empty, decision.path = Empty))]
-    async fn recommend(
+    async fn recommend_one(
         &self,
         request: Request<RecommendRequest>,
     ) -> Result<Response<RecommendResponse>, Status> {
@@ -596,6 +597,35 @@ impl HorizontalAutoscaler for HorizontalService {
         }
         let response = self.do_recommend(request.into_inner()).await?;
         Ok(Response::new(response))
+    }
+}
+
+#[tonic::async_trait]
+impl HorizontalAutoscaler for HorizontalService {
+    async fn recommend(
+        &self,
+        request: Request<RecommendRequest>,
+    ) -> Result<Response<RecommendResponse>, Status> {
+        self.recommend_one(request).await
+    }
+
+    /// Each request as its own call (`recommend_one`, with the batch's metadata), all at
+    /// once: their commits land together and share the flushes they wait for, so a batch of
+    /// N decisions pays one call's transport and about one flush, not N. Its limits (the
+    /// number of requests, the pods of all together) were checked on the wire before it was
+    /// decoded, and its targets by `Authorized`.
+    #[tracing::instrument(name = "RecommendBatch", skip_all, fields(requests = request.get_ref().requests.len()))]
+    async fn recommend_batch(
+        &self,
+        request: Request<pb::RecommendBatchRequest>,
+    ) -> Result<Response<pb::RecommendBatchResponse>, Status> {
+        let (metadata, extensions, batch) = request.into_parts();
+        let calls = batch.requests.into_iter().map(|item| {
+            let request = Request::from_parts(metadata.clone(), extensions.clone(), item);
+            async move { super::status::batch_result(self.recommend_one(request).await) }
+        });
+        let results = futures_util::future::join_all(calls).await;
+        Ok(Response::new(pb::RecommendBatchResponse { results }))
     }
 
     #[tracing::instrument(name = "GetHistory", skip_all, fields(target.key = Empty))]

@@ -60,7 +60,7 @@ pub(crate) fn route(path: &str) -> Route {
     };
     match service {
         "autoscaled.v1.HorizontalAutoscaler" => match method {
-            "Recommend" | "ReportScale" => Route::Method(Verb::Recommend),
+            "Recommend" | "RecommendBatch" | "ReportScale" => Route::Method(Verb::Recommend),
             "GetHistory" | "ListTargets" | "Simulate" => Route::Method(Verb::Read),
             "DeleteTarget" => Route::Method(Verb::Delete),
             "GetPolicy" | "ListPolicies" | "GetScalingGroup" | "ListScalingGroups" => {

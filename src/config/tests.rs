@@ -21,6 +21,7 @@ fn defaults_are_documented_values() {
     assert_eq!(c.vpa_max_clock_skew, Duration::from_secs(300));
     assert_eq!(c.limits.max_samples, 100_000);
     assert_eq!(c.limits.max_containers, 100_000);
+    assert_eq!(c.limits.max_batch_requests, 100);
     assert_eq!(c.max_concurrent_requests, 32);
     assert_eq!(c.max_queued_requests, 1024);
     assert_eq!(c.max_queue_wait, Duration::from_secs(1));
@@ -212,6 +213,7 @@ fn out_of_range_values_name_the_key() {
         ("max_pods = 0", "max_pods"),
         ("max_samples = 0", "max_samples"),
         ("max_containers = 0", "max_containers"),
+        ("max_batch_requests = 0", "max_batch_requests"),
         ("max_concurrent_requests = 0", "max_concurrent_requests"),
         ("log = \"[[[\"", "log"),
         (

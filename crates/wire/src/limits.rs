@@ -12,6 +12,8 @@ pub const DEFAULT_MAX_METRICS: usize = 64;
 pub const DEFAULT_MAX_CONTAINERS: usize = 100_000;
 /// Default maximum number of VPA usage samples plus OOM events in one RecordUsage.
 pub const DEFAULT_MAX_SAMPLES: usize = 100_000;
+/// Default maximum number of requests in one RecommendBatch.
+pub const DEFAULT_MAX_BATCH_REQUESTS: usize = 100;
 /// Default maximum length of a target key, in bytes.
 pub const DEFAULT_MAX_KEY_BYTES: usize = 512;
 
@@ -31,6 +33,10 @@ pub struct Limits {
     pub max_samples: usize,
     /// Containers in one request, over all its pods.
     pub max_containers: usize,
+    /// `--max-batch-requests`: requests in one RecommendBatch. A batch's pods, containers
+    /// and values count together against their limits, so a batch costs the memory of one
+    /// request; this bounds the work one call holds a slot for.
+    pub max_batch_requests: usize,
 }
 
 impl Default for Limits {
@@ -42,6 +48,7 @@ impl Default for Limits {
             max_key_bytes: DEFAULT_MAX_KEY_BYTES,
             max_samples: DEFAULT_MAX_SAMPLES,
             max_containers: DEFAULT_MAX_CONTAINERS,
+            max_batch_requests: DEFAULT_MAX_BATCH_REQUESTS,
         }
     }
 }

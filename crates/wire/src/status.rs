@@ -229,6 +229,34 @@ impl From<ApiError> for Status {
     }
 }
 
+/// A request's answer in a RecommendBatch: its response, or its error as the status its own
+/// Recommend call would have carried (code, message, and the BadRequest detail's fields).
+pub fn batch_result(
+    result: Result<tonic::Response<crate::pb::v1::RecommendResponse>, Status>,
+) -> crate::pb::v1::RecommendBatchResult {
+    use crate::pb::v1::{FieldViolation, RecommendError, recommend_batch_result::Result};
+    let result = match result {
+        Ok(response) => Result::Response(response.into_inner()),
+        Err(status) => Result::Error(RecommendError {
+            code: status.code() as i32,
+            message: status.message().to_owned(),
+            field_violations: status
+                .get_details_bad_request()
+                .map(|bad| bad.field_violations)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|v| FieldViolation {
+                    field: v.field,
+                    description: v.description,
+                })
+                .collect(),
+        }),
+    };
+    crate::pb::v1::RecommendBatchResult {
+        result: Some(result),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,7 +20,9 @@ use std::any::TypeId;
 
 use crate::{
     limits::Limits,
-    pb::v1::{GetRecommendationRequest, RecommendRequest, RecordUsageRequest},
+    pb::v1::{
+        GetRecommendationRequest, RecommendBatchRequest, RecommendRequest, RecordUsageRequest,
+    },
     status::ApiError,
 };
 
@@ -31,6 +33,7 @@ enum Limit {
     Containers,
     Metrics,
     Samples,
+    BatchRequests,
 }
 
 impl Limit {
@@ -40,6 +43,7 @@ impl Limit {
             Limit::Containers => limits.max_containers,
             Limit::Metrics => limits.max_metrics,
             Limit::Samples => limits.max_samples,
+            Limit::BatchRequests => limits.max_batch_requests,
         }
     }
 
@@ -49,6 +53,7 @@ impl Limit {
             Limit::Containers => "max_containers",
             Limit::Metrics => "max_metrics",
             Limit::Samples => "max_samples",
+            Limit::BatchRequests => "max_batch_requests",
         }
     }
 }
@@ -59,6 +64,9 @@ struct Counter {
     /// What is counted, for the message ("pods", "metric and resource values").
     what: &'static str,
     limit: Limit,
+    /// Counted per request of a batch (a spec's lists: each request has its own); the
+    /// others count over the whole batch, so that a batch costs the memory of one request.
+    per_request: bool,
 }
 
 /// A field of a message the walk looks at; other fields are skipped.
@@ -74,6 +82,9 @@ struct Field {
     counter: Option<usize>,
     /// The element's message, to walk into.
     child: Option<&'static [Field]>,
+    /// Each element is one request of a batch: counted against `max_batch_requests`, its
+    /// per-request counters start again, and errors inside name it (`requests[].pods`).
+    request: bool,
 }
 
 /// The fields to count of one request type (opaque: a [`schema_named`] for [`check_json`]).
@@ -97,6 +108,44 @@ const fn field(
         path,
         counter,
         child,
+        request: false,
+    }
+}
+
+/// The requests of a batch (see [`Field::request`]), each counted in `counter` and walked
+/// as `child`.
+const fn requests(
+    number: u32,
+    names: [&'static str; 2],
+    path: &'static str,
+    counter: usize,
+    child: &'static [Field],
+) -> Field {
+    Field {
+        number,
+        names,
+        path,
+        counter: Some(counter),
+        child: Some(child),
+        request: true,
+    }
+}
+
+/// A counter of `what`, held to `limit` over the whole request (a batch's included).
+const fn total(what: &'static str, limit: Limit) -> Counter {
+    Counter {
+        what,
+        limit,
+        per_request: false,
+    }
+}
+
+/// A counter held to `limit` in each request of a batch.
+const fn each(what: &'static str, limit: Limit) -> Counter {
+    Counter {
+        what,
+        limit,
+        per_request: true,
     }
 }
 
@@ -110,6 +159,7 @@ const OBJECT: usize = 5;
 const EXTERNAL: usize = 6;
 const UNAVAILABLE: usize = 7;
 const ORPHANS: usize = 8;
+const BATCH: usize = 9;
 
 const CONTAINER_SAMPLE: &[Field] = &[
     field(
@@ -196,78 +246,66 @@ const HORIZONTAL_SPEC: &[Field] = &[
         Some(BEHAVIOR),
     ),
 ];
+const RECOMMEND_FIELDS: &[Field] = &[
+    field(4, ["spec", "spec"], "spec", None, Some(HORIZONTAL_SPEC)),
+    field(5, ["pods", "pods"], "pods", Some(PODS), Some(POD_SAMPLE)),
+    field(
+        6,
+        ["object_metrics_milli", "objectMetricsMilli"],
+        "object_metrics_milli",
+        Some(OBJECT),
+        None,
+    ),
+    field(
+        7,
+        ["external_metrics", "externalMetrics"],
+        "external_metrics",
+        Some(EXTERNAL),
+        None,
+    ),
+    field(
+        8,
+        ["unavailable_metrics", "unavailableMetrics"],
+        "unavailable_metrics",
+        Some(UNAVAILABLE),
+        None,
+    ),
+    field(
+        9,
+        ["orphan_pod_metrics", "orphanPodMetrics"],
+        "orphan_pod_metrics",
+        Some(ORPHANS),
+        Some(ORPHAN),
+    ),
+];
+/// A RecommendRequest's counters; a batch's are the same, plus its requests (`BATCH`).
+const RECOMMEND_COUNTERS: [Counter; 10] = [
+    total("pods", Limit::Pods),
+    total("containers", Limit::Containers),
+    total("metric, request and usage values", Limit::Samples),
+    each("metrics", Limit::Metrics),
+    each("scaling policies", Limit::Metrics),
+    each("object metric values", Limit::Metrics),
+    each("external metrics", Limit::Metrics),
+    each("unavailable metrics", Limit::Metrics),
+    total("orphan pods", Limit::Pods),
+    total("requests", Limit::BatchRequests),
+];
 const RECOMMEND: Schema = Schema {
     name: "RecommendRequest",
-    root: &[
-        field(4, ["spec", "spec"], "spec", None, Some(HORIZONTAL_SPEC)),
-        field(5, ["pods", "pods"], "pods", Some(PODS), Some(POD_SAMPLE)),
-        field(
-            6,
-            ["object_metrics_milli", "objectMetricsMilli"],
-            "object_metrics_milli",
-            Some(OBJECT),
-            None,
-        ),
-        field(
-            7,
-            ["external_metrics", "externalMetrics"],
-            "external_metrics",
-            Some(EXTERNAL),
-            None,
-        ),
-        field(
-            8,
-            ["unavailable_metrics", "unavailableMetrics"],
-            "unavailable_metrics",
-            Some(UNAVAILABLE),
-            None,
-        ),
-        field(
-            9,
-            ["orphan_pod_metrics", "orphanPodMetrics"],
-            "orphan_pod_metrics",
-            Some(ORPHANS),
-            Some(ORPHAN),
-        ),
-    ],
-    counters: &[
-        Counter {
-            what: "pods",
-            limit: Limit::Pods,
-        },
-        Counter {
-            what: "containers",
-            limit: Limit::Containers,
-        },
-        Counter {
-            what: "metric, request and usage values",
-            limit: Limit::Samples,
-        },
-        Counter {
-            what: "metrics",
-            limit: Limit::Metrics,
-        },
-        Counter {
-            what: "scaling policies",
-            limit: Limit::Metrics,
-        },
-        Counter {
-            what: "object metric values",
-            limit: Limit::Metrics,
-        },
-        Counter {
-            what: "external metrics",
-            limit: Limit::Metrics,
-        },
-        Counter {
-            what: "unavailable metrics",
-            limit: Limit::Metrics,
-        },
-        Counter {
-            what: "orphan pods",
-            limit: Limit::Pods,
-        },
-    ],
+    root: RECOMMEND_FIELDS,
+    counters: &RECOMMEND_COUNTERS,
+};
+const RECOMMEND_BATCH: Schema = Schema {
+    name: "RecommendBatchRequest",
+    root: &[requests(
+        1,
+        ["requests", "requests"],
+        "requests",
+        BATCH,
+        RECOMMEND_FIELDS,
+    )],
+    counters: &RECOMMEND_COUNTERS,
 };
 
 const RECORD_USAGE: Schema = Schema {
@@ -276,10 +314,7 @@ const RECORD_USAGE: Schema = Schema {
         field(2, ["samples", "samples"], "samples", Some(0), None),
         field(3, ["oom_events", "oomEvents"], "oom_events", Some(0), None),
     ],
-    counters: &[Counter {
-        what: "samples and OOM events",
-        limit: Limit::Samples,
-    }],
+    counters: &[total("samples and OOM events", Limit::Samples)],
 };
 
 const VERTICAL_POLICY: &[Field] = &[field(
@@ -308,14 +343,8 @@ const GET_RECOMMENDATION: Schema = Schema {
         ),
     ],
     counters: &[
-        Counter {
-            what: "container policies",
-            limit: Limit::Containers,
-        },
-        Counter {
-            what: "integer-CPU containers",
-            limit: Limit::Containers,
-        },
+        total("container policies", Limit::Containers),
+        total("integer-CPU containers", Limit::Containers),
     ],
 };
 
@@ -324,6 +353,8 @@ pub(crate) fn schema_of<U: 'static>() -> Option<&'static Schema> {
     let id = TypeId::of::<U>();
     if id == TypeId::of::<RecommendRequest>() {
         Some(&RECOMMEND)
+    } else if id == TypeId::of::<RecommendBatchRequest>() {
+        Some(&RECOMMEND_BATCH)
     } else if id == TypeId::of::<RecordUsageRequest>() {
         Some(&RECORD_USAGE)
     } else if id == TypeId::of::<GetRecommendationRequest>() {
@@ -334,7 +365,7 @@ pub(crate) fn schema_of<U: 'static>() -> Option<&'static Schema> {
 }
 
 /// Most counters of any schema.
-const MAX_COUNTERS: usize = 9;
+const MAX_COUNTERS: usize = 10;
 /// Group nesting the walk follows (prost's recursion limit).
 const MAX_DEPTH: u32 = 100;
 
@@ -354,6 +385,7 @@ pub(crate) fn check(schema: &Schema, bytes: &[u8], limits: &Limits) -> Result<()
         schema,
         limits,
         counts: [0; MAX_COUNTERS],
+        request: None,
     };
     match walk.message(schema.root, bytes) {
         Ok(()) | Err(Stop::Malformed) => Ok(()),
@@ -365,6 +397,8 @@ struct Walk<'a> {
     schema: &'a Schema,
     limits: &'a Limits,
     counts: [usize; MAX_COUNTERS],
+    /// Inside a request of a batch: the batch's field (`requests`).
+    request: Option<&'static str>,
 }
 
 impl Walk<'_> {
@@ -385,7 +419,9 @@ impl Walk<'_> {
                             self.count(counter, f.path)?;
                         }
                         if let Some(child) = f.child {
+                            self.enter(f);
                             self.message(child, payload)?;
+                            self.leave(f);
                         }
                     }
                 }
@@ -395,17 +431,41 @@ impl Walk<'_> {
         Ok(())
     }
 
+    /// Into an element of `f`: a request of a batch starts its per-request counts again.
+    fn enter(&mut self, f: &Field) {
+        if f.request {
+            self.request = Some(f.path);
+            for (count, counter) in self.counts.iter_mut().zip(self.schema.counters) {
+                if counter.per_request {
+                    *count = 0;
+                }
+            }
+        }
+    }
+
+    fn leave(&mut self, f: &Field) {
+        if f.request {
+            self.request = None;
+        }
+    }
+
     fn count(&mut self, counter: usize, path: &'static str) -> Result<(), Stop> {
         let c = &self.schema.counters[counter];
         let limit = c.limit.value(self.limits);
         self.counts[counter] += 1;
         if self.counts[counter] > limit {
+            let (field, within) = match self.request {
+                Some(batch) if c.per_request => {
+                    (format!("{batch}[].{path}"), "RecommendRequest of the batch")
+                }
+                Some(batch) => (format!("{batch}[].{path}"), self.schema.name),
+                None => (path.to_owned(), self.schema.name),
+            };
             return Err(Stop::Exceeded(ApiError::ResourceExhausted {
-                field: path.to_owned(),
+                field,
                 message: format!(
-                    "more than {limit} {} in one {} ({})",
+                    "more than {limit} {} in one {within} ({})",
                     c.what,
-                    self.schema.name,
                     c.limit.key()
                 ),
             }));
@@ -460,6 +520,7 @@ fn skip(wire: u64, number: u32, buf: &mut &[u8], depth: u32) -> Result<(), Stop>
 pub fn schema_named(full_name: &str) -> Option<&'static Schema> {
     match full_name {
         "autoscaled.v1.RecommendRequest" => Some(&RECOMMEND),
+        "autoscaled.v1.RecommendBatchRequest" => Some(&RECOMMEND_BATCH),
         "autoscaled.v1.RecordUsageRequest" => Some(&RECORD_USAGE),
         "autoscaled.v1.GetRecommendationRequest" => Some(&GET_RECOMMENDATION),
         _ => None,
@@ -480,6 +541,7 @@ pub fn check_json(schema: &Schema, bytes: &[u8], limits: &Limits) -> Result<(), 
         schema,
         limits,
         counts: [0; MAX_COUNTERS],
+        request: None,
     };
     let mut json = Json { bytes, pos: 0 };
     match json.object(&mut walk, Some(schema.root), 0) {
@@ -549,7 +611,12 @@ impl Json<'_> {
                         walk.count(counter, f.path)?;
                     }
                     match (f.child, json.peek()) {
-                        (Some(child), Some(b'{')) => json.object(walk, Some(child), depth + 1),
+                        (Some(child), Some(b'{')) => {
+                            walk.enter(f);
+                            json.object(walk, Some(child), depth + 1)?;
+                            walk.leave(f);
+                            Ok(())
+                        }
                         _ => json.skip(depth + 1),
                     }
                 })

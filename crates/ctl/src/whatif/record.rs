@@ -90,6 +90,27 @@ impl HorizontalAutoscaler for Recorder {
         Ok(Response::new(response))
     }
 
+    /// Forwarded whole; each request the server answered is recorded, as its own call
+    /// would be.
+    async fn recommend_batch(
+        &self,
+        request: Request<api::RecommendBatchRequest>,
+    ) -> Result<Response<api::RecommendBatchResponse>, Status> {
+        let request = request.into_inner();
+        let response = self
+            .upstream
+            .clone()
+            .recommend_batch(request.clone())
+            .await?
+            .into_inner();
+        for (request, result) in request.requests.into_iter().zip(&response.results) {
+            if let Some(api::recommend_batch_result::Result::Response(answer)) = &result.result {
+                self.record(request, answer);
+            }
+        }
+        Ok(Response::new(response))
+    }
+
     async fn get_history(
         &self,
         request: Request<api::GetHistoryRequest>,
