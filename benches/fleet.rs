@@ -27,6 +27,10 @@
 //! CPU per call against the no-op's is what deciding costs, and the real call's against the
 //! dry run's is what the durable write (records, sled, group commit) costs.
 //!
+//! Batches (`FLEET_BATCH=K`, default 1): with K > 1 every call is a RecommendBatch of K
+//! targets (4 calls in flight, as an agent sends its period's targets), to the server and to
+//! the no-op alike; calls, errors and CPU are then counted per decision, not per call.
+//!
 //! Full windows at a million targets (`FLEET_CLONE_FROM=K`, `0 < K < FLEET_TARGETS`): a
 //! gRPC warm-up of 1 M targets × 21 rounds is 21 M calls, hours on 2 cores. Instead only the
 //! first `K` targets are warmed through gRPC for the full `FLEET_WARMUP_ROUNDS` and measured
@@ -93,6 +97,8 @@ use steady_state::{PODS, recommend_request};
 const CHANNELS: usize = 4;
 /// Calls in flight.
 const IN_FLIGHT: usize = 64;
+/// RecommendBatch calls in flight (`FLEET_BATCH`).
+const BATCHES_IN_FLIGHT: usize = 4;
 /// Kubernetes' sync period (`--horizontal-pod-autoscaler-sync-period`).
 const PERIOD_SECS: i64 = 15;
 
@@ -267,6 +273,19 @@ fn main() -> anyhow::Result<()> {
         None => None,
     };
     let noop_result = measure(&runtime, &fleet, &noop, disk, next_round, measure_rounds)?;
+    // In batches, the no-op answering the same decisions one Recommend each as well: the
+    // floor of a single call, which the issue's ratio is taken against.
+    let noop_single = match fleet.batch {
+        1 => None,
+        _ => Some(measure(
+            &runtime,
+            &fleet.single(),
+            &noop,
+            disk,
+            next_round,
+            measure_rounds,
+        )?),
+    };
     let noop_rss = proc_status_kib(noop_pid, "VmRSS:")?;
     drop(noop);
 
@@ -387,6 +406,23 @@ fn main() -> anyhow::Result<()> {
                 answering.as_secs_f64()
             );
         }
+    }
+    if let Some(single) = &noop_single {
+        let single_us = single.cpu_per_call(calls).0;
+        let dry_us = dry_run.as_ref().map_or(f64::NAN, |d| {
+            d.cpu_per_call(targets as u64 * dry_run_rounds).0
+        });
+        println!(
+            "\nIn batches of {} (RecommendBatch, {BATCHES_IN_FLIGHT} in flight): the server's \
+             CPU per decision {:.1} µs applied, {dry_us:.1} µs dry run; the no-op's {:.1} µs \
+             per decision in the same batches and {single_us:.1} µs per single Recommend: \
+             applied {:.2}x and dry runs {:.2}x the single call's.",
+            fleet.batch,
+            report.real_per_call(),
+            report.noop_per_call(),
+            report.real_per_call() / single_us,
+            dry_us / single_us,
+        );
     }
     if let Some(dry) = &dry_run {
         let (dry_us, dry_kernel_us) = dry.cpu_per_call(targets as u64 * dry_run_rounds);
@@ -620,6 +656,8 @@ struct Fleet {
     t0: i64,
     template: Arc<pb::RecommendRequest>,
     load: Load,
+    /// Targets per call: 1 for Recommend, more for RecommendBatch (`FLEET_BATCH`).
+    batch: usize,
 }
 
 impl Fleet {
@@ -633,6 +671,9 @@ impl Fleet {
             t0,
             template: Arc::new(template),
             load,
+            batch: usize::try_from(env_u64("FLEET_BATCH", 1))
+                .unwrap_or(1)
+                .max(1),
         }
     }
 
@@ -658,6 +699,15 @@ impl Fleet {
 
     fn key(&self, target: usize) -> String {
         target_key(target)
+    }
+
+    /// The same requests, one Recommend each.
+    fn single(&self) -> Self {
+        Fleet {
+            template: Arc::clone(&self.template),
+            batch: 1,
+            ..*self
+        }
     }
 
     /// The same calls with `dry_run` set: decided, not recorded.
@@ -691,8 +741,14 @@ impl Fleet {
         let next = Arc::new(AtomicUsize::new(0));
         let round_template = self.template_for(round);
         let started = Instant::now();
-        let mut tasks = Vec::with_capacity(IN_FLIGHT);
-        for task in 0..IN_FLIGHT {
+        let batch = self.batch;
+        let in_flight = if batch > 1 {
+            BATCHES_IN_FLIGHT
+        } else {
+            IN_FLIGHT
+        };
+        let mut tasks = Vec::with_capacity(in_flight);
+        for task in 0..in_flight {
             let mut client = clients[task % CHANNELS].clone();
             let (next, template, targets) = (next.clone(), round_template.clone(), self.targets);
             tasks.push(tokio::spawn(async move {
@@ -700,19 +756,46 @@ impl Fleet {
                     Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("valid bounds");
                 let (mut ok, mut errors) = (0u64, 0u64);
                 loop {
-                    let target = next.fetch_add(1, Ordering::Relaxed);
-                    if target >= targets {
+                    let first = next.fetch_add(batch, Ordering::Relaxed);
+                    if first >= targets {
                         break;
                     }
-                    let mut request = (*template).clone();
-                    request.target_key = target_key(target);
-                    request.evaluation_time = Some(time);
+                    let request = |target| {
+                        let mut request = (*template).clone();
+                        request.target_key = target_key(target);
+                        request.evaluation_time = Some(time);
+                        request
+                    };
                     let sent = Instant::now();
-                    match client.recommend(request).await {
-                        Ok(_) => ok += 1,
+                    let answered = if batch == 1 {
+                        client.recommend(request(first)).await.map(|_| (1, 0))
+                    } else {
+                        let requests = (first..targets.min(first + batch)).map(request).collect();
+                        client
+                            .recommend_batch(pb::RecommendBatchRequest { requests })
+                            .await
+                            .map(|answer| {
+                                let results = answer.into_inner().results;
+                                let failed = results
+                                    .iter()
+                                    .filter(|r| {
+                                        !matches!(
+                                            r.result,
+                                            Some(pb::recommend_batch_result::Result::Response(_))
+                                        )
+                                    })
+                                    .count() as u64;
+                                (results.len() as u64 - failed, failed)
+                            })
+                    };
+                    match answered {
+                        Ok((answered, failed)) => {
+                            ok += answered;
+                            errors += failed;
+                        }
                         Err(status) => {
-                            errors += 1;
-                            if errors == 1 {
+                            errors += batch as u64;
+                            if errors <= batch as u64 {
                                 eprintln!("  error: {status}");
                             }
                             continue;

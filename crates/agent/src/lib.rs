@@ -5,6 +5,7 @@
 //! (`ReportScale`). See docs/agent.md.
 
 pub mod actuate;
+pub mod batch;
 pub mod check;
 pub mod command;
 pub mod config;

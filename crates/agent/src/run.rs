@@ -43,6 +43,8 @@ pub type Service = HorizontalAutoscalerClient<InterceptedService<Channel, Creden
 pub struct Server {
     pub client: Service,
     pub addr: String,
+    /// The targets' Recommends, sent as batches (`batch`).
+    pub batches: crate::batch::Batches,
 }
 
 impl Server {
@@ -102,8 +104,10 @@ pub fn service(server: &ServerConfig) -> Result<Server, String> {
         .timeout(server.timeout)
         .connect_timeout(Duration::from_secs(3));
     let credentials = security.credentials().map_err(|e| format!("server: {e}"))?;
+    let client = HorizontalAutoscalerClient::with_interceptor(endpoint.connect_lazy(), credentials);
     Ok(Server {
-        client: HorizontalAutoscalerClient::with_interceptor(endpoint.connect_lazy(), credentials),
+        batches: crate::batch::Batches::new(client.clone()),
+        client,
         addr: server.addr.clone(),
     })
 }
@@ -129,13 +133,18 @@ fn loopback(addr: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-/// Where each target's first period falls in its sync period: spread by the key's hash, so
-/// that targets configured together do not fire together (and a restart keeps the spread).
+/// Where each target's first period falls in its sync period: one of the period's whole
+/// seconds, chosen by the key's hash, so that targets configured together do not all fire
+/// at once (and a restart keeps the spread), while those of one second fire together and
+/// their Recommends go as one batch (`batch`). A period under two seconds is spread evenly.
 fn offset(key: &str, period: Duration) -> Duration {
     let mut h = DefaultHasher::new();
     key.hash(&mut h);
-    let fraction = (h.finish() % 10_000) as f64 / 10_000.0;
-    period.mul_f64(fraction)
+    let hash = h.finish();
+    match period.as_secs() {
+        0 | 1 => period.mul_f64((hash % 10_000) as f64 / 10_000.0),
+        seconds => Duration::from_secs(hash % seconds),
+    }
 }
 
 /// What one period did, for the log line and the tests.
@@ -264,15 +273,14 @@ pub async fn period(
     }
     // 3. The decision.
     let started = Instant::now();
-    let response = server.client.clone().recommend(request).await;
+    let response = server.batches.recommend(request).await;
     metrics::recommend_call(
         key,
         response.as_ref().err().map(tonic::Status::code),
         started.elapsed(),
     );
-    let response = response
-        .map_err(|s| format!("Recommend to {}: {}", server.addr, status_text(&s)))?
-        .into_inner();
+    let response =
+        response.map_err(|s| format!("Recommend to {}: {}", server.addr, status_text(&s)))?;
     for w in &response.warnings {
         tracing::warn!(target.key = key, field = %w.field, pods = w.pods_total, "{}", w.message);
     }
@@ -775,7 +783,7 @@ mod tests {
     fn offsets_spread_within_the_period() {
         let p = Duration::from_secs(15);
         let offsets: Vec<Duration> = (0..100).map(|i| offset(&format!("t{i}"), p)).collect();
-        assert!(offsets.iter().all(|o| *o < p));
+        assert!(offsets.iter().all(|o| *o < p && o.subsec_nanos() == 0));
         let first_half = offsets.iter().filter(|o| **o < p / 2).count();
         assert!((25..=75).contains(&first_half), "{first_half}");
     }
