@@ -142,7 +142,9 @@ impl Forwarder {
         // own): decided here.
         let owner = owner.filter(|o| !o.is_empty())?;
         let client = self.client(&owner)?;
-        match send(client, Self::onward(key, path, request)).await {
+        // Boxed: a client call's future is several KiB, which every Recommend's future
+        // would otherwise carry (and copy each time it moves), forwarded or not.
+        match Box::pin(send(client, Self::onward(key, path, request))).await {
             Ok(mut response) => {
                 crate::metrics::forwarded(true);
                 if let Ok(value) = owner.parse() {

@@ -188,17 +188,17 @@ impl HorizontalService {
                 None,
             ),
         };
-        let (now, write, new_target) = self
-            .commit
-            .commit_decision_holding(
-                &target,
-                &call.input.target_key,
-                record,
-                held,
-                || call.now(),
-                |loaded, &now| call.decide(self.evaluate, loaded.unwrap_or((None, None)), now),
-            )
-            .await?;
+        // Boxed: the commit's future holds the target's state and the decision (KiBs), which
+        // the call's future would otherwise carry, and copy each time it moves, from the start.
+        let (now, write, new_target) = Box::pin(self.commit.commit_decision_holding(
+            &target,
+            &call.input.target_key,
+            record,
+            held,
+            || call.now(),
+            |loaded, &now| call.decide(self.evaluate, loaded.unwrap_or((None, None)), now),
+        ))
+        .await?;
         call.observe(&write.entry, new_target);
         Ok(call.response(&write.entry, now))
     }
@@ -620,12 +620,18 @@ impl HorizontalAutoscaler for HorizontalService {
         request: Request<pb::RecommendBatchRequest>,
     ) -> Result<Response<pb::RecommendBatchResponse>, Status> {
         let (metadata, extensions, batch) = request.into_parts();
+        // Boxed, each request's future is moved once, not at every step of `join_all`.
         let calls = batch.requests.into_iter().map(|item| {
             let request = Request::from_parts(metadata.clone(), extensions.clone(), item);
-            async move { super::status::batch_result(self.recommend_one(request).await) }
+            Box::pin(self.recommend_one(request))
         });
         let results = futures_util::future::join_all(calls).await;
-        Ok(Response::new(pb::RecommendBatchResponse { results }))
+        Ok(Response::new(pb::RecommendBatchResponse {
+            results: results
+                .into_iter()
+                .map(super::status::batch_result)
+                .collect(),
+        }))
     }
 
     #[tracing::instrument(name = "GetHistory", skip_all, fields(target.key = Empty))]
