@@ -12,9 +12,14 @@
 //! 3. release the lock, then wait for a flush covering the write (group commit,
 //!    [`Durability`]) before answering. Releasing first lets calls on the same target share
 //!    flushes; a reader may therefore see a write whose flush is still running, never one
-//!    that is rolled back.
+//!    that is rolled back. A batch of decisions ([`Flush::Defer`]) waits once, for the flush
+//!    covering all its writes, before it answers any of them ([`CommitPath::flushed`]).
 
-use std::{future::Future, sync::Arc, time::Instant};
+use std::{
+    future::Future,
+    sync::{Arc, Mutex},
+    time::Instant,
+};
 
 use super::{
     locks::{KeyGuard, KeyLocks},
@@ -164,6 +169,30 @@ impl Kind for Vpa<'_> {
     }
 }
 
+/// When a decision's write waits for its flush.
+#[derive(Clone, Copy)]
+pub(crate) enum Flush<'a> {
+    /// Before the decision returns: a call of its own.
+    Await,
+    /// Once for a batch: the write is request `.1` of the batch's [`Deferred`], which the
+    /// batch waits for ([`CommitPath::flushed`]) before it answers.
+    Defer(&'a Deferred, usize),
+}
+
+/// A batch's writes whose flush it has yet to wait for: each request's index, ticket, and
+/// when its commit started (for `autoscaled_store_commit_duration_seconds`).
+#[derive(Debug, Default)]
+pub(crate) struct Deferred(Mutex<Vec<(usize, u64, Option<Instant>)>>);
+
+impl Deferred {
+    fn push(&self, request: usize, ticket: u64, started: Option<Instant>) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((request, ticket, started));
+    }
+}
+
 /// The per-target locks and the group commit, shared by the calls of one service.
 #[derive(Debug)]
 pub(crate) struct CommitPath {
@@ -198,19 +227,40 @@ impl CommitPath {
         now: impl FnOnce() -> N,
         decide: impl FnMut(Option<K::State>, &N) -> Result<(K::Write, O), ApiError>,
     ) -> Result<(N, K::Write, O), ApiError> {
-        self.commit_decision_holding(kind, key, record, None, now, decide)
+        self.commit_decision_holding(kind, key, record, None, Flush::Await, now, decide)
             .await
+    }
+
+    /// Waits for the flush covering every write of a batch. On a failure, the requests whose
+    /// writes it did not cover, with the error they are answered.
+    pub(crate) async fn flushed(&self, deferred: Deferred) -> Result<(), (Vec<usize>, ApiError)> {
+        let writes = deferred
+            .0
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(last) = writes.iter().map(|&(_, ticket, _)| ticket).max() else {
+            return Ok(());
+        };
+        if let Err(e) = self.durability.durable(last).await {
+            return Err((writes.iter().map(|&(i, ..)| i).collect(), e.into()));
+        }
+        for started in writes.iter().filter_map(|&(.., started)| started) {
+            crate::metrics::store_commit(started.elapsed());
+        }
+        Ok(())
     }
 
     /// [`Self::commit_decision`] for a caller that holds another lock for it (a scaling
     /// group's, `held`), released with the target's before the wait for the flush, so that
-    /// the members of a group share flushes as targets do.
+    /// the members of a group share flushes as targets do; the wait as `flush` says.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn commit_decision_holding<K: Kind, N, O>(
         &self,
         kind: &K,
         key: &str,
         record: bool,
         held: Option<KeyGuard>,
+        flush: Flush<'_>,
         now: impl FnOnce() -> N,
         mut decide: impl FnMut(Option<K::State>, &N) -> Result<(K::Write, O), ApiError>,
     ) -> Result<(N, K::Write, O), ApiError> {
@@ -237,9 +287,16 @@ impl CommitPath {
                 }
                 let ticket = self.durability.written();
                 drop(guard);
-                self.durability.durable(ticket).await?;
-                if K::TIMED {
-                    crate::metrics::store_commit(started.elapsed());
+                match flush {
+                    Flush::Await => {
+                        self.durability.durable(ticket).await?;
+                        if K::TIMED {
+                            crate::metrics::store_commit(started.elapsed());
+                        }
+                    }
+                    Flush::Defer(deferred, request) => {
+                        deferred.push(request, ticket, K::TIMED.then_some(started));
+                    }
                 }
             }
             return Ok((now, write, output));

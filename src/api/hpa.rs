@@ -19,7 +19,7 @@ use tracing::{Span, field::Empty};
 use super::{
     authorized::{FleetKind, Readable, TargetSummaries, filtered_page},
     clock,
-    commit::{CommitPath, HpaAmend, HpaTarget},
+    commit::{CommitPath, Deferred, Flush, HpaAmend, HpaTarget},
     convert::{self, Context, summary::SummaryPage},
     fleet::{Fleet, FleetLimits},
     locks::KeyLocks,
@@ -139,7 +139,11 @@ impl HorizontalService {
     /// Recommend: the policy and group of the call, its conversion (nothing is stored on any
     /// error), then under the target's lock (and its group's) load, decide, commit and wait
     /// for the flush (`commit::CommitPath`; a dry run takes no lock and writes nothing).
-    async fn do_recommend(&self, mut req: RecommendRequest) -> Result<RecommendResponse, ApiError> {
+    async fn do_recommend(
+        &self,
+        mut req: RecommendRequest,
+        flush: Flush<'_>,
+    ) -> Result<RecommendResponse, ApiError> {
         let (policy, group) = match &self.fleet {
             Some(fleet) => {
                 let policy = fleet.resolve(&mut req).await?;
@@ -195,6 +199,7 @@ impl HorizontalService {
             &call.input.target_key,
             record,
             held,
+            flush,
             || call.now(),
             |loaded, &now| call.decide(self.evaluate, loaded.unwrap_or((None, None)), now),
         ))
@@ -586,6 +591,7 @@ impl HorizontalService {
     async fn recommend_one(
         &self,
         request: Request<RecommendRequest>,
+        flush: Flush<'_>,
     ) -> Result<Response<RecommendResponse>, Status> {
         if !request.get_ref().dry_run {
             let owner = self.owners.owner_of(&request.get_ref().target_key);
@@ -595,7 +601,7 @@ impl HorizontalService {
                 return answer;
             }
         }
-        let response = self.do_recommend(request.into_inner()).await?;
+        let response = self.do_recommend(request.into_inner(), flush).await?;
         Ok(Response::new(response))
     }
 }
@@ -606,26 +612,34 @@ impl HorizontalAutoscaler for HorizontalService {
         &self,
         request: Request<RecommendRequest>,
     ) -> Result<Response<RecommendResponse>, Status> {
-        self.recommend_one(request).await
+        self.recommend_one(request, Flush::Await).await
     }
 
     /// Each request as its own call (`recommend_one`, with the batch's metadata), all at
-    /// once: their commits land together and share the flushes they wait for, so a batch of
-    /// N decisions pays one call's transport and about one flush, not N. Its limits (the
-    /// number of requests, the pods of all together) were checked on the wire before it was
-    /// decoded, and its targets by `Authorized`.
+    /// once, then one wait for the flush covering all their writes before any is answered: a
+    /// batch of N decisions pays one call's transport and one flush, and its decisions run
+    /// without suspending between them. Its limits (the number of requests, the pods of all
+    /// together) were checked on the wire before it was decoded, and its targets by
+    /// `Authorized`.
     #[tracing::instrument(name = "RecommendBatch", skip_all, fields(requests = request.get_ref().requests.len()))]
     async fn recommend_batch(
         &self,
         request: Request<pb::RecommendBatchRequest>,
     ) -> Result<Response<pb::RecommendBatchResponse>, Status> {
         let (metadata, extensions, batch) = request.into_parts();
+        let deferred = Deferred::default();
         // Boxed, each request's future is moved once, not at every step of `join_all`.
-        let calls = batch.requests.into_iter().map(|item| {
+        let calls = batch.requests.into_iter().enumerate().map(|(i, item)| {
             let request = Request::from_parts(metadata.clone(), extensions.clone(), item);
-            Box::pin(self.recommend_one(request))
+            Box::pin(self.recommend_one(request, Flush::Defer(&deferred, i)))
         });
-        let results = futures_util::future::join_all(calls).await;
+        let mut results = futures_util::future::join_all(calls).await;
+        if let Err((unflushed, error)) = self.commit.flushed(deferred).await {
+            let status = Status::from(error);
+            for i in unflushed {
+                results[i] = Err(status.clone());
+            }
+        }
         Ok(Response::new(pb::RecommendBatchResponse {
             results: results
                 .into_iter()
