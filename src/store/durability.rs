@@ -72,14 +72,54 @@ pub enum Mode {
     },
 }
 
+/// Failed flushes whose lost tickets are remembered one by one ([`Flushed::lost`]).
+const MAX_LOST_RANGES: usize = 256;
+
 #[derive(Clone, Debug, Default)]
 struct Flushed {
-    /// Every ticket up to this one is durable.
+    /// Every ticket up to this one was covered by a successful flush, except those lost.
     through: u64,
-    /// The last failed flush: tickets up to `.0` may be lost.
-    failed: Option<(u64, String)>,
+    /// The tickets failed flushes lost, `(after, upto]` each, oldest first: the store
+    /// reopened from disk and dropped their writes, so no later flush makes them durable,
+    /// however far `through` moves past them. A waiter that reads the state late (a batch
+    /// waits once, after all its decisions) must still find its write lost. The newest
+    /// [`MAX_LOST_RANGES`]; tickets up to `forgotten` (older ones) count as lost.
+    lost: std::collections::VecDeque<(u64, u64)>,
+    forgotten: u64,
+    /// Why the last flush failed.
+    failure: String,
     /// Successful flushes so far.
     count: u64,
+}
+
+impl Flushed {
+    /// Whether a failed flush lost `ticket`'s write.
+    fn lost(&self, ticket: u64) -> bool {
+        ticket <= self.forgotten
+            || self
+                .lost
+                .iter()
+                .rev()
+                .take_while(|&&(_, upto)| upto >= ticket)
+                .any(|&(after, _)| after < ticket)
+    }
+
+    /// A failed flush: the tickets after `through` up to `upto` are lost.
+    fn fail(&mut self, upto: u64, why: String) {
+        if upto > self.through && self.lost.back().is_none_or(|&(_, last)| upto > last) {
+            let after = self
+                .lost
+                .back()
+                .map_or(self.through, |&(_, last)| last.max(self.through));
+            self.lost.push_back((after, upto));
+            if self.lost.len() > MAX_LOST_RANGES
+                && let Some((_, upto)) = self.lost.pop_front()
+            {
+                self.forgotten = upto;
+            }
+        }
+        self.failure = why;
+    }
 }
 
 /// The group-commit coordinator; the flusher task stops when this is dropped.
@@ -158,13 +198,11 @@ impl Durability {
         loop {
             {
                 let state = rx.borrow_and_update();
+                if state.lost(ticket) {
+                    return Err(StoreError::Flush(state.failure.clone()));
+                }
                 if state.through >= ticket {
                     return Ok(());
-                }
-                if let Some((upto, message)) = &state.failed
-                    && *upto >= ticket
-                {
-                    return Err(StoreError::Flush(message.clone()));
                 }
             }
             rx.changed().await.map_err(|_| StoreError::FlusherStopped)?;
@@ -243,11 +281,11 @@ async fn strict_flusher(
                 // flush ran: fail every ticket handed out until now, not only up to
                 // `waiting`, or a later successful flush would acknowledge a lost write.
                 let upto = written.load(Ordering::SeqCst).max(waiting);
-                flushed.send_modify(|f| f.failed = Some((upto, e.to_string())));
+                flushed.send_modify(|f| f.fail(upto, e.to_string()));
             }
             Err(e) => {
                 tracing::error!(error = %e, "flush task failed");
-                flushed.send_modify(|f| f.failed = Some((waiting, e.to_string())));
+                flushed.send_modify(|f| f.fail(waiting, e.to_string()));
             }
         }
     }
@@ -442,6 +480,52 @@ mod tests {
             other => panic!("write 6 (made during the failed flush): {other:?}"),
         }
         assert_eq!(d.flushes(), 0);
+    }
+
+    /// (c) A write a failed flush lost is never acknowledged, even when its writer asks only
+    /// after a later flush succeeded (a batch waits once, after all its decisions); a write
+    /// made after the failure is. A model of the lost ranges agrees with `Flushed` over
+    /// failures in a row, between successes, and past the ranges it remembers.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_a_failed_flush_lost_is_never_acknowledged() {
+        let (d, gate) = Gate::strict();
+        let t1 = d.written();
+        let w1 = wait(&d, t1);
+        gate.flush_began().await;
+        gate.end(Err("disk on fire".to_owned()));
+        assert!(joined(w1).await.is_err());
+        let t2 = d.written();
+        let w2 = wait(&d, t2);
+        gate.flush_began().await;
+        gate.end(Ok(()));
+        joined(w2).await.unwrap();
+        match answers(&d, t1).await {
+            Some(Err(StoreError::Flush(m))) => assert!(m.contains("disk on fire"), "{m}"),
+            other => panic!("the lost write 1, asked after flush 2: {other:?}"),
+        }
+
+        // The model: every ticket up to the last one handed out at a failure, and not yet
+        // covered by a success before it, is lost.
+        let mut f = Flushed::default();
+        let mut lost = std::collections::BTreeSet::new();
+        let mut through = 0;
+        let mut handed = 0;
+        for step in 0..2000u64 {
+            handed += step % 7;
+            if step % 3 == 0 {
+                f.fail(handed, format!("failure {step}"));
+                lost.extend(through + 1..=handed);
+            } else {
+                through = handed;
+                f.through = handed;
+            }
+        }
+        let kept_from = f.forgotten;
+        for t in 1..=handed {
+            let model = lost.contains(&t) || t <= kept_from;
+            assert_eq!(f.lost(t), model, "ticket {t}");
+        }
+        assert!(f.lost.len() <= MAX_LOST_RANGES);
     }
 
     /// A store whose flushes always succeed at once.
