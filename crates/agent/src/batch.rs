@@ -5,22 +5,28 @@
 //! while the batches in flight are answered, so a quiet agent adds no latency and a busy one
 //! pays one call's transport and one flush for many decisions.
 //!
-//! A server without RecommendBatch (UNIMPLEMENTED) gets single Recommends from then on. A
-//! batch refused whole for one of its requests (a target the agent may not decide, a limit)
-//! is sent again as single Recommends, so each target gets its own answer; a batch refused
-//! for the server's state (overload, unavailable, deadline) gives that answer to each of its
-//! targets, whose next period tries again.
+//! A server without RecommendBatch (UNIMPLEMENTED) gets single Recommends for the next
+//! [`SINGLE_FOR`] (an upgrade may bring it). A batch the server refused whole before deciding
+//! any of it, for one of its requests (a target the agent may not decide, a key it cannot
+//! store, a limit lower than the defaults, which also halves the batches from then on), is
+//! sent again as single Recommends, so that each target gets its own answer. Any other failure
+//! of the call (overload, unavailable, a deadline, a lost answer) gives that answer to each of
+//! its targets, whose next period tries again: the server may have decided them, and deciding
+//! again would log each decision twice.
 
-use std::sync::{
-    Arc,
-    atomic::{AtomicBool, Ordering},
+use std::{
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
 };
 
-use autoscaled_wire::pb::v1::{self as pb, recommend_batch_result::Result as Outcome};
+use autoscaled_wire::{Limits, pb::v1 as pb, status::batch_answer};
 use prost::Message;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tonic::{Code, Status};
-use tonic_types::{ErrorDetails, StatusExt};
+use tonic_types::StatusExt;
 
 use crate::run::Service;
 
@@ -30,32 +36,62 @@ pub const MAX_REQUESTS: usize = autoscaled_wire::limits::DEFAULT_MAX_BATCH_REQUE
 pub const IN_FLIGHT: usize = 4;
 /// Requests waiting for a batch at most; beyond, a target's Recommend goes alone.
 const QUEUE: usize = 4 * MAX_REQUESTS;
+/// How long single Recommends go to a server that answered a batch UNIMPLEMENTED.
+pub const SINGLE_FOR: Duration = Duration::from_secs(300);
 
 type Answer = oneshot::Sender<Result<pb::RecommendResponse, Status>>;
+
+/// What the sending task and the targets share of the server's answers.
+#[derive(Debug)]
+struct Learned {
+    /// When the server answered a batch UNIMPLEMENTED.
+    unimplemented: Mutex<Option<Instant>>,
+    /// Requests in a batch at most: [`MAX_REQUESTS`], halved at each refusal for a limit.
+    max_requests: AtomicUsize,
+}
+
+impl Learned {
+    fn single(&self) -> bool {
+        let mut at = self
+            .unimplemented
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match *at {
+            Some(when) if when.elapsed() < SINGLE_FOR => true,
+            Some(_) => {
+                *at = None;
+                false
+            }
+            None => false,
+        }
+    }
+}
 
 /// The queue the targets' Recommends go through (cheap to clone).
 #[derive(Clone)]
 pub struct Batches {
     client: Service,
     queue: Option<mpsc::Sender<(pb::RecommendRequest, Answer)>>,
-    /// The server answered UNIMPLEMENTED: single Recommends from now on.
-    unary: Arc<AtomicBool>,
+    learned: Arc<Learned>,
 }
 
 impl Batches {
     /// Batches over `client`, sent by a task of the current tokio runtime (outside one,
     /// every Recommend goes alone).
     pub fn new(client: Service) -> Self {
-        let unary = Arc::new(AtomicBool::new(false));
+        let learned = Arc::new(Learned {
+            unimplemented: Mutex::new(None),
+            max_requests: AtomicUsize::new(MAX_REQUESTS),
+        });
         let queue = tokio::runtime::Handle::try_current().ok().map(|runtime| {
             let (queue, requests) = mpsc::channel(QUEUE);
-            runtime.spawn(send(client.clone(), requests, Arc::clone(&unary)));
+            runtime.spawn(send(client.clone(), requests, Arc::clone(&learned)));
             queue
         });
         Batches {
             client,
             queue,
-            unary,
+            learned,
         }
     }
 
@@ -65,10 +101,7 @@ impl Batches {
         &self,
         request: pb::RecommendRequest,
     ) -> Result<pb::RecommendResponse, Status> {
-        let queue = self
-            .queue
-            .as_ref()
-            .filter(|_| !self.unary.load(Ordering::Relaxed));
+        let queue = self.queue.as_ref().filter(|_| !self.learned.single());
         let Some(queue) = queue else {
             return alone(&self.client, request).await;
         };
@@ -100,7 +133,7 @@ async fn alone(
 async fn send(
     client: Service,
     mut requests: mpsc::Receiver<(pb::RecommendRequest, Answer)>,
-    unary: Arc<AtomicBool>,
+    learned: Arc<Learned>,
 ) {
     let slots = Arc::new(Semaphore::new(IN_FLIGHT));
     let mut next = None;
@@ -119,7 +152,8 @@ async fn send(
         };
         let mut batch = Batch::default();
         batch.push(first);
-        while batch.len() < MAX_REQUESTS {
+        let max_requests = learned.max_requests.load(Ordering::Relaxed);
+        while batch.len() < max_requests {
             let Ok(more) = requests.try_recv() else {
                 break;
             };
@@ -129,11 +163,64 @@ async fn send(
             }
             batch.push(more);
         }
-        let (client, unary) = (client.clone(), Arc::clone(&unary));
+        let (client, learned) = (client.clone(), Arc::clone(&learned));
         tokio::spawn(async move {
-            batch.send(&client, &unary).await;
+            batch.send(&client, &learned).await;
             drop(slot);
         });
+    }
+}
+
+/// What a request adds to the counts a batch is held to as a whole (the wire limits' totals:
+/// pods and orphan pods, containers, values), and its size.
+#[derive(Clone, Copy, Default)]
+struct Counts {
+    pods: usize,
+    containers: usize,
+    values: usize,
+    bytes: usize,
+}
+
+impl Counts {
+    fn of(r: &pb::RecommendRequest) -> Self {
+        let containers = r.pods.iter().map(|p| p.containers.len()).sum();
+        let values = r
+            .pods
+            .iter()
+            .map(|p| {
+                p.requests_milli.len()
+                    + p.metrics.len()
+                    + p.containers
+                        .iter()
+                        .map(|c| c.requests_milli.len() + c.usage_milli.len())
+                        .sum::<usize>()
+            })
+            .chain(r.orphan_pod_metrics.iter().map(|o| o.metrics.len()))
+            .sum();
+        Counts {
+            pods: r.pods.len() + r.orphan_pod_metrics.len(),
+            containers,
+            values,
+            bytes: r.encoded_len(),
+        }
+    }
+
+    fn add(self, o: Counts) -> Counts {
+        Counts {
+            pods: self.pods + o.pods,
+            containers: self.containers + o.containers,
+            values: self.values + o.values,
+            bytes: self.bytes + o.bytes,
+        }
+    }
+
+    /// Within the server's default limits (half its message size, for the framing).
+    fn within_defaults(self) -> bool {
+        let limits = Limits::default();
+        self.pods <= limits.max_pods
+            && self.containers <= limits.max_containers
+            && self.values <= limits.max_samples
+            && self.bytes <= limits.max_message_bytes / 2
     }
 }
 
@@ -142,8 +229,7 @@ async fn send(
 struct Batch {
     requests: Vec<pb::RecommendRequest>,
     answers: Vec<Answer>,
-    pods: usize,
-    bytes: usize,
+    counts: Counts,
 }
 
 impl Batch {
@@ -151,28 +237,25 @@ impl Batch {
         self.requests.len()
     }
 
-    /// Whether `request` keeps the batch within the default `max_pods` (the pods of a batch
-    /// count together) and half the default message size.
+    /// Whether `request` keeps the batch within the server's default limits on the totals
+    /// of a batch.
     fn fits(&self, request: &pb::RecommendRequest) -> bool {
-        let limits = autoscaled_wire::Limits::default();
-        self.pods + request.pods.len() <= limits.max_pods
-            && self.bytes + request.encoded_len() <= limits.max_message_bytes / 2
+        self.counts.add(Counts::of(request)).within_defaults()
     }
 
     fn push(&mut self, (request, answer): (pb::RecommendRequest, Answer)) {
-        self.pods += request.pods.len();
-        self.bytes += request.encoded_len();
+        self.counts = self.counts.add(Counts::of(&request));
         self.requests.push(request);
         self.answers.push(answer);
     }
 
     /// One RecommendBatch (a single Recommend for one request), its results to their
     /// targets.
-    async fn send(self, client: &Service, unary: &AtomicBool) {
+    async fn send(self, client: &Service, learned: &Learned) {
         let Batch {
             requests, answers, ..
         } = self;
-        if requests.len() == 1 || unary.load(Ordering::Relaxed) {
+        if requests.len() == 1 || learned.single() {
             return each_alone(client, requests, answers).await;
         }
         let call = pb::RecommendBatchRequest {
@@ -182,19 +265,30 @@ impl Batch {
             Ok(response) => {
                 let mut results = response.into_inner().results.into_iter();
                 for answer in answers {
-                    let _ = answer.send(result(results.next()));
+                    let _ = answer.send(batch_answer(results.next()));
                 }
             }
-            Err(status) if refused_for_the_server(&status) => {
+            Err(status) if refused_untouched(&status) => {
+                match status.code() {
+                    Code::Unimplemented => {
+                        *learned
+                            .unimplemented
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                            Some(Instant::now());
+                    }
+                    Code::ResourceExhausted => {
+                        let half = (requests.len() / 2).max(1);
+                        learned.max_requests.fetch_min(half, Ordering::Relaxed);
+                    }
+                    _ => {}
+                }
+                each_alone(client, requests, answers).await;
+            }
+            Err(status) => {
                 for answer in answers {
                     let _ = answer.send(Err(status.clone()));
                 }
-            }
-            Err(status) => {
-                if status.code() == Code::Unimplemented {
-                    unary.store(true, Ordering::Relaxed);
-                }
-                each_alone(client, requests, answers).await;
             }
         }
     }
@@ -211,33 +305,13 @@ async fn each_alone(client: &Service, requests: Vec<pb::RecommendRequest>, answe
     futures_util::future::join_all(calls).await;
 }
 
-/// A refusal that says nothing of the batch's requests: the same for each of them alone.
-fn refused_for_the_server(status: &Status) -> bool {
+/// A refusal of the whole batch before any of it was decided, for what one of its requests
+/// is (or the method's absence): each request alone may get another answer. A limit names its
+/// field; an overload does not, and is the same for each request.
+fn refused_untouched(status: &Status) -> bool {
     match status.code() {
-        Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled => true,
-        // Overload; a limit names its field.
-        Code::ResourceExhausted => status.get_details_bad_request().is_none(),
+        Code::Unimplemented | Code::InvalidArgument | Code::PermissionDenied => true,
+        Code::ResourceExhausted => status.get_details_bad_request().is_some(),
         _ => false,
-    }
-}
-
-/// One request's result as its own call's answer.
-fn result(result: Option<pb::RecommendBatchResult>) -> Result<pb::RecommendResponse, Status> {
-    match result.and_then(|r| r.result) {
-        Some(Outcome::Response(response)) => Ok(response),
-        Some(Outcome::Error(error)) => {
-            let code = Code::from_i32(error.code);
-            if error.field_violations.is_empty() {
-                return Err(Status::new(code, error.message));
-            }
-            let mut details = ErrorDetails::new();
-            for v in error.field_violations {
-                details.add_bad_request_violation(v.field, v.description);
-            }
-            Err(Status::with_error_details(code, error.message, details))
-        }
-        None => Err(Status::internal(
-            "the server's RecommendBatch answer had no result for this request",
-        )),
     }
 }

@@ -257,9 +257,72 @@ pub fn batch_result(
     }
 }
 
+/// [`batch_result`] read back by a client: the response, or the status the request's own
+/// Recommend would have returned (its BadRequest fields as details). A result without either
+/// (a server that left it out) is an INTERNAL error.
+pub fn batch_answer(
+    result: Option<crate::pb::v1::RecommendBatchResult>,
+) -> Result<crate::pb::v1::RecommendResponse, Status> {
+    use crate::pb::v1::recommend_batch_result::Result;
+    match result.and_then(|r| r.result) {
+        Some(Result::Response(response)) => Ok(response),
+        Some(Result::Error(error)) => {
+            let code = Code::from_i32(error.code);
+            if error.field_violations.is_empty() {
+                return Err(Status::new(code, error.message));
+            }
+            let mut details = ErrorDetails::new();
+            for v in error.field_violations {
+                details.add_bad_request_violation(v.field, v.description);
+            }
+            Err(Status::with_error_details(code, error.message, details))
+        }
+        None => Err(Status::internal(
+            "the RecommendBatch answer had no result for this request",
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A batch's result carries what the request's own call would have: its response, or
+    /// its code, message and field violations, read back as the same status.
+    #[test]
+    fn a_batch_result_reads_back_as_the_calls_own_answer() {
+        let response = crate::pb::v1::RecommendResponse {
+            desired_replicas: 3,
+            ..Default::default()
+        };
+        let ok = batch_answer(Some(batch_result(Ok(tonic::Response::new(
+            response.clone(),
+        )))));
+        assert_eq!(ok.unwrap(), response);
+        let status: Status = ApiError::InvalidArgument(vec![
+            InvalidInput::new("spec.max_replicas", "must be at least 1"),
+            InvalidInput::new("pods[0].ready", "is required"),
+        ])
+        .into();
+        let back = batch_answer(Some(batch_result(Err(status.clone())))).unwrap_err();
+        assert_eq!(back.code(), status.code());
+        assert_eq!(back.message(), status.message());
+        let fields = |s: &Status| {
+            s.get_details_bad_request()
+                .map(|b| {
+                    b.field_violations
+                        .into_iter()
+                        .map(|v| (v.field, v.description))
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+        };
+        assert_eq!(fields(&back), fields(&status));
+        assert_eq!(fields(&back).len(), 2);
+        let plain = batch_answer(Some(batch_result(Err(Status::aborted("conflict"))))).unwrap_err();
+        assert_eq!((plain.code(), plain.message()), (Code::Aborted, "conflict"));
+        assert_eq!(batch_answer(None).unwrap_err().code(), Code::Internal);
+    }
 
     #[test]
     fn invalid_argument_carries_every_field_violation() {
