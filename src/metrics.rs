@@ -37,6 +37,9 @@ pub(crate) const STORE_CONFLICTS_TOTAL: &str = "autoscaled_store_conflicts_total
 /// Writes for a target another replica owns (etcd store), by where they were decided: `owner`
 /// (forwarded) or `here` (the owner could not be reached).
 pub(crate) const HPA_FORWARDED_TOTAL: &str = "autoscaled_hpa_forwarded_total";
+/// Requests of RecommendBatch calls answered with an error, by `code` (numeric): the call
+/// itself is answered OK, so `autoscaled_grpc_requests_total` does not show them.
+pub(crate) const BATCH_REQUEST_ERRORS_TOTAL: &str = "autoscaled_batch_request_errors_total";
 
 /// Calls refused with PERMISSION_DENIED by the authorization file, by `verb` (or `unmapped`).
 pub(crate) const AUTHZ_DENIED_TOTAL: &str = "autoscaled_authz_denied_total";
@@ -142,6 +145,11 @@ fn describe() {
         HPA_FORWARDED_TOTAL,
         Unit::Count,
         "Writes for a target another replica owns, by where they were decided (owner, here)"
+    );
+    describe_counter!(
+        BATCH_REQUEST_ERRORS_TOTAL,
+        Unit::Count,
+        "Requests of RecommendBatch calls answered with an error, by code"
     );
     metrics::describe_gauge!(TARGETS, Unit::Count, "Targets with stored state, by kind");
     metrics::describe_gauge!(
@@ -348,6 +356,14 @@ pub(crate) fn forwarded(by_owner: bool) {
     }
     let to = if by_owner { "owner" } else { "here" };
     counter!(HPA_FORWARDED_TOTAL, "decided" => to).increment(1);
+}
+
+/// A request of a RecommendBatch answered with the error `code`.
+pub(crate) fn batch_request_error(code: tonic::Code) {
+    if !installed() {
+        return;
+    }
+    counter!(BATCH_REQUEST_ERRORS_TOTAL, "code" => (code as i32).to_string()).increment(1);
 }
 
 /// The write plus durability wait of one recorded decision.

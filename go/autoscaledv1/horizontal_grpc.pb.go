@@ -31,7 +31,8 @@ type HorizontalAutoscalerClient interface {
 	// `max_batch_requests` requests (RESOURCE_EXHAUSTED naming `requests`), when its requests
 	// together exceed a request limit (pods, containers, values: RESOURCE_EXHAUSTED naming
 	// `requests[].pods`; the limits on a spec hold for each request), or when the caller may
-	// not decide one of its targets (PERMISSION_DENIED, the message naming `requests[i]`).
+	// not decide one of its targets (PERMISSION_DENIED, the message naming `requests[i]`; a
+	// key with control characters, INVALID_ARGUMENT naming `requests[i].target_key`).
 	RecommendBatch(ctx context.Context, in *RecommendBatchRequest, opts ...grpc.CallOption) (*RecommendBatchResponse, error)
 	// Returns the decisions recorded for a target and the history in force. NOT_FOUND if the
 	// target has none.
@@ -238,7 +239,8 @@ type HorizontalAutoscalerServer interface {
 	// `max_batch_requests` requests (RESOURCE_EXHAUSTED naming `requests`), when its requests
 	// together exceed a request limit (pods, containers, values: RESOURCE_EXHAUSTED naming
 	// `requests[].pods`; the limits on a spec hold for each request), or when the caller may
-	// not decide one of its targets (PERMISSION_DENIED, the message naming `requests[i]`).
+	// not decide one of its targets (PERMISSION_DENIED, the message naming `requests[i]`; a
+	// key with control characters, INVALID_ARGUMENT naming `requests[i].target_key`).
 	RecommendBatch(context.Context, *RecommendBatchRequest) (*RecommendBatchResponse, error)
 	// Returns the decisions recorded for a target and the history in force. NOT_FOUND if the
 	// target has none.

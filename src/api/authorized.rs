@@ -134,10 +134,10 @@ impl<S> Authorized<S> {
         auth::authorize(caller(request), self.enforce, verb, key)
     }
 
-    /// A Recommend's checks, on `item` of `request` (itself, or the request `batch` of a
-    /// batch, whose fields are named `requests[i].target_key` and whose refusals say
-    /// `requests[i]: `): `recommend` on its target, and `read` on its policy, whose spec the
-    /// call reads.
+    /// A Recommend's checks on `item`: `recommend` on its target, and `read` on its policy,
+    /// whose spec the call reads. `item` is `request`'s message, or its request number
+    /// `batch` of a RecommendBatch: then the fields are named `requests[i].target_key` and a
+    /// refusal's message starts with `requests[i]: `.
     fn check_recommend<T>(
         &self,
         request: &Request<T>,

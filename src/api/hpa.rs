@@ -618,7 +618,7 @@ impl HorizontalAutoscaler for HorizontalService {
     /// Each request as its own call (`recommend_one`, with the batch's metadata), all at
     /// once, then one wait for the flush covering all their writes before any is answered: a
     /// batch of N decisions pays one call's transport and one flush, and its decisions run
-    /// without suspending between them. Its limits (the number of requests, the pods of all
+    /// one after another without waiting for a flush between them. Its limits (the number of requests, the pods of all
     /// together) were checked on the wire before it was decoded, and its targets by
     /// `Authorized`.
     #[tracing::instrument(name = "RecommendBatch", skip_all, fields(requests = request.get_ref().requests.len()))]
@@ -628,7 +628,8 @@ impl HorizontalAutoscaler for HorizontalService {
     ) -> Result<Response<pb::RecommendBatchResponse>, Status> {
         let (metadata, extensions, batch) = request.into_parts();
         let deferred = Deferred::default();
-        // Boxed, each request's future is moved once, not at every step of `join_all`.
+        // Boxed: `join_all` then holds a pointer per request, not each request's future
+        // (KiBs), which it would move into its own storage.
         let calls = batch.requests.into_iter().enumerate().map(|(i, item)| {
             let request = Request::from_parts(metadata.clone(), extensions.clone(), item);
             Box::pin(self.recommend_one(request, Flush::Defer(&deferred, i)))
@@ -639,6 +640,9 @@ impl HorizontalAutoscaler for HorizontalService {
             for i in unflushed {
                 results[i] = Err(status.clone());
             }
+        }
+        for status in results.iter().filter_map(|r| r.as_ref().err()) {
+            crate::metrics::batch_request_error(status.code());
         }
         Ok(Response::new(pb::RecommendBatchResponse {
             results: results
