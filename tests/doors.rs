@@ -174,6 +174,15 @@ async fn grpc(addr: SocketAddr, path: &str, pieces: Vec<Vec<u8>>, hold: bool) ->
 const RECOMMEND: &str = "/autoscaled.v1.HorizontalAutoscaler/Recommend";
 const RECOMMEND_BATCH: &str = "/autoscaled.v1.HorizontalAutoscaler/RecommendBatch";
 
+/// RecommendBatch probes of a door started with `--max-batch-requests 3 --max-pods 10`:
+/// (requests, pods in each, what a refusal names; `None`: answered). Over the count; over
+/// max_pods together (6 + 6: a batch's pods count as one request's); within both.
+const BATCH_PROBES: [(usize, usize, Option<&[&str]>); 3] = [
+    (4, 0, Some(&["requests", "max_batch_requests"])),
+    (2, 6, Some(&["requests[].pods", "max_pods"])),
+    (3, 3, None),
+];
+
 /// A RecommendBatch of `requests` requests of `pods` (empty) pods each.
 fn batch_request(requests: usize, pods: usize) -> Vec<u8> {
     let one = pb::RecommendRequest::decode(pods_request(pods).as_slice()).unwrap();
@@ -463,58 +472,41 @@ async fn every_limit_of_every_door() {
                     );
                     assert_eq!(status, 429);
                 }
-                // Over the count, or over max_pods together (6 + 6 > 10: the pods of a
-                // batch count as one request's), refused whole; within both, answered.
                 ("max_batch_requests", "grpc") => {
-                    let status = grpc(
-                        door.addr(),
-                        RECOMMEND_BATCH,
-                        vec![frame(&batch_request(4, 0))],
-                        false,
-                    )
-                    .await;
-                    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
-                    assert!(
-                        status.message().contains("max_batch_requests"),
-                        "{status:?}"
-                    );
-                    let status = grpc(
-                        door.addr(),
-                        RECOMMEND_BATCH,
-                        vec![frame(&batch_request(2, 6))],
-                        false,
-                    )
-                    .await;
-                    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
-                    assert!(
-                        status.message().contains("requests[].pods")
-                            && status.message().contains("max_pods"),
-                        "{status:?}"
-                    );
-                    let status = grpc(
-                        door.addr(),
-                        RECOMMEND_BATCH,
-                        vec![frame(&batch_request(3, 3))],
-                        false,
-                    )
-                    .await;
-                    assert_eq!(status.code(), tonic::Code::Ok, "{status:?}");
+                    for (requests, pods, named) in BATCH_PROBES {
+                        let batch = frame(&batch_request(requests, pods));
+                        let status = grpc(door.addr(), RECOMMEND_BATCH, vec![batch], false).await;
+                        match named {
+                            Some(named) => {
+                                assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+                                assert!(
+                                    named.iter().all(|n| status.message().contains(n)),
+                                    "{status:?}"
+                                );
+                            }
+                            None => assert_eq!(status.code(), tonic::Code::Ok, "{status:?}"),
+                        }
+                    }
                 }
                 ("max_batch_requests", "connect") => {
-                    let (status, body) =
-                        connect(door.addr(), "RecommendBatch", &batch_json(4, 0), "");
-                    assert_eq!(status, 429, "{body}");
-                    assert!(
-                        body.contains("\"requests\"") && body.contains("max_batch_requests"),
-                        "{body}"
-                    );
-                    let (status, body) =
-                        connect(door.addr(), "RecommendBatch", &batch_json(2, 6), "");
-                    assert_eq!(status, 429, "{body}");
-                    assert!(
-                        body.contains("requests[].pods") && body.contains("max_pods"),
-                        "{body}"
-                    );
+                    for (requests, pods, named) in BATCH_PROBES {
+                        let json = batch_json(requests, pods);
+                        let (status, body) = connect(door.addr(), "RecommendBatch", &json, "");
+                        match named {
+                            Some(named) => {
+                                assert_eq!(status, 429, "{body}");
+                                assert!(named.iter().all(|n| body.contains(n)), "{body}");
+                            }
+                            None => {
+                                assert_eq!(status, 200, "{body}");
+                                let answer: serde_json::Value =
+                                    serde_json::from_str(&body).unwrap();
+                                let results = answer["results"].as_array().map(Vec::len);
+                                assert_eq!(results, Some(requests), "{body}");
+                            }
+                        }
+                    }
+                    // The same as binary Connect.
                     let proto = batch_request(4, 0);
                     let (status, _) = http_with_body(
                         door.addr(),
@@ -525,15 +517,6 @@ async fn every_limit_of_every_door() {
                         &proto,
                     );
                     assert_eq!(status, 429);
-                    let (status, body) =
-                        connect(door.addr(), "RecommendBatch", &batch_json(3, 3), "");
-                    assert_eq!(status, 200, "{body}");
-                    let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
-                    assert_eq!(
-                        answer["results"].as_array().map(Vec::len),
-                        Some(3),
-                        "{body}"
-                    );
                 }
                 ("buffered_bytes", "grpc") => {
                     let body = frame(&vec![0u8; 64_000]);
@@ -584,13 +567,20 @@ async fn every_limit_of_every_door() {
                 ("authentication", "connect") => {
                     let (status, _) = connect(secured.addr(), "ListTargets", "{}", "");
                     assert_eq!(status, 401);
-                    let (status, _) = connect(
-                        secured.addr(),
-                        "ListTargets",
-                        "{}",
-                        &format!("Authorization: Bearer {token}\r\n"),
-                    );
+                    let bearer = format!("Authorization: Bearer {token}\r\n");
+                    let (status, _) = connect(secured.addr(), "ListTargets", "{}", &bearer);
                     assert_eq!(status, 200);
+                    // A batch is authorized request by request, before any is decided: one
+                    // target outside the caller's prefixes refuses it whole.
+                    let batch = r#"{"requests":[{"targetKey":"doors/batch","currentReplicas":1,"spec":{"maxReplicas":4}},{"targetKey":"elsewhere/x","currentReplicas":1,"spec":{"maxReplicas":4}}]}"#;
+                    let (status, body) = connect(secured.addr(), "RecommendBatch", batch, &bearer);
+                    assert_eq!(status, 403, "{body}");
+                    assert!(
+                        body.contains("requests[1]") && body.contains("elsewhere/x"),
+                        "{body}"
+                    );
+                    let (_, body) = connect(secured.addr(), "ListTargets", "{}", &bearer);
+                    assert!(!body.contains("doors/batch"), "{body}");
                 }
                 ("authentication", "admin") => {
                     let (status, _) =

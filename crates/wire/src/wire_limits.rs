@@ -777,6 +777,60 @@ mod tests {
         }
     }
 
+    /// A batch's pods (and containers, values) count together, its spec's lists per request,
+    /// its requests against `max_batch_requests`; the same on the wire and in JSON, each
+    /// refusal naming the field under `requests[]`.
+    #[test]
+    fn a_batch_counts_its_pods_together_and_each_spec_alone() {
+        let limits = Limits {
+            max_batch_requests: 3,
+            ..limits()
+        };
+        let request = |pods: usize, metrics: usize| pb::RecommendRequest {
+            spec: Some(pb::HorizontalSpec {
+                metrics: vec![pb::MetricSpec::default(); metrics],
+                ..Default::default()
+            }),
+            pods: vec![pb::PodSample::default(); pods],
+            ..Default::default()
+        };
+        let json = |r: &pb::RecommendRequest| {
+            format!(
+                "{{\"spec\":{{\"metrics\":[{}]}},\"pods\":[{}]}}",
+                vec!["{}"; r.spec.as_ref().map_or(0, |s| s.metrics.len())].join(","),
+                vec!["{}"; r.pods.len()].join(",")
+            )
+        };
+        for (requests, refused) in [
+            // Two metrics in each of three requests: within max_metrics (2) in each.
+            (vec![request(1, 2), request(1, 2), request(1, 2)], None),
+            (vec![request(0, 3)], Some("requests[].spec.metrics")),
+            // 2 + 2 pods: over max_pods (3) together.
+            (vec![request(2, 0), request(2, 0)], Some("requests[].pods")),
+            (vec![request(0, 0); 4], Some("requests")),
+        ] {
+            let wire = pb::RecommendBatchRequest {
+                requests: requests.clone(),
+            }
+            .encode_to_vec();
+            let text = format!(
+                "{{\"requests\":[{}]}}",
+                requests.iter().map(json).collect::<Vec<_>>().join(",")
+            );
+            for (door, verdict) in [
+                ("wire", check(&RECOMMEND_BATCH, &wire, &limits)),
+                ("json", check_json(&RECOMMEND_BATCH, text.as_bytes(), &limits)),
+            ] {
+                let field = match verdict {
+                    Ok(()) => None,
+                    Err(ApiError::ResourceExhausted { field, .. }) => Some(field),
+                    Err(e) => panic!("{door}: {e}"),
+                };
+                assert_eq!(field.as_deref(), refused, "{door}: {text}");
+            }
+        }
+    }
+
     #[test]
     fn counts_every_amplifying_field_across_the_request() {
         let pod = |containers: usize| pb::PodSample {
