@@ -274,7 +274,7 @@ fn main() -> anyhow::Result<()> {
     };
     let noop_result = measure(&runtime, &fleet, &noop, disk, next_round, measure_rounds)?;
     // In batches, the no-op answering the same decisions one Recommend each as well: the
-    // floor of a single call, which the ratio is taken against.
+    // floor of a single call, the cost per decision of batches is compared with.
     let noop_single = match fleet.batch {
         1 => None,
         _ => Some(measure(
@@ -755,6 +755,7 @@ impl Fleet {
                 let mut latency =
                     Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("valid bounds");
                 let (mut ok, mut errors) = (0u64, 0u64);
+                let mut failed_call = false;
                 loop {
                     let first = next.fetch_add(batch, Ordering::Relaxed);
                     if first >= targets {
@@ -794,10 +795,11 @@ impl Fleet {
                             errors += failed;
                         }
                         Err(status) => {
-                            errors += batch as u64;
-                            if errors <= batch as u64 {
+                            if !failed_call {
                                 eprintln!("  error: {status}");
+                                failed_call = true;
                             }
+                            errors += (targets.min(first + batch) - first) as u64;
                             continue;
                         }
                     }
