@@ -819,7 +819,10 @@ mod tests {
             );
             for (door, verdict) in [
                 ("wire", check(&RECOMMEND_BATCH, &wire, &limits)),
-                ("json", check_json(&RECOMMEND_BATCH, text.as_bytes(), &limits)),
+                (
+                    "json",
+                    check_json(&RECOMMEND_BATCH, text.as_bytes(), &limits),
+                ),
             ] {
                 let field = match verdict {
                     Ok(()) => None,
