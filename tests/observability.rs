@@ -752,6 +752,14 @@ async fn every_rpc_of_the_descriptor_set_denies_another_tenants_key() {
                 message.set_field_by_name("target_key", team_b());
             } else if input.get_field_by_name("name").is_some() {
                 message.set_field_by_name("name", team_b());
+            } else if let Some(field) = input
+                .get_field_by_name("requests")
+                .filter(prost_reflect::FieldDescriptor::is_list)
+            {
+                // A batch: each of its requests names a key.
+                let mut request = DynamicMessage::new(field.kind().as_message().unwrap().clone());
+                request.set_field_by_name("target_key", team_b());
+                message.set_field(&field, Value::List(vec![Value::Message(request)]));
             } else if let Some(field) = ["policy", "group"]
                 .into_iter()
                 .find_map(|f| input.get_field_by_name(f))
