@@ -1178,7 +1178,8 @@ type PredictiveReport struct {
 	// The metric whose forecast decided (`Resource/cpu`, `External/queue`), or the first one
 	// with a load when no forecast is usable.
 	Metric string `protobuf:"bytes,2,opt,name=metric,proto3" json:"metric,omitempty"`
-	// Its forecaster: `level-5m`, `level-15m`, `day` or `week`; empty when none is usable.
+	// Its forecaster: `level-5m`, `level-15m`, `day`, `week` or `blend`; empty when none is
+	// usable.
 	Model string `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
 	// The metric's load at this decision and its forecast over the start-up delay, in
 	// replicas at the target (the HPA's proposal before rounding).

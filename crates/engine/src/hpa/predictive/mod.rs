@@ -1,6 +1,6 @@
 //! Predictive scale-up (`spec.predictive`; not a Kubernetes field): each target learns the
 //! daily and weekly shape of each metric's load from its own decisions ([`model::LoadModel`],
-//! O(1) per decision, at most 5,674 bytes per metric), and a forecast of the load over the
+//! O(1) per decision, at most 6,564 bytes per metric), and a forecast of the load over the
 //! next start-up delay raises the reactive count when the target's own history shows that
 //! such raises pay.
 //!

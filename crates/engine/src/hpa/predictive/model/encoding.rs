@@ -5,9 +5,9 @@ use super::*;
 
 impl LoadModel {
     /// The state as bytes: [`FORMAT_VERSION`], the width of [`Stored`], then the fields in
-    /// little-endian order (profile values only for slots seen). With every slot seen, 3,754 B
-    /// and 60 B per pending evaluation (`lead / period` of them): 4.1 KB at a 60 s period,
-    /// 5.0 KB at 15 s, 5,674 B with the ring full.
+    /// little-endian order (profile values only for slots seen). With every slot seen, 4,004 B
+    /// and 80 B per pending evaluation (`lead / period` of them, 6 at a 60 s period): 4.5 KB,
+    /// and 6,564 B with the ring full.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut w = Vec::with_capacity(6 * 1024);
         w.push(FORMAT_VERSION);
@@ -76,22 +76,60 @@ impl LoadModel {
             put_u32(&mut w, e.final_);
             put_stored(&mut w, e.a_all);
             put_stored(&mut w, e.a_serve);
-            for v in e.f.iter().chain(&e.sigma) {
+            for v in e.f.iter().chain(&e.sigma).chain(&e.inputs) {
                 put_stored(&mut w, *v);
             }
+        }
+        w.push(u8::from(self.inputs.is_some()));
+        for v in self.inputs.iter().flatten() {
+            put_f64(&mut w, *v);
+        }
+        for v in self.blend_w.iter().chain(self.blend_p.iter().flatten()) {
+            put_f64(&mut w, *v);
         }
         w
     }
 
-    /// Decodes [`LoadModel::to_bytes`]. Never panics; any inconsistency is an error (the
-    /// caller then starts a fresh model: the state is a cache of what the load did, not a
-    /// record anyone relies on).
+    /// Decodes [`LoadModel::to_bytes`], and version 1 (four forecasters, margins in load
+    /// units): its profiles and levels are kept, its scores are not (they judged margins of
+    /// another kind), so its forecasters are scored for [`GATE_MIN_EVAL_SECS`] again, as after
+    /// a change of start-up delay. Never panics; any inconsistency is an error (the caller
+    /// then starts a fresh model: the state is a cache of what the load did, not a record
+    /// anyone relies on).
     pub fn from_bytes(b: &[u8]) -> Result<Self, DecodeError> {
         let mut r = Reader { b, at: 0 };
         let version = r.u8()?;
-        if version != FORMAT_VERSION {
-            return Err(DecodeError::Version(version));
+        let models = match version {
+            1 => 4,
+            FORMAT_VERSION => MODELS,
+            other => return Err(DecodeError::Version(other)),
+        };
+        let mut m = Self::decode_fields(&mut r, models)?;
+        if version == 1 {
+            m.reset_scores();
+        } else {
+            m.inputs = r
+                .u8()
+                .and_then(|has| (has != 0).then(|| r.f64s::<BLEND_INPUTS>()).transpose())?;
+            m.blend_w = r.f64s()?;
+            for row in &mut m.blend_p {
+                *row = r.f64s()?;
+            }
         }
+        if r.at != b.len() {
+            return Err(DecodeError::Trailing(b.len() - r.at));
+        }
+        if m.tprev.is_some() != m.t0.is_some()
+            || m.pending.iter().any(|e| m.tprev.is_none_or(|p| e.t > p))
+        {
+            return Err(DecodeError::Invalid("times out of order"));
+        }
+        Ok(m)
+    }
+
+    /// The fields both versions share, with `models` forecasters (the first `models` of
+    /// [`ModelKind::ALL`]; the scores of version 1 are read and then reset by the caller).
+    fn decode_fields(r: &mut Reader<'_>, models: usize) -> Result<Self, DecodeError> {
         let width = r.u8()?;
         if usize::from(width) != STORED_BYTES {
             return Err(DecodeError::Precision(width));
@@ -119,18 +157,18 @@ impl LoadModel {
                 }
             }
         }
-        for i in 0..MODELS {
+        for i in 0..models {
             let flags = r.u8()?;
             m.lev[i] = r.opt_f64(flags & 1 != 0)?;
             m.sigma[i] = r.opt_f64(flags & 2 != 0)?;
             m.first_eval[i] = r.opt_i64(flags & 4 != 0)?;
             m.f[i] = r.opt_f64(flags & 8 != 0)?;
         }
-        for v in
-            m.b1.iter_mut()
-                .chain(m.u1.iter_mut())
-                .chain(m.b2.iter_mut())
-                .chain(m.u2.iter_mut())
+        let nc = models * NZ;
+        for v in (m.b1[..nc].iter_mut())
+            .chain(m.u1[..nc].iter_mut())
+            .chain(m.b2[..models].iter_mut())
+            .chain(m.u2[..models].iter_mut())
         {
             *v = r.f64()?;
         }
@@ -138,7 +176,7 @@ impl LoadModel {
         m.uh1 = r.f64()?;
         m.bh2 = r.f64()?;
         m.uh2 = r.f64()?;
-        for v in m.err_day.iter_mut().chain(m.act_day.iter_mut()) {
+        for v in (m.err_day[..models].iter_mut()).chain(m.act_day[..models].iter_mut()) {
             *v = r.f64()?;
         }
         let n = usize::from(r.u8()?);
@@ -154,10 +192,16 @@ impl LoadModel {
             let final_ = r.u32()?;
             let a_all = r.stored()?;
             let a_serve = r.stored()?;
-            let mut f = [0.0; MODELS];
-            let mut sigma = [0.0; MODELS];
-            for v in f.iter_mut().chain(sigma.iter_mut()) {
+            let mut f = [Stored::NAN; MODELS];
+            let mut sigma = [Stored::NAN; MODELS];
+            for v in (f[..models].iter_mut()).chain(sigma[..models].iter_mut()) {
                 *v = r.stored()?;
+            }
+            let mut inputs = [Stored::NAN; BLEND_INPUTS];
+            if models == MODELS {
+                for v in &mut inputs {
+                    *v = r.stored()?;
+                }
             }
             m.pending.push_back(Pending {
                 t,
@@ -168,15 +212,8 @@ impl LoadModel {
                 a_serve,
                 f,
                 sigma,
+                inputs,
             });
-        }
-        if r.at != b.len() {
-            return Err(DecodeError::Trailing(b.len() - r.at));
-        }
-        if m.tprev.is_some() != m.t0.is_some()
-            || m.pending.iter().any(|e| m.tprev.is_none_or(|p| e.t > p))
-        {
-            return Err(DecodeError::Invalid("times out of order"));
         }
         Ok(m)
     }
@@ -186,7 +223,7 @@ impl LoadModel {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
     /// Another format version.
-    #[error("load model format version {0} is not {FORMAT_VERSION}")]
+    #[error("load model format version {0} is not 1 or {FORMAT_VERSION}")]
     Version(u8),
     /// Written with another float width.
     #[error("load model stored with {0}-byte floats, this build uses {STORED_BYTES}")]
@@ -252,5 +289,12 @@ impl<'a> Reader<'a> {
     }
     fn opt_f64(&mut self, present: bool) -> Result<Option<f64>, DecodeError> {
         present.then(|| self.f64()).transpose()
+    }
+    fn f64s<const N: usize>(&mut self) -> Result<[f64; N], DecodeError> {
+        let mut a = [0.0; N];
+        for v in &mut a {
+            *v = self.f64()?;
+        }
+        Ok(a)
     }
 }
