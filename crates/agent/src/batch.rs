@@ -1,6 +1,7 @@
 //! The targets' Recommends as RecommendBatch calls: each target's period hands its request to
 //! one queue, and a task sends what has queued as one batch (at most [`MAX_REQUESTS`], and
-//! within the server's default pod and message limits), [`IN_FLIGHT`] batches at a time.
+//! within the server's default limits of a batch, counted by the server's own rule,
+//! [`BatchTotals`]), [`IN_FLIGHT`] batches at a time.
 //! Nothing waits for a batch to fill: a request alone goes at once, and requests queue only
 //! while the batches in flight are answered, so a quiet agent adds no latency and a busy one
 //! pays one call's transport and one flush for many decisions.
@@ -22,7 +23,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use autoscaled_wire::{Limits, pb::v1 as pb, status::batch_answer};
+use autoscaled_wire::{Limits, pb::v1 as pb, status::batch_answer, wire_limits::BatchTotals};
 use prost::Message;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tonic::{Code, Status};
@@ -151,17 +152,19 @@ async fn send(
             return;
         };
         let mut batch = Batch::default();
-        batch.push(first);
+        let fits = batch.fits(&first.0);
+        batch.push(first, fits.unwrap_or_default());
         let max_requests = learned.max_requests.load(Ordering::Relaxed);
-        while batch.len() < max_requests {
+        // A request over the limits alone goes alone: the server's answer says why.
+        while fits.is_some() && batch.len() < max_requests {
             let Ok(more) = requests.try_recv() else {
                 break;
             };
-            if !batch.fits(&more.0) {
+            let Some(totals) = batch.fits(&more.0) else {
                 next = Some(more);
                 break;
-            }
-            batch.push(more);
+            };
+            batch.push(more, totals);
         }
         let (client, learned) = (client.clone(), Arc::clone(&learned));
         tokio::spawn(async move {
@@ -171,65 +174,15 @@ async fn send(
     }
 }
 
-/// What a request adds to the counts a batch is held to as a whole (the wire limits' totals:
-/// pods and orphan pods, containers, values), and its size.
-#[derive(Clone, Copy, Default)]
-struct Counts {
-    pods: usize,
-    containers: usize,
-    values: usize,
-    bytes: usize,
-}
-
-impl Counts {
-    fn of(r: &pb::RecommendRequest) -> Self {
-        let containers = r.pods.iter().map(|p| p.containers.len()).sum();
-        let values = r
-            .pods
-            .iter()
-            .map(|p| {
-                p.requests_milli.len()
-                    + p.metrics.len()
-                    + p.containers
-                        .iter()
-                        .map(|c| c.requests_milli.len() + c.usage_milli.len())
-                        .sum::<usize>()
-            })
-            .chain(r.orphan_pod_metrics.iter().map(|o| o.metrics.len()))
-            .sum();
-        Counts {
-            pods: r.pods.len() + r.orphan_pod_metrics.len(),
-            containers,
-            values,
-            bytes: r.encoded_len(),
-        }
-    }
-
-    fn add(self, o: Counts) -> Counts {
-        Counts {
-            pods: self.pods + o.pods,
-            containers: self.containers + o.containers,
-            values: self.values + o.values,
-            bytes: self.bytes + o.bytes,
-        }
-    }
-
-    /// Within the server's default limits (half its message size, for the framing).
-    fn within_defaults(self) -> bool {
-        let limits = Limits::default();
-        self.pods <= limits.max_pods
-            && self.containers <= limits.max_containers
-            && self.values <= limits.max_samples
-            && self.bytes <= limits.max_message_bytes / 2
-    }
-}
-
 /// Requests gathered for one call, within the server's default limits.
 #[derive(Default)]
 struct Batch {
     requests: Vec<pb::RecommendRequest>,
     answers: Vec<Answer>,
-    counts: Counts,
+    /// What the requests add up to against the limits of a batch, counted by the server's
+    /// own rule ([`BatchTotals`]), and their encoded size.
+    totals: BatchTotals,
+    bytes: usize,
 }
 
 impl Batch {
@@ -237,14 +190,20 @@ impl Batch {
         self.requests.len()
     }
 
-    /// Whether `request` keeps the batch within the server's default limits on the totals
-    /// of a batch.
-    fn fits(&self, request: &pb::RecommendRequest) -> bool {
-        self.counts.add(Counts::of(request)).within_defaults()
+    /// The batch's totals with `request` when it keeps the batch within the server's
+    /// default limits (and half its default message size, for the framing), else `None`.
+    fn fits(&self, request: &pb::RecommendRequest) -> Option<BatchTotals> {
+        let limits = Limits::default();
+        let bytes = request.encode_to_vec();
+        (self.bytes + bytes.len() <= limits.max_message_bytes / 2)
+            .then(|| self.totals.with(&bytes, &limits).ok())
+            .flatten()
     }
 
-    fn push(&mut self, (request, answer): (pb::RecommendRequest, Answer)) {
-        self.counts = self.counts.add(Counts::of(&request));
+    /// Adds a request with the totals [`Batch::fits`] gave for it.
+    fn push(&mut self, (request, answer): (pb::RecommendRequest, Answer), totals: BatchTotals) {
+        self.totals = totals;
+        self.bytes += request.encoded_len();
         self.requests.push(request);
         self.answers.push(answer);
     }

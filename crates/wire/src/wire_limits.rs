@@ -393,6 +393,39 @@ pub(crate) fn check(schema: &Schema, bytes: &[u8], limits: &Limits) -> Result<()
     }
 }
 
+/// What the requests of one RecommendBatch add up to against the limits a batch is held to
+/// (pods, containers and values over all its requests; each request's own lists; the number
+/// of requests), counted by the walk [`check`] applies on the server: so that a client making
+/// batches (the agent) keeps them within the server's limits by the same rule of what counts.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BatchTotals {
+    counts: [usize; MAX_COUNTERS],
+}
+
+impl BatchTotals {
+    /// The totals with one more request (a RecommendRequest's protobuf encoding), or the
+    /// RESOURCE_EXHAUSTED the server would answer a batch of them with.
+    pub fn with(self, request: &[u8], limits: &Limits) -> Result<BatchTotals, ApiError> {
+        let batch = &RECOMMEND_BATCH.root[0];
+        let mut walk = Walk {
+            schema: &RECOMMEND_BATCH,
+            limits,
+            counts: self.counts,
+            request: None,
+        };
+        let walked = walk.count(BATCH, batch.path).and_then(|()| {
+            walk.enter(batch);
+            walk.message(RECOMMEND_FIELDS, request)
+        });
+        match walked {
+            Ok(()) | Err(Stop::Malformed) => Ok(BatchTotals {
+                counts: walk.counts,
+            }),
+            Err(Stop::Exceeded(e)) => Err(e),
+        }
+    }
+}
+
 struct Walk<'a> {
     schema: &'a Schema,
     limits: &'a Limits,
@@ -832,6 +865,64 @@ mod tests {
                 assert_eq!(field.as_deref(), refused, "{door}: {text}");
             }
         }
+    }
+
+    /// The totals a batch-maker adds request by request refuse exactly the batches the
+    /// server's check of the whole batch refuses, with the same field.
+    #[test]
+    fn batch_totals_refuse_where_the_check_of_the_whole_batch_does() {
+        let limits = Limits {
+            max_batch_requests: 5,
+            ..limits()
+        };
+        let pod = |containers: usize, values: usize| pb::PodSample {
+            containers: vec![pb::ContainerSample::default(); containers],
+            requests_milli: (0..values).map(|i| (format!("r{i}"), 1)).collect(),
+            ..Default::default()
+        };
+        let request =
+            |pods: usize, containers: usize, values: usize, metrics: usize| pb::RecommendRequest {
+                spec: Some(pb::HorizontalSpec {
+                    metrics: vec![pb::MetricSpec::default(); metrics],
+                    ..Default::default()
+                }),
+                pods: vec![pod(containers, values); pods],
+                orphan_pod_metrics: vec![pb::OrphanPodMetrics::default(); pods % 2],
+                ..Default::default()
+            };
+        let mut seed = 7u64;
+        let mut next = |n: u64| {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            usize::try_from((seed >> 33) % n).unwrap()
+        };
+        let mut refused = 0;
+        for _ in 0..300 {
+            let mut requests = Vec::new();
+            let mut totals = BatchTotals::default();
+            for _ in 0..6 {
+                let r = request(next(3), next(3), next(3), next(4));
+                let incremental = totals.with(&r.encode_to_vec(), &limits);
+                requests.push(r);
+                let whole = check(
+                    &RECOMMEND_BATCH,
+                    &pb::RecommendBatchRequest {
+                        requests: requests.clone(),
+                    }
+                    .encode_to_vec(),
+                    &limits,
+                );
+                match (incremental, whole) {
+                    (Ok(t), Ok(())) => totals = t,
+                    (Err(a), Err(b)) => {
+                        assert_eq!(a.to_string(), b.to_string());
+                        refused += 1;
+                        break;
+                    }
+                    (a, b) => panic!("request by request {a:?}, whole batch {b:?}"),
+                }
+            }
+        }
+        assert!(refused > 50, "only {refused} batches reached a limit");
     }
 
     #[test]
