@@ -169,6 +169,29 @@ impl Kind for Vpa<'_> {
     }
 }
 
+/// Whether and how a decision is written ([`CommitPath::commit_decision`]).
+pub(crate) enum Recording<'a> {
+    /// A dry run: no lock taken, nothing written.
+    DryRun,
+    /// Written under the target's lock and `held` (another lock the caller holds for the
+    /// decision: a scaling group's), both released before the wait for the flush, which is as
+    /// `flush` says.
+    Write {
+        held: Option<KeyGuard>,
+        flush: Flush<'a>,
+    },
+}
+
+impl Recording<'_> {
+    /// A call of its own: the target's lock alone, the flush awaited before it returns.
+    pub(crate) fn alone() -> Self {
+        Recording::Write {
+            held: None,
+            flush: Flush::Await,
+        }
+    }
+}
+
 /// When a decision's write waits for its flush.
 #[derive(Clone, Copy)]
 pub(crate) enum Flush<'a> {
@@ -214,67 +237,31 @@ impl CommitPath {
         &self.locks
     }
 
-    /// Runs one decision on `key` (see the module documentation). With `record` false (a dry
-    /// run) nothing is locked or written: the decision is made on the current state and
-    /// returned. `now` is called once, under the lock; `decide` once per attempt, with the
-    /// loaded state. Returns `now`, what was (or would have been) written, and `decide`'s
-    /// other output.
+    /// Runs one decision on `key` (see the module documentation), written as `recording`
+    /// says: a dry run takes no lock and writes nothing (the decision is made on the current
+    /// state and returned). `now` is called once, under the lock; `decide` once per attempt,
+    /// with the loaded state. Returns `now`, what was (or would have been) written, and
+    /// `decide`'s other output.
     pub(crate) async fn commit_decision<K: Kind, N, O>(
         &self,
         kind: &K,
         key: &str,
-        record: bool,
-        now: impl FnOnce() -> N,
-        decide: impl FnMut(Option<K::State>, &N) -> Result<(K::Write, O), ApiError>,
-    ) -> Result<(N, K::Write, O), ApiError> {
-        self.commit_decision_holding(kind, key, record, None, Flush::Await, now, decide)
-            .await
-    }
-
-    /// Waits for the flush covering every write of a batch. On a failure, the requests whose
-    /// writes it did not cover, with the error they are answered.
-    pub(crate) async fn flushed(&self, deferred: Deferred) -> Result<(), (Vec<usize>, ApiError)> {
-        let writes = deferred
-            .0
-            .into_inner()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let Some(last) = writes.iter().map(|&(_, ticket, _)| ticket).max() else {
-            return Ok(());
-        };
-        if let Err(e) = self.durability.durable(last).await {
-            return Err((writes.iter().map(|&(i, ..)| i).collect(), e.into()));
-        }
-        for started in writes.iter().filter_map(|&(.., started)| started) {
-            crate::metrics::store_commit(started.elapsed());
-        }
-        Ok(())
-    }
-
-    /// [`Self::commit_decision`] for a caller that holds another lock for it (a scaling
-    /// group's, `held`), released with the target's before the wait for the flush, so that
-    /// the members of a group share flushes as targets do; the wait as `flush` says.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn commit_decision_holding<K: Kind, N, O>(
-        &self,
-        kind: &K,
-        key: &str,
-        record: bool,
-        held: Option<KeyGuard>,
-        flush: Flush<'_>,
+        recording: Recording<'_>,
         now: impl FnOnce() -> N,
         mut decide: impl FnMut(Option<K::State>, &N) -> Result<(K::Write, O), ApiError>,
     ) -> Result<(N, K::Write, O), ApiError> {
-        let guard = if record {
-            Some((self.locks.lock(key).await, held))
-        } else {
-            None
+        let (guard, flush) = match recording {
+            Recording::DryRun => (None, None),
+            Recording::Write { held, flush } => {
+                (Some((self.locks.lock(key).await, held)), Some(flush))
+            }
         };
         let now = now();
         let mut conflicts = 0;
         loop {
             let (state, seen) = kind.load(key).await?;
             let (write, output) = decide(state, &now)?;
-            if record {
+            if let Some(flush) = flush {
                 let started = Instant::now();
                 super::context::check_deadline()?;
                 match kind.write(key, seen, &write).await {
@@ -301,6 +288,25 @@ impl CommitPath {
             }
             return Ok((now, write, output));
         }
+    }
+
+    /// Waits for the flush covering every write of a batch. On a failure, the requests whose
+    /// writes it did not cover, with the error they are answered.
+    pub(crate) async fn flushed(&self, deferred: Deferred) -> Result<(), (Vec<usize>, ApiError)> {
+        let writes = deferred
+            .0
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(last) = writes.iter().map(|&(_, ticket, _)| ticket).max() else {
+            return Ok(());
+        };
+        if let Err(e) = self.durability.durable(last).await {
+            return Err((writes.iter().map(|&(i, ..)| i).collect(), e.into()));
+        }
+        for started in writes.iter().filter_map(|&(.., started)| started) {
+            crate::metrics::store_commit(started.elapsed());
+        }
+        Ok(())
     }
 
     /// Deletes under the target's lock with `delete` (true: something was there) and, if

@@ -19,7 +19,7 @@ use tracing::{Span, field::Empty};
 use super::{
     authorized::{FleetKind, Readable, TargetSummaries, filtered_page},
     clock,
-    commit::{CommitPath, Deferred, Flush, HpaAmend, HpaTarget},
+    commit::{CommitPath, Deferred, Flush, HpaAmend, HpaTarget, Recording},
     convert::{self, Context, summary::SummaryPage},
     fleet::{Fleet, FleetLimits},
     locks::KeyLocks,
@@ -169,37 +169,33 @@ impl HorizontalService {
             time_from_request,
             retention: self.options.history_retention,
         };
-        let record = !call.input.dry_run;
-        // Members of one group decide one at a time on this replica (other replicas are held
-        // off by the ledger's revision).
-        let (target, held) = match (&self.fleet, &call.group) {
-            (Some(fleet), Some(name)) => (
-                HpaTarget {
-                    hpa: &*self.store,
-                    group: Some((fleet.store(), name.as_str())),
+        let group = match (&self.fleet, &call.group) {
+            (Some(fleet), Some(name)) => Some((fleet, name.as_str())),
+            _ => None,
+        };
+        let target = HpaTarget {
+            hpa: &*self.store,
+            group: group.map(|(fleet, name)| (fleet.store(), name)),
+        };
+        let recording = if call.input.dry_run {
+            Recording::DryRun
+        } else {
+            Recording::Write {
+                // Members of one group decide one at a time on this replica (other replicas
+                // are held off by the ledger's revision).
+                held: match group {
+                    Some((fleet, name)) => Some(fleet.lock_group(name).await),
+                    None => None,
                 },
-                if record {
-                    Some(fleet.lock_group(name).await)
-                } else {
-                    None
-                },
-            ),
-            _ => (
-                HpaTarget {
-                    hpa: &*self.store,
-                    group: None,
-                },
-                None,
-            ),
+                flush,
+            }
         };
         // Boxed: the commit's future holds the target's state and the decision (KiBs), which
         // the call's future would otherwise carry, and copy each time it moves, from the start.
-        let (now, write, new_target) = Box::pin(self.commit.commit_decision_holding(
+        let (now, write, new_target) = Box::pin(self.commit.commit_decision(
             &target,
             &call.input.target_key,
-            record,
-            held,
-            flush,
+            recording,
             || call.now(),
             |loaded, &now| call.decide(self.evaluate, loaded.unwrap_or((None, None)), now),
         ))
@@ -312,7 +308,7 @@ impl HorizontalService {
             .commit_decision(
                 &HpaAmend(&*self.store),
                 key,
-                true,
+                Recording::alone(),
                 || (),
                 |state, ()| {
                     let (state, newest) =

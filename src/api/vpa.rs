@@ -29,7 +29,7 @@ use tracing::{Span, field::Empty};
 
 use super::{
     clock,
-    commit::{CommitPath, Vpa},
+    commit::{CommitPath, Recording, Vpa},
     convert::vpa::{self as convert, VerticalContext},
     status::ApiError,
 };
@@ -109,7 +109,7 @@ impl VerticalService {
             .commit_decision(
                 &Vpa(&*self.store),
                 &input.target_key,
-                true,
+                Recording::alone(),
                 || input.now,
                 |state, &now| {
                     let mut state = state.unwrap_or_else(VpaState::new);
