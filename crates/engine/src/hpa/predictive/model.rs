@@ -713,12 +713,14 @@ impl LoadModel {
         #[allow(clippy::needless_range_loop)] // the models are parallel arrays indexed alike
         for i in 0..MODELS {
             let Some(f) = fs[i] else { continue };
-            let err = relative_error(a_all, f);
+            let relative = relative_error(a_all, f);
             self.sigma[i] = Some(match self.sigma[i] {
-                None => err,
-                Some(s) => s + alpha(dt, SIGMA_TAU) * (err - s),
+                None => relative,
+                Some(s) => s + alpha(dt, SIGMA_TAU) * (relative - s),
             });
             self.first_eval[i].get_or_insert(tj);
+            // The accuracy shown is Σ|A − F| ÷ ΣA: absolute errors, in load units.
+            let err = (a_all - f).abs();
             self.err_day[i] += ba * (err - self.err_day[i]);
             self.act_day[i] += ba * (a_all - self.act_day[i]);
         }
@@ -908,6 +910,8 @@ impl LoadModel {
 
     /// One forecaster's raw window maximum over `[t, t + lead_secs]` with its current level,
     /// ungated and unscored (for charts: "what the week profile expects for the next hour").
+    /// The levels and the blend do not look at the window: their forecast is their current
+    /// value (the blend's from the last load, its level and the day profile at `t + D`).
     /// `None` for a seasonal forecaster without a level yet or with an unseen slot in the
     /// window.
     pub fn raw_window_max(&self, model: ModelKind, t: i64, lead_secs: u32) -> Option<f64> {
@@ -978,10 +982,15 @@ impl LoadModel {
     /// One step of recursive least squares with forgetting ([`BLEND_LAMBDA`]): the blend's
     /// weights move toward explaining `y`, the load that followed `inputs`.
     fn fit_blend(&mut self, inputs: [f64; BLEND_INPUTS], y: f64) {
+        if !(y.is_finite() && inputs.iter().all(|v| v.is_finite())) {
+            return;
+        }
         let p = &self.blend_p;
         let pf: [f64; BLEND_INPUTS] = std::array::from_fn(|i| dot(&p[i], &inputs));
         let den = BLEND_LAMBDA + dot(&inputs, &pf);
-        if !(den.is_finite() && den > 0.0 && y.is_finite()) {
+        if !(den.is_finite() && den > 0.0) {
+            // Only a covariance that is no longer positive definite gets here.
+            self.reset_blend();
             return;
         }
         let gain = pf.map(|v| v / den);
@@ -996,14 +1005,39 @@ impl LoadModel {
         // `the_blend_stays_bounded_*`).
         let p: [[f64; BLEND_INPUTS]; BLEND_INPUTS] =
             std::array::from_fn(|i| std::array::from_fn(|j| (p[i][j] + p[j][i]) / 2.0));
-        let trace: f64 = (0..BLEND_INPUTS).map(|i| p[i][i]).sum();
-        let definite = (0..BLEND_INPUTS).all(|i| p[i][i] > 0.0);
-        if w.iter().all(|v| v.is_finite()) && definite && trace.is_finite() && trace <= BLEND_P_MAX
-        {
+        if w.iter().all(|v| v.is_finite()) {
             self.blend_w = w;
-            self.blend_p = p;
-        } else {
-            self.blend_p = blend_p0();
+        }
+        self.blend_p = p;
+        if !self.blend_sane() {
+            self.reset_blend();
+        }
+    }
+
+    /// Whether the blend's weights are finite and its inverse covariance positive definite
+    /// (Sylvester's criterion: every leading principal minor positive), finite and not past
+    /// [`BLEND_P_MAX`].
+    fn blend_sane(&self) -> bool {
+        let p = &self.blend_p;
+        let minors = [
+            p[0][0],
+            p[0][0] * p[1][1] - p[0][1] * p[1][0],
+            p[0][0] * (p[1][1] * p[2][2] - p[1][2] * p[2][1])
+                - p[0][1] * (p[1][0] * p[2][2] - p[1][2] * p[2][0])
+                + p[0][2] * (p[1][0] * p[2][1] - p[1][1] * p[2][0]),
+        ];
+        let trace: f64 = (0..BLEND_INPUTS).map(|i| p[i][i]).sum();
+        self.blend_w.iter().all(|w| w.is_finite())
+            && minors.iter().all(|m| m.is_finite() && *m > 0.0)
+            && trace <= BLEND_P_MAX
+    }
+
+    /// Starts the covariance again ([`BLEND_P0`]), keeping finite weights (what was learned
+    /// of the load) and replacing others by [`BLEND_W0`].
+    fn reset_blend(&mut self) {
+        self.blend_p = blend_p0();
+        if !self.blend_w.iter().all(|w| w.is_finite()) {
+            self.blend_w = BLEND_W0;
         }
     }
 }

@@ -115,6 +115,13 @@ impl LoadModel {
             for row in &mut m.blend_p {
                 *row = r.f64s()?;
             }
+            // A damaged blend starts again rather than forecasting NaN.
+            if m.inputs.is_some_and(|v| !v.iter().all(|x| x.is_finite())) {
+                m.inputs = None;
+            }
+            if !m.blend_sane() {
+                m.reset_blend();
+            }
         }
         if r.at != b.len() {
             return Err(DecodeError::Trailing(b.len() - r.at));

@@ -7,13 +7,24 @@ const START: i64 = 1_800_000_000;
 
 /// Two days and a bit of a daily sine at one decision a minute, each committed.
 fn two_days() -> LoadModel {
+    two_days_of(1.0)
+}
+
+/// [`two_days`] with the load times `scale`.
+fn two_days_of(scale: f64) -> LoadModel {
     let mut m = LoadModel::new(300, 60);
     for k in 0..(2 * 1440 + 7) {
         let t = START + k * 60;
-        let load = 10.0 + 5.0 * ((t % DAY) as f64 / DAY as f64 * std::f64::consts::TAU).sin();
+        let load =
+            scale * (10.0 + 5.0 * ((t % DAY) as f64 / DAY as f64 * std::f64::consts::TAU).sin());
         m.observe(t, load);
         let _ = m.forecast();
-        m.commit(t, 1.0, load.ceil() as u32, load.ceil() as u32 + 1);
+        m.commit(
+            t,
+            scale,
+            (load / scale).ceil() as u32,
+            (load / scale).ceil() as u32 + 1,
+        );
     }
     m
 }
@@ -111,6 +122,56 @@ fn the_blend_stays_bounded_on_nyc_taxi() {
         }
     }
     assert!(largest < 10.0, "weights reached {largest}: {:?}", m.blend_w);
+}
+
+/// WAPE is `Σ|A − F| ÷ ΣA`: the same for a load ten times larger (and σ, a relative error,
+/// too), not the relative error divided by the load.
+#[test]
+fn accuracy_does_not_depend_on_the_load_s_scale() {
+    let (a, b) = (two_days_of(1.0).accuracy(), two_days_of(10.0).accuracy());
+    let mut scored = 0;
+    for (a, b) in a.iter().zip(&b) {
+        // The week's forecaster needs a week.
+        let (Some(wa), Some(wb)) = (a.wape, b.wape) else {
+            assert_eq!((a.model, b.wape), (ModelKind::Week, None));
+            continue;
+        };
+        scored += 1;
+        // Within 1 %: the blend's least squares start from a prior in load units.
+        assert!(
+            wa > 0.0 && (wa / wb - 1.0).abs() < 1e-2,
+            "{:?}: {wa} {wb}",
+            a.model
+        );
+        let (sa, sb) = (a.sigma.unwrap(), b.sigma.unwrap());
+        assert!((sa / sb - 1.0).abs() < 1e-2, "{:?}: σ {sa} {sb}", a.model);
+    }
+    assert_eq!(scored, MODELS - 1);
+}
+
+/// A covariance that is no longer positive definite, or weights that are not finite (a
+/// damaged state), start the blend again instead of freezing it or forecasting NaN.
+#[test]
+fn a_broken_blend_starts_again() {
+    let mut m = LoadModel::new(300, 60);
+    m.blend_w = [0.2, 0.5, 0.3];
+    m.blend_p = [[-1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]];
+    m.fit_blend([1.0, 0.0, 0.0], 1.0);
+    assert_eq!(m.blend_p, blend_p0());
+    assert_eq!(
+        m.blend_w,
+        [0.2, 0.5, 0.3],
+        "finite weights are what was learned"
+    );
+    m.fit_blend([5.0, 5.0, 5.0], 6.0);
+    assert_ne!(m.blend_w, [0.2, 0.5, 0.3], "it learns again");
+
+    let mut m = two_days();
+    m.blend_w = [f64::NAN, 0.5, 0.5];
+    let back = LoadModel::from_bytes(&m.to_bytes()).expect("decodes");
+    assert_eq!((back.blend_w, back.blend_p), (BLEND_W0, blend_p0()));
+    let f = back.raw_window_max(ModelKind::Blend, back.last_time().unwrap(), 360);
+    assert!(f.is_some_and(f64::is_finite), "{f:?}");
 }
 
 #[test]
