@@ -454,9 +454,9 @@ pub(crate) fn run_from_record(r: &pb::DecisionRun) -> Result<DecisionEntry, Stri
                         m => return Err(format!("predictive mode {m}")),
                     },
                     metric: (!p.metric.is_empty()).then(|| p.metric.clone()),
-                    model: match p.model {
-                        0 => None,
-                        m => Some(
+                    model: match (p.forecaster, p.model) {
+                        (0, 0) => None,
+                        (0, m) | (m, _) => Some(
                             *ModelKind::ALL
                                 .get(m as usize - 1)
                                 .ok_or_else(|| format!("forecast model {m}"))?,
@@ -679,12 +679,10 @@ fn decision_to_record(e: &DecisionEntry, max_pod_names: usize) -> pb::Decision {
                 PredictiveMode::ScaleUp | PredictiveMode::Off => 2,
             },
             metric: p.metric.clone().unwrap_or_default(),
-            model: p.model.map_or(0, |m| {
-                ModelKind::ALL
-                    .iter()
-                    .position(|k| *k == m)
-                    .map_or(0, |i| i as u32 + 1)
-            }),
+            model: forecaster_code(p.model)
+                .filter(|&c| c <= FIRST_FORECASTERS)
+                .unwrap_or(0),
+            forecaster: forecaster_code(p.model).unwrap_or(0),
             load: p.load,
             forecast_load: p.forecast_load,
             forecast_replicas: p.forecast_replicas,
@@ -694,6 +692,16 @@ fn decision_to_record(e: &DecisionEntry, max_pod_names: usize) -> pb::Decision {
             reason: codes::condition_reason(p.reason),
         }),
     }
+}
+
+/// The forecasters a build before the blend knows (`model` 1 to 4 of the record); the others
+/// are written in `forecaster` alone, so that such a build still reads the decision.
+const FIRST_FORECASTERS: u32 = 4;
+
+/// A forecaster's number in the record: its place in [`ModelKind::ALL`], from 1.
+fn forecaster_code(model: Option<ModelKind>) -> Option<u32> {
+    let i = ModelKind::ALL.iter().position(|k| Some(*k) == model)?;
+    u32::try_from(i + 1).ok()
 }
 
 /// Conditions as their packed codes and message rests (version 4).

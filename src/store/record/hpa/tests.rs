@@ -577,3 +577,59 @@ fn unknown_codes_are_refused_not_defaulted() {
     let err = run_from_record(&r).unwrap_err();
     assert!(err.contains("99"), "{err}");
 }
+
+/// A decision raised by a forecaster added after the first four reads back with it, and is
+/// written so that a build that knows only the first four (`model` 1 to 4, refusing others)
+/// still reads the decision, without its forecaster: a rolling upgrade or a rollback on a
+/// shared etcd store keeps every target readable.
+#[test]
+fn a_later_forecaster_does_not_make_the_decision_unreadable_to_older_builds() {
+    use crate::engine::hpa::predictive::{PredictiveMode, PredictiveReport, model::ModelKind};
+    for (model, old_code, code) in [
+        (None, 0, 0),
+        (Some(ModelKind::Level5m), 1, 1),
+        (Some(ModelKind::Week), 4, 4),
+        (Some(ModelKind::Blend), 0, 5),
+    ] {
+        let mut run = sample_run();
+        run.decision.predictive = Some(Box::new(PredictiveReport {
+            mode: PredictiveMode::ScaleUp,
+            metric: Some("Resource/cpu".into()),
+            model,
+            load: Some(3.5),
+            forecast_load: Some(4.5),
+            forecast_replicas: Some(5),
+            reactive_replicas: Some(4),
+            raised: true,
+            wape: Some(0.12),
+            reason: ConditionReason::ForecastRaised,
+        }));
+        let record = run_to_record(&run, 50);
+        let report = record
+            .decision
+            .as_ref()
+            .unwrap()
+            .predictive
+            .as_ref()
+            .unwrap();
+        assert_eq!(
+            (report.model, report.forecaster),
+            (old_code, code),
+            "{model:?}"
+        );
+        assert_eq!(run_from_record(&record).unwrap(), run, "{model:?}");
+        // What a build before `forecaster` reads: the same record without it.
+        let mut older = record.clone();
+        let p = older
+            .decision
+            .as_mut()
+            .unwrap()
+            .predictive
+            .as_mut()
+            .unwrap();
+        p.forecaster = 0;
+        let read = run_from_record(&older).unwrap();
+        let expect = model.filter(|m| *m != ModelKind::Blend);
+        assert_eq!(read.decision.predictive.unwrap().model, expect, "{model:?}");
+    }
+}
