@@ -64,7 +64,7 @@
 //! corrected to the controller this engine implements (without `behavior`, the legacy
 //! scale-down window keeps the recommendation exactly at its cutoff, 6 decisions at 60 s, not
 //! 5; CPU utilization is a whole percent; `Tolerances.isWithin` includes its bounds), after
-//! which the prototype's reactive runs matched the server's to 0.1 replica-hours.
+//! which the prototype's reactive runs matched the server's within 0.1 %.
 //!
 //! * the bulky state (profile slots, pending evaluations) is stored as `f32` ([`Stored`]) so
 //!   that the encoded state stays under 8 KB (≤ 6,564 B); the Python keeps `f64`. A copy of
