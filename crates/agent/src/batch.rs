@@ -152,19 +152,21 @@ async fn send(
             return;
         };
         let mut batch = Batch::default();
-        let fits = batch.fits(&first.0);
-        batch.push(first, fits.unwrap_or_default());
+        let fit = batch.fits(&first.0);
+        let alone = fit.totals.is_none();
+        batch.push(first, fit);
         let max_requests = learned.max_requests.load(Ordering::Relaxed);
         // A request over the limits alone goes alone: the server's answer says why.
-        while fits.is_some() && batch.len() < max_requests {
+        while !alone && batch.len() < max_requests {
             let Ok(more) = requests.try_recv() else {
                 break;
             };
-            let Some(totals) = batch.fits(&more.0) else {
+            let fit = batch.fits(&more.0);
+            if fit.totals.is_none() {
                 next = Some(more);
                 break;
-            };
-            batch.push(more, totals);
+            }
+            batch.push(more, fit);
         }
         let (client, learned) = (client.clone(), Arc::clone(&learned));
         tokio::spawn(async move {
@@ -172,6 +174,14 @@ async fn send(
             drop(slot);
         });
     }
+}
+
+/// What one request would make of a batch ([`Batch::fits`]).
+struct Fit {
+    /// The batch's totals with it; `None` when it would take the batch over a limit.
+    totals: Option<BatchTotals>,
+    /// Its encoded size.
+    bytes: usize,
 }
 
 /// Requests gathered for one call, within the server's default limits.
@@ -190,20 +200,26 @@ impl Batch {
         self.requests.len()
     }
 
-    /// The batch's totals with `request` when it keeps the batch within the server's
-    /// default limits (and half its default message size, for the framing), else `None`.
-    fn fits(&self, request: &pb::RecommendRequest) -> Option<BatchTotals> {
+    /// What `request` would make of the batch: its totals when it keeps the batch within the
+    /// server's default limits (and half its default message size, for the framing).
+    fn fits(&self, request: &pb::RecommendRequest) -> Fit {
         let limits = Limits::default();
-        let bytes = request.encode_to_vec();
-        (self.bytes + bytes.len() <= limits.max_message_bytes / 2)
-            .then(|| self.totals.with(&bytes, &limits).ok())
-            .flatten()
+        let encoded = request.encode_to_vec();
+        let bytes = encoded.len();
+        Fit {
+            totals: (self.bytes + bytes <= limits.max_message_bytes / 2)
+                .then(|| self.totals.with(&encoded, &limits).ok())
+                .flatten(),
+            bytes,
+        }
     }
 
-    /// Adds a request with the totals [`Batch::fits`] gave for it.
-    fn push(&mut self, (request, answer): (pb::RecommendRequest, Answer), totals: BatchTotals) {
-        self.totals = totals;
-        self.bytes += request.encoded_len();
+    /// Adds a request with what [`Batch::fits`] found for it.
+    fn push(&mut self, (request, answer): (pb::RecommendRequest, Answer), fit: Fit) {
+        if let Some(totals) = fit.totals {
+            self.totals = totals;
+        }
+        self.bytes += fit.bytes;
         self.requests.push(request);
         self.answers.push(answer);
     }
