@@ -614,9 +614,9 @@ impl HorizontalAutoscaler for HorizontalService {
     /// Each request as its own call (`recommend_one`, with the batch's metadata), all at
     /// once, then one wait for the flush covering all their writes before any is answered: a
     /// batch of N decisions pays one call's transport and one flush, and its decisions run
-    /// one after another without waiting for a flush between them. Its limits (the number of requests, the pods of all
-    /// together) were checked on the wire before it was decoded, and its targets by
-    /// `Authorized`.
+    /// one after another without waiting for a flush between them. Its limits (the number of
+    /// requests, the pods of all together) were checked on the wire before it was decoded,
+    /// and its targets by `Authorized`.
     #[tracing::instrument(name = "RecommendBatch", skip_all, fields(requests = request.get_ref().requests.len()))]
     async fn recommend_batch(
         &self,
