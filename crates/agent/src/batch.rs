@@ -23,11 +23,15 @@ use std::{
     time::{Duration, Instant},
 };
 
-use autoscaled_wire::{Limits, pb::v1 as pb, status::batch_answer, wire_limits::BatchTotals};
+use autoscaled_wire::{
+    Limits,
+    pb::v1 as pb,
+    status::{batch_answer, batch_refused_untouched},
+    wire_limits::BatchTotals,
+};
 use prost::Message;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tonic::{Code, Status};
-use tonic_types::StatusExt;
 
 use crate::run::Service;
 
@@ -243,7 +247,7 @@ impl Batch {
                     let _ = answer.send(batch_answer(results.next()));
                 }
             }
-            Err(status) if refused_untouched(&status) => {
+            Err(status) if batch_refused_untouched(&status) => {
                 match status.code() {
                     Code::Unimplemented => {
                         *learned
@@ -278,15 +282,4 @@ async fn each_alone(client: &Service, requests: Vec<pb::RecommendRequest>, answe
         }
     });
     futures_util::future::join_all(calls).await;
-}
-
-/// A refusal of the whole batch before any of it was decided, for what one of its requests
-/// is (or the method's absence): each request alone may get another answer. A limit names its
-/// field; an overload does not, and is the same for each request.
-fn refused_untouched(status: &Status) -> bool {
-    match status.code() {
-        Code::Unimplemented | Code::InvalidArgument | Code::PermissionDenied => true,
-        Code::ResourceExhausted => status.get_details_bad_request().is_some(),
-        _ => false,
-    }
 }

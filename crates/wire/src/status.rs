@@ -283,6 +283,18 @@ pub fn batch_answer(
     }
 }
 
+/// A refusal of a whole RecommendBatch before any of it was decided, for what one of its
+/// requests is (or the method's absence: a server before it): each request alone may get
+/// another answer, so a client (or a replica forwarding a batch to its owner) sends them one
+/// by one. A limit names its field; an overload does not, and is the same for each request.
+pub fn batch_refused_untouched(status: &Status) -> bool {
+    match status.code() {
+        Code::Unimplemented | Code::InvalidArgument | Code::PermissionDenied => true,
+        Code::ResourceExhausted => status.get_details_bad_request().is_some(),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
