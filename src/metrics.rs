@@ -349,13 +349,13 @@ pub(crate) fn scale_report(failed: bool) {
     counter!(HPA_SCALE_REPORTS_TOTAL, "outcome" => outcome).increment(1);
 }
 
-/// A write for another replica's target: decided by its owner, or here.
-pub(crate) fn forwarded(by_owner: bool) {
+/// `writes` for another replica's targets: decided by their owner, or here.
+pub(crate) fn forwarded(by_owner: bool, writes: u64) {
     if !installed() {
         return;
     }
     let to = if by_owner { "owner" } else { "here" };
-    counter!(HPA_FORWARDED_TOTAL, "decided" => to).increment(1);
+    counter!(HPA_FORWARDED_TOTAL, "decided" => to).increment(writes);
 }
 
 /// A request of a RecommendBatch answered with the error `code`.

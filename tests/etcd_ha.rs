@@ -395,6 +395,171 @@ async fn targets_are_owned_forwarded_and_taken_over_when_their_owner_dies() {
     assert_eq!(check_history(addrs[0], &acks, failed == 0).await, acked);
 }
 
+/// A RecommendBatch's requests for targets another replica owns go to that owner as one
+/// RecommendBatch: one call there (one slot of its load shedding), not one call per request.
+/// An owner that refuses the batch untouched (here its lower `--max-batch-requests`) gets
+/// each request alone. Every answer is the owner's decision, logged once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_goes_to_each_owner_as_one_call() {
+    use autoscaled::pb::v1::{RecommendBatchRequest, recommend_batch_result::Result as Outcome};
+    if !etcd_support::available() {
+        return;
+    }
+    let etcd = Etcd::start(1);
+    let metrics = ["--metrics-listen", "127.0.0.1:0"];
+    let replicas = [
+        Replica::start(&etcd.endpoints(), "batch/", &metrics),
+        Replica::start(
+            &etcd.endpoints(),
+            "batch/",
+            &[&metrics[..], &["--max-batch-requests", "4"]].concat(),
+        ),
+    ];
+    let addrs: Vec<SocketAddr> = replicas.iter().map(Replica::addr).collect();
+    let admins: Vec<SocketAddr> = replicas
+        .iter()
+        .map(|r| r.server.as_ref().unwrap().admin.expect("an admin listener"))
+        .collect();
+    let calls = |i: usize, method: &str| {
+        counter(
+            admins[i],
+            "autoscaled_grpc_requests_total",
+            &format!("method=\"/autoscaled.v1.HorizontalAutoscaler/{method}\""),
+        )
+    };
+    let forwarded = |i: usize| {
+        counter(
+            admins[i],
+            "autoscaled_hpa_forwarded_total",
+            "decided=\"owner\"",
+        )
+    };
+    let clients = [client(addrs[0]).await, client(addrs[1]).await];
+    let mut acks: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    let mut millis = epoch_millis();
+    // Until each replica has read the other's registration, each decides what it gets:
+    // single calls through replica 0 until one is forwarded, and through 1 likewise; then
+    // each target's owner, as the forwarded answers name it.
+    let started = Instant::now();
+    let targets: Vec<String> = (0..24).map(|t| format!("batch-t{t}")).collect();
+    let mut owner_of: BTreeMap<String, usize> = BTreeMap::new();
+    loop {
+        owner_of.clear();
+        for target in &targets {
+            for (via, c) in clients.iter().enumerate() {
+                millis += 1;
+                let mut c = c.clone();
+                let answer = bounded("Recommend", c.recommend(request(target, millis)))
+                    .await
+                    .unwrap();
+                acks.entry(target.clone()).or_default().push(millis);
+                let named = answer.metadata().get("autoscaled-owner").is_some();
+                if via == 0 {
+                    owner_of.insert(target.clone(), usize::from(named));
+                } else if named != (owner_of[target] == 0) {
+                    owner_of.remove(target); // the two views still differ
+                }
+            }
+        }
+        if forwarded(0) > 0.0 && forwarded(1) > 0.0 && owner_of.len() == targets.len() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the replicas did not agree on the owners within 30 s"
+        );
+    }
+    let owned = |by: usize| -> Vec<String> {
+        owner_of
+            .iter()
+            .filter(|(_, o)| **o == by)
+            .map(|(t, _)| t.clone())
+            .collect()
+    };
+    let (zero, one) = (owned(0), owned(1));
+    assert!(
+        zero.len() >= 6 && one.len() >= 6,
+        "owners: {} and {} of {} targets",
+        zero.len(),
+        one.len(),
+        targets.len()
+    );
+    let mut send = |via: usize, batch: Vec<String>| {
+        let requests: Vec<RecommendRequest> = batch
+            .iter()
+            .map(|t| {
+                millis += 1;
+                acks.entry(t.clone()).or_default().push(millis);
+                request(t, millis)
+            })
+            .collect();
+        let mut c = clients[via].clone();
+        async move {
+            let answer = bounded(
+                "RecommendBatch",
+                c.recommend_batch(RecommendBatchRequest { requests }),
+            )
+            .await
+            .unwrap()
+            .into_inner();
+            for (t, result) in batch.iter().zip(&answer.results) {
+                assert!(
+                    matches!(result.result, Some(Outcome::Response(_))),
+                    "{t}: {result:?}"
+                );
+            }
+            answer.results.len()
+        }
+    };
+
+    // Through replica 1 (at most 4 requests a batch): three of replica 0's targets and one
+    // of its own. Replica 0 gets one RecommendBatch of three, and no Recommend.
+    let before = (
+        calls(0, "RecommendBatch"),
+        calls(0, "Recommend"),
+        forwarded(1),
+    );
+    let batch: Vec<String> = zero[..3].iter().chain(&one[..1]).cloned().collect();
+    assert_eq!(send(1, batch).await, 4);
+    let after = (
+        calls(0, "RecommendBatch"),
+        calls(0, "Recommend"),
+        forwarded(1),
+    );
+    assert_eq!(after.0 - before.0, 1.0, "RecommendBatch calls at the owner");
+    assert_eq!(after.1 - before.1, 0.0, "Recommend calls at the owner");
+    assert_eq!(
+        after.2 - before.2,
+        3.0,
+        "writes replica 1 counts as forwarded"
+    );
+
+    // Through replica 0: six of each. Replica 1 refuses a batch of six untouched (over its
+    // limit), so each of its six goes alone: six Recommends there, all decided by it.
+    let before = (
+        calls(1, "RecommendBatch"),
+        calls(1, "Recommend"),
+        forwarded(0),
+    );
+    let batch: Vec<String> = zero[..6].iter().chain(&one[..6]).cloned().collect();
+    assert_eq!(send(0, batch).await, 12);
+    let after = (
+        calls(1, "RecommendBatch"),
+        calls(1, "Recommend"),
+        forwarded(0),
+    );
+    assert_eq!(after.0 - before.0, 1.0, "the refused batch at the owner");
+    assert_eq!(after.1 - before.1, 6.0, "Recommend calls at the owner");
+    assert_eq!(
+        after.2 - before.2,
+        6.0,
+        "writes replica 0 counts as forwarded"
+    );
+
+    let acked = acks.values().map(Vec::len).sum::<usize>();
+    assert_eq!(check_history(addrs[0], &acks, true).await, acked);
+}
+
 /// Replicas prove to each other that they are replicas of one deployment (the shared
 /// secret, `peers`): a registration written into etcd by someone without the secret is never
 /// an owner (no call goes to it, no caller's token with it), a marker a client sets to choose

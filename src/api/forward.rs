@@ -129,7 +129,7 @@ impl Forwarder {
         send: F,
     ) -> Option<Result<Response<R>, Status>>
     where
-        T: Clone,
+        T: Clone + Writes,
         F: FnOnce(HorizontalAutoscalerClient<Channel>, Request<T>) -> Fut,
         Fut: Future<Output = Result<Response<R>, Status>>,
     {
@@ -146,7 +146,7 @@ impl Forwarder {
         // would otherwise carry (and copy each time it moves), forwarded or not.
         match Box::pin(send(client, Self::onward(key, path, request))).await {
             Ok(mut response) => {
-                crate::metrics::forwarded(true);
+                crate::metrics::forwarded(true, request.get_ref().writes());
                 if let Ok(value) = owner.parse() {
                     response.metadata_mut().insert(OWNER, value);
                 }
@@ -158,12 +158,36 @@ impl Forwarder {
             // mid-call) is the caller's answer, as it would be had the caller called the owner
             // itself: deciding again here could log it twice.
             Err(status) if never_sent(&status) || status.metadata().contains_key(DECLINED) => {
-                crate::metrics::forwarded(false);
+                crate::metrics::forwarded(false, request.get_ref().writes());
                 tracing::debug!(%owner, error = %status.message(), "owner unreachable or declined: deciding here");
                 None
             }
             Err(status) => Some(Err(status)),
         }
+    }
+}
+
+/// The writes a forwarded message carries, as `autoscaled_hpa_forwarded_total` counts them:
+/// a batch's requests each count, as they would have as calls of their own.
+pub(crate) trait Writes {
+    fn writes(&self) -> u64;
+}
+
+impl Writes for crate::pb::v1::RecommendRequest {
+    fn writes(&self) -> u64 {
+        1
+    }
+}
+
+impl Writes for crate::pb::v1::ReportScaleRequest {
+    fn writes(&self) -> u64 {
+        1
+    }
+}
+
+impl Writes for crate::pb::v1::RecommendBatchRequest {
+    fn writes(&self) -> u64 {
+        self.requests.len() as u64
     }
 }
 

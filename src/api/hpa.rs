@@ -11,7 +11,7 @@
 //!    commit history + decision record atomically (`HpaStore::commit_after`, re-deciding
 //!    on a conflict with another replica), release the lock and wait for the flush.
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use tonic::{Request, Response, Status};
 use tracing::{Span, field::Empty};
@@ -24,7 +24,7 @@ use super::{
     fleet::{Fleet, FleetLimits},
     locks::KeyLocks,
     recommend::{Call, Evaluate},
-    status::ApiError,
+    status::{ApiError, batch_answer, batch_refused_untouched},
 };
 use crate::{
     auth::KeyFilter,
@@ -580,16 +580,32 @@ type Client = crate::pb::v1::horizontal_autoscaler_client::HorizontalAutoscalerC
     tonic::transport::Channel,
 >;
 
+/// Where a Recommend may be decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Hop {
+    /// By the target's owner when another replica owns it (`api::forward`).
+    Owner,
+    /// Here: its owner could not take it (`Forwarder::call` answered `None` for its batch).
+    Here,
+}
+
+/// The path a batch of requests is forwarded on.
+const RECOMMEND_BATCH: &str = "/autoscaled.v1.HorizontalAutoscaler/RecommendBatch";
+
+/// A batch's requests with their places in it, and what each got.
+type Placed<T> = Vec<(usize, T)>;
+
 impl HorizontalService {
     /// One Recommend, whether its own call or a request of a batch: forwarded to the
-    /// target's owner when another replica decides it, else decided here.
+    /// target's owner when another replica decides it (and `hop` allows), else decided here.
     #[tracing::instrument(name = "Recommend", skip_all, fields(target.key = Empty, dry_run = Empty, decision.current = Empty, decision.desired = Empty, decision.path = Empty))]
     async fn recommend_one(
         &self,
         request: Request<RecommendRequest>,
         flush: Flush<'_>,
+        hop: Hop,
     ) -> Result<Response<RecommendResponse>, Status> {
-        if !request.get_ref().dry_run {
+        if hop == Hop::Owner && !request.get_ref().dry_run {
             let owner = self.owners.owner_of(&request.get_ref().target_key);
             let send = |mut c: Client, r| async move { c.recommend(r).await };
             let path = "/autoscaled.v1.HorizontalAutoscaler/Recommend";
@@ -600,6 +616,54 @@ impl HorizontalService {
         let response = self.do_recommend(request.into_inner(), flush).await?;
         Ok(Response::new(response))
     }
+
+    /// The requests of a batch that `owner` decides, sent to it as one RecommendBatch: one
+    /// call there, so one slot of its load shedding and one flush, as the batch took here
+    /// (sent one by one, a batch admitted here as one call became as many calls there,
+    /// queued against its other callers). An owner that refuses the batch untouched (a
+    /// build without RecommendBatch, or its own lower limits) gets each request alone; an
+    /// owner that cannot take it (`Forwarder::call`'s `None`) leaves them to be decided here.
+    async fn recommend_owned_by(
+        &self,
+        owner: String,
+        batch: Request<pb::RecommendBatchRequest>,
+        places: Vec<usize>,
+        deferred: &Deferred,
+    ) -> Placed<Result<Response<RecommendResponse>, Status>> {
+        let send = |mut c: Client, r| async move { c.recommend_batch(r).await };
+        let answer = self
+            .forwarder
+            .call(Some(owner), RECOMMEND_BATCH, &batch, send)
+            .await;
+        let hop = match answer {
+            Some(Ok(response)) => {
+                let mut results = response.into_inner().results.into_iter();
+                return places
+                    .into_iter()
+                    .map(|i| (i, batch_answer(results.next()).map(Response::new)))
+                    .collect();
+            }
+            Some(Err(status)) if !batch_refused_untouched(&status) => {
+                return places
+                    .into_iter()
+                    .map(|i| (i, Err(status.clone())))
+                    .collect();
+            }
+            Some(Err(_)) => Hop::Owner,
+            None => Hop::Here,
+        };
+        let (metadata, extensions, batch) = batch.into_parts();
+        let calls = places.into_iter().zip(batch.requests).map(|(i, item)| {
+            let request = Request::from_parts(metadata.clone(), extensions.clone(), item);
+            async move {
+                (
+                    i,
+                    Box::pin(self.recommend_one(request, Flush::Defer(deferred, i), hop)).await,
+                )
+            }
+        });
+        futures_util::future::join_all(calls).await
+    }
 }
 
 #[tonic::async_trait]
@@ -608,15 +672,16 @@ impl HorizontalAutoscaler for HorizontalService {
         &self,
         request: Request<RecommendRequest>,
     ) -> Result<Response<RecommendResponse>, Status> {
-        self.recommend_one(request, Flush::Await).await
+        self.recommend_one(request, Flush::Await, Hop::Owner).await
     }
 
     /// Each request as its own call (`recommend_one`, with the batch's metadata), all at
     /// once, then one wait for the flush covering all their writes before any is answered: a
     /// batch of N decisions pays one call's transport and one flush, and its decisions run
-    /// one after another without waiting for a flush between them. Its limits (the number of
-    /// requests, the pods of all together) were checked on the wire before it was decoded,
-    /// and its targets by `Authorized`.
+    /// one after another without waiting for a flush between them. The requests another
+    /// replica owns go to it as one batch per owner (`recommend_owned_by`). Its limits (the
+    /// number of requests, the pods of all together) were checked on the wire before it was
+    /// decoded, and its targets by `Authorized`.
     #[tracing::instrument(name = "RecommendBatch", skip_all, fields(requests = request.get_ref().requests.len()))]
     async fn recommend_batch(
         &self,
@@ -624,13 +689,49 @@ impl HorizontalAutoscaler for HorizontalService {
     ) -> Result<Response<pb::RecommendBatchResponse>, Status> {
         let (metadata, extensions, batch) = request.into_parts();
         let deferred = Deferred::default();
-        // Boxed: `join_all` then holds a pointer per request, not each request's future
-        // (KiBs), which it would move into its own storage.
-        let calls = batch.requests.into_iter().enumerate().map(|(i, item)| {
+        let mut here = Vec::new();
+        let mut owned: BTreeMap<String, (Vec<usize>, Vec<RecommendRequest>)> = BTreeMap::new();
+        for (i, item) in batch.requests.into_iter().enumerate() {
+            let owner = (!item.dry_run)
+                .then(|| self.owners.owner_of(&item.target_key))
+                .flatten();
+            match owner {
+                Some(owner) => {
+                    let (places, requests) = owned.entry(owner).or_default();
+                    places.push(i);
+                    requests.push(item);
+                }
+                None => here.push((i, item)),
+            }
+        }
+        // Boxed: `join_all` then holds a pointer per part, not each part's future (KiBs),
+        // which it would move into its own storage.
+        let mut parts: Vec<futures_util::future::BoxFuture<'_, Placed<_>>> = Vec::new();
+        for (i, item) in here {
             let request = Request::from_parts(metadata.clone(), extensions.clone(), item);
-            Box::pin(self.recommend_one(request, Flush::Defer(&deferred, i)))
-        });
-        let mut results = futures_util::future::join_all(calls).await;
+            let flush = Flush::Defer(&deferred, i);
+            parts.push(Box::pin(async move {
+                vec![(i, self.recommend_one(request, flush, Hop::Owner).await)]
+            }));
+        }
+        for (owner, (places, requests)) in owned {
+            let batch = Request::from_parts(
+                metadata.clone(),
+                extensions.clone(),
+                pb::RecommendBatchRequest { requests },
+            );
+            parts.push(Box::pin(
+                self.recommend_owned_by(owner, batch, places, &deferred),
+            ));
+        }
+        // Every place answered once: in place order, the request's order.
+        let mut placed: Vec<_> = futures_util::future::join_all(parts)
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
+        placed.sort_unstable_by_key(|(i, _)| *i);
+        let mut results: Vec<_> = placed.into_iter().map(|(_, result)| result).collect();
         if let Err((unflushed, error)) = self.commit.flushed(deferred).await {
             let status = Status::from(error);
             for i in unflushed {
