@@ -611,7 +611,7 @@ async fn answer(
         );
         if let Some(ms) = parts
             .headers
-            .get("grpc-retry-pushback-ms")
+            .get(crate::api::status::RETRY_PUSHBACK)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok())
             && let Ok(v) = HeaderValue::from_str(&ms.div_ceil(1000).max(1).to_string())

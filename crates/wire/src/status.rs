@@ -48,7 +48,8 @@ pub enum ApiError {
     Overloaded {
         /// What the client sees in the status message.
         message: String,
-        /// The expected wait, sent as `google.rpc.RetryInfo` so clients back off by it.
+        /// The expected wait, sent as gRFC A6's `grpc-retry-pushback-ms` (Connect: `Retry-After`)
+        /// so clients back off by it.
         retry_after_ms: u64,
     },
     /// The caller's deadline passed before the work was done; nothing was stored.
@@ -206,11 +207,7 @@ impl From<ApiError> for Status {
                 retry_after_ms,
             } => {
                 let mut status = status(Code::ResourceExhausted, &message);
-                if let Ok(value) = retry_after_ms.to_string().parse() {
-                    status
-                        .metadata_mut()
-                        .insert("grpc-retry-pushback-ms", value);
-                }
+                set_retry_after(&mut status, retry_after_ms);
                 status
             }
             ApiError::DeadlineExceeded(message) => status(Code::DeadlineExceeded, &message),
@@ -229,8 +226,24 @@ impl From<ApiError> for Status {
     }
 }
 
+/// gRFC A6's header with the time a client should wait before it retries, in milliseconds.
+pub const RETRY_PUSHBACK: &str = "grpc-retry-pushback-ms";
+
+/// `status`'s advice to retry after `ms` milliseconds ([`RETRY_PUSHBACK`]).
+fn set_retry_after(status: &mut Status, ms: u64) {
+    if let Ok(value) = ms.to_string().parse() {
+        status.metadata_mut().insert(RETRY_PUSHBACK, value);
+    }
+}
+
+/// The milliseconds `status` advises to wait before retrying, if it says.
+pub fn retry_after_ms(status: &Status) -> Option<u64> {
+    status.metadata().get(RETRY_PUSHBACK)?.to_str().ok()?.parse().ok()
+}
+
 /// A request's answer in a RecommendBatch: its response, or its error as the status its own
-/// Recommend call would have carried (code, message, and the BadRequest detail's fields).
+/// Recommend call would have carried (code, message, the BadRequest detail's fields and the
+/// retry advice).
 pub fn batch_result(
     result: Result<tonic::Response<crate::pb::v1::RecommendResponse>, Status>,
 ) -> crate::pb::v1::RecommendBatchResult {
@@ -250,6 +263,7 @@ pub fn batch_result(
                     description: v.description,
                 })
                 .collect(),
+            retry_after_ms: retry_after_ms(&status).unwrap_or(0),
         }),
     };
     crate::pb::v1::RecommendBatchResult {
@@ -268,14 +282,19 @@ pub fn batch_answer(
         Some(Result::Response(response)) => Ok(response),
         Some(Result::Error(error)) => {
             let code = Code::from_i32(error.code);
-            if error.field_violations.is_empty() {
-                return Err(Status::new(code, error.message));
+            let mut status = if error.field_violations.is_empty() {
+                Status::new(code, error.message)
+            } else {
+                let mut details = ErrorDetails::new();
+                for v in error.field_violations {
+                    details.add_bad_request_violation(v.field, v.description);
+                }
+                Status::with_error_details(code, error.message, details)
+            };
+            if error.retry_after_ms > 0 {
+                set_retry_after(&mut status, error.retry_after_ms);
             }
-            let mut details = ErrorDetails::new();
-            for v in error.field_violations {
-                details.add_bad_request_violation(v.field, v.description);
-            }
-            Err(Status::with_error_details(code, error.message, details))
+            Err(status)
         }
         None => Err(Status::internal(
             "the RecommendBatch answer had no result for this request",
@@ -333,6 +352,15 @@ mod tests {
         assert_eq!(fields(&back).len(), 2);
         let plain = batch_answer(Some(batch_result(Err(Status::aborted("conflict"))))).unwrap_err();
         assert_eq!((plain.code(), plain.message()), (Code::Aborted, "conflict"));
+        assert_eq!(retry_after_ms(&plain), None);
+        let shed: Status = ApiError::Overloaded {
+            message: "overloaded".into(),
+            retry_after_ms: 250,
+        }
+        .into();
+        let back = batch_answer(Some(batch_result(Err(shed)))).unwrap_err();
+        assert_eq!(back.code(), Code::ResourceExhausted);
+        assert_eq!(retry_after_ms(&back), Some(250));
         assert_eq!(batch_answer(None).unwrap_err().code(), Code::Internal);
     }
 
