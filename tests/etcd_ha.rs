@@ -512,49 +512,33 @@ async fn a_batch_goes_to_each_owner_as_one_call() {
         }
     };
 
+    // What the owner was called with (RecommendBatch, Recommend) and what the replica the
+    // batch went through counted as forwarded.
+    let counts = |owner: usize| {
+        [
+            calls(owner, "RecommendBatch"),
+            calls(owner, "Recommend"),
+            forwarded(1 - owner),
+        ]
+    };
+    let since = |before: [f64; 3], owner: usize| {
+        let after = counts(owner);
+        [0, 1, 2].map(|k| after[k] - before[k])
+    };
+
     // Through replica 1 (at most 4 requests a batch): three of replica 0's targets and one
     // of its own. Replica 0 gets one RecommendBatch of three, and no Recommend.
-    let before = (
-        calls(0, "RecommendBatch"),
-        calls(0, "Recommend"),
-        forwarded(1),
-    );
+    let before = counts(0);
     let batch: Vec<String> = zero[..3].iter().chain(&one[..1]).cloned().collect();
     assert_eq!(send(1, batch).await, 4);
-    let after = (
-        calls(0, "RecommendBatch"),
-        calls(0, "Recommend"),
-        forwarded(1),
-    );
-    assert_eq!(after.0 - before.0, 1.0, "RecommendBatch calls at the owner");
-    assert_eq!(after.1 - before.1, 0.0, "Recommend calls at the owner");
-    assert_eq!(
-        after.2 - before.2,
-        3.0,
-        "writes replica 1 counts as forwarded"
-    );
+    assert_eq!(since(before, 0), [1.0, 0.0, 3.0], "at the owner, forwarded");
 
     // Through replica 0: six of each. Replica 1 refuses a batch of six untouched (over its
     // limit), so each of its six goes alone: six Recommends there, all decided by it.
-    let before = (
-        calls(1, "RecommendBatch"),
-        calls(1, "Recommend"),
-        forwarded(0),
-    );
+    let before = counts(1);
     let batch: Vec<String> = zero[..6].iter().chain(&one[..6]).cloned().collect();
     assert_eq!(send(0, batch).await, 12);
-    let after = (
-        calls(1, "RecommendBatch"),
-        calls(1, "Recommend"),
-        forwarded(0),
-    );
-    assert_eq!(after.0 - before.0, 1.0, "the refused batch at the owner");
-    assert_eq!(after.1 - before.1, 6.0, "Recommend calls at the owner");
-    assert_eq!(
-        after.2 - before.2,
-        6.0,
-        "writes replica 0 counts as forwarded"
-    );
+    assert_eq!(since(before, 1), [1.0, 6.0, 6.0], "at the owner, forwarded");
 
     let acked = acks.values().map(Vec::len).sum::<usize>();
     assert_eq!(check_history(addrs[0], &acks, true).await, acked);

@@ -238,7 +238,13 @@ fn set_retry_after(status: &mut Status, ms: u64) {
 
 /// The milliseconds `status` advises to wait before retrying, if it says.
 pub fn retry_after_ms(status: &Status) -> Option<u64> {
-    status.metadata().get(RETRY_PUSHBACK)?.to_str().ok()?.parse().ok()
+    status
+        .metadata()
+        .get(RETRY_PUSHBACK)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
 }
 
 /// A request's answer in a RecommendBatch: its response, or its error as the status its own
