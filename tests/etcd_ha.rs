@@ -1437,10 +1437,12 @@ async fn a_replica_partitioned_from_etcd_stops_deciding_and_its_targets_move() {
     let forwarded = |at| counter(at, "autoscaled_hpa_forwarded_total", "decided=\"owner\"");
     let decided_by_b = || counter(admin_b, "autoscaled_hpa_decisions_total", "");
 
-    // Four loops, every call bounded: three send every target's calls through both replicas
+    // Five loops, every call bounded: three send every target's calls through both replicas
     // in turn, the fourth through the replica that stays connected only (its calls show when
-    // the cut replica's targets are decided again). The acknowledged calls are recorded, the
-    // fourth loop's with when.
+    // the cut replica's targets are decided again), the fifth every target in one
+    // RecommendBatch through that replica too: what it forwards to the cut replica before it
+    // sees the lease gone is declined request by request, and decided where it landed, never
+    // answered as declined. The acknowledged calls are recorded, the fourth loop's with when.
     const TARGETS: usize = 16;
     let addrs = [a.addr(), b.addr()];
     let stop = Arc::new(AtomicBool::new(false));
@@ -1450,7 +1452,55 @@ async fn a_replica_partitioned_from_etcd_stops_deciding_and_its_targets_move() {
     let start = Instant::now();
     let base = epoch_millis();
     let next = Arc::new(AtomicUsize::new(0));
+    let batch_declined = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
+    {
+        let conn = client(addrs[0]).await;
+        let (stop, acks, next, batch_declined) = (
+            Arc::clone(&stop),
+            Arc::clone(&acks),
+            Arc::clone(&next),
+            Arc::clone(&batch_declined),
+        );
+        tasks.push(tokio::spawn(async move {
+            use autoscaled::pb::v1::{RecommendBatchRequest, recommend_batch_result::Result};
+            let mut failed = 0;
+            while !stop.load(Ordering::SeqCst) {
+                let first = next.fetch_add(TARGETS, Ordering::SeqCst);
+                let calls: Vec<(String, i64)> = (first..first + TARGETS)
+                    .map(|n| (format!("part-t{}", n % TARGETS), base + n as i64))
+                    .collect();
+                let requests = calls.iter().map(|(t, at)| request(t, *at)).collect();
+                let mut conn = conn.clone();
+                let call = conn.recommend_batch(RecommendBatchRequest { requests });
+                match tokio::time::timeout(Duration::from_secs(10), call).await {
+                    Ok(Ok(answer)) => {
+                        for ((target, at), result) in
+                            calls.into_iter().zip(answer.into_inner().results)
+                        {
+                            match result.result {
+                                Some(Result::Response(_)) => {
+                                    acks.lock().unwrap().entry(target).or_default().push(at);
+                                }
+                                Some(Result::Error(e)) => {
+                                    failed += 1;
+                                    if e.declined {
+                                        batch_declined.fetch_add(1, Ordering::SeqCst);
+                                    }
+                                }
+                                None => failed += 1,
+                            }
+                        }
+                    }
+                    _ => {
+                        failed += TARGETS;
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
+            }
+            failed
+        }));
+    }
     for task in 0..4 {
         let conns = [client(addrs[0]).await, client(addrs[1]).await];
         let (stop, acks, acked_at, next) = (
@@ -1576,10 +1626,21 @@ async fn a_replica_partitioned_from_etcd_stops_deciding_and_its_targets_move() {
     let failed = stop_load(&stop, tasks).await;
     let acks = acks.lock().unwrap().clone();
     let acked = acks.values().map(Vec::len).sum::<usize>();
+    let decided_here = counter(
+        admin_a,
+        "autoscaled_hpa_forwarded_total",
+        "decided=\"here\"",
+    );
     println!(
         "partition: every target decided within {moved:?} after the cut; the cut replica \
          declined {declined} of {TARGETS} targets called directly and decided again \
-         {resumed:?} after the heal; {acked} acknowledged, {failed} failed calls"
+         {resumed:?} after the heal; {acked} acknowledged, {failed} failed calls; the other \
+         decided {decided_here} writes it had forwarded to the cut replica"
+    );
+    assert_eq!(
+        batch_declined.load(Ordering::SeqCst),
+        0,
+        "requests of a batch answered as declined by the replica that forwarded them"
     );
     // A call that failed may have been committed (its answer lost in the cut): at least the
     // acknowledged ones, each once.

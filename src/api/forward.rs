@@ -32,10 +32,6 @@ use crate::{
 /// On a forwarded call's answer: the owner's address, so that a client can send the target's
 /// next calls there itself and save the hop (the etcd bench's client does).
 pub const OWNER: &str = "autoscaled-owner";
-/// On an UNAVAILABLE answer: the owner declined the call before reading or writing anything
-/// (its registration lapsed: `store::etcd::ownership::Registration`), so the replica that
-/// forwarded it decides it itself.
-pub(crate) const DECLINED: &str = "autoscaled-declined";
 
 /// The caller's headers a forwarded call keeps: who it is, and how long it may take.
 const KEPT: &[&str] = &["authorization", "grpc-timeout"];
@@ -130,6 +126,7 @@ impl Forwarder {
     ) -> Option<Result<Response<R>, Status>>
     where
         T: Clone + Writes,
+        R: Writes,
         F: FnOnce(HorizontalAutoscalerClient<Channel>, Request<T>) -> Fut,
         Fut: Future<Output = Result<Response<R>, Status>>,
     {
@@ -146,7 +143,11 @@ impl Forwarder {
         // would otherwise carry (and copy each time it moves), forwarded or not.
         match Box::pin(send(client, Self::onward(key, path, request))).await {
             Ok(mut response) => {
-                crate::metrics::forwarded(true, request.get_ref().writes());
+                // A batch's requests the owner declined are decided here (`recommend_owned_by`).
+                let writes = request.get_ref().writes();
+                let declined = response.get_ref().declined().min(writes);
+                crate::metrics::forwarded(true, writes - declined);
+                crate::metrics::forwarded(false, declined);
                 if let Ok(value) = owner.parse() {
                     response.metadata_mut().insert(OWNER, value);
                 }
@@ -157,7 +158,10 @@ impl Forwarder {
             // reach it may have been committed there, so any other failure (the owner killed
             // mid-call) is the caller's answer, as it would be had the caller called the owner
             // itself: deciding again here could log it twice.
-            Err(status) if never_sent(&status) || status.metadata().contains_key(DECLINED) => {
+            Err(status)
+                if never_sent(&status)
+                    || status.metadata().contains_key(crate::api::status::DECLINED) =>
+            {
                 crate::metrics::forwarded(false, request.get_ref().writes());
                 tracing::debug!(%owner, error = %status.message(), "owner unreachable or declined: deciding here");
                 None
@@ -167,27 +171,34 @@ impl Forwarder {
     }
 }
 
-/// The writes a forwarded message carries, as `autoscaled_hpa_forwarded_total` counts them:
-/// a batch's requests each count, as they would have as calls of their own.
+/// What a forwarded call counts in `autoscaled_hpa_forwarded_total`: the writes its request
+/// carries (a batch's requests each count, as they would have as calls of their own), of
+/// which its answer says how many the owner declined untouched (decided here instead).
 pub(crate) trait Writes {
-    fn writes(&self) -> u64;
-}
-
-impl Writes for crate::pb::v1::RecommendRequest {
     fn writes(&self) -> u64 {
         1
     }
-}
-
-impl Writes for crate::pb::v1::ReportScaleRequest {
-    fn writes(&self) -> u64 {
-        1
+    fn declined(&self) -> u64 {
+        0
     }
 }
+
+impl Writes for crate::pb::v1::RecommendRequest {}
+impl Writes for crate::pb::v1::RecommendResponse {}
+impl Writes for crate::pb::v1::ReportScaleRequest {}
+impl Writes for crate::pb::v1::ReportScaleResponse {}
 
 impl Writes for crate::pb::v1::RecommendBatchRequest {
     fn writes(&self) -> u64 {
         self.requests.len() as u64
+    }
+}
+
+impl Writes for crate::pb::v1::RecommendBatchResponse {
+    fn declined(&self) -> u64 {
+        use crate::pb::v1::recommend_batch_result::Result;
+        let declined = |r: &&crate::pb::v1::RecommendBatchResult| matches!(&r.result, Some(Result::Error(e)) if e.declined);
+        self.results.iter().filter(declined).count() as u64
     }
 }
 

@@ -24,7 +24,7 @@ use super::{
     fleet::{Fleet, FleetLimits},
     locks::KeyLocks,
     recommend::{Call, Evaluate},
-    status::{ApiError, batch_answer, batch_refused_untouched},
+    status::{ApiError, DECLINED, batch_answer, batch_refused_untouched},
 };
 use crate::{
     auth::KeyFilter,
@@ -621,8 +621,9 @@ impl HorizontalService {
     /// call there, so one slot of its load shedding and one flush, as the batch took here
     /// (sent one by one, a batch admitted here as one call became as many calls there,
     /// queued against its other callers). An owner that refuses the batch untouched (a
-    /// build without RecommendBatch, or its own lower limits) gets each request alone; an
-    /// owner that cannot take it (`Forwarder::call`'s `None`) leaves them to be decided here.
+    /// build without RecommendBatch, or its own lower limits) gets each request alone; what
+    /// the owner cannot take (`Forwarder::call`'s `None`), or declines untouched request by
+    /// request (cut off from etcd), is decided here, as a call forwarded alone would be.
     async fn recommend_owned_by(
         &self,
         owner: String,
@@ -635,33 +636,45 @@ impl HorizontalService {
             .forwarder
             .call(Some(owner), RECOMMEND_BATCH, &batch, send)
             .await;
-        let hop = match answer {
+        // Each request's answer from the owner, or `None` and where it is to be decided.
+        let (answers, hop): (Vec<Option<_>>, Hop) = match answer {
             Some(Ok(response)) => {
                 let mut results = response.into_inner().results.into_iter();
-                return places
-                    .into_iter()
-                    .map(|i| (i, batch_answer(results.next()).map(Response::new)))
+                let answers = places
+                    .iter()
+                    .map(|_| match batch_answer(results.next()) {
+                        Err(status) if status.metadata().contains_key(DECLINED) => None,
+                        result => Some(result.map(Response::new)),
+                    })
                     .collect();
+                (answers, Hop::Here)
             }
             Some(Err(status)) if !batch_refused_untouched(&status) => {
-                return places
-                    .into_iter()
-                    .map(|i| (i, Err(status.clone())))
-                    .collect();
+                let answers = places.iter().map(|_| Some(Err(status.clone()))).collect();
+                (answers, Hop::Here)
             }
-            Some(Err(_)) => Hop::Owner,
-            None => Hop::Here,
+            Some(Err(_)) => (places.iter().map(|_| None).collect(), Hop::Owner),
+            None => (places.iter().map(|_| None).collect(), Hop::Here),
         };
         let (metadata, extensions, batch) = batch.into_parts();
-        let calls = places.into_iter().zip(batch.requests).map(|(i, item)| {
-            let request = Request::from_parts(metadata.clone(), extensions.clone(), item);
-            async move {
-                (
-                    i,
-                    Box::pin(self.recommend_one(request, Flush::Defer(deferred, i), hop)).await,
-                )
-            }
-        });
+        let calls =
+            places
+                .into_iter()
+                .zip(batch.requests)
+                .zip(answers)
+                .map(|((i, item), answer)| {
+                    let request = Request::from_parts(metadata.clone(), extensions.clone(), item);
+                    async move {
+                        let result = match answer {
+                            Some(answer) => answer,
+                            None => {
+                                let flush = Flush::Defer(deferred, i);
+                                Box::pin(self.recommend_one(request, flush, hop)).await
+                            }
+                        };
+                        (i, result)
+                    }
+                });
         futures_util::future::join_all(calls).await
     }
 }

@@ -229,6 +229,11 @@ impl From<ApiError> for Status {
 /// gRFC A6's header with the time a client should wait before it retries, in milliseconds.
 pub const RETRY_PUSHBACK: &str = "grpc-retry-pushback-ms";
 
+/// On an UNAVAILABLE answer: the replica declined the call before reading or writing
+/// anything (cut off from etcd: its registration lapsed), so a replica that forwarded it to
+/// this one decides it itself.
+pub const DECLINED: &str = "autoscaled-declined";
+
 /// `status`'s advice to retry after `ms` milliseconds ([`RETRY_PUSHBACK`]).
 fn set_retry_after(status: &mut Status, ms: u64) {
     if let Ok(value) = ms.to_string().parse() {
@@ -270,6 +275,7 @@ pub fn batch_result(
                 })
                 .collect(),
             retry_after_ms: retry_after_ms(&status).unwrap_or(0),
+            declined: status.metadata().contains_key(DECLINED),
         }),
     };
     crate::pb::v1::RecommendBatchResult {
@@ -299,6 +305,11 @@ pub fn batch_answer(
             };
             if error.retry_after_ms > 0 {
                 set_retry_after(&mut status, error.retry_after_ms);
+            }
+            if error.declined {
+                status
+                    .metadata_mut()
+                    .insert(DECLINED, tonic::metadata::MetadataValue::from_static("1"));
             }
             Err(status)
         }
@@ -367,6 +378,13 @@ mod tests {
         let back = batch_answer(Some(batch_result(Err(shed)))).unwrap_err();
         assert_eq!(back.code(), Code::ResourceExhausted);
         assert_eq!(retry_after_ms(&back), Some(250));
+        assert!(!back.metadata().contains_key(DECLINED));
+        let mut declined = Status::unavailable("cut off");
+        declined
+            .metadata_mut()
+            .insert(DECLINED, tonic::metadata::MetadataValue::from_static("1"));
+        let back = batch_answer(Some(batch_result(Err(declined)))).unwrap_err();
+        assert!(back.metadata().contains_key(DECLINED));
         assert_eq!(batch_answer(None).unwrap_err().code(), Code::Internal);
     }
 
