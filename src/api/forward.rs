@@ -33,8 +33,9 @@ use crate::{
 /// next calls there itself and save the hop (the etcd bench's client does).
 pub const OWNER: &str = "autoscaled-owner";
 
-/// The caller's headers a forwarded call keeps: who it is, and how long it may take.
-const KEPT: &[&str] = &["authorization", "grpc-timeout"];
+/// The caller's headers a forwarded call keeps: who it is. (How long it may take is what is
+/// left of the caller's deadline: [`Forwarder::onward`].)
+const KEPT: &[&str] = &["authorization"];
 
 /// The bound on a forwarded call whose caller set no deadline.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -82,19 +83,26 @@ impl Forwarder {
         if let Some(tls) = &link.tls {
             endpoint = endpoint.tls_config(tls.clone()).ok()?;
         }
-        let client = HorizontalAutoscalerClient::new(endpoint.connect_lazy());
+        // The owner is a verified replica whose answers its own limits bound, as they would
+        // be had the caller called it; tonic's 4 MiB default could refuse a large batch's
+        // answer after the owner committed every decision in it.
+        let client = HorizontalAutoscalerClient::new(endpoint.connect_lazy())
+            .max_decoding_message_size(usize::MAX);
         clients.insert(owner.to_owned(), client.clone());
         Some(client)
     }
 
     /// The request to send on: the message, the kept headers, the signed mark with the
-    /// caller's address (and certificate identity, when no token says who it is); a caller
-    /// without a deadline gets [`DEFAULT_TIMEOUT`] for the hop.
+    /// caller's address (and certificate identity, when no token says who it is), and what is
+    /// left of the caller's deadline (a batch's requests sent alone after their owner refused
+    /// the batch have less than the caller gave); a caller without a deadline gets
+    /// [`DEFAULT_TIMEOUT`] for the hop.
     fn onward<T: Clone>(key: &PeerKey, path: &str, request: &Request<T>) -> Request<T> {
         let mut onward = Request::new(request.get_ref().clone());
-        if !request.metadata().contains_key("grpc-timeout") {
-            onward.set_timeout(DEFAULT_TIMEOUT);
-        }
+        let left = crate::api::context::with(|c| c.deadline)
+            .flatten()
+            .map(|d| d.saturating_duration_since(std::time::Instant::now()));
+        onward.set_timeout(left.unwrap_or(DEFAULT_TIMEOUT));
         copy_kept(request.metadata(), onward.metadata_mut());
         let caller = request.extensions().get::<crate::auth::Caller>();
         let remote = caller.and_then(|c| c.remote);
@@ -222,5 +230,46 @@ fn copy_kept(from: &MetadataMap, to: &mut MetadataMap) {
         if let Some(v) = from.get(*name) {
             to.insert(*name, v.clone());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        sync::Arc,
+        time::{Duration, Instant},
+    };
+
+    use super::*;
+    use crate::api::context::{self, RequestContext};
+
+    fn timeout_of<T>(request: &Request<T>) -> Option<String> {
+        let value = request.metadata().get("grpc-timeout")?;
+        Some(value.to_str().ok()?.to_owned())
+    }
+
+    /// The hop gets what is left of the caller's deadline, not the `grpc-timeout` it came with
+    /// (a batch's requests sent alone after a refused batch have spent some of it), and the
+    /// default bound without one.
+    #[tokio::test]
+    async fn a_forwarded_call_carries_what_is_left_of_the_deadline() {
+        let key = PeerKey::new(b"a secret of the test");
+        let mut request = Request::new(crate::pb::v1::RecommendRequest::default());
+        request.set_timeout(Duration::from_secs(10));
+        let context = RequestContext {
+            limits: Arc::default(),
+            deadline: Some(Instant::now() + Duration::from_millis(1500)),
+            peer: None,
+        };
+        let onward =
+            context::scope(context, async { Forwarder::onward(&key, "/p", &request) }).await;
+        let left: u64 = timeout_of(&onward)
+            .and_then(|t| t.strip_suffix('u').map(str::to_owned))
+            .and_then(|t| t.parse().ok())
+            .expect("a timeout in microseconds");
+        assert!((1_000_000..=1_500_000).contains(&left), "{left} µs");
+        // Outside a call with a deadline: the default bound.
+        let onward = Forwarder::onward(&key, "/p", &Request::new(()));
+        assert_eq!(timeout_of(&onward).as_deref(), Some("30000000u"));
     }
 }
