@@ -493,6 +493,10 @@ async fn a_batch_goes_to_each_owner_as_one_call() {
                 request(t, millis)
             })
             .collect();
+        let times: Vec<i64> = requests
+            .iter()
+            .map(|r| ts_millis(&r.evaluation_time))
+            .collect();
         let mut c = clients[via].clone();
         async move {
             let answer = bounded(
@@ -502,11 +506,14 @@ async fn a_batch_goes_to_each_owner_as_one_call() {
             .await
             .unwrap()
             .into_inner();
-            for (t, result) in batch.iter().zip(&answer.results) {
-                assert!(
-                    matches!(result.result, Some(Outcome::Response(_))),
-                    "{t}: {result:?}"
-                );
+            // Each answer in its request's place: its evaluation time is the request's own.
+            for ((t, at), result) in batch.iter().zip(times).zip(&answer.results) {
+                match &result.result {
+                    Some(Outcome::Response(r)) => {
+                        assert_eq!(ts_millis(&r.evaluation_time), at, "{t}: another's answer")
+                    }
+                    other => panic!("{t}: {other:?}"),
+                }
             }
             answer.results.len()
         }
@@ -1479,7 +1486,8 @@ async fn a_replica_partitioned_from_etcd_stops_deciding_and_its_targets_move() {
                             calls.into_iter().zip(answer.into_inner().results)
                         {
                             match result.result {
-                                Some(Result::Response(_)) => {
+                                Some(Result::Response(r)) => {
+                                    assert_eq!(ts_millis(&r.evaluation_time), at, "{target}");
                                     acks.lock().unwrap().entry(target).or_default().push(at);
                                 }
                                 Some(Result::Error(e)) => {
