@@ -585,7 +585,8 @@ type Client = crate::pb::v1::horizontal_autoscaler_client::HorizontalAutoscalerC
 enum Hop {
     /// By the target's owner when another replica owns it (`api::forward`).
     Owner,
-    /// Here: its owner could not take it (`Forwarder::call` answered `None` for its batch).
+    /// Here: its owner could not take it (`Forwarder::call` answered `None` for its batch) or
+    /// declined it untouched.
     Here,
 }
 
@@ -594,6 +595,10 @@ const RECOMMEND_BATCH: &str = "/autoscaled.v1.HorizontalAutoscaler/RecommendBatc
 
 /// A batch's requests with their places in it, and what each got.
 type Placed<T> = Vec<(usize, T)>;
+
+/// A batch's requests for each other replica that owns some of their targets: their places
+/// in the batch and the requests.
+type Owned = BTreeMap<String, (Vec<usize>, Vec<RecommendRequest>)>;
 
 impl HorizontalService {
     /// One Recommend, whether its own call or a request of a batch: forwarded to the
@@ -615,6 +620,27 @@ impl HorizontalService {
         }
         let response = self.do_recommend(request.into_inner(), flush).await?;
         Ok(Response::new(response))
+    }
+
+    /// A batch's requests by who decides them: this replica (it owns their targets, or
+    /// they are dry runs), or each other owner, with their places in the batch.
+    fn by_owner(&self, requests: Vec<RecommendRequest>) -> (Placed<RecommendRequest>, Owned) {
+        let mut here = Vec::new();
+        let mut owned = Owned::new();
+        for (i, item) in requests.into_iter().enumerate() {
+            let owner = (!item.dry_run)
+                .then(|| self.owners.owner_of(&item.target_key))
+                .flatten();
+            match owner {
+                Some(owner) => {
+                    let (places, requests) = owned.entry(owner).or_default();
+                    places.push(i);
+                    requests.push(item);
+                }
+                None => here.push((i, item)),
+            }
+        }
+        (here, owned)
     }
 
     /// The requests of a batch that `owner` decides, sent to it as one RecommendBatch: one
@@ -702,21 +728,7 @@ impl HorizontalAutoscaler for HorizontalService {
     ) -> Result<Response<pb::RecommendBatchResponse>, Status> {
         let (metadata, extensions, batch) = request.into_parts();
         let deferred = Deferred::default();
-        let mut here = Vec::new();
-        let mut owned: BTreeMap<String, (Vec<usize>, Vec<RecommendRequest>)> = BTreeMap::new();
-        for (i, item) in batch.requests.into_iter().enumerate() {
-            let owner = (!item.dry_run)
-                .then(|| self.owners.owner_of(&item.target_key))
-                .flatten();
-            match owner {
-                Some(owner) => {
-                    let (places, requests) = owned.entry(owner).or_default();
-                    places.push(i);
-                    requests.push(item);
-                }
-                None => here.push((i, item)),
-            }
-        }
+        let (here, owned) = self.by_owner(batch.requests);
         // Boxed: `join_all` then holds a pointer per part, not each part's future (KiBs),
         // which it would move into its own storage.
         let mut parts: Vec<futures_util::future::BoxFuture<'_, Placed<_>>> = Vec::new();
