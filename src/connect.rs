@@ -609,11 +609,7 @@ async fn answer(
             status.message(),
             details_of(status.details()),
         );
-        if let Some(ms) = parts
-            .headers
-            .get(crate::api::status::RETRY_PUSHBACK)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok())
+        if let Some(ms) = crate::api::status::retry_after_ms(&status)
             && let Ok(v) = HeaderValue::from_str(&ms.div_ceil(1000).max(1).to_string())
         {
             response.headers_mut().insert(header::RETRY_AFTER, v);

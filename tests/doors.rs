@@ -531,6 +531,10 @@ async fn every_limit_of_every_door() {
                         status.message().contains("request bodies in memory"),
                         "{status:?}"
                     );
+                    assert!(
+                        status.metadata().contains_key("grpc-retry-pushback-ms"),
+                        "{status:?}"
+                    );
                     let _ = holder.await;
                 }
                 ("buffered_bytes", "connect") => {
@@ -552,6 +556,12 @@ async fn every_limit_of_every_door() {
                     let raw = String::from_utf8_lossy(&raw[..n]);
                     assert!(raw.starts_with("HTTP/1.1 429"), "{raw}");
                     assert!(raw.contains("request bodies in memory"), "{raw}");
+                    // The shedding's retry delay, as gRPC's `grpc-retry-pushback-ms` carries
+                    // it, in whole seconds.
+                    assert!(
+                        raw.to_ascii_lowercase().contains("\r\nretry-after: 1\r\n"),
+                        "{raw}"
+                    );
                     drop(first);
                 }
                 ("authentication", "grpc") => {
