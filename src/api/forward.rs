@@ -166,10 +166,7 @@ impl Forwarder {
             // reach it may have been committed there, so any other failure (the owner killed
             // mid-call) is the caller's answer, as it would be had the caller called the owner
             // itself: deciding again here could log it twice.
-            Err(status)
-                if never_sent(&status)
-                    || status.metadata().contains_key(crate::api::status::DECLINED) =>
-            {
+            Err(status) if never_sent(&status) || crate::api::status::declined(&status) => {
                 crate::metrics::forwarded(false, request.get_ref().writes());
                 tracing::debug!(%owner, error = %status.message(), "owner unreachable or declined: deciding here");
                 None

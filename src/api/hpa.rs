@@ -24,7 +24,7 @@ use super::{
     fleet::{Fleet, FleetLimits},
     locks::KeyLocks,
     recommend::{Call, Evaluate},
-    status::{ApiError, DECLINED, batch_answer, batch_refused_untouched},
+    status::{ApiError, batch_answer, batch_refused_untouched, declined},
 };
 use crate::{
     auth::KeyFilter,
@@ -669,7 +669,7 @@ impl HorizontalService {
                 let answers = places
                     .iter()
                     .map(|_| match batch_answer(results.next()) {
-                        Err(status) if status.metadata().contains_key(DECLINED) => None,
+                        Err(status) if declined(&status) => None,
                         result => Some(result.map(Response::new)),
                     })
                     .collect();

@@ -50,9 +50,7 @@ fn store_status(e: &StoreError) -> Status {
             let mut status = Status::unavailable(
                 "this replica is cut off from etcd (its registration lapsed); another replica decides its targets",
             );
-            status
-                .metadata_mut()
-                .insert(DECLINED, tonic::metadata::MetadataValue::from_static("1"));
+            mark_declined(&mut status);
             status
         }
         // Still conflicting after the API's retries: the target is written by another replica

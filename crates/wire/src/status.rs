@@ -234,6 +234,18 @@ pub const RETRY_PUSHBACK: &str = "grpc-retry-pushback-ms";
 /// this one decides it itself.
 pub const DECLINED: &str = "autoscaled-declined";
 
+/// Marks `status` as declined untouched ([`DECLINED`]).
+pub fn mark_declined(status: &mut Status) {
+    status
+        .metadata_mut()
+        .insert(DECLINED, tonic::metadata::MetadataValue::from_static("1"));
+}
+
+/// Whether `status` says the call was declined untouched ([`DECLINED`]).
+pub fn declined(status: &Status) -> bool {
+    status.metadata().contains_key(DECLINED)
+}
+
 /// `status`'s advice to retry after `ms` milliseconds ([`RETRY_PUSHBACK`]).
 fn set_retry_after(status: &mut Status, ms: u64) {
     if let Ok(value) = ms.to_string().parse() {
@@ -275,7 +287,7 @@ pub fn batch_result(
                 })
                 .collect(),
             retry_after_ms: retry_after_ms(&status).unwrap_or(0),
-            declined: status.metadata().contains_key(DECLINED),
+            declined: declined(&status),
         }),
     };
     crate::pb::v1::RecommendBatchResult {
@@ -307,9 +319,7 @@ pub fn batch_answer(
                 set_retry_after(&mut status, error.retry_after_ms);
             }
             if error.declined {
-                status
-                    .metadata_mut()
-                    .insert(DECLINED, tonic::metadata::MetadataValue::from_static("1"));
+                mark_declined(&mut status);
             }
             Err(status)
         }
@@ -378,13 +388,12 @@ mod tests {
         let back = batch_answer(Some(batch_result(Err(shed)))).unwrap_err();
         assert_eq!(back.code(), Code::ResourceExhausted);
         assert_eq!(retry_after_ms(&back), Some(250));
-        assert!(!back.metadata().contains_key(DECLINED));
-        let mut declined = Status::unavailable("cut off");
-        declined
-            .metadata_mut()
-            .insert(DECLINED, tonic::metadata::MetadataValue::from_static("1"));
-        let back = batch_answer(Some(batch_result(Err(declined)))).unwrap_err();
-        assert!(back.metadata().contains_key(DECLINED));
+        assert!(!declined(&back));
+        let mut cut_off = Status::unavailable("cut off");
+        mark_declined(&mut cut_off);
+        let back = batch_answer(Some(batch_result(Err(cut_off)))).unwrap_err();
+        assert!(back.metadata().contains_key("autoscaled-declined"));
+        assert!(declined(&back));
         assert_eq!(batch_answer(None).unwrap_err().code(), Code::Internal);
     }
 
